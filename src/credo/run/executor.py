@@ -1,0 +1,176 @@
+"""Execute a generation plan against a model, through the cache (design.md, ``run/``).
+
+The executor is one of the two stages allowed to call a model. For every planned request
+it looks up which sample indices are cached, turns the missing ones into blocks of
+consecutive indices (one backend call each, sample ``i`` seeded ``sample_seed(key, i)``),
+and commits every block as soon as it completes, so an interrupted run resumes with no
+lost and no duplicated sample.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+
+from credo.models.base import Generation, GenerationRequest, Model
+from credo.store.sqlite import GenerationStore, request_key, sample_seed
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class PlannedRequest:
+    """``n`` samples (indices ``0..n-1``) of ``request``; its ``seed`` and ``n`` are ignored."""
+
+    request: GenerationRequest
+    n: int
+    label: str = ""
+
+
+@dataclass
+class ExecutionStats:
+    """What one ``execute`` call did."""
+
+    requested_samples: int = 0
+    cached_samples: int = 0
+    generated_samples: int = 0
+    backend_calls: int = 0
+    completion_tokens: int = 0
+    seconds: float = 0.0
+
+
+class Executor:
+    """Runs planned requests on ``model``, reading and writing ``store``.
+
+    Parameters
+    ----------
+    model : Model
+    store : GenerationStore
+    run_seed : int
+        Part of every request key: a different run seed draws different samples.
+    max_block : int
+        Most samples sent in one backend call (consecutive indices of one request).
+    show_progress : bool
+        Draw a rich progress bar (samples done, ETA) on stderr.
+    """
+
+    def __init__(
+        self,
+        model: Model,
+        store: GenerationStore,
+        run_seed: int = 0,
+        max_block: int = 16,
+        show_progress: bool = True,
+    ) -> None:
+        if max_block < 1:
+            raise ValueError(f"max_block must be >= 1, got {max_block}")
+        self.model = model
+        self.store = store
+        self.run_seed = run_seed
+        self.max_block = max_block
+        self.show_progress = show_progress
+        self.history: list[ExecutionStats] = []
+
+    def key(self, request: GenerationRequest) -> str:
+        """The cache key of ``request`` on this executor's model and run seed."""
+        return request_key(self.model.identity, request, self.run_seed)
+
+    def execute(
+        self, planned: Sequence[PlannedRequest], description: str = "sampling"
+    ) -> list[list[Generation]]:
+        """Generations for every planned request, ``planned[i].n`` of them, in index order."""
+        stats = ExecutionStats()
+        keys = [self.key(p.request) for p in planned]
+        wanted: dict[str, int] = {}
+        template: dict[str, GenerationRequest] = {}
+        for k, p in zip(keys, planned, strict=True):
+            wanted[k] = max(wanted.get(k, 0), p.n)
+            template.setdefault(k, p.request)
+        stats.requested_samples = sum(wanted.values())
+
+        blocks: list[tuple[str, int, GenerationRequest]] = []
+        for k, n in wanted.items():
+            cached = self.store.cached_indices(k)
+            missing = [i for i in range(n) if i not in cached]
+            stats.cached_samples += n - len(missing)
+            for start, size in _blocks(missing, self.max_block):
+                req = template[k].model_copy(update={"seed": sample_seed(k, start), "n": size})
+                blocks.append((k, start, req))
+
+        if blocks:
+            self._run_blocks(blocks, description, stats)
+        self.history.append(stats)
+        log.info(
+            "%s: %d samples requested, %d cached, %d generated in %d calls (%.1f s)",
+            description,
+            stats.requested_samples,
+            stats.cached_samples,
+            stats.generated_samples,
+            stats.backend_calls,
+            stats.seconds,
+        )
+        return [self.store.get(k, range(p.n)) for k, p in zip(keys, planned, strict=True)]
+
+    def _run_blocks(
+        self,
+        blocks: list[tuple[str, int, GenerationRequest]],
+        description: str,
+        stats: ExecutionStats,
+    ) -> None:
+        total = sum(r.n for _, _, r in blocks)
+        t0 = time.perf_counter()
+        with Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("samples"),
+            TextColumn("{task.fields[tps]:.1f} tok/s"),
+            TimeElapsedColumn(),
+            TextColumn("ETA"),
+            TimeRemainingColumn(),
+            disable=not self.show_progress,
+        ) as progress:
+            task = progress.add_task(description, total=total, tps=0.0)
+            for idx, gens in self.model.generate([r for _, _, r in blocks]):
+                key, start, req = blocks[idx]
+                if len(gens) != req.n:
+                    raise RuntimeError(
+                        f"backend {self.model.identity} returned {len(gens)} samples for a"
+                        f" request of n={req.n} (key {key[:12]})"
+                    )
+                written = self.store.put(key, self.model.identity, req, start, gens)
+                stats.generated_samples += written
+                stats.backend_calls += 1
+                stats.completion_tokens += sum(g.completion_tokens for g in gens)
+                elapsed = time.perf_counter() - t0
+                progress.update(
+                    task, advance=len(gens), tps=stats.completion_tokens / max(elapsed, 1e-9)
+                )
+        stats.seconds = time.perf_counter() - t0
+
+
+def _blocks(indices: list[int], max_block: int) -> list[tuple[int, int]]:
+    """Split sorted ``indices`` into runs of consecutive values of at most ``max_block``."""
+    out: list[tuple[int, int]] = []
+    start = prev = None
+    for i in indices:
+        if start is not None and i == prev + 1 and i - start < max_block:
+            prev = i
+            continue
+        if start is not None:
+            out.append((start, prev - start + 1))
+        start = prev = i
+    if start is not None:
+        out.append((start, prev - start + 1))
+    return out

@@ -1,0 +1,195 @@
+"""SQLite generation cache: one row per (request key, sample index).
+
+The request key hashes everything that changes a sample's output: the backend's model
+identity (weights hash included), the rendered messages, the sampling parameters and the
+run seed. The sample index is the second half of the primary key, so asking for n = 20
+after n = 10 generates samples 10..19 only (inspect_ai's bug #2580, one cached sample for
+30 requested, is what this rules out). Sample ``i`` is drawn with seed
+``sample_seed(key, i) = base(key) + i``; backends honour that contract (see
+``credo.models.base``), so a resumed run reproduces an uninterrupted one.
+
+Every completed request is committed at once, so an interrupted run loses at most the
+requests in flight and never writes a sample twice (``INSERT OR IGNORE`` on the key).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from credo.models.base import Generation, GenerationRequest, TokenLogprob
+
+_SEED_SPACE = 2**31 - 2**20  # leaves room for 2**20 sample indices below 2**31
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS requests (
+    key TEXT PRIMARY KEY,
+    identity TEXT NOT NULL,
+    request TEXT NOT NULL,
+    created REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS samples (
+    key TEXT NOT NULL,
+    idx INTEGER NOT NULL,
+    seed INTEGER NOT NULL,
+    text TEXT NOT NULL,
+    finish_reason TEXT NOT NULL,
+    completion_tokens INTEGER NOT NULL,
+    prompt_tokens INTEGER NOT NULL,
+    logprobs TEXT,
+    seconds REAL NOT NULL,
+    created REAL NOT NULL,
+    PRIMARY KEY (key, idx)
+);
+"""
+
+
+@dataclass(frozen=True)
+class SampleKey:
+    """Where one sample lives in the cache."""
+
+    key: str
+    index: int
+
+
+def request_key(identity: str, request: GenerationRequest, run_seed: int) -> str:
+    """SHA-256 of the canonical JSON of (model identity, request minus seed and n, run seed).
+
+    ``seed`` and ``n`` are left out because they select samples, they do not define the
+    distribution: sample ``i`` of the key is always drawn with ``sample_seed(key, i)``.
+    """
+    payload = {
+        "identity": identity,
+        "request": request.model_dump(mode="json", exclude={"seed", "n"}),
+        "run_seed": run_seed,
+    }
+    blob = json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+def sample_seed(key: str, index: int) -> int:
+    """Seed of sample ``index`` of request ``key``: ``base(key) + index``."""
+    if index < 0 or index >= 2**20:
+        raise ValueError(f"sample index out of range: {index}")
+    return int(key[:15], 16) % _SEED_SPACE + index
+
+
+class GenerationStore:
+    """The SQLite cache of sampled generations. Not shared across threads."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(str(self.path))
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.executescript(_SCHEMA)
+        self._db.commit()
+
+    def close(self) -> None:
+        """Close the database connection."""
+        self._db.close()
+
+    def __enter__(self) -> GenerationStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def cached_indices(self, key: str) -> set[int]:
+        """Sample indices already stored for ``key``."""
+        rows = self._db.execute("SELECT idx FROM samples WHERE key = ?", (key,))
+        return {r[0] for r in rows}
+
+    def get(self, key: str, indices: Iterable[int]) -> list[Generation]:
+        """The stored generations of ``key`` at ``indices``, in that order.
+
+        Raises KeyError naming the first missing index.
+        """
+        wanted = list(indices)
+        rows = self._db.execute(
+            "SELECT idx, text, finish_reason, completion_tokens, prompt_tokens, logprobs, seconds"
+            " FROM samples WHERE key = ?",
+            (key,),
+        ).fetchall()
+        by_idx = {r[0]: r for r in rows}
+        out = []
+        for i in wanted:
+            if i not in by_idx:
+                raise KeyError(f"sample {i} of request {key[:12]} is not cached")
+            _, text, finish, ctoks, ptoks, lp, secs = by_idx[i]
+            out.append(Generation(text, finish, ctoks, ptoks, _decode_logprobs(lp), secs))
+        return out
+
+    def put(
+        self,
+        key: str,
+        identity: str,
+        request: GenerationRequest,
+        first_index: int,
+        generations: list[Generation],
+    ) -> int:
+        """Store ``generations`` as samples ``first_index, first_index + 1, ...`` of ``key``.
+
+        Commits before returning. Returns the number of rows actually written (rows that
+        already exist are left untouched).
+        """
+        now = time.time()
+        with self._db:
+            self._db.execute(
+                "INSERT OR IGNORE INTO requests (key, identity, request, created) VALUES (?,?,?,?)",
+                (key, identity, request.model_dump_json(exclude={"seed", "n"}), now),
+            )
+            before = self._db.total_changes
+            self._db.executemany(
+                "INSERT OR IGNORE INTO samples (key, idx, seed, text, finish_reason,"
+                " completion_tokens, prompt_tokens, logprobs, seconds, created)"
+                " VALUES (?,?,?,?,?,?,?,?,?,?)",
+                [
+                    (
+                        key,
+                        first_index + j,
+                        sample_seed(key, first_index + j),
+                        g.text,
+                        g.finish_reason,
+                        g.completion_tokens,
+                        g.prompt_tokens,
+                        _encode_logprobs(g.logprobs),
+                        g.seconds,
+                        now,
+                    )
+                    for j, g in enumerate(generations)
+                ],
+            )
+            return self._db.total_changes - before
+
+    def count_samples(self) -> int:
+        """Total number of stored samples."""
+        return int(self._db.execute("SELECT COUNT(*) FROM samples").fetchone()[0])
+
+    def stats(self) -> dict[str, int]:
+        """Numbers of requests, samples and generated tokens in the cache."""
+        req = self._db.execute("SELECT COUNT(*) FROM requests").fetchone()[0]
+        n, toks = self._db.execute(
+            "SELECT COUNT(*), COALESCE(SUM(completion_tokens), 0) FROM samples"
+        ).fetchone()
+        return {"requests": int(req), "samples": int(n), "completion_tokens": int(toks)}
+
+
+def _encode_logprobs(lp: tuple[TokenLogprob, ...] | None) -> str | None:
+    if lp is None:
+        return None
+    return json.dumps([[t.token, t.logprob, [list(a) for a in t.top]] for t in lp])
+
+
+def _decode_logprobs(blob: str | None) -> tuple[TokenLogprob, ...] | None:
+    if blob is None:
+        return None
+    return tuple(
+        TokenLogprob(tok, lp, tuple((a, b) for a, b in top)) for tok, lp, top in json.loads(blob)
+    )

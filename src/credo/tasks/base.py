@@ -1,0 +1,58 @@
+"""Items and tasks: what a benchmark is, independent of any model (design.md, ``tasks/``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+
+class AnswerFormat(StrEnum):
+    """How an answer is extracted from a generation and compared with the gold answer."""
+
+    NUMBER = "number"
+    CHOICE = "choice"
+    SHORT_TEXT = "short_text"
+    CODE = "code"
+    LONG_FORM = "long_form"
+
+
+@dataclass(frozen=True)
+class Item:
+    """One benchmark question.
+
+    ``question`` is the bare question text (the part a context perturbation is prefixed
+    to); ``choices`` holds the option texts for multiple choice (lettered A, B, C, ...),
+    and ``gold`` the reference answer in normalised form: a number as a string for
+    :attr:`AnswerFormat.NUMBER`, a letter for :attr:`AnswerFormat.CHOICE`.
+    ``source`` names the file and line the item came from, for error messages.
+    """
+
+    id: str
+    question: str
+    gold: str
+    choices: tuple[str, ...] = ()
+    meta: dict[str, str] = field(default_factory=dict, compare=False, hash=False)
+    source: str = ""
+
+
+@dataclass(frozen=True)
+class Task:
+    """A named list of items sharing one answer format and one prompt template."""
+
+    name: str
+    items: tuple[Item, ...]
+    format: AnswerFormat
+    domain: str = ""
+
+    def __post_init__(self) -> None:
+        ids = [it.id for it in self.items]
+        if len(set(ids)) != len(ids):
+            seen: set[str] = set()
+            dup = next(i for i in ids if i in seen or seen.add(i))  # type: ignore[func-returns-value]
+            raise ValueError(f"task {self.name!r}: duplicate item id {dup!r}")
+
+    def head(self, limit: int | None) -> Task:
+        """The first ``limit`` items (all when ``limit`` is None)."""
+        if limit is None:
+            return self
+        return Task(self.name, self.items[:limit], self.format, self.domain)

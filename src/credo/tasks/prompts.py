@@ -1,0 +1,73 @@
+"""Prompt templates: item (+ optional context prefix) -> chat messages.
+
+The paper's benchmark prompts (000 App. D.4) are missing from our copy; these are
+written from its description. What every sample of a task shares (the instruction) goes
+first, in the system message, so backends reuse its prompt evaluation; the perturbation
+is prefixed to the question separated by a single space (000 §5: "The noise was
+prefixed to each prompt, separated by a single space").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from credo.models.base import Message
+from credo.tasks.base import AnswerFormat, Item
+
+INSTRUCTIONS: dict[tuple[AnswerFormat, str], str] = {
+    (AnswerFormat.NUMBER, "direct"): (
+        "Solve the math word problem. Reply with the final answer only, as a single number "
+        "in the form \"Answer: <number>\". Do not explain."
+    ),
+    (AnswerFormat.NUMBER, "cot"): (
+        "Solve the math word problem step by step, briefly. End with the final answer as a "
+        "single number in the form \"Answer: <number>\"."
+    ),
+    (AnswerFormat.CHOICE, "direct"): (
+        "Answer the multiple-choice question. Reply with the letter of the correct option "
+        "only, in the form \"Answer: <letter>\". Do not explain."
+    ),
+    (AnswerFormat.CHOICE, "cot"): (
+        "Answer the multiple-choice question. Think step by step, briefly, then end with the "
+        "letter of the correct option in the form \"Answer: <letter>\"."
+    ),
+    (AnswerFormat.SHORT_TEXT, "direct"): (
+        "Answer the question with a short answer (a few words) in the form "
+        "\"Answer: <answer>\". Do not explain."
+    ),
+    (AnswerFormat.SHORT_TEXT, "cot"): (
+        "Answer the question. Think briefly, then end with a short answer in the form "
+        "\"Answer: <answer>\"."
+    ),
+}
+
+LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+def question_text(item: Item, prefix: str | None = None) -> str:
+    """The question as shown to the model: ``[prefix; question]`` plus lettered options."""
+    text = item.question if not prefix else f"{prefix.strip()} {item.question}"
+    if item.choices:
+        options = "\n".join(f"{LETTERS[i]}. {c}" for i, c in enumerate(item.choices))
+        text = f"{text}\n\n{options}"
+    return text
+
+
+def render_messages(
+    item: Item, fmt: AnswerFormat, style: str = "direct", prefix: str | None = None
+) -> tuple[Message, ...]:
+    """System instruction for (format, style), then the (optionally perturbed) question."""
+    try:
+        instruction = INSTRUCTIONS[(fmt, style)]
+    except KeyError:
+        known = sorted({f"{f.value}/{s}" for f, s in INSTRUCTIONS})
+        raise ValueError(
+            f"no prompt for format {fmt.value!r} style {style!r}; known: {known}"
+        ) from None
+    return (
+        Message(role="system", content=instruction),
+        Message(role="user", content=question_text(item, prefix)),
+    )
+
+
+PromptRenderer = Callable[[Item, str | None], tuple[Message, ...]]

@@ -1,0 +1,94 @@
+"""Evaluation metrics (000 App. E.2) against hand computations and independent formulas."""
+
+import math
+
+import numpy as np
+import pytest
+from scipy.stats import mannwhitneyu
+from sklearn.metrics import average_precision_score
+
+from credo import auprc_neg, auprc_pos, auroc, ece
+from credo.evaluate.metrics import ece_discrete, labels_from_performance
+
+
+def test_ece_constructed_case_by_hand():
+    # bins of width 0.1: {0.05} -> |0 - .05|, {0.15} -> |1 - .15|, {.95, .95} -> |.75 - .95|
+    scores = [0.05, 0.15, 0.95, 0.95]
+    perf = [0.0, 1.0, 1.0, 0.5]
+    assert ece(scores, perf) == pytest.approx((0.05 + 0.85 + 2 * 0.2) / 4)
+
+
+def test_ece_score_one_falls_in_last_bin_and_perfect_calibration_is_zero():
+    assert ece([1.0, 1.0], [1.0, 1.0]) == pytest.approx(0.0)
+    assert ece([0.95, 1.0], [0.975, 0.975]) == pytest.approx(0.0)
+
+
+def _ece_loop(s, p, B):
+    total = 0.0
+    for b in range(B):
+        lo, hi = b / B, (b + 1) / B
+        idx = [i for i, x in enumerate(s) if (lo <= x < hi) or (b == B - 1 and x == 1.0)]
+        if idx:
+            total += len(idx) * abs(np.mean([p[i] for i in idx]) - np.mean([s[i] for i in idx]))
+    return total / len(s)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_ece_equals_a_second_implementation(seed):
+    rng = np.random.default_rng(seed)
+    s = rng.random(200).round(3)
+    p = rng.random(200)
+    assert ece(s, p, n_bins=10) == pytest.approx(_ece_loop(list(s), list(p), 10))
+    assert ece(s, p, n_bins=7) == pytest.approx(_ece_loop(list(s), list(p), 7))
+
+
+def test_ece_discrete_uses_one_bin_per_level():
+    levels = np.linspace(0, 1, 11)
+    s = [0.3, 0.3, 0.7]
+    p = [0.0, 1.0, 1.0]
+    # level 0.3: |0.5 - 0.3| * 2, level 0.7: |1 - 0.7|
+    assert ece_discrete(s, p, levels) == pytest.approx((2 * 0.2 + 0.3) / 3)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_auroc_equals_mann_whitney(seed):
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, 2, 80)
+    s = np.clip(0.3 * y + rng.random(80) * 0.7, 0, 1)
+    u = mannwhitneyu(s[y == 1], s[y == 0]).statistic
+    assert auroc(s, y) == pytest.approx(u / ((y == 1).sum() * (y == 0).sum()))
+
+
+def test_auprc_pos_and_neg_equal_scikit_learn():
+    rng = np.random.default_rng(3)
+    y = rng.integers(0, 2, 50)
+    s = rng.random(50)
+    assert auprc_pos(s, y) == pytest.approx(average_precision_score(y, s))
+    assert auprc_neg(s, y) == pytest.approx(average_precision_score(1 - y, 1 - s))
+
+
+def test_auprc_by_hand():
+    # ranking by score: 0.9 (pos), 0.8 (neg), 0.7 (pos): AP = (1/1 + 2/3) / 2
+    assert auprc_pos([0.9, 0.8, 0.7], [1, 0, 1]) == pytest.approx((1 + 2 / 3) / 2)
+    # by 1 - s: 0.3 (pos item), 0.2 (the negative), 0.1 -> precision 1/2 at its rank
+    assert auprc_neg([0.9, 0.8, 0.7], [1, 0, 1]) == pytest.approx(0.5)
+
+
+def test_single_class_gives_nan_not_a_crash():
+    with pytest.warns(UserWarning):
+        assert math.isnan(auroc([0.2, 0.9], [1, 1]))
+    with pytest.warns(UserWarning):
+        assert math.isnan(auprc_neg([0.2, 0.9], [1, 1]))
+
+
+def test_labels_threshold_is_inclusive():
+    assert labels_from_performance([0.5, 0.49, 1.0]).tolist() == [1, 0, 1]
+
+
+def test_input_validation_names_the_argument():
+    with pytest.raises(ValueError, match="scores"):
+        ece([1.2], [0.5])
+    with pytest.raises(ValueError, match="differ in length"):
+        auroc([0.1, 0.2], [1])
+    with pytest.raises(ValueError, match="labels"):
+        auroc([0.1, 0.2], [1, 2])

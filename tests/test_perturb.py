@@ -1,0 +1,107 @@
+"""Context perturbations: cleaning rules and the diversity filter of 000 App. A.2."""
+
+import numpy as np
+import pytest
+
+from credo.config import PerturbationConfig
+from credo.models.scripted import ScriptedModel
+from credo.perturb.context import (
+    clean_candidate,
+    diversity_filter,
+    generate_perturbations,
+    perturbation_messages,
+)
+from credo.run.executor import Executor
+from credo.store.sqlite import GenerationStore
+from credo.tasks.base import Item
+
+Q = "Rachel saw 317 visitors at the palace and 295 the day before. How many more came?"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Many tourists visited the ancient castle during the weekend.",
+         "Many tourists visited the ancient castle during the weekend."),
+        ('Context: "Museums often keep careful records of their daily guests"',
+         "Museums often keep careful records of their daily guests."),
+        (
+            "Palaces attract crowds in summer.\nSecond line ignored.",
+            "Palaces attract crowds in summer.",
+        ),
+        ("Did you know palaces are popular?", None),  # a question
+        ("Too short.", None),
+        ("The palace counted 317 guests on a sunny morning.", None),  # leaks a question number
+        ("", None),
+        ("   \n  ", None),
+    ],
+)
+def test_clean_candidate(text, expected):
+    assert clean_candidate(text, Q) == expected
+
+
+def test_restating_the_question_is_rejected():
+    assert clean_candidate("How many more came?", "How many more came?") is None
+    q = "Which planet is the largest in the solar system by mass?"
+    assert clean_candidate("Which planet is the largest in the solar system by mass", q) is None
+
+
+def test_diversity_filter_keeps_below_threshold_in_order():
+    e = np.array([[1.0, 0.0], [0.9, np.sqrt(1 - 0.81)], [0.0, 1.0], [0.5, np.sqrt(0.75)]])
+    # row 1 has cosine 0.9 with row 0 (>= 0.8124): dropped; row 3 cos 0.5 / 0.866 with 0 / 2
+    assert diversity_filter(e, 0.8124) == [0, 2]
+    assert diversity_filter(e, 0.95) == [0, 1, 2, 3]
+    # a candidate exactly at the threshold is dropped ("below k" keeps it)
+    assert diversity_filter(np.array([[1.0, 0.0], [0.8, 0.6]]), 0.8) == [0]
+
+
+def test_perturbation_prompt_mentions_domain_and_question():
+    msgs = perturbation_messages(Item("x", Q, "22"), "arithmetic reasoning")
+    assert "arithmetic reasoning" in msgs[1].content and Q in msgs[1].content
+    assert "neutral" in msgs[0].content
+
+
+SENTENCES = [
+    "Many tourists like visiting old royal buildings on holidays.",
+    "Many tourists like visiting old royal buildings on holidays.",  # duplicate
+    "Guides at historic sites often share stories with their groups.",
+    "What time does the palace open?",  # invalid: a question
+    "Weekend crowds can make ticket lines long at popular attractions.",
+    "Souvenir shops near landmarks sell postcards and small models.",
+    "Many tourists like visiting old royal buildings on holidays!",  # same words
+    "Photography rules differ from one heritage building to another.",
+]
+
+
+def sentence_by_seed(messages, seed):
+    return SENTENCES[seed % len(SENTENCES)]
+
+
+def test_generate_perturbations_filters_and_is_cached(tmp_path, bow_embedder):
+    items = [Item("a", Q, "22")]
+    model = ScriptedModel(sentence_by_seed)
+    cfg = PerturbationConfig(max_rounds=3)
+    with GenerationStore(tmp_path / "c.sqlite") as store:
+        ex = Executor(model, store, 0, show_progress=False)
+        sets = generate_perturbations(items, 4, "arithmetic", ex, bow_embedder, cfg)
+        p = sets["a"]
+        assert len(p.kept) == 4
+        assert len(set(p.kept)) == 4
+        assert all(not k.endswith("?") for k in p.kept)
+        calls = model.samples
+        # a second call finds every candidate in the cache
+        again = generate_perturbations(items, 4, "arithmetic", ex, bow_embedder, cfg)
+        assert again["a"] == p
+        assert model.samples == calls
+
+
+def test_too_few_distinct_candidates_are_reused_in_turn(tmp_path, bow_embedder):
+    model = ScriptedModel(lambda m, s: SENTENCES[0])
+    with GenerationStore(tmp_path / "c.sqlite") as store:
+        ex = Executor(model, store, 0, show_progress=False)
+        sets = generate_perturbations([Item("a", Q, "22")], 3, "", ex, bow_embedder,
+                                      PerturbationConfig(max_rounds=2))
+    p = sets["a"]
+    assert p.kept == (SENTENCES[0],)
+    assert p.rejected_similar == p.candidates - 1
+    assert p.prefixes(3) == [SENTENCES[0]] * 3

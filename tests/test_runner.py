@@ -1,0 +1,102 @@
+"""The pipeline end to end on a scripted model: files, scores, metrics, cache reuse."""
+
+import json
+
+import pytest
+from sklearn.metrics import roc_auc_score
+
+from credo import RunConfig, c3, run, self_consistency
+from credo.models.scripted import ScriptedModel
+from credo.perturb.context import PERTURBATION_SYSTEM_PROMPT
+from credo.tasks.base import AnswerFormat, Item, Task
+
+CONTEXTS = [
+    "Farmers at the market often compare their harvests with each other.",
+    "Children in many schools practise sums with small wooden blocks.",
+    "Shopkeepers keep ledgers to track what they sell every day.",
+    "Bakers plan their mornings around the ovens and the first customers.",
+    "Libraries lend books to readers of every age in the town.",
+    "Trains between the two cities run on a fixed weekday timetable.",
+]
+
+TASK = Task(
+    "toy",
+    (
+        Item("easy", "Tom has two apples and gets three more. How many apples?", "5"),
+        Item("coin", "A coin question with answers three or four.", "3"),
+        Item("fragile", "Seven or eight, depending on the context?", "7"),
+        Item("wrong", "A question the model always gets wrong.", "10"),
+    ),
+    AnswerFormat.NUMBER,
+    domain="arithmetic reasoning",
+)
+
+
+def respond(messages, seed):
+    if messages[0].content == PERTURBATION_SYSTEM_PROMPT:
+        return CONTEXTS[seed % len(CONTEXTS)]
+    user = messages[-1].content
+    perturbed = any(c.rstrip(".") in user for c in CONTEXTS)
+    if "Tom" in user:
+        return "Answer: 5"
+    if "coin" in user:
+        return f"Answer: {3 + seed % 2}"
+    if "Seven" in user:
+        return "The answer is \\boxed{8}" if perturbed else "Answer: 7"
+    return "I am not sure." if seed % 3 == 0 else "Answer: 11"
+
+
+@pytest.fixture
+def config(tmp_path):
+    return RunConfig(
+        task="toy", n=6, m=6, limit=None, out=tmp_path / "run", cache=tmp_path / "cache.sqlite"
+    )
+
+
+def test_run_scores_items_as_the_paper_defines(config, bow_embedder):
+    model = ScriptedModel(respond)
+    result = run(config, model=model, embedder=bow_embedder, task=TASK, show_progress=False)
+    by_id = {r.item.id: r for r in result.items}
+
+    assert by_id["easy"].scores["c3"] == 1.0 and by_id["easy"].performance == 1.0
+    assert by_id["fragile"].performance == 1.0
+    assert by_id["fragile"].scores["self_consistency"] == 1.0
+    assert by_id["fragile"].scores["c3"] == 0.0  # complete shift under perturbation
+    assert by_id["wrong"].performance == 0.0
+    for r in result.items:
+        orig = [s.answer.value for s in r.original]
+        pert = [s.answer.value for s in r.perturbed]
+        assert len(orig) == 6 and len(pert) == 6
+        assert r.scores["c3"] == pytest.approx(c3(orig, pert))
+        assert r.scores["self_consistency"] == pytest.approx(self_consistency(orig))
+        assert len(set(r.perturbations)) == 6  # one sample per distinct perturbation
+    # unparsable answers were recorded, not dropped
+    assert any(s.answer.value is None for s in by_id["wrong"].original)
+
+    out = config.out
+    rows = [json.loads(line) for line in (out / "scores.jsonl").read_text().splitlines()]
+    assert [r["id"] for r in rows] == ["easy", "coin", "fragile", "wrong"]
+    metrics = json.loads((out / "metrics.json").read_text())
+    labels = [int(r["p_bar"] >= 0.5) for r in rows]
+    c3_scores = [r["scores"]["c3"] for r in rows]
+    assert metrics["methods"]["c3"]["auroc"] == pytest.approx(roc_auc_score(labels, c3_scores))
+    assert (out / "report.md").read_text().startswith("# credo run")
+    samples = (out / "samples.jsonl").read_text().splitlines()
+    assert len(samples) == 4 * 12
+
+
+def test_rerun_uses_the_cache_only(config, bow_embedder):
+    first = run(config, model=ScriptedModel(respond), embedder=bow_embedder, task=TASK,
+                show_progress=False)
+    model = ScriptedModel(respond)
+    again = run(config, model=model, embedder=bow_embedder, task=TASK, show_progress=False)
+    assert model.samples == 0
+    assert [r.scores for r in again.items] == [r.scores for r in first.items]
+    bigger = config.model_copy(update={"n": 8})
+    run(bigger, model=model, embedder=bow_embedder, task=TASK, show_progress=False)
+    assert model.samples == 4 * 2  # two more original samples per item, nothing else
+
+
+def test_config_rejects_unknown_method():
+    with pytest.raises(ValueError, match="unknown methods"):
+        RunConfig(methods=["c3", "telepathy"])
