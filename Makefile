@@ -32,8 +32,9 @@ models: $(MODELS_STAMP)
 demo: $(MODELS_STAMP)
 	$(BIN)/credo run --config configs/demo.yaml
 
-## The tests, the slow real-model ones included.
+## The tests, the slow real-model ones included, after the linter.
 test: $(STAMP)
+	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/python -m pytest -q
 
 lint: $(STAMP)

@@ -29,9 +29,15 @@ Q = "Rachel saw 317 visitors at the palace and 295 the day before. How many more
             "Palaces attract crowds in summer.\nSecond line ignored.",
             "Palaces attract crowds in summer.",
         ),
+        ("Crowds gather at old palaces. They love the gardens.", "Crowds gather at old palaces."),
         ("Did you know palaces are popular?", None),  # a question
         ("Too short.", None),
-        ("The palace counted 317 guests on a sunny morning.", None),  # leaks a question number
+        ("The palace counted 317 guests on a sunny morning.", None),  # a number
+        ("Some palaces count 12 thousand guests on a sunny morning.", None),  # any number
+        ("Rachel often visits royal buildings with her friends.", None),  # a question's name
+        ("Rachel's friends often visit royal buildings together.", None),
+        ("Rosalía fans often travel to see royal buildings.", None),  # copied from an example
+        ("The context sentence is about visitors to royal buildings.", None),  # meta talk
         ("", None),
         ("   \n  ", None),
     ],
@@ -57,8 +63,9 @@ def test_diversity_filter_keeps_below_threshold_in_order():
 
 def test_perturbation_prompt_mentions_domain_and_question():
     msgs = perturbation_messages(Item("x", Q, "22"), "arithmetic reasoning")
-    assert "arithmetic reasoning" in msgs[1].content and Q in msgs[1].content
+    assert "arithmetic reasoning" in msgs[-1].content and Q in msgs[-1].content
     assert "neutral" in msgs[0].content
+    assert [m.role for m in msgs] == ["system", "user", "assistant", "user", "assistant", "user"]
 
 
 SENTENCES = [

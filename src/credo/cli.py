@@ -40,7 +40,7 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--m", type=int, help="perturbed samples, one per perturbation (paper: 30)")
     r.add_argument("--limit", type=int, help="first N items of the task")
     r.add_argument("--methods", help="comma-separated: c3,c3_cross,self_consistency")
-    r.add_argument("--prompt-style", choices=["direct", "cot"])
+    r.add_argument("--prompt-style", choices=["direct", "brief", "expression", "cot"])
     r.add_argument("--max-tokens", type=int, help="generation length cap per answer")
     r.add_argument("--seed", type=int)
     r.add_argument("--out", type=Path, help="run folder (default runs/latest)")

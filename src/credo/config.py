@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from credo.models.base import SamplingParams
 
-PromptStyle = Literal["direct", "cot"]
+PromptStyle = Literal["direct", "brief", "expression", "cot"]
 
 
 def default_cache_dir() -> Path:

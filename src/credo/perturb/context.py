@@ -28,28 +28,51 @@ from credo.tasks.base import Item
 log = logging.getLogger(__name__)
 
 PERTURBATION_SYSTEM_PROMPT = (
-    "You write one sentence of background context that will be placed before a question. "
-    "Rules:\n"
-    "1. Stay on the same broad topic as the question (for example the same kind of "
-    "everyday situation, subject or field).\n"
-    "2. Be neutral: give no numbers, facts, hints or claims that could help answer, "
-    "contradict, or change the answer.\n"
-    "3. Do not restate, paraphrase or answer the question, and do not ask a question.\n"
-    "4. Write 8 to 30 words.\n"
+    "You write one short sentence of background context that will be placed before a "
+    "question. The sentence must:\n"
+    "1. be about the same broad topic as the question, but not about its people, objects "
+    "or events;\n"
+    "2. be neutral: no numbers and no facts, hints or claims that could help answer, "
+    "contradict or change the answer;\n"
+    "3. not restate, paraphrase or answer the question, and not be a question;\n"
+    "4. have 6 to 20 words.\n"
     "Reply with the sentence only."
 )
 
+# One-shot examples (000 §3 shows the first one); shared by every item, so a backend
+# with prefix caching evaluates them once.
+PERTURBATION_EXAMPLES: tuple[tuple[str, str, str], ...] = (
+    (
+        "arithmetic reasoning",
+        "Rachel learned that 317 visitors came to Buckingham Palace that day. If there were "
+        "295 visitors the previous day, how many more visitors visited Buckingham Palace "
+        "that day than on the previous day?",
+        "Many tourists visited the ancient castle during the weekend.",
+    ),
+    (
+        "short-form factual recall",
+        "What EP did Rosalía release in 2019?",
+        "An artist might release an EP during any year of their career.",
+    ),
+)
+
+
+_EXAMPLE_NAMES = frozenset({"Rachel", "Buckingham", "Palace", "Rosalía", "EP"})
+
 
 def perturbation_messages(item: Item, domain: str) -> tuple[Message, ...]:
-    """The chat prompt asking for one context sentence for ``item``."""
+    """The chat prompt asking for one context sentence for ``item`` (system, examples, item)."""
+    messages = [Message(role="system", content=PERTURBATION_SYSTEM_PROMPT)]
+    for ex_domain, question, sentence in PERTURBATION_EXAMPLES:
+        messages.append(Message(role="user", content=_request_text(question, ex_domain)))
+        messages.append(Message(role="assistant", content=sentence))
+    messages.append(Message(role="user", content=_request_text(item.question, domain)))
+    return tuple(messages)
+
+
+def _request_text(question: str, domain: str) -> str:
     topic = f"Domain: {domain}\n" if domain else ""
-    return (
-        Message(role="system", content=PERTURBATION_SYSTEM_PROMPT),
-        Message(
-            role="user",
-            content=f"{topic}Question: {item.question}\n\nWrite the context sentence.",
-        ),
-    )
+    return f"{topic}Question: {question}"
 
 
 @dataclass(frozen=True)
@@ -71,32 +94,54 @@ class PerturbationSet:
 
 
 _LABEL = re.compile(r"^\s*(?:context(?: sentence)?|sentence|background)\s*:\s*", re.IGNORECASE)
-_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+_SENTENCE_END = re.compile(r"[.!](?=\s|$)")
+_META = re.compile(
+    r"(?:the |a |my |here is |here's )?(?:context|sentence|background|rules?|domain|question"
+    r"|answer|sure|certainly|let's|okay|ok)\b",
+    re.IGNORECASE,
+)
+_COMMON_CAPITALISED = frozenset(
+    "A An The If In On At For Of To And But Or So As By With From This That These Those It "
+    "He She They We You I His Her Their Its What Which Who Whom Whose When Where Why How "
+    "Each Every All Some Many Most One Two Three After Before Then There Here Mr Mrs Ms Dr "
+    "Monday Tuesday Wednesday Thursday Friday Saturday Sunday".split()
+)
+
+
+def _names(text: str, keep_common: bool = False) -> set[str]:
+    """Capitalised words of ``text`` (possessive 's removed) that are likely names."""
+    words = {re.sub(r"'s$", "", w) for w in re.findall(r"\b[A-Z][\w'-]+", text)}
+    return words if keep_common else words - _COMMON_CAPITALISED
 
 
 def clean_candidate(
-    text: str, question: str, min_words: int = 4, max_words: int = 60
+    text: str, question: str, min_words: int = 4, max_words: int = 40
 ) -> str | None:
     """The usable context sentence in a generation, or None when it breaks the rules.
 
-    Takes the first non-empty line, strips labels ("Context:") and quotes, and rejects
-    lines that ask a question, are too short or long, restate the question, or repeat a
-    number from the question (a cheap guard for content neutrality on arithmetic).
+    Takes the first sentence of the first non-empty line, strips labels ("Context:") and
+    quotes, and rejects sentences that ask a question, are too short or long, restate the
+    question, talk about the prompt itself ("The context sentence is ..."), contain a
+    digit, or name a person or place of the question: cheap guards for content
+    neutrality (a number or a new fact about the question's own subject can change the
+    answer).
     """
     lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
     if not lines:
         return None
     s = _LABEL.sub("", lines[0]).strip().strip("\"'“”*` ").strip()
-    if not s or s.endswith("?"):
+    end = _SENTENCE_END.search(s)
+    if end:  # keep the first sentence only
+        s = s[: end.start() + 1].strip("\"'“”*` ")
+    if not s or "?" in s:
         return None
     words = s.split()
     if not (min_words <= len(words) <= max_words):
         return None
     low, q = _norm(s), _norm(question)
-    if low in q or q in low:
+    if low in q or q in low or _META.match(s) or re.search(r"\d", s):
         return None
-    q_numbers = set(_NUMBER.findall(question))
-    if q_numbers & set(_NUMBER.findall(s)):
+    if (_names(question) | _EXAMPLE_NAMES) & _names(s, keep_common=True):
         return None
     if s[-1] not in ".!":
         s += "."
@@ -133,7 +178,8 @@ def generate_perturbations(
 
     Round r asks every item still short of ``m`` kept prefixes for more candidates (the
     same request, later sample indices), then re-runs the deterministic filter over all
-    candidates in sample order. Stops after ``config.max_rounds``.
+    candidates in sample order. Stops after ``config.max_rounds``, except for items with no
+    usable candidate at all, which get up to ``config.max_rounds`` more rounds.
     """
     requests = {
         it.id: GenerationRequest(messages=perturbation_messages(it, domain), params=config.sampling)
@@ -142,7 +188,13 @@ def generate_perturbations(
     drawn = {it.id: 0 for it in items}
     result: dict[str, PerturbationSet] = {}
     pending = list(items)
-    for rnd in range(config.max_rounds):
+    # After max_rounds, an item with no usable candidate at all gets up to max_rounds more,
+    # so that no item has to be dropped from the run.
+    for rnd in range(2 * config.max_rounds):
+        if rnd >= config.max_rounds:
+            pending = [it for it in pending if not result[it.id].kept]
+            if not pending:
+                break
         planned = []
         for it in pending:
             missing = m - (len(result[it.id].kept) if it.id in result else 0)
@@ -155,13 +207,15 @@ def generate_perturbations(
         pending = [it for it in pending if len(result[it.id].kept) < m]
         if not pending:
             break
-    for it in pending:
+    short = [it.id for it in items if len(result[it.id].kept) < m]
+    if short:
         log.warning(
-            "item %s: only %d of %d perturbations kept after %d rounds; reusing them in turn",
-            it.id,
-            len(result[it.id].kept),
+            "%d of %d items have fewer than m=%d distinct perturbations (kept ones are reused"
+            " in turn): %s",
+            len(short),
+            len(items),
             m,
-            config.max_rounds,
+            ", ".join(f"{i} ({len(result[i].kept)})" for i in short[:20]),
         )
     return result
 

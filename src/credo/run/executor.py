@@ -135,13 +135,13 @@ class Executor:
             BarColumn(),
             MofNCompleteColumn(),
             TextColumn("samples"),
-            TextColumn("{task.fields[tps]:.1f} tok/s"),
+            TextColumn("{task.fields[rate]:.2f}/s"),
             TimeElapsedColumn(),
             TextColumn("ETA"),
             TimeRemainingColumn(),
             disable=not self.show_progress,
         ) as progress:
-            task = progress.add_task(description, total=total, tps=0.0)
+            task = progress.add_task(description, total=total, rate=0.0)
             for idx, gens in self.model.generate([r for _, _, r in blocks]):
                 key, start, req = blocks[idx]
                 if len(gens) != req.n:
@@ -154,9 +154,8 @@ class Executor:
                 stats.backend_calls += 1
                 stats.completion_tokens += sum(g.completion_tokens for g in gens)
                 elapsed = time.perf_counter() - t0
-                progress.update(
-                    task, advance=len(gens), tps=stats.completion_tokens / max(elapsed, 1e-9)
-                )
+                done = progress.tasks[0].completed + len(gens)
+                progress.update(task, advance=len(gens), rate=done / max(elapsed, 1e-9))
         stats.seconds = time.perf_counter() - t0
 
 

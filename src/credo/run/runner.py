@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+import warnings
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -172,6 +173,15 @@ def evaluate_items(
 ) -> dict[str, dict[str, float]]:
     """ECE, AUROC, AUPRC-P, AUPRC-N and mean score per method (000 App. E.2)."""
     perf = np.array([r.performance for r in items], dtype=float)
+    # A metric undefined on one class is NaN and shown as n/a in the report; no warning.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        return _evaluate(items, perf, methods, n_bins)
+
+
+def _evaluate(
+    items: list[ItemResult], perf: np.ndarray, methods: list[str], n_bins: int
+) -> dict[str, dict[str, float]]:
     labels = labels_from_performance(perf) if items else np.zeros(0, dtype=int)
     out: dict[str, dict[str, float]] = {}
     for name in methods:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from decimal import Decimal, localcontext
 from fractions import Fraction
 
+from credo.tasks.arithmetic import evaluate_arithmetic
 from credo.tasks.base import AnswerFormat, Item
 
 __all__ = [
@@ -272,6 +273,9 @@ def _number_after_markers(text: str) -> Fraction | None:
         gap = _MARKER_GAP_RE.match(text, m.end())
         start = gap.end() if gap else m.end()
         line = text[start : start + _MARKER_WINDOW].split("\n", 1)[0]
+        expression = evaluate_arithmetic(line)
+        if expression is not None:
+            return expression
         numbers = _numbers_in(line)
         if numbers:
             return numbers[0]

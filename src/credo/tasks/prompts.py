@@ -23,6 +23,16 @@ INSTRUCTIONS: dict[tuple[AnswerFormat, str], str] = {
         "Solve the math word problem step by step, briefly. End with the final answer as a "
         "single number in the form \"Answer: <number>\"."
     ),
+    (AnswerFormat.NUMBER, "brief"): (
+        "Solve the math word problem. Show only the key calculations as short equations on "
+        "one line, no words, then give the final answer as a single number in the form "
+        "\"Answer: <number>\"."
+    ),
+    (AnswerFormat.NUMBER, "expression"): (
+        "Translate the math word problem into one Python arithmetic expression that computes "
+        "the final answer (numbers and + - * / ( ) only). Reply with the expression only, in "
+        "the form \"Answer: <expression>\"."
+    ),
     (AnswerFormat.CHOICE, "direct"): (
         "Answer the multiple-choice question. Reply with the letter of the correct option "
         "only, in the form \"Answer: <letter>\". Do not explain."

@@ -1,0 +1,113 @@
+"""``load_model(spec)``: model specs → backends, through a decorator-based registry.
+
+A spec is either a registered *name* (``"qwen2.5-coder-1.5b"``), ``"<prefix>:<rest>"``
+for a registered prefix (``"openai:gpt-4o-mini"``, ``"gguf:/path/model.gguf"``), or a
+path ending in ``.gguf``. Backends register themselves with :func:`backend`::
+
+    @backend("openai")                    # handles "openai:<model>"
+    def _openai(rest: str, **options): ...
+
+    @backend(names=("smollm2-135m",))     # handles exactly these names
+    def _embedded(name: str, **options): ...
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
+
+from credo.models.base import Model
+from credo.models.weights import EMBEDDED_MODELS
+
+Factory = Callable[..., Model]
+"""``factory(argument, **options) -> Model``; ``argument`` is the name or the text after
+the prefix."""
+
+F = TypeVar("F", bound=Factory)
+
+_PREFIXES: dict[str, Factory] = {}
+_NAMES: dict[str, Factory] = {}
+_SUFFIXES: dict[str, Factory] = {}
+
+
+def backend(
+    prefix: str | None = None,
+    *,
+    names: Iterable[str] = (),
+    suffixes: Iterable[str] = (),
+) -> Callable[[F], F]:
+    """Register a factory for ``"<prefix>:..."`` specs, exact ``names`` and/or path ``suffixes``.
+
+    Registering a key twice is an error, so two backends never silently shadow each other.
+    """
+
+    def register(factory: F) -> F:
+        for table, keys in (
+            (_PREFIXES, [prefix] if prefix else []),
+            (_NAMES, list(names)),
+            (_SUFFIXES, [s.lower() for s in suffixes]),
+        ):
+            for key in keys:
+                if key in table and table[key] is not factory:
+                    raise ValueError(f"model spec {key!r} is already registered")
+                table[key] = factory
+        return factory
+
+    return register
+
+
+def known_specs() -> list[str]:
+    """Human-readable list of what :func:`load_model` accepts."""
+    return (
+        sorted(_NAMES)
+        + [f"{prefix}:<…>" for prefix in sorted(_PREFIXES)]
+        + [f"<path>{suffix}" for suffix in sorted(_SUFFIXES)]
+    )
+
+
+def load_model(spec: str, **options: Any) -> Model:
+    """The backend for ``spec``; ``options`` go to the backend's constructor.
+
+    Exact names win over prefixes, prefixes over path suffixes. An unknown spec raises
+    :class:`ValueError` listing the known ones.
+    """
+    if spec in _NAMES:
+        return _NAMES[spec](spec, **options)
+    prefix, sep, rest = spec.partition(":")
+    if sep and prefix in _PREFIXES:
+        if not rest:
+            raise ValueError(f"model spec {spec!r} names no model after {prefix!r}:")
+        return _PREFIXES[prefix](rest, **options)
+    for suffix, factory in _SUFFIXES.items():
+        if spec.lower().endswith(suffix):
+            return factory(spec, **options)
+    raise ValueError(f"unknown model {spec!r}; known: {', '.join(known_specs())}")
+
+
+@backend("gguf", names=tuple(EMBEDDED_MODELS), suffixes=(".gguf",))
+def _embedded(name_or_path: str, **options: Any) -> Model:
+    """Embedded llama.cpp model: a registry name or a local ``.gguf`` path."""
+    from credo.models.embedded import EmbeddedModel
+
+    return EmbeddedModel(name_or_path, **options)
+
+
+@backend("openai")
+def _openai(model: str, **options: Any) -> Model:
+    """OpenAI-compatible endpoint: ``openai:<model>`` (``base_url=`` for local servers)."""
+    from credo.models.openai_compat import OpenAIModel
+
+    return OpenAIModel(model, **options)
+
+
+@backend("scripted")
+def _scripted(name: str, **options: Any) -> Model:
+    """Scripted test model: ``scripted:<name>`` with ``respond=`` (see :class:`ScriptedModel`)."""
+    from credo.models.scripted import ScriptedModel
+
+    if "respond" not in options:
+        raise ValueError("a scripted model needs respond= (a function or an answer table)")
+    return ScriptedModel(options.pop("respond"), name=name, **options)
+
+
+__all__ = ["Factory", "backend", "known_specs", "load_model"]
