@@ -93,6 +93,23 @@ class Capabilities:
     notes: tuple[str, ...] = field(default_factory=tuple)
 
 
+class GenerationError(RuntimeError):
+    """A backend could not complete one request; ``request_index`` names it when known."""
+
+    def __init__(self, message: str, request_index: int | None = None) -> None:
+        super().__init__(message)
+        self.request_index = request_index
+
+
+@dataclass(frozen=True)
+class SampleBlock:
+    """Samples ``offset .. offset + n - 1`` of request ``request_index``: one backend call."""
+
+    request_index: int
+    offset: int
+    n: int
+
+
 @runtime_checkable
 class Model(Protocol):
     """A generation backend.

@@ -36,7 +36,6 @@ import time
 from collections import deque
 from collections.abc import Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -44,7 +43,9 @@ from typing import Any
 from credo.models.base import (
     Capabilities,
     Generation,
+    GenerationError,
     GenerationRequest,
+    SampleBlock,
     SamplingParams,
     TokenLogprob,
 )
@@ -69,21 +70,11 @@ QUIET_VERBOSITY = -1
 VERBOSITY_ENV = "CREDO_LLAMA_VERBOSITY"
 
 
-class EmbeddedGenerationError(RuntimeError):
+class EmbeddedGenerationError(GenerationError):
     """The embedded server refused or could not complete one request."""
 
-    def __init__(self, message: str, request_index: int | None = None) -> None:
-        super().__init__(message)
-        self.request_index = request_index
 
-
-@dataclass(frozen=True)
-class _Chunk:
-    """Samples ``offset .. offset + n - 1`` of request ``request_index``: one server call."""
-
-    request_index: int
-    offset: int
-    n: int
+_Chunk = SampleBlock
 
 
 def split_samples(n: int, max_per_call: int) -> list[tuple[int, int]]:

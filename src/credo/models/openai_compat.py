@@ -27,14 +27,15 @@ import queue
 import threading
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
 from credo.models.base import (
     Capabilities,
     Generation,
+    GenerationError,
     GenerationRequest,
+    SampleBlock,
     SamplingParams,
     TokenLogprob,
 )
@@ -45,21 +46,11 @@ MAX_TOP_LOGPROBS = 20
 _CLOSE_TIMEOUT_S = 10.0
 
 
-class OpenAIGenerationError(RuntimeError):
+class OpenAIGenerationError(GenerationError):
     """An OpenAI-compatible endpoint failed one request (after the client's retries)."""
 
-    def __init__(self, message: str, request_index: int | None = None) -> None:
-        super().__init__(message)
-        self.request_index = request_index
 
-
-@dataclass(frozen=True)
-class _Call:
-    """Samples ``offset .. offset + n - 1`` of request ``request_index``: one API call."""
-
-    request_index: int
-    offset: int
-    n: int
+_Call = SampleBlock
 
 
 def _get(obj: Any, name: str, default: Any = None) -> Any:
