@@ -100,3 +100,17 @@ def test_rerun_uses_the_cache_only(config, bow_embedder):
 def test_config_rejects_unknown_method():
     with pytest.raises(ValueError, match="unknown methods"):
         RunConfig(methods=["c3", "telepathy"])
+
+
+def test_cli_cache_stats_counts_the_run(config, bow_embedder, capsys):
+    from credo.cli import main
+
+    result = run(config, model=ScriptedModel(respond), embedder=bow_embedder, task=TASK,
+                 show_progress=False)
+    assert main(["cache", "stats", "--cache", str(config.cache)]) == 0
+    out = capsys.readouterr().out
+    # 4 items x (6 original + 6 perturbed) answers, plus every perturbation candidate
+    candidates = sum(p.candidates for p in result.perturbation_sets.values())
+    samples = int(out.split(" samples")[0].rsplit(" ", 1)[1])
+    assert samples == 4 * 12 + candidates
+    assert main(["cache", "stats", "--cache", str(config.cache.parent / "nope.sqlite")]) == 1

@@ -48,6 +48,11 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--quiet", action="store_true", help="no progress bars")
     r.set_defaults(func=_cmd_run)
 
+    c = sub.add_parser("cache", help="inspect the generation cache")
+    c.add_argument("action", choices=["stats"])
+    c.add_argument("--cache", type=Path, help="SQLite cache (default ~/.cache/credo)")
+    c.set_defaults(func=_cmd_cache)
+
     t = sub.add_parser("tasks", help="list the runnable benchmarks")
     t.set_defaults(func=_cmd_tasks)
     m = sub.add_parser("methods", help="list the scoring methods")
@@ -98,6 +103,23 @@ def _cmd_run(args: argparse.Namespace) -> int:
         table.add_row(*row)
     console.print(table)
     console.print(f"report: {cfg.out / 'report.md'}")
+    return 0
+
+
+def _cmd_cache(args: argparse.Namespace) -> int:
+    from credo.config import default_cache_dir
+    from credo.store.sqlite import GenerationStore
+
+    path = args.cache or default_cache_dir() / "generations.sqlite"
+    if not path.exists():
+        console.print(f"no cache at {path}")
+        return 1
+    with GenerationStore(path) as store:
+        stats = store.stats()
+    console.print(
+        f"{path}: {stats['requests']} requests, {stats['samples']} samples, "
+        f"{stats['completion_tokens']} reported completion tokens"
+    )
     return 0
 
 

@@ -19,7 +19,6 @@ import json
 import sqlite3
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
 
 from credo.models.base import Generation, GenerationRequest, TokenLogprob
@@ -47,14 +46,6 @@ CREATE TABLE IF NOT EXISTS samples (
     PRIMARY KEY (key, idx)
 );
 """
-
-
-@dataclass(frozen=True)
-class SampleKey:
-    """Where one sample lives in the cache."""
-
-    key: str
-    index: int
 
 
 def request_key(identity: str, request: GenerationRequest, run_seed: int) -> str:

@@ -9,8 +9,6 @@ prefixed to each prompt, separated by a single space").
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from credo.models.base import Message
 from credo.tasks.base import AnswerFormat, Item
 
@@ -79,5 +77,3 @@ def render_messages(
         Message(role="user", content=question_text(item, prefix)),
     )
 
-
-PromptRenderer = Callable[[Item, str | None], tuple[Message, ...]]
