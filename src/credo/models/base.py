@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Protocol, runtime_checkable
+from typing import Literal, Protocol, Self, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -108,6 +108,19 @@ class SampleBlock:
     request_index: int
     offset: int
     n: int
+
+
+class ClosesOnExit:
+    """Context-manager support for a backend: ``with EmbeddedModel() as m:`` closes ``m``."""
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
 
 
 @runtime_checkable

@@ -37,11 +37,11 @@ from collections import deque
 from collections.abc import Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 from credo.models.base import (
     Capabilities,
+    ClosesOnExit,
     Generation,
     GenerationError,
     GenerationRequest,
@@ -221,7 +221,7 @@ def _default_verbosity() -> int:
         raise ValueError(f"${VERBOSITY_ENV} must be an integer, got {raw!r}") from None
 
 
-class EmbeddedModel:
+class EmbeddedModel(ClosesOnExit):
     """A GGUF model served in-process by llama.cpp (``xllamacpp``).
 
     Construction is cheap: the weights are assembled/verified and the server started on
@@ -390,17 +390,6 @@ class EmbeddedModel:
         if server is not None:
             del server  # xllamacpp stops the server when the object is deallocated
             logger.info("stopped llama.cpp server for %s", self.name_or_path)
-
-    def __enter__(self) -> EmbeddedModel:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         return (

@@ -27,11 +27,11 @@ import queue
 import threading
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future
-from types import TracebackType
 from typing import Any
 
 from credo.models.base import (
     Capabilities,
+    ClosesOnExit,
     Generation,
     GenerationError,
     GenerationRequest,
@@ -85,7 +85,7 @@ def parse_choice_logprobs(logprobs: Any) -> tuple[TokenLogprob, ...] | None:
     return tuple(tokens)
 
 
-class OpenAIModel:
+class OpenAIModel(ClosesOnExit):
     """A :class:`~credo.models.base.Model` over an OpenAI-compatible chat endpoint.
 
     ``api_key`` defaults to ``$OPENAI_API_KEY``, or ``"EMPTY"`` when ``base_url`` names a
@@ -260,17 +260,6 @@ class OpenAIModel:
         if thread is not None:
             thread.join(timeout=_CLOSE_TIMEOUT_S)
         loop.close()
-
-    def __enter__(self) -> OpenAIModel:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         return f"OpenAIModel({self.model!r}, base_url={self.base_url!r})"
