@@ -112,3 +112,21 @@ def test_too_few_distinct_candidates_are_reused_in_turn(tmp_path, bow_embedder):
     assert p.kept == (SENTENCES[0],)
     assert p.rejected_similar == p.candidates - 1
     assert p.prefixes(3) == [SENTENCES[0]] * 3
+
+
+def test_later_rounds_do_not_re_embed_earlier_candidates(tmp_path, bow_embedder):
+    seen: list[str] = []
+
+    class Recording:
+        name = "rec"
+
+        def encode(self, texts):
+            seen.extend(texts)
+            return bow_embedder.encode(texts)
+
+    model = ScriptedModel(lambda m, s: SENTENCES[0] if s % 2 else SENTENCES[2])
+    with GenerationStore(tmp_path / "c.sqlite") as store:
+        ex = Executor(model, store, 0, show_progress=False)
+        generate_perturbations([Item("a", Q, "22")], 3, "", ex, Recording(),
+                               PerturbationConfig(max_rounds=3))
+    assert sorted(seen) == sorted({SENTENCES[0], SENTENCES[2]})

@@ -186,6 +186,7 @@ def generate_perturbations(
         for it in items
     }
     drawn = {it.id: 0 for it in items}
+    embedder = _MemoEmbedder(embedder)  # later rounds re-filter earlier candidates
     result: dict[str, PerturbationSet] = {}
     pending = list(items)
     # After max_rounds, an item with no usable candidate at all gets up to max_rounds more,
@@ -218,6 +219,21 @@ def generate_perturbations(
             ", ".join(f"{i} ({len(result[i].kept)})" for i in short[:20]),
         )
     return result
+
+
+class _MemoEmbedder:
+    """Encodes each distinct text once; the filter re-reads earlier rounds' candidates."""
+
+    def __init__(self, inner: Embedder) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self._vectors: dict[str, np.ndarray] = {}
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        new = [t for t in dict.fromkeys(texts) if t not in self._vectors]
+        if new:
+            self._vectors.update(zip(new, self.inner.encode(new), strict=True))
+        return np.array([self._vectors[t] for t in texts])
 
 
 def _filter_item(

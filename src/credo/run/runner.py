@@ -101,6 +101,7 @@ def run(
     store = GenerationStore(config.cache_path)
     try:
         executor = Executor(model, store, config.seed, config.max_block, show_progress)
+        executors = [executor]
         psets: dict[str, PerturbationSet] = {}
         dropped: list[str] = []
         if PERTURBED in needs:
@@ -112,6 +113,7 @@ def run(
                     perturber = _load_model(gen_name, {})
                     owned.append(perturber)
             pexec = Executor(perturber, store, config.seed, config.max_block, show_progress)
+            executors.append(pexec)
             psets = generate_perturbations(
                 task.items,
                 config.m,
@@ -142,12 +144,9 @@ def run(
             "seconds_total": round(time.perf_counter() - t0, 2),
             "seconds_perturbations": round(t_perturb - t0, 2),
             "seconds_sampling": round(t_sample - t_perturb, 2),
-            "generated_samples": sum(h.generated_samples for h in executor.history)
-            + (sum(h.generated_samples for h in pexec.history) if psets else 0),
-            "cached_samples": sum(h.cached_samples for h in executor.history)
-            + (sum(h.cached_samples for h in pexec.history) if psets else 0),
-            "generated_tokens": sum(h.completion_tokens for h in executor.history)
-            + (sum(h.completion_tokens for h in pexec.history) if psets else 0),
+            "generated_samples": _total(executors, "generated_samples"),
+            "cached_samples": _total(executors, "cached_samples"),
+            "generated_tokens": _total(executors, "completion_tokens"),
             "unparsable_answers": sum(
                 1 for r in items for s in (*r.original, *r.perturbed) if not s.answer.parsed
             ),
@@ -194,6 +193,11 @@ def _evaluate(
             "mean_score": float(s.mean()) if s.size else math.nan,
         }
     return out
+
+
+def _total(executors: list[Executor], field: str) -> int:
+    """Sum of one :class:`ExecutionStats` field over every call of every executor."""
+    return sum(getattr(h, field) for ex in executors for h in ex.history)
 
 
 def _load_model(spec: str, options: dict) -> Model:
