@@ -8,6 +8,7 @@ Public API (000 = Cross-Contextual Consistency paper):
 """
 
 from credo.config import PerturbationConfig, RunConfig
+from credo.evaluate.bootstrap import bootstrap_ci
 from credo.evaluate.metrics import auprc_neg, auprc_pos, auroc, ece
 from credo.methods import c3, c3_cross, mmd2_unbiased, self_consistency
 from credo.run.runner import ItemResult, RunResult, run
@@ -20,6 +21,7 @@ __all__ = [
     "auprc_neg",
     "auprc_pos",
     "auroc",
+    "bootstrap_ci",
     "c3",
     "c3_cross",
     "ece",
