@@ -57,6 +57,12 @@ def _parser() -> argparse.ArgumentParser:
     t.set_defaults(func=_cmd_tasks)
     m = sub.add_parser("methods", help="list the scoring methods")
     m.set_defaults(func=_cmd_methods)
+
+    from credo.perturb.cli import add_perturb_parser
+    from credo.report.cli import add_report_parser
+
+    add_report_parser(sub)
+    add_perturb_parser(sub)
     return p
 
 

@@ -5,22 +5,30 @@ Files
 ``config.yaml``         the run's configuration (with the cache it used)
 ``scores.jsonl``        one row per item: id, gold, p̄, each method's score, answers
 ``metrics.json``        per method: ECE, AUROC, AUPRC-P, AUPRC-N, mean score; run stats
-``samples.jsonl``       every sample (set, prefix, text, extracted answer, correctness)
+``samples.jsonl``       every sample (set, prefix, text, extracted answer, correctness;
+                        perturbed samples too, for the neutrality check of 000 App. A.3)
 ``perturbations.jsonl`` the kept context prefixes per item and the filter's counts
 ``report.md``           the tables a reader wants first
+``report.html``         the self-contained HTML report with figures (credo.report.html)
+``scores.parquet``, ``samples.parquet``  the same tables for pandas / polars
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import yaml
 
+from credo.tasks.answers import is_correct
+
 if TYPE_CHECKING:
     from credo.run.runner import RunResult
+
+log = logging.getLogger(__name__)
 
 METRIC_LABELS = {
     "ece": "ECE ↓",
@@ -63,7 +71,22 @@ def write_run(result: RunResult, out: str | Path) -> Path:
     }
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2), encoding="utf-8")
     (out / "report.md").write_text(render_markdown(result), encoding="utf-8")
+    _write_html_report(out)
     return out
+
+
+def _write_html_report(out: Path) -> None:
+    """report.html and the Parquet exports (issue 6), from the files just written.
+
+    A failure here is logged, never raised: the run's data are already on disk and
+    ``credo report RUN_DIR`` rewrites the page.
+    """
+    from credo.report.html import write_run_report_after_run
+
+    try:
+        write_run_report_after_run(out)
+    except Exception:
+        log.exception("could not write %s/report.html; run `credo report %s`", out, out)
 
 
 def metrics_table_rows(result: RunResult) -> list[list[str]]:
@@ -157,7 +180,8 @@ def _sample_rows(result: RunResult):
                    "text": s.text, "answer": s.answer.value, "correct": ok}
         for i, (s, p) in enumerate(zip(r.perturbed, r.perturbations, strict=True)):
             yield {"id": r.item.id, "set": "perturbed", "index": i, "prefix": p,
-                   "text": s.text, "answer": s.answer.value}
+                   "text": s.text, "answer": s.answer.value,
+                   "correct": is_correct(s.answer, r.item, result.task.format)}
 
 
 def _answer_summary(values: list[str | None]) -> str:

@@ -1,0 +1,281 @@
+"""What the report computes from a run folder: tables with CIs, paired tests, quadrants,
+convergence and perturbation checks. Pure functions of :class:`RunData`; no model calls
+except the optional sentence embedder of the diversity check.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from scipy.stats import DegenerateDataWarning
+
+from credo.evaluate.bootstrap import bootstrap_ci
+from credo.evaluate.convergence import Convergence, ItemTrials, trial_convergence
+from credo.evaluate.metrics import labels_from_performance
+from credo.evaluate.paired import (
+    PairedDifference,
+    auroc_rows,
+    average_precision,
+    ece_rows,
+    paired_bootstrap,
+)
+from credo.evaluate.quadrants import Quadrants, diagnose
+from credo.perturb.embeddings import Embedder
+from credo.perturb.quality import Neutrality, neutrality, pairwise_similarities
+from credo.report.figures import discrete_levels
+from credo.report.rundata import RunData
+
+log = logging.getLogger(__name__)
+
+CI_METRICS: dict[str, str] = {
+    "ece": "ECE ↓",
+    "auroc": "AUROC ↑",
+    "auprc_pos": "AUPRC-P ↑",
+    "auprc_neg": "AUPRC-N ↑",
+}
+LOWER_IS_BETTER = frozenset({"ece"})
+SIMILARITY_FILE = "perturbation_similarity.json"
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A point estimate with its bootstrap CI (NaN when undefined)."""
+
+    value: float
+    low: float = math.nan
+    high: float = math.nan
+
+
+@dataclass
+class MethodSummary:
+    """One method of one run: metrics with CIs, extra metrics from metrics.json, levels."""
+
+    method: str
+    n_items: int
+    estimates: dict[str, Estimate]
+    extra: dict[str, float] = field(default_factory=dict)
+    levels: np.ndarray | None = None
+    note: str = ""
+
+
+def method_summaries(
+    run: RunData, *, n_resamples: int = 1000, confidence: float = 0.95, seed: int = 0
+) -> list[MethodSummary]:
+    """ECE, AUROC, AUPRC-P and AUPRC-N with bootstrap CIs for every method of ``run``.
+
+    Recomputed from scores.jsonl (000 App. E.2: targets p̄ for ECE, labels 1[p̄ ≥ 0.5]
+    for the rest; ECE with the run's ``ece_bins`` equal-width bins) so point and interval
+    come from the same function; CIs by :func:`credo.evaluate.bootstrap.bootstrap_ci`
+    (002 §3.7: 95%, 1000 resamples) with the fast metric functions of
+    :func:`_fast_metrics`. Other numeric entries of metrics.json (Pearson
+    calibration correlation, polarisation, mean score, ...) are carried as ``extra``.
+    """
+    perf = run.performance
+    n_bins = int(run.config.get("ece_bins") or 10)
+    fns = _fast_metrics(n_bins)
+    out = []
+    for m in run.methods:
+        s = run.score(m)
+        ok = ~(np.isnan(s) | np.isnan(perf))
+        s_ok, p_ok = s[ok], perf[ok]
+        y = labels_from_performance(p_ok).astype(float) if p_ok.size else np.zeros(0)
+        est: dict[str, Estimate] = {}
+        for name, fn in fns.items():
+            target = p_ok if name == "ece" else y
+            value = fn(s_ok, target) if s_ok.size else math.nan
+            if math.isnan(value):
+                est[name] = Estimate(math.nan)
+                continue
+            with warnings.catch_warnings():  # scipy warns on a degenerate resample set
+                warnings.simplefilter("ignore", DegenerateDataWarning)
+                low, high = bootstrap_ci(fn, s_ok, target, n_resamples, confidence, seed)
+            est[name] = Estimate(float(value), low, high)
+        extra = {
+            k: float(v)
+            for k, v in ((run.metrics.get("methods") or {}).get(m) or {}).items()
+            if isinstance(v, int | float) and not isinstance(v, bool) and k not in fns
+        }
+        out.append(
+            MethodSummary(m, int(ok.sum()), est, extra, discrete_levels(s_ok), run.method_note(m))
+        )
+    return out
+
+
+def _fast_metrics(n_bins: int) -> dict[str, Any]:
+    """ECE, AUROC, AUPRC-P, AUPRC-N as plain numpy functions of (scores, targets).
+
+    They equal :mod:`credo.evaluate.metrics` (ECE with ``n_bins`` equal-width bins) and
+    scikit-learn (tests check both) but skip input validation, which makes 1000 bootstrap
+    resamples per metric take milliseconds instead of seconds. NaN where undefined.
+    """
+
+    def ece_fn(s: np.ndarray, p: np.ndarray) -> float:
+        return float(ece_rows(s[None, :], p[None, :], n_bins)[0])
+
+    def auroc_fn(s: np.ndarray, y: np.ndarray) -> float:
+        return float(auroc_rows(s[None, :], y[None, :])[0])
+
+    def auprc_pos_fn(s: np.ndarray, y: np.ndarray) -> float:
+        return average_precision(s, y)
+
+    def auprc_neg_fn(s: np.ndarray, y: np.ndarray) -> float:
+        return average_precision(1.0 - s, 1.0 - y)
+
+    return {"ece": ece_fn, "auroc": auroc_fn, "auprc_pos": auprc_pos_fn, "auprc_neg": auprc_neg_fn}
+
+
+def default_pairs(methods: Sequence[str], reference: str | None = None) -> list[tuple[str, str]]:
+    """(reference, other) for every other method; the reference is ``c3`` when present."""
+    if not methods:
+        return []
+    ref = reference if reference in methods else ("c3" if "c3" in methods else methods[0])
+    return [(ref, m) for m in methods if m != ref]
+
+
+def paired_tests(
+    run: RunData,
+    pairs: Sequence[tuple[str, str]],
+    *,
+    n_resamples: int = 1000,
+    confidence: float = 0.95,
+    seed: int = 0,
+) -> list[dict[str, PairedDifference]]:
+    """ΔAUROC and ΔECE (A − B) with paired bootstrap CIs and p for each pair of methods,
+    on the items both methods scored (:func:`credo.evaluate.paired.paired_bootstrap`)."""
+    perf = run.performance
+    n_bins = int(run.config.get("ece_bins") or 10)
+    out = []
+    for a, b in pairs:
+        if a not in run.methods or b not in run.methods:
+            raise ValueError(f"{run.path}: no method {a if a not in run.methods else b!r}; "
+                             f"methods: {', '.join(run.methods)}")
+        sa, sb = run.score(a), run.score(b)
+        ok = ~(np.isnan(sa) | np.isnan(sb) | np.isnan(perf))
+        if ok.sum() < 2:
+            continue
+        out.append(
+            paired_bootstrap(
+                sa[ok], sb[ok], perf[ok], method_a=a, method_b=b, n_resamples=n_resamples,
+                confidence=confidence, seed=seed, n_bins=n_bins,
+            )
+        )
+    return out
+
+
+def quadrant_inputs(run: RunData, c3_method: str = "c3") -> dict[str, tuple[float, float]]:
+    """``item id -> (p̄, C3)`` of one run, for :func:`credo.evaluate.quadrants.diagnose`."""
+    if c3_method not in run.methods:
+        return {}
+    perf, s = run.performance, run.score(c3_method)
+    return {
+        i: (float(p), float(c))
+        for i, p, c in zip(run.item_ids, perf, s, strict=True)
+        if not (math.isnan(p) or math.isnan(c))
+    }
+
+
+def quadrants_for(runs: Sequence[RunData], c3_method: str = "c3") -> Quadrants | None:
+    """Quadrants of the items of runs of one task, averaged over the runs (000 Fig. 4)."""
+    inputs = [q for q in (quadrant_inputs(r, c3_method) for r in runs) if q]
+    return diagnose(inputs) if inputs else None
+
+
+def neutrality_of(run: RunData, seed: int = 0) -> Neutrality | str:
+    """Δ per item from samples.jsonl (000 App. A.3), or why it cannot be computed."""
+    groups = grouped_samples(run)
+    orig: dict[str, list[bool]] = {}
+    pert: dict[str, list[bool]] = {}
+    missing = 0
+    for (item, set_name), rows in groups.items():
+        if set_name not in ("original", "perturbed"):
+            continue
+        flags = [r.get("correct") for r in rows]
+        if any(not isinstance(f, bool) for f in flags):
+            missing += 1
+            continue
+        (orig if set_name == "original" else pert)[item] = flags
+    if not pert:
+        if missing:
+            return ("samples.jsonl has no correctness for perturbed samples (written before it "
+                    "was recorded); rerun the same config, which reads every sample from the cache")
+        return "the run has no perturbed samples"
+    try:
+        return neutrality(orig, pert, seed=seed)
+    except ValueError as e:
+        return str(e)
+
+
+def convergence_of(run: RunData) -> Convergence | str:
+    """Trial-count convergence from samples.jsonl (000 App. B), or why not."""
+    kernel = str(run.config.get("kernel") or "indicator")
+    if kernel != "indicator":
+        return f"convergence is recomputed with the indicator kernel only (run kernel: {kernel})"
+    groups = grouped_samples(run)
+    items = []
+    for item in run.item_ids:
+        o = groups.get((item, "original"), [])
+        p = groups.get((item, "perturbed"), [])
+        if len(o) < 2:
+            continue
+        items.append(
+            ItemTrials(item, [r.get("answer") for r in o], [r.get("answer") for r in p],
+                       [bool(r.get("correct")) for r in o])
+        )
+    if not items:
+        return "samples.jsonl has fewer than 2 original samples per item"
+    try:
+        return trial_convergence(items)
+    except ValueError as e:
+        return str(e)
+
+
+def grouped_samples(run: RunData) -> dict[tuple[str, str], list[dict[str, Any]]]:
+    """samples.jsonl rows by (item id, set), each list in sample-index order."""
+    cache = run.extras.get("_grouped")
+    if cache is not None:
+        return cache
+    out: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for s in run.samples:
+        out.setdefault((str(s.get("id")), str(s.get("set"))), []).append(s)
+    for rows in out.values():
+        rows.sort(key=lambda r: int(r.get("index", 0)))
+    run.extras["_grouped"] = out
+    return out
+
+
+def similarity_of(run: RunData, embedder: Embedder | None) -> dict[str, Any] | str:
+    """Pairwise cosine similarities of the kept perturbations of each item (000 App. A.2).
+
+    Read from ``perturbation_similarity.json`` when the run folder has it; otherwise
+    computed with ``embedder`` and written there, so later reports need no embedder.
+    """
+    cached = run.extras.get(SIMILARITY_FILE)
+    if cached is not None:
+        return cached
+    groups = [g for g in run.kept_perturbations() if len(g) >= 2]
+    if not groups:
+        return "no item kept two or more perturbations"
+    if embedder is None:
+        return ("not computed: needs the sentence embedder "
+                "(run `credo report RUN_DIR`, which loads it)")
+    sims = pairwise_similarities(groups, embedder)
+    data = {
+        "embedder": getattr(embedder, "name", ""),
+        "threshold": float((run.config.get("perturbation") or {}).get("threshold", math.nan)),
+        "items": len(groups),
+        "similarities": sims.tolist(),
+    }
+    import json
+
+    try:
+        (run.path / SIMILARITY_FILE).write_text(json.dumps(data), encoding="utf-8")
+    except OSError as e:  # a read-only run folder still gets its report
+        log.warning("could not cache %s: %s", run.path / SIMILARITY_FILE, e)
+    run.extras[SIMILARITY_FILE] = data
+    return data

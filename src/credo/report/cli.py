@@ -1,0 +1,102 @@
+"""``credo report RUN_DIR [RUN_DIR ...]``: HTML reports from run folders, no model needed."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+
+def add_report_parser(sub: argparse._SubParsersAction) -> None:
+    """Register ``credo report`` on the top-level subparsers."""
+    p = sub.add_parser(
+        "report",
+        help="HTML report of one run, or a comparison of several (figures, CIs, quadrants)",
+        description=(
+            "Write self-contained HTML reports from run folders. One run without --out: "
+            "RUN_DIR/report.html. Several runs (or --out): DIR/index.html comparing them "
+            "(method x metric table with bootstrap CIs, paired tests, reliability diagrams, "
+            "diagnosis quadrants, neutrality) and DIR/<run>.html per run. Parquet exports "
+            "are written into each run folder."
+        ),
+    )
+    p.add_argument("runs", nargs="+", type=Path, metavar="RUN_DIR", help="run folders")
+    p.add_argument("--out", type=Path, help="output folder (default: see above; credo-report)")
+    p.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples (1000)")
+    p.add_argument("--confidence", type=float, default=0.95, help="CI level (0.95)")
+    p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
+    p.add_argument("--pairs", help="paired tests as A:B,C:D (default: c3 against each method)")
+    p.add_argument("--reference", help="method compared with every other (default c3)")
+    p.add_argument("--c3-method", default="c3", help="score on the quadrant plot's C3 axis")
+    p.add_argument("--strength", type=Path, action="append", default=[],
+                   help="strength run folder with flip_rates.csv (repeatable)")
+    p.add_argument("--embedder", default=None,
+                   help="sentence embedder for the diversity check (default: the run's; "
+                        "'none' to skip)")
+    p.set_defaults(func=cmd_report)
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    """Run ``credo report``."""
+    from rich.console import Console
+
+    from credo.report.html import ReportOptions, load_flip_rates, write_report, write_run_report
+    from credo.report.rundata import RunFolderError, load_run
+
+    console = Console()
+    try:
+        runs = [load_run(r) for r in args.runs]
+        pairs = _parse_pairs(args.pairs) if args.pairs else None
+        for a, b in pairs or []:
+            for r in runs:
+                if a not in r.methods or b not in r.methods:
+                    raise ValueError(f"--pairs {a}:{b}: {r.path} has methods {r.methods}")
+        flips = load_flip_rates(args.strength)
+    except (RunFolderError, ValueError, FileNotFoundError) as e:
+        console.print(f"[red]error:[/red] {e}")
+        return 2
+    opts = ReportOptions(
+        n_resamples=args.resamples, confidence=args.confidence, seed=args.seed, pairs=pairs,
+        reference=args.reference, c3_method=args.c3_method, flip_rates=flips,
+        embedder=_embedder_for(runs, args.embedder),
+    )
+    if len(runs) == 1 and args.out is None:
+        page = write_run_report(runs[0].path, opts)
+    else:
+        page = write_report([r.path for r in runs], args.out or Path("credo-report"), opts)
+    console.print(f"report: {page}")
+    return 0
+
+
+def _parse_pairs(text: str) -> list[tuple[str, str]]:
+    pairs = []
+    for part in text.split(","):
+        a, sep, b = part.strip().partition(":")
+        if not sep or not a or not b:
+            raise ValueError(f"--pairs expects A:B[,C:D...], got {part!r}")
+        pairs.append((a, b))
+    return pairs
+
+
+def _embedder_for(runs, name: str | None):
+    """The diversity check's embedder, loaded only when a run still needs it."""
+    from credo.report.analysis import SIMILARITY_FILE
+
+    if name == "none":
+        return None
+    need = [r for r in runs if SIMILARITY_FILE not in r.extras
+            and any(len(k) >= 2 for k in r.kept_perturbations())]
+    if not need:
+        return None
+    name = name or (need[0].config.get("perturbation") or {}).get("embedder")
+    if not name:
+        return None
+    from credo.perturb.embeddings import load_embedder
+
+    try:
+        return load_embedder(name)
+    except Exception as e:  # the report is still useful without the diversity figure
+        log.warning("diversity check skipped: could not load embedder %r: %s", name, e)
+        return None

@@ -1,0 +1,216 @@
+"""A run folder read back from disk: everything the report needs, no model (design.md).
+
+:func:`load_run` reads ``config.yaml``, ``metrics.json``, ``scores.jsonl``,
+``samples.jsonl`` and ``perturbations.jsonl`` written by
+:func:`credo.report.writer.write_run`, plus the optional outputs of the checks
+(``topic_check.json``, ``threshold_calibration.json``, ``perturbation_similarity.json``,
+``flip_rates.csv``). Methods are discovered, not assumed: they are the keys of
+``metrics.json["methods"]`` followed by any other score column of ``scores.jsonl``. A score
+that is missing, null or not a number (a method "not available on this backend") is NaN
+and the item is left out of that method's metrics.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+OPTIONAL_JSON = ("topic_check.json", "threshold_calibration.json", "perturbation_similarity.json")
+FLIP_RATE_COLUMNS = ("model", "perturbation_type", "strength", "n", "flips", "rate", "low", "high")
+
+
+class RunFolderError(ValueError):
+    """A run folder file is missing or malformed; the message names the file and line."""
+
+
+@dataclass
+class RunData:
+    """One run folder in memory."""
+
+    path: Path
+    config: dict[str, Any]
+    metrics: dict[str, Any]
+    scores: list[dict[str, Any]]
+    samples: list[dict[str, Any]]
+    perturbations: list[dict[str, Any]]
+    extras: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        """The folder's name."""
+        return self.path.name
+
+    @property
+    def task(self) -> str:
+        """The task spec (``gsm8k``, ``mmlu:high_school_statistics``...)."""
+        return str(self.metrics.get("task") or self.config.get("task") or "?")
+
+    @property
+    def model(self) -> str:
+        """The model as configured (the full identity is ``metrics["model"]``)."""
+        return str(self.config.get("model") or self.metrics.get("model") or "?")
+
+    @property
+    def label(self) -> str:
+        """``task · model`` for table headers."""
+        return f"{self.task} · {self.model}"
+
+    @property
+    def methods(self) -> list[str]:
+        """Method names: metrics.json order first, then other score columns."""
+        names = list((self.metrics.get("methods") or {}).keys())
+        for row in self.scores:
+            for k in (row.get("scores") or {}):
+                if k not in names:
+                    names.append(k)
+        return names
+
+    @property
+    def item_ids(self) -> list[str]:
+        """Item ids in scores.jsonl order."""
+        return [str(r["id"]) for r in self.scores]
+
+    @property
+    def performance(self) -> np.ndarray:
+        """p̄ per item (mean correctness of the original samples)."""
+        return np.array([_num(r.get("p_bar")) for r in self.scores], dtype=float)
+
+    def score(self, method: str) -> np.ndarray:
+        """The method's score per item; NaN where it has none."""
+        return np.array([_num((r.get("scores") or {}).get(method)) for r in self.scores])
+
+    def method_note(self, method: str) -> str:
+        """Non-numeric entries of metrics.json for ``method`` (e.g. why it is not available)."""
+        d = (self.metrics.get("methods") or {}).get(method) or {}
+        if not isinstance(d, dict):
+            return str(d)
+        return "; ".join(f"{k}: {v}" for k, v in d.items() if isinstance(v, str))
+
+    def samples_of(self, item_id: str, set_name: str) -> list[dict[str, Any]]:
+        """Sample rows of one item and set, in sample index order."""
+        rows = [s for s in self.samples if str(s.get("id")) == item_id and s.get("set") == set_name]
+        return sorted(rows, key=lambda s: int(s.get("index", 0)))
+
+    def sample_sets(self) -> list[str]:
+        """The sample-set names present in samples.jsonl (original, perturbed, ...)."""
+        return list(dict.fromkeys(str(s.get("set")) for s in self.samples))
+
+    def kept_perturbations(self) -> list[list[str]]:
+        """The kept context prefixes of every item (perturbations.jsonl)."""
+        return [list(p.get("kept") or []) for p in self.perturbations]
+
+
+def load_run(path: str | Path) -> RunData:
+    """Read a run folder; a missing core file or a malformed line raises RunFolderError."""
+    p = Path(path)
+    if not p.is_dir():
+        raise RunFolderError(f"{p}: not a run folder (no such directory)")
+    for required in ("metrics.json", "scores.jsonl"):
+        if not (p / required).is_file():
+            raise RunFolderError(f"{p / required}: missing; is {p} a credo run folder?")
+    config: dict[str, Any] = {}
+    if (p / "config.yaml").is_file():
+        try:
+            config = yaml.safe_load((p / "config.yaml").read_text(encoding="utf-8")) or {}
+        except yaml.YAMLError as e:
+            raise RunFolderError(f"{p / 'config.yaml'}: not valid YAML: {e}") from e
+    metrics = _read_json(p / "metrics.json")
+    scores = list(_read_jsonl(p / "scores.jsonl"))
+    for n, row in enumerate(scores, 1):
+        if "id" not in row:
+            raise RunFolderError(f"{p / 'scores.jsonl'}:{n}: row has no 'id'")
+    samples = list(_read_jsonl(p / "samples.jsonl")) if (p / "samples.jsonl").is_file() else []
+    perts = (
+        list(_read_jsonl(p / "perturbations.jsonl"))
+        if (p / "perturbations.jsonl").is_file()
+        else []
+    )
+    extras: dict[str, Any] = {}
+    for name in OPTIONAL_JSON:
+        if (p / name).is_file():
+            extras[name] = _read_json(p / name)
+    if (p / "flip_rates.csv").is_file():
+        extras["flip_rates.csv"] = read_flip_rates(p / "flip_rates.csv")
+    return RunData(p, config, metrics, scores, samples, perts, extras)
+
+
+def read_flip_rates(path: str | Path) -> list[dict[str, Any]]:
+    """Rows of a strength run's ``flip_rates.csv``.
+
+    Columns: model, perturbation_type, strength, n, flips, rate, low, high (003's flip
+    rate per strength bin with its CI). ``strength`` stays a string when it is not a
+    number (a judge's level name); the numeric columns must parse.
+    """
+    p = Path(path)
+    with p.open(newline="", encoding="utf-8") as f:
+        reader = csv.DictReader(f)
+        missing = [c for c in FLIP_RATE_COLUMNS if c not in (reader.fieldnames or [])]
+        if missing:
+            raise RunFolderError(
+                f"{p}:1: missing columns {missing}; need {list(FLIP_RATE_COLUMNS)}"
+            )
+        rows = []
+        for line, r in enumerate(reader, 2):
+            try:
+                strength: float | str = float(r["strength"])
+            except ValueError:
+                strength = r["strength"]
+            try:
+                rows.append(
+                    {
+                        "model": r["model"],
+                        "perturbation_type": r["perturbation_type"],
+                        "strength": strength,
+                        "n": int(float(r["n"])),
+                        "flips": int(float(r["flips"])),
+                        "rate": float(r["rate"]),
+                        "low": _num(r["low"]),
+                        "high": _num(r["high"]),
+                    }
+                )
+            except (TypeError, ValueError) as e:
+                raise RunFolderError(f"{p}:{line}: {e}") from e
+    return rows
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise RunFolderError(f"{path}:{e.lineno}: not valid JSON: {e.msg}") from e
+    if not isinstance(data, dict):
+        raise RunFolderError(f"{path}: expected a JSON object, got {type(data).__name__}")
+    return data
+
+
+def _read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
+    with path.open(encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise RunFolderError(f"{path}:{n}: not valid JSON: {e.msg}") from e
+            if not isinstance(row, dict):
+                raise RunFolderError(f"{path}:{n}: expected a JSON object")
+            yield row
+
+
+def _num(x: Any) -> float:
+    if isinstance(x, bool) or x is None:
+        return math.nan
+    if isinstance(x, int | float):
+        return float(x)
+    try:
+        return float(x)
+    except (TypeError, ValueError):
+        return math.nan
