@@ -420,3 +420,53 @@ def test_discrete_levels():
 def test_write_report_requires_runs(tmp_path):
     with pytest.raises(ValueError, match="no run folders"):
         write_report([], tmp_path)
+
+
+# --------------------------------------------------------------------------- real browser
+
+CHROMIUM = next(
+    (shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome") if shutil.which(n)),
+    None,
+)
+
+
+def _chromium(args: list[str], profile: Path) -> str:
+    import subprocess
+
+    cmd = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu",
+           "--disable-background-networking", "--no-first-run", "--disable-component-update",
+           "--disable-sync", "--hide-scrollbars", f"--user-data-dir={profile}", *args]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="headless Chromium is not installed "
+                    "(Debian: apt-get install chromium); the browser check needs it")
+def test_pages_render_in_headless_chromium(run_dir, tmp_path):
+    """Open the run page and a comparison page in a real browser: every figure decodes."""
+    import matplotlib.image as mpimg
+
+    cmp_page = write_report([run_dir], tmp_path / "cmp", ReportOptions(n_resamples=100))
+    for page in (run_dir / "report.html", cmp_page):
+        n_img = len(_imgs(page.read_text()))
+        dom = _chromium(["--virtual-time-budget=10000", "--dump-dom", page.as_uri()],
+                        tmp_path / f"profile-dom-{page.stem}")
+        body = re.search(r"<body([^>]*)>", dom).group(1)
+        total = int(re.search(r'data-figures="(\d+)"', body).group(1))
+        ok = int(re.search(r'data-figures-ok="(\d+)"', body).group(1))
+        assert total == n_img and ok == n_img and n_img >= 3
+        shot = tmp_path / f"{page.stem}.png"
+        _chromium([f"--screenshot={shot}", "--window-size=1300,2600", page.as_uri()],
+                  tmp_path / f"profile-shot-{page.stem}")
+        pixels = mpimg.imread(shot)
+        assert pixels.shape[:2] == (2600, 1300)
+        assert pixels[..., :3].std() > 0.05  # not a blank page
+    # the check does catch a figure that fails to decode
+    broken = tmp_path / "broken.html"
+    page = (run_dir / "report.html").read_text()
+    broken.write_text(page.replace("data:image/png;base64,", "data:image/png;base64,AAAA", 1))
+    dom = _chromium(["--virtual-time-budget=10000", "--dump-dom", broken.as_uri()],
+                    tmp_path / "profile-broken")
+    body = re.search(r"<body([^>]*)>", dom).group(1)
+    assert int(re.search(r'data-figures-ok="(\d+)"', body).group(1)) == len(_imgs(page)) - 1
