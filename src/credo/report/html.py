@@ -238,6 +238,7 @@ th{background:#f3f3f3}td.l,th.l{text-align:left}
 .note{color:#555;font-size:.88em}.sig{color:#b00;font-weight:bold}
 img.fig{max-width:100%;border:1px solid #eee;margin:.4em 0}
 .grid{display:flex;flex-wrap:wrap;gap:14px;align-items:flex-start}
+.grid>div{flex:0 1 600px;min-width:0}td.ids{font-size:.8em;text-align:left}
 .swatch{display:inline-block;width:.9em;height:.9em;margin:0 .25em 0 .8em;vertical-align:-.1em}
 code{background:#f5f5f5;padding:0 3px}.small{font-size:.8em}
 details{margin:.3em 0}
@@ -579,7 +580,7 @@ def _region_lists(q: Quadrants) -> str:
         ids = q.items_in(r)
         shown = ", ".join(_e(i) for i in ids[:40]) + (" …" if len(ids) > 40 else "")
         parts.append(f'<tr><td class=l><span class="swatch" style="background:{REGION_COLORS[r]}">'
-                     f"</span>{r}</td><td>{len(ids)}</td><td class=l small>{shown}</td></tr>")
+                     f"</span>{r}</td><td>{len(ids)}</td><td class=ids>{shown}</td></tr>")
     return "".join(parts) + "</table>"
 
 

@@ -94,11 +94,6 @@ class RunData:
             return str(d)
         return "; ".join(f"{k}: {v}" for k, v in d.items() if isinstance(v, str))
 
-    def samples_of(self, item_id: str, set_name: str) -> list[dict[str, Any]]:
-        """Sample rows of one item and set, in sample index order."""
-        rows = [s for s in self.samples if str(s.get("id")) == item_id and s.get("set") == set_name]
-        return sorted(rows, key=lambda s: int(s.get("index", 0)))
-
     def sample_sets(self) -> list[str]:
         """The sample-set names present in samples.jsonl (original, perturbed, ...)."""
         return list(dict.fromkeys(str(s.get("set")) for s in self.samples))
