@@ -68,6 +68,8 @@ def test_answer_consistency_mean_is_self_consistency_when_all_parse() -> None:
         ("0.9", 0.9),
         ("I'd say 80%", 0.8),
         ("Confidence: 1", 1.0),
+        ("The probability that your answer is correct is 0.00000", 0.0),
+        ("Probability: 95 %", 0.95),
         ("Probability: 1.5", None),  # outside [0, 1]
         ("between 0.3 and 0.6", None),  # two numbers, no marker
         ("I am quite sure.", None),

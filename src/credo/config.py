@@ -60,6 +60,9 @@ class BaselineConfig(BaseModel):
     apricot_samples: int | None = Field(None, ge=2, description="verdicts per option; None = n")
     apricot_max_tokens: int = Field(128, ge=8)
     paraphrases: int = Field(5, ge=2, description="paraphrased prompts per item")
+    paraphrase_candidates: int | None = Field(
+        None, ge=1, description="paraphrases drawn per item; None = 2 x paraphrases"
+    )
     paraphrase_generator: str | None = Field(
         None, description="model writing paraphrases; None = the perturbation generator"
     )

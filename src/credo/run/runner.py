@@ -184,6 +184,7 @@ def run(
                     config.baselines.paraphrases,
                     qexec,
                     config.baselines.paraphrase_sampling,
+                    config.baselines.paraphrase_candidates,
                 )
         t_perturb = time.perf_counter()
         dropped = [it.id for it in task.items if it.id in psets and not psets[it.id].kept]
@@ -202,7 +203,7 @@ def run(
         runners = {"model": executor}
         if NLI in needs:
             runners["judge"] = side_executor(judge, config.baselines.judge)
-        ctx = PlanContext(task, config, caps.logprobs, psets, paras)
+        ctx = PlanContext(task, config, caps.logprobs, caps.grammar, psets, paras)
         generated = _generate(task, ctx, needs, runners)
         t_sample = time.perf_counter()
         items = _score(task, config, generated, specs, caps.logprobs, psets)

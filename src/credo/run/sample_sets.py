@@ -60,6 +60,7 @@ class PlanContext:
     task: Task
     config: RunConfig
     logprobs: bool
+    grammar: bool = False
     perturbations: dict[str, PerturbationSet] = field(default_factory=dict)
     paraphrases: dict[str, ParaphraseSet] = field(default_factory=dict)
     originals: dict[str, tuple[Sample, ...]] = field(default_factory=dict)
@@ -233,11 +234,18 @@ def plan_paraphrased(item: Item, ctx: PlanContext) -> ItemPlan:
 
 @sample_set(LABEL)
 def plan_label(item: Item, ctx: PlanContext) -> ItemPlan:
-    """One greedy letter-only answer with the top logprobs of its tokens (002 §3.4)."""
+    """One greedy letter-only answer with the top logprobs of its tokens (002 §3.4),
+    restricted to the option letters by a grammar where the backend supports one."""
     fmt = ctx.task.format
     if fmt != AnswerFormat.CHOICE or not ctx.logprobs:
         return ItemPlan([], lambda gens: ())
     params = _greedy(4, ctx.config.baselines.label_top_logprobs)
+    if ctx.grammar:
+        # Structured decoding (002 §3.6): the reply is one option letter. The logprobs
+        # are still those of the unrestricted distribution, so the label mass shows
+        # how much probability the letters get on their own (task comprehension).
+        letters = " | ".join(f'"{c}"' for c in LETTERS[: len(item.choices)])
+        params = params.model_copy(update={"grammar": f"root ::= {letters}", "max_tokens": 1})
     req = GenerationRequest(messages=label_messages(item), params=params)
 
     def build(gens: list[list[Generation]]) -> tuple[Sample, ...]:

@@ -106,18 +106,20 @@ _PROB = re.compile(r"(?<![\w.])(\d{1,3}(?:\.\d+)?\s*%|1(?:\.0+)?|0?\.\d+|0)(?![\
 def parse_confidence(text: str) -> float | None:
     """A probability in [0, 1] from a verbalized reply; None when there is none.
 
-    Reads the number after "Probability:" (or "Confidence:") when present, else the only
-    number of the reply. Percentages are divided by 100. A number outside [0, 1], or
-    several candidate numbers without a marker, is unparsable.
+    Reads the first number after the last "probability" / "confidence" marker when there
+    is one ("The probability that it is correct is 0.8"), else the only number of the
+    reply. Percentages are divided by 100. A number outside [0, 1], or several numbers
+    without a marker, is unparsable.
     """
     t = text.strip()
-    m = re.search(r"(?:probability|confidence)\s*[:=]?\s*(\S+)", t, flags=re.IGNORECASE)
-    if m:
-        cand = [m.group(1).rstrip(".,;")]
-    else:
-        cand = [g.group(1) for g in _PROB.finditer(t)]
-        if len(cand) != 1:
-            return None
+    markers = list(re.finditer(r"probability|confidence", t, flags=re.IGNORECASE))
+    if markers:
+        rest = t[markers[-1].end() :]
+        m = _PROB.search(rest)
+        return _to_probability(m.group(1)) if m else None
+    cand = [g.group(1) for g in _PROB.finditer(t)]
+    if len(cand) != 1:
+        return None
     return _to_probability(cand[0])
 
 
