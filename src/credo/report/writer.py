@@ -78,11 +78,30 @@ def write_run(result: RunResult, out: str | Path) -> Path:
 
 def metrics_table_rows(result: RunResult) -> list[list[str]]:
     """Header plus one row per method: method, items scored, ECE, AUROC, AUPRC-P,
-    AUPRC-N (each with its 95% bootstrap CI when computed), mean score."""
-    keys = list(METRIC_LABELS)
-    rows = [["method", "items", *(METRIC_LABELS[k] for k in keys)]]
+    AUPRC-N (each with its 95% bootstrap CI when computed), Pearson calibration
+    correlation, polarisation, mean score."""
+    keys = ["ece", "auroc", "auprc_pos", "auprc_neg"]
+    rows = [
+        [
+            "method",
+            "items",
+            *(METRIC_LABELS[k] for k in keys),
+            "Pearson ↑",
+            "polarisation",
+            "mean score",
+        ]
+    ]
     for method, d in result.metrics.items():
-        rows.append([method, str(d.get("n_items", "")), *(_with_ci(d, k) for k in keys)])
+        rows.append(
+            [
+                method,
+                str(d.get("n_items", "")),
+                *(_with_ci(d, k) for k in keys),
+                _fmt(d.get("pearson")),
+                _fmt(d.get("polarisation")),
+                _fmt(d.get("mean_score")),
+            ]
+        )
     return rows
 
 
@@ -210,11 +229,19 @@ def _response_section(result: RunResult) -> list[str]:
 
 
 def _unavailable_section(result: RunResult) -> list[str]:
-    if not result.unavailable:
-        return []
-    lines = ["## Methods without a score on some items", ""]
-    lines += [f"- {m}: {why}" for m, why in result.unavailable.items()]
-    return [*lines, ""]
+    lines = []
+    mass = result.metrics.get("label_prob", {}).get("label_mass")
+    if mass is not None:
+        lines += [
+            f"Task comprehension (002 §3.6): mean probability mass on the option letters at"
+            f" the answer token, before normalisation: {_fmt(mass)}.",
+            "",
+        ]
+    if result.unavailable:
+        lines += ["## Methods without a score on some items", ""]
+        lines += [f"- {m}: {why}" for m, why in result.unavailable.items()]
+        lines.append("")
+    return lines
 
 
 def _score_rows(result: RunResult):
