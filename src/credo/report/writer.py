@@ -21,6 +21,7 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import numpy as np
 import yaml
 
 if TYPE_CHECKING:
@@ -174,6 +175,7 @@ def render_markdown(result: RunResult) -> str:
         *table,
         "",
         *_response_section(result),
+        *_histogram_section(result),
         *_unavailable_section(result),
         "## Run",
         "",
@@ -226,6 +228,30 @@ def _response_section(result: RunResult) -> list[str]:
         *_md_table(response_table_rows(result)),
         "",
     ]
+
+
+def _histogram_section(result: RunResult) -> list[str]:
+    """Bin counts of each method's item scores: the polarisation picture of 002 §4."""
+    from credo.evaluate.bootstrap import calibration_curve
+
+    bins = result.config.ece_bins
+    lines = [
+        "## Score histograms (002 §4)",
+        "",
+        f"Item scores per method in {bins} equal-width bins from 0 to 1 (counts); a",
+        "polarised method piles its items into one bin.",
+        "",
+        "| method | " + " | ".join(f"{i / bins:.1f}–" for i in range(bins)) + " |",
+        "|---|" + "---|" * bins,
+    ]
+    for name in result.metrics:
+        s = np.array([r.scores[name] for r in result.items], dtype=float)
+        s = s[~np.isnan(s)]
+        if s.size == 0:
+            continue
+        _, _, counts = calibration_curve(s, np.zeros_like(s), bins)
+        lines.append(f"| {name} | " + " | ".join(str(int(c)) for c in counts) + " |")
+    return [*lines, ""]
 
 
 def _unavailable_section(result: RunResult) -> list[str]:
