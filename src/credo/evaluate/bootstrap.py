@@ -90,19 +90,21 @@ def bootstrap_distribution(
     t = np.asarray(targets, dtype=float)
 
     def statistic(a: np.ndarray, b: np.ndarray) -> float:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", UserWarning)
-            return fn(a, b)
+        return fn(a, b)
 
-    res = stats.bootstrap(
-        (s, t),
-        statistic,
-        paired=True,
-        vectorized=False,
-        n_resamples=n_resamples,
-        method="percentile",
-        random_state=np.random.default_rng(seed),
-    )
+    # Only the resampled values are used (percentiles taken above, NaN-aware), so scipy's
+    # own interval and its warnings about undefined resamples are beside the point.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = stats.bootstrap(
+            (s, t),
+            statistic,
+            paired=True,
+            vectorized=False,
+            n_resamples=n_resamples,
+            method="percentile",
+            random_state=np.random.default_rng(seed),
+        )
     return np.asarray(res.bootstrap_distribution, dtype=float)
 
 
