@@ -26,6 +26,7 @@ from credo.methods import c3, self_consistency
 from credo.models.scripted import ScriptedModel
 from credo.perturb.context import PERTURBATION_SYSTEM_PROMPT
 from credo.report import analysis as an
+from credo.report.export import flatten_row
 from credo.report.figures import discrete_levels
 from credo.report.html import ReportOptions, write_report, write_run_report
 from credo.report.rundata import RunFolderError, load_run, read_flip_rates
@@ -128,7 +129,12 @@ def test_parquet_round_trip(run_dir):
         for m, v in want["scores"].items():
             assert got[f"score_{m}"] == pytest.approx(v)
     samples = [json.loads(x) for x in (run_dir / "samples.jsonl").read_text().splitlines()]
-    assert pq.read_table(run_dir / "samples.parquet").to_pylist() == samples
+    got = pq.read_table(run_dir / "samples.parquet").to_pylist()
+    assert len(got) == len(samples)
+    for g, want in zip(got, samples, strict=True):
+        flat = flatten_row(want)
+        assert {k: v for k, v in g.items() if v is not None} == {
+            k: v for k, v in flat.items() if v is not None}
 
 
 def test_figures_regenerate_from_the_folder_alone(run_dir, tmp_path, monkeypatch):

@@ -100,7 +100,7 @@ def method_summaries(
             k: float(v)
             for k, v in ((run.metrics.get("methods") or {}).get(m) or {}).items()
             if isinstance(v, int | float) and not isinstance(v, bool) and k not in fns
-            and k != "items" and not k.endswith(("_low", "_high"))
+            and k not in ("items", "n_items") and not k.endswith(("_low", "_high"))
         }
         out.append(
             MethodSummary(m, int(ok.sum()), est, extra, discrete_levels(s_ok), run.method_note(m))

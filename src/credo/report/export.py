@@ -2,7 +2,8 @@
 
 ``scores.parquet`` has one row per item: ``id``, ``gold``, ``p_bar``, ``label``, one float
 column ``score_<method>`` per method (null where the method has no score) and the answer
-lists; ``samples.parquet`` one row per sample with every field of ``samples.jsonl``. Both
+lists; ``samples.parquet`` one row per sample with every field of ``samples.jsonl`` (a
+nested object such as ``confidence`` becomes one column per key, ``confidence_<method>``). Both
 are derived from the JSONL files alone, so they can be (re)written for any run folder.
 """
 
@@ -34,8 +35,20 @@ def write_parquet(run_dir: str | Path) -> tuple[Path, Path]:
     scores_path = run.path / "scores.parquet"
     samples_path = run.path / "samples.parquet"
     pq.write_table(_table(score_rows), scores_path)
-    pq.write_table(_table(run.samples), samples_path)
+    pq.write_table(_table([flatten_row(r) for r in run.samples]), samples_path)
     return scores_path, samples_path
+
+
+def flatten_row(row: dict[str, Any]) -> dict[str, Any]:
+    """One level of nested objects becomes columns: ``{"confidence": {"p_true": 0.8}}`` ->
+    ``{"confidence_p_true": 0.8}`` (an object with no keys leaves no column)."""
+    out: dict[str, Any] = {}
+    for k, v in row.items():
+        if isinstance(v, dict):
+            out.update({f"{k}_{sub}": x for sub, x in v.items()})
+        else:
+            out[k] = v
+    return out
 
 
 def _table(rows: list[dict[str, Any]]) -> pa.Table:

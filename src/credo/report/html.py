@@ -263,6 +263,7 @@ def render_run_page(a: RunAnalysis, opts: ReportOptions) -> str:
     body = [f"<h1>credo run: {_e(run.task)} on {_e(run.model)}</h1>", _run_facts(run)]
     body += ["<h2>Calibration and ranking (000 Table 1, App. E.2)</h2>", _ci_caption(run, opts),
              _method_table(a.summaries)]
+    body += _responses_section(run)
     body += _pairs_section(a, opts)
     body += _figure_sections(a)
     body += _items_section(a)
@@ -447,6 +448,47 @@ def _ci_cell(e: an.Estimate, best: bool) -> str:
     ci = ("" if math.isnan(e.low) else
           f"<br><span class=ci>[{e.low:.3f}, {e.high:.3f}]</span>")
     return f"<td{cls}>{e.value:.3f}{ci}</td>"
+
+
+def _responses_section(run: RunData) -> list[str]:
+    """Per-generation metrics and unavailable methods, as metrics.json states them."""
+    out: list[str] = []
+    unavailable = run.metrics.get("unavailable") or {}
+    if unavailable:
+        out += ["<p class=note>Methods without a score on some items: "
+                + "; ".join(f"<b>{_e(m)}</b>: {_e(why)}" for m, why in unavailable.items())
+                + "</p>"]
+    resp = {m: d for m, d in (run.metrics.get("responses") or {}).items() if isinstance(d, dict)}
+    if not resp:
+        return out
+    keys = [k for k in an.CI_METRICS if any(k in d for d in resp.values())]
+    others = list(dict.fromkeys(
+        k for d in resp.values() for k, v in d.items()
+        if k not in keys and not k.endswith(("_low", "_high"))
+        and isinstance(v, int | float) and not isinstance(v, bool)))
+    head = ("<tr><th class=l>method</th>"
+            + "".join(f"<th>{_e(an.CI_METRICS[k])}</th>" for k in keys)
+            + "".join(f"<th>{_e(k.replace('_', ' '))}</th>" for k in others) + "</tr>")
+    rows = []
+    for m, d in resp.items():
+        cells = [f"<td class=l>{_e(m)}</td>"]
+        for k in keys:
+            v, lo, hi = (_num(d.get(k)), _num(d.get(f"{k}_low")), _num(d.get(f"{k}_high")))
+            cells.append(_ci_cell(an.Estimate(v, lo, hi), False))
+        cells += [f"<td>{_fmt(d.get(k))}</td>" for k in others]
+        rows.append("<tr>" + "".join(cells) + "</tr>")
+    out += ["<h3>Per generation (002 §3.5-3.7)</h3>",
+            "<p class=note>Each generation's confidence against its own correctness, as "
+            "computed by the run (<code>metrics.json</code> \"responses\").</p>",
+            "<table>" + head + "".join(rows) + "</table>"]
+    return out
+
+
+def _num(x: Any) -> float:
+    try:
+        return math.nan if x is None or isinstance(x, bool) else float(x)
+    except (TypeError, ValueError):
+        return math.nan
 
 
 def _pairs_caption(opts: ReportOptions) -> str:
