@@ -5,12 +5,15 @@ Public API (000 = Cross-Contextual Consistency paper):
 - :func:`c3`, :func:`c3_cross`, :func:`self_consistency`: per-item scores from answers.
 - :func:`ece`, :func:`auroc`, :func:`auprc_pos`, :func:`auprc_neg`: evaluation metrics.
 - :func:`run`: the whole pipeline from a :class:`RunConfig`.
+- :func:`flip_rates`, :func:`linear_kappa`: flip rate by perturbation strength and
+  weighted kappa (003 eq. 2, §3.4).
 """
 
 from credo.config import PerturbationConfig, RunConfig
 from credo.evaluate.metrics import auprc_neg, auprc_pos, auroc, ece
 from credo.methods import c3, c3_cross, mmd2_unbiased, self_consistency
 from credo.run.runner import ItemResult, RunResult, run
+from credo.strength import flip_rates, linear_kappa
 
 __all__ = [
     "ItemResult",
@@ -23,6 +26,8 @@ __all__ = [
     "c3",
     "c3_cross",
     "ece",
+    "flip_rates",
+    "linear_kappa",
     "mmd2_unbiased",
     "run",
     "self_consistency",

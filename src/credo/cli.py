@@ -57,6 +57,10 @@ def _parser() -> argparse.ArgumentParser:
     t.set_defaults(func=_cmd_tasks)
     m = sub.add_parser("methods", help="list the scoring methods")
     m.set_defaults(func=_cmd_methods)
+
+    from credo.strength.cli import add_strength_parser
+
+    add_strength_parser(sub)
     return p
 
 
