@@ -74,7 +74,11 @@ def cmd_strength_run(args: argparse.Namespace) -> int:
     except ValueError as e:
         console.print(f"[red]invalid configuration:[/red] {e}")
         return 2
-    result = run_strength(cfg, show_progress=not args.quiet)
+    try:
+        result = run_strength(cfg, show_progress=not args.quiet)
+    except (ValueError, FileNotFoundError) as e:  # bad task, file or model spec
+        console.print(f"[red]cannot run:[/red] {e}")
+        return 2
     summary = json.loads((cfg.out / "summary.json").read_text(encoding="utf-8"))
     table = Table(title=f"{result.task.name} · {len(result.task.items)} items · flip rates")
     for h in ("model", "type", "n rated", "FR(0) robust ↓", "FR(3) responsive ↑", "FR(3)−FR(0)",
