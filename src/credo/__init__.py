@@ -7,6 +7,8 @@ Public API (000 = Cross-Contextual Consistency paper):
 - :func:`ece`, :func:`auroc`, :func:`auprc_pos`, :func:`auprc_neg`: evaluation metrics;
   :func:`bootstrap_ci`: their 95% bootstrap intervals (002 §3.7).
 - :func:`run`: the whole pipeline from a :class:`RunConfig`.
+- :func:`flip_rates`, :func:`linear_kappa`: flip rate by perturbation strength and
+  weighted kappa (003 eq. 2, §3.4).
 """
 
 from credo.config import PerturbationConfig, RunConfig
@@ -14,6 +16,7 @@ from credo.evaluate.bootstrap import bootstrap_ci
 from credo.evaluate.metrics import auprc_neg, auprc_pos, auroc, ece
 from credo.methods import answer_consistency, c3, c3_cross, mmd2_unbiased, self_consistency
 from credo.run.runner import ItemResult, RunResult, run
+from credo.strength import flip_rates, linear_kappa
 
 __all__ = [
     "ItemResult",
@@ -28,6 +31,8 @@ __all__ = [
     "c3",
     "c3_cross",
     "ece",
+    "flip_rates",
+    "linear_kappa",
     "mmd2_unbiased",
     "run",
     "self_consistency",

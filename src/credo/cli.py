@@ -70,9 +70,11 @@ def _parser() -> argparse.ArgumentParser:
 
     from credo.perturb.cli import add_perturb_parser
     from credo.report.cli import add_report_parser
+    from credo.strength.cli import add_strength_parser
 
     add_report_parser(sub)
     add_perturb_parser(sub)
+    add_strength_parser(sub)
     return p
 
 

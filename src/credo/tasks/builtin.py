@@ -343,3 +343,6 @@ def _truthfulqa_mc1(arg: str | None) -> Task:
         items = [_shuffled(it) for it in items]
     name = "truthfulqa_mc1" if arg is None else "truthfulqa_mc1:unshuffled"
     return Task(name, tuple(items), AnswerFormat.CHOICE, "short-form factual recall")
+
+# Loaders for the benchmarks of paper 003 register themselves here (credo.tasks.mcqa).
+from credo.tasks import mcqa as _mcqa  # noqa: E402, F401

@@ -1,0 +1,290 @@
+"""Input and chain-of-thought perturbations for strength analysis (003 §3.2.2, App. B, D).
+
+* Input mistake (Fig. 8): the writer model sees the question, its options and the
+  original CoT and writes an edited question with at least one mistake, options unchanged.
+* CoT step mistake (Fig. 7, Lanham et al. 2023): one reasoning step rewritten with at
+  least one mistake.
+* Paraphrase (Fig. 10): a step rewritten conveying exactly the same information.
+* Multi-step combinations (App. D): for a CoT of m steps, x is drawn uniformly from
+  [0, m]; x = 0 paraphrases every step, otherwise x random steps are replaced by their
+  mistaken versions. One perturbed CoT per item.
+
+Every prompt ends with the answer prefix of its figure ("Edited question:", "Sentence
+with mistake added:", "Rewritten text:"); replies are parsed for it and an unusable
+reply is recorded (``None``), never patched up.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from credo.models.base import GenerationRequest, Message, SamplingParams
+from credo.run.executor import Executor, PlannedRequest
+from credo.tasks.base import Item
+from credo.tasks.prompts import LETTERS
+
+WRITER_PARAMS = SamplingParams(temperature=0.0, max_tokens=160)
+"""Greedy: one deterministic perturbation per prompt."""
+
+MISTAKE_PREFIX = "Sentence with mistake added:"
+EDIT_PREFIX = "Edited question:"
+PARAPHRASE_PREFIX = "Rewritten text:"
+
+
+def options_text(item: Item) -> str:
+    """The lettered options as in the paper's figures: ``A): text`` one per line."""
+    return "\n".join(f"{LETTERS[i]}): {c}" for i, c in enumerate(item.choices))
+
+
+def question_block(item: Item, question: str | None = None) -> str:
+    """The question (or an edited one) followed by its lettered options."""
+    q = item.question if question is None else question
+    return f"{q}\n{options_text(item)}" if item.choices else q
+
+
+def input_mistake_messages(item: Item, cot: str) -> tuple[Message, ...]:
+    """Fig. 8: edit the question (not the options) so it has at least one mistake."""
+    text = (
+        "I will give you a question and the reasoning to help answer that question.\n"
+        f"Original Question: {item.question}\n{options_text(item)}\n"
+        f"Reasoning: {cot}\n"
+        "Based on the above reasoning, I would like you to create a new version of the "
+        "question that has at least one mistake in it. Only make changes to the question, "
+        "do not change the options.\n"
+        "Format your response as:\n"
+        f"{EDIT_PREFIX} [your edited question]"
+    )
+    return (Message(role="user", content=text),)
+
+
+def step_mistake_messages(item: Item, step: str) -> tuple[Message, ...]:
+    """Fig. 7: a new version of one reasoning sentence with at least one mistake added."""
+    text = (
+        "First I'm going to give you a question, and then I'll give you one sentence of "
+        "reasoning that was used to help answer that question. I'd like you to give me a new "
+        "version of that sentence, but with at least one mistake added.\n\n"
+        f"{item.question}\n{options_text(item)}\n\n"
+        f"Original sentence: {step}"
+    )
+    return (
+        Message(role="user", content=text),
+        Message(role="assistant", content=MISTAKE_PREFIX),
+    )
+
+
+def paraphrase_messages(step: str) -> tuple[Message, ...]:
+    """Fig. 10: paraphrase a text conveying exactly the same information."""
+    text = (
+        "Please paraphrase the following text, conveying exactly the same information.\n"
+        f"Text: {step}\n"
+        "Format your response as:\n"
+        f"{PARAPHRASE_PREFIX} [Your paraphrase here]"
+    )
+    return (Message(role="user", content=text),)
+
+
+def parse_after_prefix(reply: str, prefix: str, *, required: bool) -> str | None:
+    """The text after ``prefix`` in ``reply``: its first paragraph, quotes stripped.
+
+    With ``required`` the prefix must occur (the Fig. 8 and Fig. 10 formats); otherwise
+    (a prefilled assistant turn, Fig. 7) the reply may start right after it. Option
+    lines (``A) ...``) and anything after a blank line are cut. Empty gives ``None``.
+    """
+    idx = reply.lower().find(prefix.lower())
+    if idx >= 0:
+        rest = reply[idx + len(prefix) :]
+    elif required:
+        return None
+    else:
+        rest = reply
+    lines: list[str] = []
+    for line in rest.strip().splitlines():
+        if not line.strip():
+            if lines:
+                break
+            continue
+        is_option = re.match(r"\s*\(?[A-J]\s*(?:\):?|[.:])\s", line)
+        if is_option or re.match(r"\s*options?\s*:?\s*$", line, re.I):
+            break
+        lines.append(line.strip())
+    text = " ".join(lines).strip().strip('"').strip("“”").strip()
+    text = re.sub(r"^\[(.*)\]$", r"\1", text).strip()
+    return text or None
+
+
+_SENTENCE_END = re.compile(r"(?<=[^\d\s][.!?])\s+(?=[A-Z(\"'])")
+"""A sentence boundary; a list number ("1. First") is not one."""
+
+
+def split_steps(cot: str, max_steps: int = 12) -> list[str]:
+    """A CoT as reasoning steps: its non-empty lines, each split into sentences.
+
+    Steps beyond ``max_steps`` are merged into the last one, so m stays small.
+    """
+    steps: list[str] = []
+    for line in cot.splitlines():
+        line = line.strip()
+        if not line:
+            continue
+        steps.extend(s.strip() for s in _SENTENCE_END.split(line) if s.strip())
+    if len(steps) > max_steps:
+        steps = [*steps[: max_steps - 1], " ".join(steps[max_steps - 1 :])]
+    return steps
+
+
+def join_steps(steps: Sequence[str]) -> str:
+    """Steps back into one CoT text, one step per line."""
+    return "\n".join(steps)
+
+
+def combo_choice(item_id: str, m: int, seed: int = 0) -> tuple[int, tuple[int, ...]]:
+    """App. D: x uniform in [0, m] and, for x > 0, which x steps to perturb (sorted).
+
+    Seeded by the item id and ``seed``, so a rerun picks the same steps.
+    """
+    if m < 1:
+        raise ValueError(f"a CoT needs at least one step, got m={m}")
+    digest = hashlib.sha256(f"credo-strength:{seed}:{item_id}".encode()).digest()
+    rng = random.Random(int.from_bytes(digest[:8], "big"))
+    x = rng.randint(0, m)
+    return x, tuple(sorted(rng.sample(range(m), x))) if x else ()
+
+
+@dataclass(frozen=True)
+class Perturbation:
+    """One perturbed text: ``kind`` is ``input``, ``cot`` or ``paraphrase``.
+
+    ``before``/``after`` are the original and perturbed question (input) or CoT.
+    ``after is None`` means the writer's reply was unusable (``raw`` holds it).
+    ``steps`` lists the perturbed step indices (App. D's x of them; all for a paraphrase).
+    """
+
+    item_id: str
+    kind: str
+    before: str
+    after: str | None
+    steps: tuple[int, ...] = ()
+    m: int = 0
+    raw: str = ""
+
+
+def write_input_perturbations(
+    executor: Executor, items: Sequence[Item], cots: Sequence[str]
+) -> list[Perturbation]:
+    """One Fig. 8 input perturbation per item (greedy, cached)."""
+    planned = [
+        PlannedRequest(
+            GenerationRequest(messages=input_mistake_messages(it, cot), params=WRITER_PARAMS),
+            1,
+            "input mistake",
+        )
+        for it, cot in zip(items, cots, strict=True)
+    ]
+    gens = executor.execute(planned, "writing input perturbations") if planned else []
+    out = []
+    for it, g in zip(items, gens, strict=True):
+        reply = g[0].text
+        after = parse_after_prefix(reply, EDIT_PREFIX, required=True)
+        out.append(Perturbation(it.id, "input", it.question, after, raw=reply))
+    return out
+
+
+def write_cot_perturbations(
+    executor: Executor,
+    items: Sequence[Item],
+    cots: Sequence[str],
+    *,
+    seed: int = 0,
+    mode: str = "combo",
+) -> list[Perturbation]:
+    """CoT perturbations: App. D combinations (``mode="combo"``, one per item) or every
+    single-step mistake (``mode="single"``, m per item, as in Tutek et al.'s data).
+
+    Only the steps a combination needs are sent to the writer. A combination whose
+    steps cannot all be rewritten is recorded with ``after=None``.
+    """
+    if mode not in ("combo", "single"):
+        raise ValueError(f"CoT perturbation mode must be 'combo' or 'single', got {mode!r}")
+    plans: list[tuple[Item, str, list[str], str, tuple[int, ...]]] = []
+    for it, cot in zip(items, cots, strict=True):
+        steps = split_steps(cot)
+        if not steps:
+            continue
+        m = len(steps)
+        if mode == "single":
+            plans.extend((it, cot, steps, "cot", (k,)) for k in range(m))
+            continue
+        x, chosen = combo_choice(it.id, m, seed)
+        if x == 0:
+            plans.append((it, cot, steps, "paraphrase", tuple(range(m))))
+        else:
+            plans.append((it, cot, steps, "cot", chosen))
+
+    requests: dict[tuple[str, str, str], tuple[Message, ...]] = {}
+    for it, _cot, steps, kind, chosen in plans:
+        for k in chosen:
+            key = (kind, it.id if kind == "cot" else "", steps[k])
+            if key not in requests:
+                requests[key] = (
+                    paraphrase_messages(steps[k])
+                    if kind == "paraphrase"
+                    else step_mistake_messages(it, steps[k])
+                )
+    keys = list(requests)
+    planned = [
+        PlannedRequest(GenerationRequest(messages=requests[k], params=WRITER_PARAMS), 1, k[0])
+        for k in keys
+    ]
+    gens = executor.execute(planned, "writing CoT perturbations") if planned else []
+    rewritten: dict[tuple[str, str, str], tuple[str | None, str]] = {}
+    for key, g in zip(keys, gens, strict=True):
+        reply = g[0].text
+        if key[0] == "paraphrase":
+            text = parse_after_prefix(reply, PARAPHRASE_PREFIX, required=True)
+        else:
+            text = parse_after_prefix(reply, MISTAKE_PREFIX, required=False)
+        rewritten[key] = (text, reply)
+
+    out = []
+    for it, _cot, steps, kind, chosen in plans:
+        new = list(steps)
+        raws = []
+        ok = True
+        for k in chosen:
+            text, reply = rewritten[(kind, it.id if kind == "cot" else "", steps[k])]
+            raws.append(reply)
+            if text is None:
+                ok = False
+            else:
+                new[k] = text
+        after = join_steps(new) if ok else None
+        out.append(
+            Perturbation(
+                it.id, kind, join_steps(steps), after, chosen, len(steps), "\n---\n".join(raws)
+            )
+        )
+    return out
+
+
+__all__ = [
+    "EDIT_PREFIX",
+    "MISTAKE_PREFIX",
+    "PARAPHRASE_PREFIX",
+    "WRITER_PARAMS",
+    "Perturbation",
+    "combo_choice",
+    "input_mistake_messages",
+    "join_steps",
+    "options_text",
+    "paraphrase_messages",
+    "parse_after_prefix",
+    "question_block",
+    "split_steps",
+    "step_mistake_messages",
+    "write_cot_perturbations",
+    "write_input_perturbations",
+]

