@@ -19,14 +19,14 @@ import numpy as np
 
 from credo.config import RunConfig
 from credo.evaluate.metrics import auprc_neg, auprc_pos, auroc, ece, labels_from_performance
-from credo.kernels.registry import get_kernel
 from credo.methods.base import ORIGINAL, PERTURBED, ItemSamples, Sample, get_method
 from credo.models.base import GenerationRequest, Model
 from credo.perturb.context import PerturbationSet, generate_perturbations
 from credo.perturb.embeddings import Embedder, load_embedder
 from credo.run.executor import Executor, PlannedRequest
+from credo.run.open_ended import prepare_scoring
 from credo.store.sqlite import GenerationStore
-from credo.tasks.answers import extract_answer, is_correct
+from credo.tasks.answers import extract_answer
 from credo.tasks.base import Item, Task
 from credo.tasks.builtin import load_task
 from credo.tasks.prompts import render_messages
@@ -136,7 +136,8 @@ def run(
                 task.format,
                 task.domain,
             )
-        items = _sample_and_score(task, config, executor, psets, needs)
+        scoring_stats: dict[str, float | int | str] = {}
+        items = _sample_and_score(task, config, executor, psets, needs, embedder, scoring_stats)
         t_sample = time.perf_counter()
         metrics = evaluate_items(items, config.methods, config.ece_bins)
         stats: dict[str, float | int | str] = {
@@ -154,6 +155,7 @@ def run(
             "items_with_reused_perturbations": sum(
                 1 for p in psets.values() if len(p.kept) < config.m
             ),
+            **scoring_stats,
         }
         result = RunResult(config, task, model.identity, items, metrics, stats, psets)
     finally:
@@ -171,6 +173,9 @@ def evaluate_items(
     items: list[ItemResult], methods: list[str], n_bins: int = 10
 ) -> dict[str, dict[str, float]]:
     """ECE, AUROC, AUPRC-P, AUPRC-N and mean score per method (000 App. E.2)."""
+    # Items whose correctness is unavailable (NaN p̄, e.g. long form without a knowledge
+    # source) are left out of the metrics; all of them unavailable gives NaN metrics.
+    items = [r for r in items if not math.isnan(r.performance)]
     perf = np.array([r.performance for r in items], dtype=float)
     # A metric undefined on one class is NaN and shown as n/a in the report; no warning.
     with warnings.catch_warnings():
@@ -212,7 +217,10 @@ def _sample_and_score(
     executor: Executor,
     psets: dict[str, PerturbationSet],
     needs: set[str],
+    embedder: Embedder | None = None,
+    stats: dict[str, float | int | str] | None = None,
 ) -> list[ItemResult]:
+    stats = {} if stats is None else stats
     style = config.prompt_style
     planned: list[PlannedRequest] = []
     layout: list[tuple[Item, int, list[tuple[int, int]], list[str]]] = []
@@ -247,15 +255,24 @@ def _sample_and_score(
         layout.append((it, first, picks, prefixes))
 
     gens = executor.execute(planned, description="sampling answers")
-    kernel = get_kernel(config.kernel)
     specs = [get_method(name) for name in config.methods]
-    results = []
-    for it, first, picks, prefixes in layout:
+    built = []
+    for it, first, picks, _ in layout:
         original = tuple(_sample(g.text, it, task) for g in gens[first])
         perturbed = tuple(_sample(gens[pi][si].text, it, task) for pi, si in picks)
-        samples = ItemSamples(it.id, {ORIGINAL: original, PERTURBED: perturbed})
-        correct = tuple(is_correct(s.answer, it, task.format) for s in original)
-        scores = {spec.name: spec.scorer(samples, kernel) for spec in specs}
+        built.append(ItemSamples(it.id, {ORIGINAL: original, PERTURBED: perturbed}))
+    # Hook (issue 4): kernels that need preparing (embedding, judge) and the grading stage
+    # (sandboxed code tests, SimpleQA / FActScore judges), after sampling, before scoring.
+    support = prepare_scoring(task, config, built, executor, embedder=embedder)
+    stats.update(support.stats)
+    results = []
+    for (it, _, _, prefixes), samples in zip(layout, built, strict=True):
+        original, perturbed = samples.sets[ORIGINAL], samples.sets[PERTURBED]
+        correct = support.correctness[it.id]
+        scores = {
+            spec.name: spec.scorer(samples, support.kernel(spec.kernel or config.kernel, it.id))
+            for spec in specs
+        }
         results.append(ItemResult(it, tuple(prefixes), original, perturbed, correct, scores))
     return results
 

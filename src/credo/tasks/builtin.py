@@ -343,3 +343,9 @@ def _truthfulqa_mc1(arg: str | None) -> Task:
         items = [_shuffled(it) for it in items]
     name = "truthfulqa_mc1" if arg is None else "truthfulqa_mc1:unshuffled"
     return Task(name, tuple(items), AnswerFormat.CHOICE, "short-form factual recall")
+
+
+# Open-ended tasks (humaneval, freshqa, simpleqa, factscore) register themselves here.
+from credo.tasks import factual as _factual  # noqa: E402, F401
+from credo.tasks import humaneval as _humaneval  # noqa: E402, F401
+from credo.tasks import longform as _longform  # noqa: E402, F401
