@@ -114,6 +114,9 @@ class EmbeddingKernel:
                 )
             norms = np.linalg.norm(vecs, axis=1, keepdims=True)
             vecs = np.divide(vecs, norms, out=np.zeros_like(vecs), where=norms > 0)
+            # float32 precision throughout, as stored on disk: a rerun reads back the same
+            # vectors and reproduces every score exactly
+            vecs = vecs.astype(np.float32).astype(float)
             self.embedded_texts += len(chunk)
             new = dict(zip(chunk, vecs, strict=True))
             self._vectors.update(new)

@@ -263,7 +263,7 @@ def _grade_factscore(
     """Per sample: supported claims / claims (FActScore); NaN without a knowledge source."""
     out: dict[str, tuple[float, ...]] = {}
     sources: dict[str, KnowledgeSource] = {}
-    plan: list[tuple[str, str, str]] = []  # (item id, sample text, claim)
+    plan: dict[tuple[str, str], None] = {}  # (item id, claim), each claim checked once
     for i, orig in originals.items():
         src = knowledge or _folder_source(by_id[i], sources)
         if src is None:
@@ -272,8 +272,7 @@ def _grade_factscore(
         sources.setdefault(i, src)
         for s in orig:
             for c in claims(s.answer.value):
-                if (i, s.text, c) not in plan:
-                    plan.append((i, s.text, c))
+                plan.setdefault((i, c), None)
     unavailable = sum(1 for i in out)
     if unavailable:
         stats["correctness"] = (
@@ -283,7 +282,7 @@ def _grade_factscore(
     if not plan and not sources:
         return out
     requests = []
-    for i, _, c in plan:
+    for i, c in plan:
         entity = by_id[i].meta.get("entity", "")
         src = sources[i]
         passages = (
@@ -310,7 +309,7 @@ def _grade_factscore(
                 no_claims += 1
                 scores.append(0.0)
                 continue
-            scores.append(sum(1 for c in cs if verdicts[(i, s.text, c)]) / len(cs))
+            scores.append(sum(1 for c in cs if verdicts[(i, c)]) / len(cs))
         out[i] = tuple(scores)
     stats.update(
         factscore_claims_checked=len(plan),
