@@ -175,3 +175,16 @@ def test_method_at_kernel_names():
     with pytest.raises(ValueError, match="unknown kernel"):
         get_method("c3@telepathy")
     assert isinstance(VerdictTable(), VerdictTable)
+
+
+def test_judge_pairs_on_canonical_code_skip_comment_and_docstring_variants():
+    from credo.tasks.humaneval import canonical_code
+
+    a = 'def f(x):\n    """Add one."""\n    return x + 1'
+    b = "def f(x):\n    # add one\n    return x+1"
+    c = "def f(x):\n    return 1 + x"
+    pairs = plan_judge_pairs({"q": [a, b, c, None]}, canonical=canonical_code)
+    assert len(pairs) == 1  # a and b are one program; only (a, c) needs the judge
+    table = build_verdict_table(pairs, ["Yes"], canonical=canonical_code)
+    K = table.kernel_for("q")([a, b, c], [a, b, c])
+    np.testing.assert_array_equal(K, np.ones((3, 3)))

@@ -272,3 +272,8 @@ def test_claims_and_support_parsing():
     assert claims(None) == []
     assert parse_support("True") is True and parse_support("false.") is False
     assert parse_support("True or False") is None and parse_support("Supported") is None
+
+
+def test_code_extraction_from_an_unclosed_fence():
+    text = "Sure:\n```python\ndef f(x):\n    return x"
+    assert extract_answer(text, AnswerFormat.CODE).value == "def f(x):\n    return x"

@@ -49,6 +49,7 @@ class JudgeConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     model: str | None = Field(None, description="judge model; None = the run's model")
+    model_options: dict[str, Any] = Field(default_factory=dict)
     max_tokens: int = Field(8, ge=1, description="a verdict is one word")
 
 

@@ -23,7 +23,7 @@ An unparsable *answer* (``None``) matches nothing, as in the indicator kernel.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -70,18 +70,24 @@ class JudgePair:
 
 
 def plan_judge_pairs(
-    answers: Mapping[str, Sequence[str | None]], questions: Mapping[str, str] | None = None
+    answers: Mapping[str, Sequence[str | None]],
+    questions: Mapping[str, str] | None = None,
+    canonical: Callable[[str], str] | None = None,
 ) -> list[JudgePair]:
     """Every unique unordered pair of distinct parsed answers, per item, in sorted order.
 
     ``answers`` maps an item id to all the normalised answers of its samples (every sample
     set pooled); ``None`` (unparsable) and repeats are dropped. ``questions`` gives each
-    item's question text, shown to the judge.
+    item's question text, shown to the judge. ``canonical`` maps an answer to the form
+    the judge sees and pairs are deduplicated on (code without comments and docstrings:
+    two answers with one canonical form are equal without a call); pass the same function
+    to :class:`VerdictTable`.
     """
     questions = questions or {}
+    canon = canonical or _identity
     out: list[JudgePair] = []
     for item_id, values in answers.items():
-        distinct = sorted({v for v in values if v is not None})
+        distinct = sorted({canon(v) for v in values if v is not None})
         q = questions.get(item_id, "")
         for i, a in enumerate(distinct):
             for b in distinct[i + 1 :]:
@@ -144,6 +150,7 @@ class VerdictTable:
 
     verdicts: dict[tuple[str, str, str], bool | None] = field(default_factory=dict)
     replies: dict[tuple[str, str, str], str] = field(default_factory=dict)
+    canonical: Callable[[str], str] | None = None
 
     @property
     def unparsable(self) -> int:
@@ -156,6 +163,10 @@ class VerdictTable:
             return 0.0
         if x == y:
             return 1.0
+        if self.canonical is not None:
+            x, y = self.canonical(x), self.canonical(y)
+            if x == y:
+                return 1.0
         a, b = (x, y) if x < y else (y, x)
         try:
             verdict = self.verdicts[(item_id, a, b)]
@@ -180,9 +191,14 @@ class VerdictTable:
         return gram
 
 
-def build_verdict_table(pairs: Iterable[JudgePair], replies: Iterable[str]) -> VerdictTable:
-    """Parse the judge's reply to every pair (``replies`` in the order of ``pairs``)."""
-    table = VerdictTable()
+def build_verdict_table(
+    pairs: Iterable[JudgePair],
+    replies: Iterable[str],
+    canonical: Callable[[str], str] | None = None,
+) -> VerdictTable:
+    """Parse the judge's reply to every pair (``replies`` in the order of ``pairs``);
+    ``canonical`` as given to :func:`plan_judge_pairs`."""
+    table = VerdictTable(canonical=canonical)
     pairs, replies = list(pairs), list(replies)
     if len(pairs) != len(replies):
         raise ValueError(f"{len(pairs)} judge pairs but {len(replies)} replies")
@@ -205,3 +221,7 @@ def judge_gram(xs: Sequence[str | None], ys: Sequence[str | None]) -> np.ndarray
         "the judge kernel needs judge verdicts: run it through credo.run (kernel 'judge' or"
         " method 'c3@judge'), or build a VerdictTable and use VerdictTable.kernel_for(item_id)"
     )
+
+
+def _identity(text: str) -> str:
+    return text

@@ -47,6 +47,7 @@ from credo.run.executor import Executor, PlannedRequest
 from credo.tasks.answers import is_correct
 from credo.tasks.base import AnswerFormat, Item, Task
 from credo.tasks.factual import SIMPLEQA, Grade, grading_messages, parse_grade, pregrade
+from credo.tasks.humaneval import canonical_code
 from credo.tasks.longform import (
     FACTSCORE,
     FolderKnowledgeSource,
@@ -106,7 +107,7 @@ def prepare_scoring(
             if name == "embedding":
                 kernels[name] = _embedding_kernel(config, samples, embedder, stats)
             elif name == "judge":
-                kernels[name] = _judge_table(by_id, samples, judge, stats)
+                kernels[name] = _judge_table(task.format, by_id, samples, judge, stats)
             else:
                 kernels[name] = get_kernel(name)
         correctness = _grade(task, by_id, samples, judge, knowledge, stats)
@@ -132,6 +133,7 @@ def _embedding_kernel(
 
 
 def _judge_table(
+    fmt: AnswerFormat,
     by_id: dict[str, Item],
     samples: Sequence[ItemSamples],
     judge: _Judge,
@@ -139,14 +141,15 @@ def _judge_table(
 ) -> VerdictTable:
     answers = {s.item_id: [x.key for group in s.sets.values() for x in group] for s in samples}
     questions = {i: by_id[i].question for i in answers}
-    pairs = plan_judge_pairs(answers, questions)
+    canonical = canonical_code if fmt is AnswerFormat.CODE else None
+    pairs = plan_judge_pairs(answers, questions, canonical)
     requests = judge_requests(pairs, judge.params)
     planned = [
         PlannedRequest(r, 1, label=f"{p.item_id}/judge")
         for p, r in zip(pairs, requests, strict=True)
     ]
     gens = judge.execute(planned, "judging answer pairs") if planned else []
-    table = build_verdict_table(pairs, [g[0].text for g in gens])
+    table = build_verdict_table(pairs, [g[0].text for g in gens], canonical)
     naive = sum(naive_comparisons(*_set_sizes(s)) for s in samples)
     stats.update(
         judge_pairs_unique=len(pairs),
@@ -365,7 +368,7 @@ class _Judge:
             return self.base.model
         from credo.models.registry import load_model
 
-        self.owned = load_model(spec)
+        self.owned = load_model(spec, **self.config.judge.model_options)
         return self.owned
 
     def close(self) -> None:

@@ -407,15 +407,22 @@ def _extract_short_text(text: str, n_choices: int = 0) -> str | None:
 
 
 _FENCE_RE = re.compile(r"```[ \t]*(?P<lang>[\w+-]*)[^\n]*\n(?P<body>.*?)```", re.DOTALL)
+_OPEN_FENCE_RE = re.compile(r"```[ \t]*[\w+-]*[^\n]*\n(?P<body>.*)\Z", re.DOTALL)
 
 
 @extractor(AnswerFormat.CODE)
 def _extract_code(text: str, n_choices: int = 0) -> str | None:
-    """The first fenced ``python`` block, else the first fenced block, else the whole text."""
+    """The first fenced ``python`` block, else the first fenced block, else the text after
+    an unclosed fence (a generation cut by a stop string or ``max_tokens``), else the
+    whole text."""
     blocks = list(_FENCE_RE.finditer(text))
     python = [b for b in blocks if b.group("lang").lower() in ("python", "py", "python3")]
     chosen = python or blocks
-    code = chosen[0].group("body") if chosen else text
+    if chosen:
+        code = chosen[0].group("body")
+    else:
+        unclosed = _OPEN_FENCE_RE.search(text)
+        code = unclosed.group("body") if unclosed else text
     code = code.strip("\n")
     return code if code.strip() else None
 

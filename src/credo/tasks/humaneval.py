@@ -15,6 +15,7 @@ body that follows the prompt; both are handled.
 
 from __future__ import annotations
 
+import ast
 import gzip
 import json
 import re
@@ -25,7 +26,13 @@ from credo.tasks.builtin import package_data, task_loader
 from credo.tasks.loaders import DatasetError
 from credo.tasks.sandbox import SandboxLimits, SandboxResult, run_python
 
-__all__ = ["check_code", "code_is_correct", "completion_program", "load_humaneval"]
+__all__ = [
+    "canonical_code",
+    "check_code",
+    "code_is_correct",
+    "completion_program",
+    "load_humaneval",
+]
 
 _FIELDS = ("task_id", "prompt", "canonical_solution", "test", "entry_point")
 
@@ -116,3 +123,26 @@ def _indented(code: str) -> bool:
     first = next((line for line in code.splitlines() if line.strip()), "")
     return first[:1] in (" ", "\t")
 
+
+def canonical_code(code: str) -> str:
+    """``code`` without comments, docstrings and formatting differences (``ast.unparse``).
+
+    Two programs with one canonical form are the same answer, so the judge kernel compares
+    them without a call and shows the judge only what can differ. Code that does not
+    parse is returned stripped.
+    """
+    try:
+        tree = ast.parse(textwrap.dedent(code))
+    except (SyntaxError, ValueError):
+        return code.strip()
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if (
+            isinstance(node, ast.Module | ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+            and body
+            and isinstance(body[0], ast.Expr)
+            and isinstance(body[0].value, ast.Constant)
+            and isinstance(body[0].value.value, str)
+        ):
+            node.body = body[1:] or [ast.Pass()]
+    return ast.unparse(tree)
