@@ -122,13 +122,8 @@ def test_humaneval_ships_164_problems(humaneval):
     assert "humaneval" in list_tasks()
 
 
-def test_humaneval_canonical_solutions_pass_first_five(humaneval):
-    for it in humaneval.items[:5]:
-        assert code_is_correct(it.gold, it), it.id
-
-
-@pytest.mark.slow
 def test_humaneval_all_canonical_solutions_pass(humaneval):
+    # 164 sandboxed subprocesses, ~15 s on two cores
     failed = [it.id for it in humaneval.items if not check_code(it.gold, it).passed]
     assert failed == []
 

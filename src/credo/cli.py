@@ -40,6 +40,7 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--m", type=int, help="perturbed samples, one per perturbation (paper: 30)")
     r.add_argument("--limit", type=int, help="first N items of the task")
     r.add_argument("--methods", help="comma-separated: c3,c3_cross,self_consistency")
+    r.add_argument("--kernel", help="answer kernel: indicator, embedding, judge (000 App. H)")
     r.add_argument("--prompt-style", choices=["direct", "brief", "expression", "cot"])
     r.add_argument("--max-tokens", type=int, help="generation length cap per answer")
     r.add_argument("--seed", type=int)
@@ -75,6 +76,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         "seed": args.seed,
         "out": args.out,
         "cache": args.cache,
+        "kernel": args.kernel,
     }
     if args.methods:
         overrides["methods"] = [s.strip() for s in args.methods.split(",") if s.strip()]
