@@ -68,7 +68,7 @@ class ScoringSupport:
     """What scoring needs beyond the samples: kernels per item, correctness per sample."""
 
     kernels: dict[str, Kernel | VerdictTable]
-    correctness: dict[str, tuple[float, ...]]
+    correctness: dict[str, tuple[bool | float, ...]]
     stats: dict[str, int | float | str] = field(default_factory=dict)
 
     def kernel(self, name: str, item_id: str) -> Kernel:
@@ -179,13 +179,13 @@ def _grade(
     judge: _Judge,
     knowledge: KnowledgeSource | None,
     stats: dict[str, int | float | str],
-) -> dict[str, tuple[float, ...]]:
+) -> dict[str, tuple[bool | float, ...]]:
     """Correctness of every original sample, per item id (the grading stage)."""
     from credo.methods.base import ORIGINAL
 
     originals = {s.item_id: s.sets[ORIGINAL] for s in samples}
     graders = Counter(by_id[i].meta.get("grader", "") for i in originals)
-    out: dict[str, tuple[float, ...]] = {}
+    out: dict[str, tuple[bool | float, ...]] = {}
     simple = {i: o for i, o in originals.items() if by_id[i].meta.get("grader") == SIMPLEQA}
     longform = {i: o for i, o in originals.items() if by_id[i].meta.get("grader") == FACTSCORE}
     if simple:
@@ -198,7 +198,7 @@ def _grade(
         grader = by_id[i].meta.get("grader")
         if grader:
             raise ValueError(f"item {i!r}: unknown grader {grader!r} (known: simpleqa, factscore)")
-        out[i] = tuple(float(is_correct(s.answer, by_id[i], task.format)) for s in orig)
+        out[i] = tuple(is_correct(s.answer, by_id[i], task.format) for s in orig)
     if task.format is AnswerFormat.CODE:
         stats["code_samples_passing"] = int(sum(sum(v) for v in out.values()))
     log.debug("graders used: %s", dict(graders))
@@ -210,7 +210,7 @@ def _grade_simpleqa(
     originals: dict[str, tuple[Sample, ...]],
     judge: _Judge,
     stats: dict[str, int | float | str],
-) -> dict[str, tuple[float, ...]]:
+) -> dict[str, tuple[bool | float, ...]]:
     """SimpleQA grades (correct / incorrect / not attempted); only CORRECT counts as correct."""
     grades: dict[tuple[str, str], Grade] = {}
     todo: list[tuple[str, str]] = []
@@ -252,8 +252,8 @@ def _grade_simpleqa(
     return out
 
 
-def _grade_value(grade: Grade) -> float:
-    return 1.0 if grade is Grade.CORRECT else 0.0
+def _grade_value(grade: Grade) -> bool:
+    return grade is Grade.CORRECT
 
 
 def _grade_factscore(
@@ -262,9 +262,9 @@ def _grade_factscore(
     judge: _Judge,
     knowledge: KnowledgeSource | None,
     stats: dict[str, int | float | str],
-) -> dict[str, tuple[float, ...]]:
+) -> dict[str, tuple[bool | float, ...]]:
     """Per sample: supported claims / claims (FActScore); NaN without a knowledge source."""
-    out: dict[str, tuple[float, ...]] = {}
+    out: dict[str, tuple[bool | float, ...]] = {}
     sources: dict[str, KnowledgeSource] = {}
     plan: dict[tuple[str, str], None] = {}  # (item id, claim), each claim checked once
     for i, orig in originals.items():
