@@ -140,8 +140,10 @@ def _judge_table(
     stats: dict[str, int | float | str],
 ) -> VerdictTable:
     answers = {s.item_id: [x.key for group in s.sets.values() for x in group] for s in samples}
-    questions = {i: by_id[i].question for i in answers}
     canonical = canonical_code if fmt is AnswerFormat.CODE else None
+    # For code the judge compares behaviour: it sees the signature (the prompt without its
+    # docstring), not the docstring's examples, which would double every prompt's length.
+    questions = {i: (canonical or str)(by_id[i].question) for i in answers}
     pairs = plan_judge_pairs(answers, questions, canonical)
     requests = judge_requests(pairs, judge.params)
     planned = [
