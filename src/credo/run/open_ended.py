@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from credo.config import RunConfig
-from credo.kernels.embedding import EmbeddingCache, EmbeddingKernel
+from credo.kernels.embedding import EmbeddingCache, EmbeddingKernel, load_kernel_embedder
 from credo.kernels.judge import (
     VerdictTable,
     build_verdict_table,
@@ -42,7 +42,7 @@ from credo.kernels.judge import (
 from credo.kernels.registry import Kernel, get_kernel
 from credo.methods.base import ItemSamples, Sample, get_method
 from credo.models.base import GenerationRequest, Model, SamplingParams
-from credo.perturb.embeddings import Embedder, load_embedder
+from credo.perturb.embeddings import Embedder
 from credo.run.executor import Executor, PlannedRequest
 from credo.tasks.answers import is_correct
 from credo.tasks.base import AnswerFormat, Item, Task
@@ -126,7 +126,7 @@ def _embedding_kernel(
     stats: dict[str, int | float | str],
 ) -> EmbeddingKernel:
     cache = EmbeddingCache(config.cache_path.with_name("embeddings.sqlite"))
-    kern = EmbeddingKernel(embedder or load_embedder(config.kernel_embedder), cache=cache)
+    kern = EmbeddingKernel(embedder or load_kernel_embedder(config.kernel_embedder), cache=cache)
     kern.prefetch([s.key for its in samples for group in its.sets.values() for s in group])
     stats["embedding_kernel_texts_embedded"] = kern.embedded_texts
     return kern
