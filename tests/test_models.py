@@ -301,6 +301,10 @@ def test_chat_body_maps_sampling_params() -> None:
     params = SamplingParams(stop=("\n",), top_logprobs=5)
     body = chat_body(GenerationRequest(messages=user("hi"), params=params))
     assert body["stop"] == ["\n"] and body["logprobs"] is True and body["top_logprobs"] == 5
+    assert "grammar" not in body
+    params = SamplingParams(grammar='root ::= "A" | "B"')
+    body = chat_body(GenerationRequest(messages=user("hi"), params=params))
+    assert body["grammar"] == 'root ::= "A" | "B"'
 
 
 def _choice(index: int, text: str, finish: str = "stop", logprobs: Any = None) -> dict:

@@ -49,7 +49,13 @@ def respond(messages, seed):
 @pytest.fixture
 def config(tmp_path):
     return RunConfig(
-        task="toy", n=6, m=6, limit=None, out=tmp_path / "run", cache=tmp_path / "cache.sqlite"
+        task="toy",
+        n=6,
+        m=6,
+        limit=None,
+        out=tmp_path / "run",
+        cache=tmp_path / "cache.sqlite",
+        bootstrap=0,
     )
 
 

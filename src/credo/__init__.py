@@ -3,13 +3,16 @@
 Public API (000 = Cross-Contextual Consistency paper):
 
 - :func:`c3`, :func:`c3_cross`, :func:`self_consistency`: per-item scores from answers.
-- :func:`ece`, :func:`auroc`, :func:`auprc_pos`, :func:`auprc_neg`: evaluation metrics.
+- :func:`answer_consistency`: per-generation agreement (002 App. A.11.2).
+- :func:`ece`, :func:`auroc`, :func:`auprc_pos`, :func:`auprc_neg`: evaluation metrics;
+  :func:`bootstrap_ci`: their 95% bootstrap intervals (002 §3.7).
 - :func:`run`: the whole pipeline from a :class:`RunConfig`.
 """
 
 from credo.config import PerturbationConfig, RunConfig
+from credo.evaluate.bootstrap import bootstrap_ci
 from credo.evaluate.metrics import auprc_neg, auprc_pos, auroc, ece
-from credo.methods import c3, c3_cross, mmd2_unbiased, self_consistency
+from credo.methods import answer_consistency, c3, c3_cross, mmd2_unbiased, self_consistency
 from credo.run.runner import ItemResult, RunResult, run
 
 __all__ = [
@@ -17,9 +20,11 @@ __all__ = [
     "PerturbationConfig",
     "RunConfig",
     "RunResult",
+    "answer_consistency",
     "auprc_neg",
     "auprc_pos",
     "auroc",
+    "bootstrap_ci",
     "c3",
     "c3_cross",
     "ece",

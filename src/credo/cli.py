@@ -39,7 +39,17 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--n", type=int, help="samples from the original prompt (paper: 30)")
     r.add_argument("--m", type=int, help="perturbed samples, one per perturbation (paper: 30)")
     r.add_argument("--limit", type=int, help="first N items of the task")
-    r.add_argument("--methods", help="comma-separated: c3,c3_cross,self_consistency")
+    r.add_argument(
+        "--methods",
+        help="comma-separated, e.g. c3,self_consistency,verbalized,p_true,label_prob,"
+        "answer_consistency,paraphrase,ccp (see `credo methods`)",
+    )
+    r.add_argument("--bootstrap", type=int, help="bootstrap resamples for CIs (0 = none)")
+    r.add_argument(
+        "--followups",
+        type=int,
+        help="original samples per item asked follow-ups (verbalized, P(True), CCP)",
+    )
     r.add_argument("--kernel", help="answer kernel: indicator, embedding, judge (000 App. H)")
     r.add_argument("--prompt-style", choices=["direct", "brief", "expression", "cot"])
     r.add_argument("--max-tokens", type=int, help="generation length cap per answer")
@@ -63,7 +73,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def _cmd_run(args: argparse.Namespace) -> int:
     from credo.config import RunConfig
-    from credo.report.writer import metrics_table_rows
+    from credo.report.writer import metrics_table_rows, response_table_rows
     from credo.run.runner import run
 
     overrides = {
@@ -77,6 +87,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         "out": args.out,
         "cache": args.cache,
         "kernel": args.kernel,
+        "bootstrap": args.bootstrap,
     }
     if args.methods:
         overrides["methods"] = [s.strip() for s in args.methods.split(",") if s.strip()]
@@ -90,22 +101,34 @@ def _cmd_run(args: argparse.Namespace) -> int:
             updates["sampling"] = cfg.sampling.model_copy(update={"max_tokens": args.max_tokens})
         if args.base_url:
             updates["model_options"] = {**cfg.model_options, "base_url": args.base_url}
+        if args.followups:
+            updates["baselines"] = cfg.baselines.model_copy(update={"followups": args.followups})
         if updates:
             cfg = cfg.model_copy(update=updates)
     except ValueError as e:
         console.print(f"[red]invalid configuration:[/red] {e}")
         return 2
     result = run(cfg, show_progress=not args.quiet)
-    rows = metrics_table_rows(result)
-    table = Table(title=f"{result.task.name} · {cfg.model} · {len(result.items)} items "
-                        f"· n={cfg.n} m={cfg.m} · accuracy {result.accuracy:.3f}")
+    title = (
+        f"{result.task.name} · {cfg.model} · {len(result.items)} items "
+        f"· n={cfg.n} m={cfg.m} · accuracy {result.accuracy:.3f}"
+    )
+    console.print(_table(metrics_table_rows(result), title + " · per item"))
+    if result.response_metrics:
+        console.print(_table(response_table_rows(result), "per generation (002)"))
+    for name, why in result.unavailable.items():
+        console.print(f"[yellow]{name}[/yellow]: {why}")
+    console.print(f"report: {cfg.out / 'report.md'}")
+    return 0
+
+
+def _table(rows: list[list[str]], title: str) -> Table:
+    table = Table(title=title)
     for h in rows[0]:
         table.add_column(h, justify="left" if h == "method" else "right")
     for row in rows[1:]:
         table.add_row(*row)
-    console.print(table)
-    console.print(f"report: {cfg.out / 'report.md'}")
-    return 0
+    return table
 
 
 def _cmd_cache(args: argparse.Namespace) -> int:
@@ -135,9 +158,24 @@ def _cmd_tasks(args: argparse.Namespace) -> int:
 
 def _cmd_methods(args: argparse.Namespace) -> int:
     from credo.methods import METHODS
+    from credo.tasks.base import AnswerFormat
 
     for name, spec in sorted(METHODS.items()):
-        console.print(f"{name:18s} needs {', '.join(spec.needs):22s} {spec.summary}")
+        if callable(spec.needs):
+            needs = "; ".join(
+                f"{f.value}: {', '.join(spec.needs_for(f))}"
+                for f in (AnswerFormat.CHOICE, AnswerFormat.NUMBER)
+            )
+        else:
+            needs = ", ".join(spec.needs)
+        notes = []
+        if spec.formats:
+            notes.append("only " + "/".join(f.value for f in spec.formats))
+        if spec.logprobs:
+            notes.append("needs logprobs")
+        extra = f" ({'; '.join(notes)})" if notes else ""
+        console.print(f"{name:18s} {spec.summary}{extra}", markup=False)
+        console.print(f"{'':18s} needs {needs}", markup=False)
     return 0
 
 

@@ -53,6 +53,35 @@ class JudgeConfig(BaseModel):
     max_tokens: int = Field(8, ge=1, description="a verdict is one word")
 
 
+class BaselineConfig(BaseModel):
+    """Settings of the 002 / 000 App. J baselines that need generations of their own.
+
+    ``followups`` caps how many original samples per item get the verbalized and P(True)
+    follow-up questions and CCP's NLI judgments (None = all n); identical sample texts
+    share one cached follow-up. ``logprobs`` top alternatives are recorded on every
+    original sample when the backend has them (CCP reads them; recording them always
+    means adding CCP to a finished run regenerates nothing).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    followups: int | None = Field(None, ge=1)
+    logprobs: int = Field(5, ge=0, le=20)
+    label_top_logprobs: int = Field(20, ge=1, le=20)
+    apricot_samples: int | None = Field(None, ge=2, description="verdicts per option; None = n")
+    apricot_max_tokens: int = Field(128, ge=8)
+    paraphrases: int = Field(5, ge=2, description="paraphrased prompts per item")
+    paraphrase_candidates: int | None = Field(
+        None, ge=1, description="paraphrases drawn per item; None = 2 x paraphrases"
+    )
+    paraphrase_generator: str | None = Field(
+        None, description="model writing paraphrases; None = the perturbation generator"
+    )
+    paraphrase_sampling: SamplingParams = SamplingParams(temperature=1.0, max_tokens=160)
+    judge: str | None = Field(None, description="NLI judge for CCP; None = the run's model")
+    ccp_min_prob: float = Field(0.05, gt=0.0, le=1.0)
+
+
 class RunConfig(BaseModel):
     """Everything a run needs. ``credo run --config file.yaml`` reads this as YAML."""
 
@@ -68,8 +97,10 @@ class RunConfig(BaseModel):
     sampling: SamplingParams = SamplingParams(temperature=1.0, max_tokens=32)
     perturbation: PerturbationConfig = PerturbationConfig()
     methods: list[str] = Field(default_factory=lambda: ["c3", "c3_cross", "self_consistency"])
+    baselines: BaselineConfig = BaselineConfig()
     kernel: str = "indicator"
     ece_bins: int = Field(10, ge=1)
+    bootstrap: int = Field(1000, ge=0, description="bootstrap resamples for CIs; 0 = none")
     seed: int = Field(0, ge=0)
     out: Path = Path("runs/latest")
     cache: Path | None = None

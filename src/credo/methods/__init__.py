@@ -1,7 +1,14 @@
 """Scoring methods, one module each, registered by decorator (design.md, ``methods/``)."""
 
+from credo.methods import answer_consistency as _ac  # noqa: F401  (registers answer_consistency)
 from credo.methods import c3 as _c3  # noqa: F401  (registers c3, c3_cross)
+from credo.methods import ccp as _ccp  # noqa: F401  (registers ccp)
+from credo.methods import label_prob as _lp  # noqa: F401  (registers label_prob)
+from credo.methods import p_true as _pt  # noqa: F401  (registers p_true)
+from credo.methods import paraphrase as _pc  # noqa: F401  (registers paraphrase)
 from credo.methods import self_consistency as _sc  # noqa: F401  (registers self_consistency)
+from credo.methods import verbalized as _vb  # noqa: F401  (registers verbalized)
+from credo.methods.answer_consistency import answer_consistency
 from credo.methods.base import (
     METHODS,
     ORIGINAL,
@@ -9,6 +16,7 @@ from credo.methods.base import (
     ItemSamples,
     MethodSpec,
     Sample,
+    Score,
     get_method,
     method,
 )
@@ -22,6 +30,8 @@ __all__ = [
     "ItemSamples",
     "MethodSpec",
     "Sample",
+    "Score",
+    "answer_consistency",
     "c3",
     "c3_cross",
     "get_method",

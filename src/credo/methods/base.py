@@ -2,21 +2,48 @@
 
 ``@method("c3", needs=("original", "perturbed"))`` registers a scorer. A scorer takes the
 :class:`ItemSamples` of one item and the kernel to compare answers with, and returns a
-credibility score in [0, 1]. It never calls a model: the runner plans every sample set
-that the selected methods declare in ``needs``, generates each one once, and hands every
-method the same cached samples (002 §3's shared-generation design).
+credibility score in [0, 1] (a float), or a :class:`Score` that also carries one
+confidence per response (002's response-level calibration) or says why the method is not
+available for this item. It never calls a model: the runner plans every sample set that
+the selected methods declare in ``needs``, generates each one once, and hands every
+method the same cached samples (002 §3.1's shared-generation design).
+
+Sample sets (what ``needs`` may name):
+
+``original``     n samples of the task prompt, with top-k token logprobs where available
+``perturbed``    m samples under context prefixes (000 §3)
+``paraphrased``  samples of LLM paraphrases of the question (Portillo Wightman et al.)
+``label``        one greedy first-letter answer with top logprobs (002 §3.4), choice tasks
+``apricot``      per option, samples of a CoT verdict "is this option correct?" (002 §3.6)
+``verbalized``   per original sample, a follow-up asking for its probability of being right
+``p_true``       per original sample, the follow-up "(A) True / (B) False" (Kadavath et al.)
+``nli``          per original sample and token alternative, an entail/contradict verdict
+                 between the text with the sampled token and with the alternative (CCP)
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from credo.kernels.registry import Kernel
+from credo.models.base import TokenLogprob
 from credo.tasks.answers import Answer
+from credo.tasks.base import AnswerFormat
 
 ORIGINAL = "original"
 PERTURBED = "perturbed"
+PARAPHRASED = "paraphrased"
+LABEL = "label"
+APRICOT = "apricot"
+VERBALIZED = "verbalized"
+P_TRUE = "p_true"
+NLI = "nli"
+
+#: Sample sets that read the original samples and so are generated after them.
+FOLLOW_UP_SETS = (VERBALIZED, P_TRUE, NLI)
 
 
 @dataclass(frozen=True)
@@ -25,6 +52,10 @@ class Sample:
 
     text: str
     answer: Answer
+    logprobs: tuple[TokenLogprob, ...] | None = None
+    #: What the sample refers to: ``(i,)`` the original sample a follow-up asks about,
+    #: ``(option,)`` an APriCoT verdict's option, ``(i, position, rank)`` an NLI verdict.
+    ref: tuple[int, ...] = ()
 
     @property
     def key(self) -> Hashable | None:
@@ -38,6 +69,10 @@ class ItemSamples:
 
     item_id: str
     sets: Mapping[str, tuple[Sample, ...]] = field(default_factory=dict)
+    format: AnswerFormat | None = None
+    n_choices: int = 0
+    #: Run-level settings some methods read (``followups``, ``ccp_min_prob``).
+    options: Mapping[str, Any] = field(default_factory=dict)
 
     def answers(self, name: str) -> list[Hashable | None]:
         """Normalised answers of sample set ``name`` in sample order."""
@@ -47,32 +82,94 @@ class ItemSamples:
             raise KeyError(f"item {self.item_id!r} has no {name!r} samples") from None
 
 
-Scorer = Callable[[ItemSamples, Kernel], float]
+@dataclass(frozen=True)
+class Score:
+    """A method's output for one item.
+
+    ``value`` is the item-level credibility in [0, 1], NaN when the method is not
+    available (``unavailable`` says why). ``responses`` holds one confidence per sample
+    of set ``of`` (None where that sample has none, e.g. an unparsable verbalized
+    confidence), for 002's response-level calibration. ``levels`` lists the discrete
+    values the response scores can take (002 App. A.11.3's discrete bins), when they do.
+    ``extras`` carries named side figures (e.g. label probability's task comprehension).
+    """
+
+    value: float
+    responses: tuple[float | None, ...] = ()
+    of: str = ORIGINAL
+    levels: tuple[float, ...] | None = None
+    unavailable: str = ""
+    extras: Mapping[str, float] = field(default_factory=dict)
+
+    @classmethod
+    def not_available(cls, reason: str) -> Score:
+        """A NaN score that says why."""
+        return cls(math.nan, unavailable=reason)
+
+
+Scorer = Callable[[ItemSamples, Kernel], "float | Score"]
+Needs = tuple[str, ...] | Callable[[AnswerFormat], tuple[str, ...]]
 
 
 @dataclass(frozen=True)
 class MethodSpec:
-    """A registered method: its scorer, the sample sets it needs, and a one-line summary."""
+    """A registered method: its scorer, the sample sets it needs, and a one-line summary.
+
+    ``needs`` is a tuple of sample-set names, or a function of the task's answer format
+    returning one (Answer Consistency reads APriCoT verdicts on choice tasks and the
+    original answers elsewhere). ``formats`` restricts the method to some answer formats
+    (None = all); ``logprobs`` says it reads token logprobs, so a backend without them
+    makes it "not available on this backend".
+    """
 
     name: str
     scorer: Scorer
-    needs: tuple[str, ...]
+    needs: Needs
     summary: str
+    formats: tuple[AnswerFormat, ...] | None = None
+    logprobs: bool = False
     kernel: str | None = None
     """The kernel this method scores with; None = the run's ``kernel`` (``c3@judge``)."""
+
+    def needs_for(self, fmt: AnswerFormat) -> tuple[str, ...]:
+        """The sample sets this method reads on a task of format ``fmt``."""
+        return tuple(self.needs(fmt)) if callable(self.needs) else tuple(self.needs)
+
+    def applies_to(self, fmt: AnswerFormat) -> bool:
+        """Whether the method is defined for tasks of format ``fmt``."""
+        return self.formats is None or fmt in self.formats
+
+    def score(self, samples: ItemSamples, kernel: Kernel) -> Score:
+        """Run the scorer and wrap a bare float as a :class:`Score`."""
+        out = self.scorer(samples, kernel)
+        return out if isinstance(out, Score) else Score(float(out))
 
 
 METHODS: dict[str, MethodSpec] = {}
 
 
-def method(name: str, *, needs: tuple[str, ...], summary: str = "") -> Callable[[Scorer], Scorer]:
+def method(
+    name: str,
+    *,
+    needs: Needs,
+    summary: str = "",
+    formats: tuple[AnswerFormat, ...] | None = None,
+    logprobs: bool = False,
+) -> Callable[[Scorer], Scorer]:
     """Register ``scorer`` as method ``name`` needing the sample sets ``needs``."""
 
     def register(scorer: Scorer) -> Scorer:
         if name in METHODS:
             raise ValueError(f"method {name!r} is registered twice")
         doc = (scorer.__doc__ or "").strip().splitlines()
-        METHODS[name] = MethodSpec(name, scorer, tuple(needs), summary or (doc[0] if doc else ""))
+        METHODS[name] = MethodSpec(
+            name,
+            scorer,
+            needs if callable(needs) else tuple(needs),
+            summary or (doc[0] if doc else ""),
+            formats,
+            logprobs,
+        )
         return scorer
 
     return register

@@ -37,6 +37,9 @@ class SamplingParams(BaseModel):
     Defaults follow the papers: sample the full distribution at T = 1 (000 App. E.1),
     so llama.cpp's truncation defaults (top_k=40, top_p=0.95, min_p=0.05) are switched
     off. ``top_logprobs`` asks for that many alternatives per generated token (0 = none).
+    ``grammar`` (llama.cpp GBNF) restricts what may be generated, on backends whose
+    capabilities say ``grammar``; the reported logprobs stay those of the unrestricted
+    distribution, so the mass a grammar excludes remains visible.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -48,6 +51,9 @@ class SamplingParams(BaseModel):
     max_tokens: int = Field(256, ge=1)
     stop: tuple[str, ...] = ()
     top_logprobs: int = Field(0, ge=0, le=20)
+    grammar: str | None = Field(
+        None, description="GBNF grammar restricting the output (structured decoding)"
+    )
 
 
 class GenerationRequest(BaseModel):
@@ -90,6 +96,7 @@ class Capabilities:
     max_top_logprobs: int = 0
     seeded: bool = False
     parallel_samples: bool = False
+    grammar: bool = False
     notes: tuple[str, ...] = field(default_factory=tuple)
 
 

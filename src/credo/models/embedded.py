@@ -109,6 +109,8 @@ def chat_body(request: GenerationRequest, offset: int = 0, n: int | None = None)
     if params.top_logprobs > 0:
         body["logprobs"] = True
         body["top_logprobs"] = params.top_logprobs
+    if params.grammar:
+        body["grammar"] = params.grammar
     return body
 
 
@@ -304,12 +306,13 @@ class EmbeddedModel(ClosesOnExit):
 
     @property
     def capabilities(self) -> Capabilities:
-        """Logprobs (top ≤ 20), seeded sampling and parallel samples."""
+        """Logprobs (top ≤ 20), seeded sampling, parallel samples, GBNF grammars."""
         return Capabilities(
             logprobs=True,
             max_top_logprobs=MAX_TOP_LOGPROBS,
             seeded=True,
             parallel_samples=True,
+            grammar=True,
             notes=(
                 "llama.cpp in-process (xllamacpp)",
                 "logprobs are natural-log probabilities under the full distribution",

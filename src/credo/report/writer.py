@@ -4,8 +4,12 @@ Files
 -----
 ``config.yaml``         the run's configuration (with the cache it used)
 ``scores.jsonl``        one row per item: id, gold, p̄, each method's score, answers
-``metrics.json``        per method: ECE, AUROC, AUPRC-P, AUPRC-N, mean score; run stats
-``samples.jsonl``       every sample (set, prefix, text, extracted answer, correctness)
+``metrics.json``        per method, item level: ECE, AUROC, AUPRC-P, AUPRC-N with bootstrap
+                        CIs (``<metric>_low`` / ``_high``), Pearson calibration correlation,
+                        polarisation, mean score, items scored; ``responses``: the same per
+                        generation (002 §3.5-3.7); ``unavailable``: why a method has no score
+``samples.jsonl``       every sample of every set (set, index, ref, prefix, text, extracted
+                        answer, correctness, the method confidences given to it)
 ``perturbations.jsonl`` the kept context prefixes per item and the filter's counts
 ``report.md``           the tables a reader wants first
 """
@@ -17,6 +21,7 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import numpy as np
 import yaml
 
 if TYPE_CHECKING:
@@ -29,6 +34,8 @@ METRIC_LABELS = {
     "auprc_neg": "AUPRC-N ↑",
     "mean_score": "mean score",
 }
+
+CI_METRICS = ("ece", "auroc", "auprc_pos", "auprc_neg")
 
 
 def write_run(result: RunResult, out: str | Path) -> Path:
@@ -59,6 +66,10 @@ def write_run(result: RunResult, out: str | Path) -> Path:
         "items": len(result.items),
         "accuracy": _clean(result.accuracy),
         "methods": {m: {k: _clean(v) for k, v in d.items()} for m, d in result.metrics.items()},
+        "responses": {
+            m: {k: _clean(v) for k, v in d.items()} for m, d in result.response_metrics.items()
+        },
+        "unavailable": result.unavailable,
         "stats": result.stats,
     }
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2), encoding="utf-8")
@@ -67,20 +78,81 @@ def write_run(result: RunResult, out: str | Path) -> Path:
 
 
 def metrics_table_rows(result: RunResult) -> list[list[str]]:
-    """Header plus one row per method: method, ECE, AUROC, AUPRC-P, AUPRC-N, mean score."""
-    keys = list(METRIC_LABELS)
-    rows = [["method", *(METRIC_LABELS[k] for k in keys)]]
+    """Header plus one row per method: method, items scored, ECE, AUROC, AUPRC-P,
+    AUPRC-N (each with its 95% bootstrap CI when computed), Pearson calibration
+    correlation, polarisation, mean score."""
+    keys = ["ece", "auroc", "auprc_pos", "auprc_neg"]
+    rows = [
+        [
+            "method",
+            "items",
+            *(METRIC_LABELS[k] for k in keys),
+            "Pearson ↑",
+            "polarisation",
+            "mean score",
+        ]
+    ]
     for method, d in result.metrics.items():
-        rows.append([method, *(_fmt(d.get(k, math.nan)) for k in keys)])
+        rows.append(
+            [
+                method,
+                str(d.get("n_items", "")),
+                *(_with_ci(d, k) for k in keys),
+                _fmt(d.get("pearson")),
+                _fmt(d.get("polarisation")),
+                _fmt(d.get("mean_score")),
+            ]
+        )
     return rows
+
+
+def response_table_rows(result: RunResult) -> list[list[str]]:
+    """002-style rows: each generation's confidence against its own correctness."""
+    rows = [
+        [
+            "method",
+            "responses",
+            "accuracy",
+            "ECE ↓",
+            "AUROC ↑",
+            "Pearson ↑",
+            "polarisation",
+            "mean score",
+        ]
+    ]
+    for method, d in result.response_metrics.items():
+        rows.append(
+            [
+                method,
+                str(d.get("n_responses", "")),
+                _fmt(d.get("accuracy")),
+                _with_ci(d, "ece"),
+                _with_ci(d, "auroc"),
+                _fmt(d.get("pearson")),
+                _fmt(d.get("polarisation")),
+                _fmt(d.get("mean_score")),
+            ]
+        )
+    return rows
+
+
+def _with_ci(d: dict[str, float], key: str) -> str:
+    value = _fmt(d.get(key, math.nan))
+    lo, hi = d.get(f"{key}_low"), d.get(f"{key}_high")
+    if lo is None or hi is None or value == "n/a" or math.isnan(lo) or math.isnan(hi):
+        return value
+    return f"{value} [{lo:.2f}, {hi:.2f}]"
+
+
+def _md_table(rows: list[list[str]]) -> list[str]:
+    out = ["| " + " | ".join(rows[0]) + " |", "|" + "---|" * len(rows[0])]
+    return out + ["| " + " | ".join(r) + " |" for r in rows[1:]]
 
 
 def render_markdown(result: RunResult) -> str:
     """The run report as Markdown."""
     c = result.config
-    rows = metrics_table_rows(result)
-    table = ["| " + " | ".join(rows[0]) + " |", "|" + "---|" * len(rows[0])]
-    table += ["| " + " | ".join(r) + " |" for r in rows[1:]]
+    table = _md_table(metrics_table_rows(result))
     labels = [r.performance >= 0.5 for r in result.items]
     lines = [
         f"# credo run: {result.task.name} on {c.model}",
@@ -97,10 +169,14 @@ def render_markdown(result: RunResult) -> str:
         "",
         "Scores against per-item performance p̄ (ECE, 10 equal-width bins) and against the",
         "label 1[p̄ ≥ 0.5] (AUROC, AUPRC-P; AUPRC-N with labels 1 − y and scores 1 − s).",
-        "n/a: the metric is undefined because all items share one label.",
+        f"Brackets: 95% bootstrap CIs over items ({c.bootstrap} resamples, 002 §3.7).",
+        "n/a: undefined (all items share one label) or not available (see below).",
         "",
         *table,
         "",
+        *_response_section(result),
+        *_histogram_section(result),
+        *_unavailable_section(result),
         "## Run",
         "",
         *(f"- {k.replace('_', ' ')}: {v}" for k, v in result.stats.items()),
@@ -137,6 +213,63 @@ def render_markdown(result: RunResult) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _response_section(result: RunResult) -> list[str]:
+    if not result.response_metrics:
+        return []
+    return [
+        "## Per generation (002 §3.5–3.7)",
+        "",
+        "Each generation's confidence against that generation's own correctness, for the",
+        "methods that score generations. Answer Consistency uses one ECE bin per discrete",
+        "value (002 App. A.11.3); its choice-task responses are APriCoT verdicts. Pearson:",
+        "correlation of bin confidence and bin accuracy over the calibration plot (002",
+        "Fig. 4). Polarisation: normalised entropy of the bin counts (0 = all in one bin).",
+        "",
+        *_md_table(response_table_rows(result)),
+        "",
+    ]
+
+
+def _histogram_section(result: RunResult) -> list[str]:
+    """Bin counts of each method's item scores: the polarisation picture of 002 §4."""
+    from credo.evaluate.bootstrap import calibration_curve
+
+    bins = result.config.ece_bins
+    lines = [
+        "## Score histograms (002 §4)",
+        "",
+        f"Item scores per method in {bins} equal-width bins from 0 to 1 (counts); a",
+        "polarised method piles its items into one bin.",
+        "",
+        "| method | " + " | ".join(f"{i / bins:.1f}–" for i in range(bins)) + " |",
+        "|---|" + "---|" * bins,
+    ]
+    for name in result.metrics:
+        s = np.array([r.scores[name] for r in result.items], dtype=float)
+        s = s[~np.isnan(s)]
+        if s.size == 0:
+            continue
+        _, _, counts = calibration_curve(s, np.zeros_like(s), bins)
+        lines.append(f"| {name} | " + " | ".join(str(int(c)) for c in counts) + " |")
+    return [*lines, ""]
+
+
+def _unavailable_section(result: RunResult) -> list[str]:
+    lines = []
+    mass = result.metrics.get("label_prob", {}).get("label_mass")
+    if mass is not None:
+        lines += [
+            f"Task comprehension (002 §3.6): mean probability mass on the option letters at"
+            f" the answer token, before normalisation: {_fmt(mass)}.",
+            "",
+        ]
+    if result.unavailable:
+        lines += ["## Methods without a score on some items", ""]
+        lines += [f"- {m}: {why}" for m, why in result.unavailable.items()]
+        lines.append("")
+    return lines
+
+
 def _score_rows(result: RunResult):
     for r in result.items:
         yield {
@@ -144,7 +277,7 @@ def _score_rows(result: RunResult):
             "gold": r.item.gold,
             "p_bar": r.performance,
             "label": int(r.performance >= 0.5),
-            "scores": r.scores,
+            "scores": {k: _clean(v) for k, v in r.scores.items()},
             "original_answers": [s.answer.value for s in r.original],
             "perturbed_answers": [s.answer.value for s in r.perturbed],
         }
@@ -152,12 +285,24 @@ def _score_rows(result: RunResult):
 
 def _sample_rows(result: RunResult):
     for r in result.items:
-        for i, (s, ok) in enumerate(zip(r.original, r.correct, strict=True)):
-            yield {"id": r.item.id, "set": "original", "index": i, "prefix": None,
-                   "text": s.text, "answer": s.answer.value, "correct": ok}
-        for i, (s, p) in enumerate(zip(r.perturbed, r.perturbations, strict=True)):
-            yield {"id": r.item.id, "set": "perturbed", "index": i, "prefix": p,
-                   "text": s.text, "answer": s.answer.value}
+        confidences: dict[tuple[str, int], dict[str, float | None]] = {}
+        for name, sc in r.method_scores.items():
+            for i, v in enumerate(sc.responses):
+                confidences.setdefault((sc.of, i), {})[name] = v
+        for set_name, samples in r.sets.items():
+            correct = r.set_correct.get(set_name, ())
+            for i, s in enumerate(samples):
+                yield {
+                    "id": r.item.id,
+                    "set": set_name,
+                    "index": i,
+                    "ref": list(s.ref),
+                    "prefix": r.perturbations[i] if set_name == "perturbed" else None,
+                    "text": s.text,
+                    "answer": s.answer.value,
+                    "correct": correct[i] if i < len(correct) else None,
+                    "confidence": confidences.get((set_name, i), {}),
+                }
 
 
 def _answer_summary(values: list[str | None]) -> str:

@@ -167,8 +167,9 @@ def _judge_table(
 
 
 def _set_sizes(s: ItemSamples) -> tuple[int, int]:
-    sizes = [len(group) for group in s.sets.values()]
-    return (sizes[0], sizes[1]) if len(sizes) >= 2 else (sizes[0] if sizes else 0, 0)
+    from credo.methods.base import ORIGINAL, PERTURBED
+
+    return len(s.sets.get(ORIGINAL, ())), len(s.sets.get(PERTURBED, ()))
 
 
 # --------------------------------------------------------------------------- grading

@@ -37,9 +37,14 @@ __all__ = [
 
 @dataclass(frozen=True)
 class Answer:
-    """What was read from one generation: ``value`` (normalised) or None, and the raw text."""
+    """What was read from one generation: ``value`` (normalised) or None, and the raw text.
 
-    value: str | None
+    ``value`` is a normalised answer string for task answers; follow-up sample sets read
+    other kinds from their replies: a probability (verbalized confidence), a bool
+    (an APriCoT verdict), an NLI label.
+    """
+
+    value: str | float | bool | None
     raw: str
 
     @property

@@ -1,0 +1,183 @@
+"""Bootstrap confidence intervals, calibration correlation and polarisation (002 §3.7, §4).
+
+002 §3.7: "we estimate bootstrap confidence intervals at the 95% confidence level over
+calibration curves and representative ECE values using 1000 resamples". The resampling is
+scipy's (:func:`scipy.stats.bootstrap`, paired over items, percentile intervals).
+
+Polarisation (002 §4, Fig. A.2 tables) is read from the normalised entropy of the bucket
+counts of a calibration plot: 1 when scores spread evenly over the bins, 0 when every
+score falls into one bin (a collapsed, polarised distribution).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Callable, Sequence
+
+import numpy as np
+from scipy import stats
+
+from credo.evaluate.metrics import auprc_neg, auprc_pos, auroc, ece
+
+ArrayLike = Sequence[float] | np.ndarray
+Metric = Callable[[np.ndarray, np.ndarray], float]
+
+#: Metrics a name can select in :func:`bootstrap_ci`; targets are p̄ for ECE, labels else.
+NAMED_METRICS: dict[str, Metric] = {
+    "ece": ece,
+    "auroc": auroc,
+    "auprc_pos": auprc_pos,
+    "auprc_neg": auprc_neg,
+}
+
+
+def bootstrap_ci(
+    metric: str | Metric,
+    scores: ArrayLike,
+    targets: ArrayLike,
+    n_resamples: int = 1000,
+    confidence: float = 0.95,
+    seed: int = 0,
+) -> tuple[float, float]:
+    """Percentile bootstrap confidence interval of ``metric(scores, targets)`` (002 §3.7).
+
+    Items are resampled with replacement, scores and targets together (scipy's paired
+    bootstrap), ``n_resamples`` times. ``metric`` is a callable ``(scores, targets) ->
+    float`` or one of ``"ece"`` (targets = per-item performance in [0, 1]), ``"auroc"``,
+    ``"auprc_pos"``, ``"auprc_neg"`` (targets = 0/1 labels).
+
+    A resample on which the metric is undefined (NaN: e.g. AUROC on a resample holding
+    one class) is left out of the percentiles; if more than half are undefined the
+    interval is ``(nan, nan)``.
+
+    Returns
+    -------
+    (low, high) : the ``(1 - confidence) / 2`` and ``(1 + confidence) / 2`` percentiles.
+    """
+    fn = _resolve(metric)
+    s = np.asarray(scores, dtype=float)
+    t = np.asarray(targets, dtype=float)
+    if s.ndim != 1 or t.ndim != 1 or s.shape != t.shape:
+        raise ValueError(
+            f"scores and targets must be 1-d of equal length, got {s.shape}, {t.shape}"
+        )
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must lie in (0, 1), got {confidence}")
+    if n_resamples < 1:
+        raise ValueError(f"n_resamples must be >= 1, got {n_resamples}")
+    if s.size < 2:
+        return (math.nan, math.nan)
+    dist = bootstrap_distribution(fn, s, t, n_resamples, seed)
+    finite = dist[np.isfinite(dist)]
+    if finite.size * 2 < dist.size:
+        return (math.nan, math.nan)
+    alpha = (1.0 - confidence) / 2.0
+    low, high = np.percentile(finite, [100 * alpha, 100 * (1 - alpha)])
+    return (float(low), float(high))
+
+
+def bootstrap_distribution(
+    metric: str | Metric,
+    scores: ArrayLike,
+    targets: ArrayLike,
+    n_resamples: int = 1000,
+    seed: int = 0,
+) -> np.ndarray:
+    """The ``n_resamples`` values of ``metric`` on paired item resamples (NaN where undefined)."""
+    fn = _resolve(metric)
+    s = np.asarray(scores, dtype=float)
+    t = np.asarray(targets, dtype=float)
+
+    def statistic(a: np.ndarray, b: np.ndarray) -> float:
+        return fn(a, b)
+
+    # Only the resampled values are used (percentiles taken above, NaN-aware), so scipy's
+    # own interval and its warnings about undefined resamples are beside the point.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = stats.bootstrap(
+            (s, t),
+            statistic,
+            paired=True,
+            vectorized=False,
+            n_resamples=n_resamples,
+            method="percentile",
+            random_state=np.random.default_rng(seed),
+        )
+    return np.asarray(res.bootstrap_distribution, dtype=float)
+
+
+def calibration_curve(
+    scores: ArrayLike, correct: ArrayLike, n_bins: int = 10, levels: ArrayLike | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per-bin (mean score, mean correctness, count) of a calibration plot.
+
+    Equal-width bins as in :func:`credo.evaluate.metrics.ece`, or one bin per discrete
+    level (nearest level) when ``levels`` is given (002 App. A.11.3). Empty bins have
+    NaN means and count 0.
+    """
+    s = np.asarray(scores, dtype=float)
+    c = np.asarray(correct, dtype=float)
+    if s.shape != c.shape or s.ndim != 1:
+        raise ValueError(
+            f"scores and correct must be 1-d of equal length, got {s.shape}, {c.shape}"
+        )
+    if levels is None:
+        k = n_bins
+        bins = np.minimum((s * n_bins).astype(int), n_bins - 1)
+    else:
+        lv = np.asarray(levels, dtype=float)
+        k = lv.size
+        bins = np.abs(s[:, None] - lv[None, :]).argmin(axis=1)
+    counts = np.bincount(bins, minlength=k).astype(int)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean_s = np.bincount(bins, weights=s, minlength=k) / counts
+        mean_c = np.bincount(bins, weights=c, minlength=k) / counts
+    return mean_s, mean_c, counts
+
+
+def calibration_correlation(
+    scores: ArrayLike, correct: ArrayLike, n_bins: int = 10, levels: ArrayLike | None = None
+) -> float:
+    """Pearson calibration correlation (002 Fig. 4): Pearson r between the mean score and
+    the accuracy of the non-empty bins of the calibration plot (scipy ``pearsonr``).
+
+    1 means accuracy rises linearly with confidence across bins; NaN when fewer than
+    three bins are occupied or either side is constant.
+    """
+    mean_s, mean_c, counts = calibration_curve(scores, correct, n_bins, levels)
+    occupied = counts > 0
+    if occupied.sum() < 3:
+        return math.nan
+    x, y = mean_s[occupied], mean_c[occupied]
+    if np.ptp(x) == 0 or np.ptp(y) == 0:
+        return math.nan
+    return float(stats.pearsonr(x, y).statistic)
+
+
+def polarisation_entropy(
+    scores: ArrayLike, n_bins: int = 10, levels: ArrayLike | None = None
+) -> float:
+    """Normalised entropy of the bin counts, ``H(counts / N) / log(B)`` (002 Fig. A.2).
+
+    ``scipy.stats.entropy`` of the counts of the equal-width bins (or discrete levels),
+    divided by the entropy of the uniform distribution over the ``B`` bins. 0 = every
+    score in one bin (polarised), 1 = scores spread evenly. NaN for no scores.
+    """
+    s = np.asarray(scores, dtype=float)
+    if s.size == 0:
+        return math.nan
+    _, _, counts = calibration_curve(s, np.zeros_like(s), n_bins, levels)
+    if counts.size < 2:
+        return math.nan
+    return float(stats.entropy(counts) / math.log(counts.size))
+
+
+def _resolve(metric: str | Metric) -> Metric:
+    if callable(metric):
+        return metric
+    try:
+        return NAMED_METRICS[metric]
+    except KeyError:
+        raise ValueError(f"unknown metric {metric!r}; known: {sorted(NAMED_METRICS)}") from None

@@ -1,0 +1,112 @@
+"""Claim-Conditioned Probability (Fadeeva et al. 2024; 002 §3.5, App. A.11.3).
+
+For every generated token the top-k alternatives are split by an NLI step into those
+that entail the sampled token's claim and those that contradict it (neutral ones are
+dropped). The token's confidence is ``CCP_t = Σ_{entail} p / (Σ_{entail} p + Σ_{contra}
+p)``, the sampled token counting as entailing, and the sequence confidence is the
+product over tokens (002 A.11.3, "multiplicative composition"). 002 reports that this
+product collapses on long answers; it is implemented as stated, not patched.
+
+Which alternatives are judged: those with probability at least ``min_prob`` whose text
+differs from the sampled token's after stripping whitespace and case (equal ones entail
+without a judgment). Alternatives below ``min_prob`` are ignored; they move CCP_t by
+at most their probability mass. Tokens stand in for LM-Polygraph's words.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+
+import numpy as np
+
+from credo.kernels.registry import Kernel
+from credo.methods.base import NLI, ORIGINAL, ItemSamples, Score, method
+from credo.models.base import TokenLogprob
+
+#: Default probability floor for alternatives sent to the NLI judge.
+DEFAULT_MIN_PROB = 0.05
+
+
+def same_word(a: str, b: str) -> bool:
+    """Tokens equal up to surrounding whitespace and case."""
+    return a.strip().lower() == b.strip().lower()
+
+
+def ccp_alternatives(
+    logprobs: tuple[TokenLogprob, ...], min_prob: float = DEFAULT_MIN_PROB
+) -> Iterator[tuple[int, int, str, str, str]]:
+    """The alternatives CCP asks a judge about.
+
+    Yields ``(position, rank, prefix, sampled token, alternative token)`` for every
+    top alternative at least ``min_prob`` likely that is not the sampled token's word.
+    """
+    prefix = ""
+    for pos, tl in enumerate(logprobs):
+        for rank, (tok, lp) in enumerate(tl.top):
+            if tok == tl.token or same_word(tok, tl.token) or math.exp(lp) < min_prob:
+                continue
+            yield pos, rank, prefix, tl.token, tok
+        prefix += tl.token
+
+
+def ccp_sequence(
+    logprobs: tuple[TokenLogprob, ...],
+    verdicts: dict[tuple[int, int], str | None],
+    min_prob: float = DEFAULT_MIN_PROB,
+) -> float:
+    """Product over tokens of ``CCP_t`` given NLI ``verdicts[(position, rank)]``.
+
+    A verdict of ``"entail"`` adds the alternative's probability to both sums,
+    ``"contradict"`` to the denominator only; ``"neutral"``, None (unparsable) and
+    missing verdicts leave it out.
+    """
+    total = 1.0
+    for pos, tl in enumerate(logprobs):
+        entail = math.exp(tl.logprob)
+        contra = 0.0
+        for rank, (tok, lp) in enumerate(tl.top):
+            if tok == tl.token:
+                continue
+            p = math.exp(lp)
+            if same_word(tok, tl.token):
+                entail += p
+            elif p >= min_prob:
+                v = verdicts.get((pos, rank))
+                if v == "entail":
+                    entail += p
+                elif v == "contradict":
+                    contra += p
+        total *= entail / (entail + contra)
+    return total
+
+
+@method(
+    "ccp",
+    needs=(ORIGINAL, NLI),
+    summary="claim-conditioned probability: product of NLI-filtered token confidences",
+    logprobs=True,
+)
+def score_ccp(samples: ItemSamples, kernel: Kernel) -> Score:
+    """CCP per original sample in the follow-up scope that has logprobs; mean over them.
+
+    Reads ``samples.options["ccp_min_prob"]`` (the floor the NLI verdicts were planned
+    with) and ``samples.options["followups"]`` (how many original samples were judged).
+    """
+    originals = samples.sets[ORIGINAL]
+    min_prob = float(samples.options.get("ccp_min_prob", DEFAULT_MIN_PROB))
+    scope = samples.options.get("followups") or len(originals)
+    verdicts: dict[int, dict[tuple[int, int], str | None]] = {}
+    for s in samples.sets[NLI]:
+        i, pos, rank = s.ref
+        verdicts.setdefault(i, {})[(pos, rank)] = s.answer.value
+    conf: list[float | None] = []
+    for i, s in enumerate(originals):
+        if i >= scope or not s.logprobs:
+            conf.append(None)
+        else:
+            conf.append(ccp_sequence(s.logprobs, verdicts.get(i, {}), min_prob))
+    vals = [c for c in conf if c is not None]
+    if not vals:
+        return Score(np.nan, tuple(conf), ORIGINAL, unavailable="no token logprobs")
+    return Score(float(np.mean(vals)), tuple(conf), ORIGINAL)

@@ -1,0 +1,63 @@
+"""P(True) (Kadavath et al. 2022; 002 §3.5).
+
+Each original sample is shown back to the model as a proposed answer with the question
+"Is the proposed answer: (A) True (B) False"; the confidence is the probability of the
+True label normalised over the two labels, read from the first generated token's top
+logprobs: ``P(True) = p(A) / (p(A) + p(B))``. Token variants (" A", "(A", "True") count
+for their label. When neither label is among the top alternatives the sample has no
+score (None).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from credo.kernels.registry import Kernel
+from credo.methods.base import ORIGINAL, P_TRUE, ItemSamples, Score, method
+from credo.models.base import TokenLogprob
+
+_TRUE = {"A", "TRUE"}
+_FALSE = {"B", "FALSE"}
+
+
+def normalise_label_token(token: str) -> str:
+    """A token stripped of whitespace, brackets, punctuation and markdown, upper-cased."""
+    return token.strip().strip("()[]{}.:*\"' ").upper()
+
+
+def p_true_from_logprobs(logprobs: tuple[TokenLogprob, ...] | None) -> float | None:
+    """``p(True) / (p(True) + p(False))`` at the first token; None when unreadable."""
+    if not logprobs:
+        return None
+    first = logprobs[0]
+    alts = first.top or ((first.token, first.logprob),)
+    p_true = p_false = 0.0
+    for tok, lp in alts:
+        label = normalise_label_token(tok)
+        if label in _TRUE:
+            p_true += math.exp(lp)
+        elif label in _FALSE:
+            p_false += math.exp(lp)
+    if p_true + p_false <= 0.0:
+        return None
+    return p_true / (p_true + p_false)
+
+
+@method(
+    "p_true",
+    needs=(ORIGINAL, P_TRUE),
+    summary="probability of 'True' for the model's own answer (Kadavath et al.)",
+    logprobs=True,
+)
+def score_p_true(samples: ItemSamples, kernel: Kernel) -> Score:
+    """P(True) per original sample that was asked about; the item's value is the mean."""
+    n = len(samples.sets[ORIGINAL])
+    conf: list[float | None] = [None] * n
+    for s in samples.sets[P_TRUE]:
+        conf[s.ref[0]] = p_true_from_logprobs(s.logprobs)
+    vals = [c for c in conf if c is not None]
+    if not vals:
+        return Score(np.nan, tuple(conf), ORIGINAL, unavailable="no label among top logprobs")
+    return Score(float(np.mean(vals)), tuple(conf), ORIGINAL)

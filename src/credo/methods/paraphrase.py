@@ -1,0 +1,25 @@
+"""Paraphrase consistency (Portillo Wightman et al. 2023; 000 App. J).
+
+The question is rephrased by an LLM (meaning-preserving paraphrases, ``perturb/
+paraphrase.py``), the model answers each paraphrase, and the score is the generalized
+consistency of those answers, ``C(Y) = 1/(K(K-1)) Σ_i Σ_{j≠i} k(y_i, y_j)`` (000 eq. 2).
+"""
+
+from __future__ import annotations
+
+from credo.kernels.registry import Kernel
+from credo.methods.base import PARAPHRASED, ItemSamples, Score, method
+from credo.methods.self_consistency import self_consistency
+
+
+@method(
+    "paraphrase",
+    needs=(PARAPHRASED,),
+    summary="agreement of answers to LLM paraphrases of the question (000 App. J)",
+)
+def score_paraphrase(samples: ItemSamples, kernel: Kernel) -> float | Score:
+    """Generalized consistency over the answers to the paraphrased prompts."""
+    answers = samples.answers(PARAPHRASED)
+    if len(answers) < 2:
+        return Score.not_available(f"{len(answers)} paraphrased samples; 2 are needed")
+    return self_consistency(answers, kernel)

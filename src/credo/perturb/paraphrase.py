@@ -1,0 +1,105 @@
+"""Meaning-preserving paraphrases of a question (Portillo Wightman et al. 2023; 000 App. J).
+
+An LLM rephrases the question stem (options of a multiple-choice item are kept as they
+are); candidates are drawn at T = 1 as consecutive samples of one cached request and
+kept in sample order when they are usable: not empty, not the question itself, not a
+duplicate, and carrying exactly the numbers of the question (a paraphrase that changes
+a number changes the problem; 000 §2 warns that LLM paraphrases drift in meaning).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass
+
+from credo.models.base import GenerationRequest, Message, SamplingParams
+from credo.run.executor import Executor, PlannedRequest
+from credo.tasks.base import Item
+
+PARAPHRASE_SYSTEM_PROMPT = (
+    "Rewrite the question in different words without changing its meaning. Keep every "
+    "number, name and fact exactly; do not answer it and do not add information. Reply "
+    "with the rewritten question only."
+)
+
+_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+
+
+@dataclass(frozen=True)
+class ParaphraseSet:
+    """The kept paraphrases of one item and how many candidates were rejected."""
+
+    item_id: str
+    kept: tuple[str, ...]
+    candidates: int
+    rejected: int
+
+
+def paraphrase_messages(item: Item) -> tuple[Message, ...]:
+    """The paraphrasing request for one item's question stem."""
+    return (
+        Message(role="system", content=PARAPHRASE_SYSTEM_PROMPT),
+        Message(role="user", content=item.question),
+    )
+
+
+def clean_paraphrase(text: str, question: str) -> str | None:
+    """The usable paraphrase in ``text``, or None.
+
+    Strips a leading label ("Paraphrase:", "Rewritten question:") and surrounding quotes,
+    keeps the first paragraph, and rejects it when empty, equal to the question, or when
+    its numbers differ from the question's (as multisets).
+    """
+    t = text.strip()
+    t = re.sub(
+        r"^(?:\*\*)?(?:paraphrase[sd]?|rewritten question|rewrite)\s*:?\s*(?:\*\*)?\s*",
+        "",
+        t,
+        flags=re.IGNORECASE,
+    )
+    t = t.split("\n\n")[0].strip().strip('"“”').strip()
+    if not t or _squash(t) == _squash(question):
+        return None
+    if Counter(_NUMBER.findall(t)) != Counter(_NUMBER.findall(question)):
+        return None
+    return t
+
+
+def generate_paraphrases(
+    items: tuple[Item, ...] | list[Item],
+    count: int,
+    executor: Executor,
+    sampling: SamplingParams,
+    candidates: int | None = None,
+) -> dict[str, ParaphraseSet]:
+    """Up to ``count`` paraphrases per item from ``candidates`` (default 2 * count) samples."""
+    if count < 1:
+        raise ValueError(f"count must be >= 1, got {count}")
+    k = candidates or 2 * count
+    planned = [
+        PlannedRequest(
+            GenerationRequest(messages=paraphrase_messages(it), params=sampling),
+            k,
+            label=f"{it.id}/paraphrase",
+        )
+        for it in items
+    ]
+    gens = executor.execute(planned, description="writing paraphrases")
+    out: dict[str, ParaphraseSet] = {}
+    for it, g in zip(items, gens, strict=True):
+        kept: list[str] = []
+        examined = 0
+        for gen in g:
+            if len(kept) == count:
+                break
+            examined += 1
+            p = clean_paraphrase(gen.text, it.question)
+            if p is not None and p not in kept:
+                kept.append(p)
+        out[it.id] = ParaphraseSet(it.id, tuple(kept), examined, examined - len(kept))
+    return out
+
+
+def _squash(s: str) -> str:
+    return re.sub(r"\W+", " ", s).strip().lower()
