@@ -271,12 +271,14 @@ def test_is_correct_short_text() -> None:
     assert not is_correct(Answer("louvre", "louvre"), item, AnswerFormat.SHORT_TEXT)
 
 
-@pytest.mark.parametrize(
-    ("fmt", "word"), [(AnswerFormat.CODE, "sandbox"), (AnswerFormat.LONG_FORM, "judge")]
-)
-def test_is_correct_not_implemented(fmt: AnswerFormat, word: str) -> None:
-    with pytest.raises(NotImplementedError, match=word):
-        is_correct(Answer("x", "x"), _item("x"), fmt)
+def test_is_correct_long_form_needs_the_grading_stage() -> None:
+    with pytest.raises(NotImplementedError, match="judge"):
+        is_correct(Answer("x", "x"), _item("x"), AnswerFormat.LONG_FORM)
+
+
+def test_is_correct_code_needs_tests_in_meta() -> None:
+    with pytest.raises(ValueError, match="entry_point"):
+        is_correct(Answer("x", "x"), _item("x"), AnswerFormat.CODE)
 
 
 def test_normalise_gold() -> None:

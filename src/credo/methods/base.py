@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Hashable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from credo.kernels.registry import Kernel
@@ -128,6 +128,8 @@ class MethodSpec:
     summary: str
     formats: tuple[AnswerFormat, ...] | None = None
     logprobs: bool = False
+    kernel: str | None = None
+    """The kernel this method scores with; None = the run's ``kernel`` (``c3@judge``)."""
 
     def needs_for(self, fmt: AnswerFormat) -> tuple[str, ...]:
         """The sample sets this method reads on a task of format ``fmt``."""
@@ -174,10 +176,26 @@ def method(
 
 
 def get_method(name: str) -> MethodSpec:
-    """The registered method ``name``; a ValueError lists the known ones."""
+    """The registered method ``name``; a ValueError lists the known ones.
+
+    ``"<method>@<kernel>"`` (``c3@embedding``, ``self_consistency@judge``) is the method
+    scored with that kernel instead of the run's, so one run can report one method under
+    several kernels (000 App. H: the kernel is a choice of the task's answer format).
+    """
+    base, sep, kernel_name = name.partition("@")
     try:
-        return METHODS[name]
+        spec = METHODS[base]
     except KeyError:
         raise ValueError(
-            f"unknown method {name!r}; known methods: {', '.join(sorted(METHODS))}"
+            f"unknown method {base!r}; known methods: {', '.join(sorted(METHODS))}"
         ) from None
+    if not sep:
+        return spec
+    from credo.kernels import KERNELS
+
+    if kernel_name not in KERNELS:
+        raise ValueError(
+            f"method {name!r}: unknown kernel {kernel_name!r}; known kernels:"
+            f" {', '.join(sorted(KERNELS))}"
+        )
+    return replace(spec, name=name, kernel=kernel_name)

@@ -30,7 +30,6 @@ from credo.evaluate.metrics import (
     ece_discrete,
     labels_from_performance,
 )
-from credo.kernels.registry import get_kernel
 from credo.methods.base import (
     NLI,
     ORIGINAL,
@@ -47,12 +46,16 @@ from credo.perturb.context import PerturbationSet, generate_perturbations
 from credo.perturb.embeddings import Embedder, load_embedder
 from credo.perturb.paraphrase import ParaphraseSet, generate_paraphrases
 from credo.run.executor import Executor
+from credo.run.open_ended import ScoringSupport, prepare_scoring
 from credo.run.sample_sets import PlanContext, get_sample_set
 from credo.store.sqlite import GenerationStore
 from credo.tasks.base import Item, Task
 from credo.tasks.builtin import load_task
 
 log = logging.getLogger(__name__)
+
+ANSWER_SETS = (ORIGINAL, PERTURBED, PARAPHRASED)
+"""Sample sets whose samples are answers to the question: what kernels compare."""
 
 METRICS = ("ece", "auroc", "auprc_pos", "auprc_neg")
 #: Metrics that get bootstrap CIs at the response level (002 §3.7 reports ECE and AUROC).
@@ -205,8 +208,13 @@ def run(
             runners["judge"] = side_executor(judge, config.baselines.judge)
         ctx = PlanContext(task, config, caps.logprobs, caps.grammar, psets, paras)
         generated = _generate(task, ctx, needs, runners)
+        # Hook (issue 4): kernels that need preparing (embedding, judge) and the grading
+        # stage (sandboxed code tests, SimpleQA / FActScore judges), before scoring.
+        support = prepare_scoring(
+            task, config, _answer_samples(task, generated), executor, embedder=embedder
+        )
         t_sample = time.perf_counter()
-        items = _score(task, config, generated, specs, caps.logprobs, psets)
+        items = _score(task, config, generated, specs, caps.logprobs, psets, support)
         metrics = evaluate_items(
             items, config.methods, config.ece_bins, config.bootstrap, config.seed
         )
@@ -230,6 +238,7 @@ def run(
             "items_with_reused_perturbations": sum(
                 1 for p in psets.values() if len(p.kept) < config.m
             ),
+            **support.stats,
         }
         for name in sorted(needs - {ORIGINAL}):
             stats[f"samples_{name}"] = sum(len(r.sets.get(name, ())) for r in items)
@@ -303,8 +312,8 @@ def _score(
     specs: list[MethodSpec],
     logprobs: bool,
     psets: dict[str, PerturbationSet],
+    support: ScoringSupport,
 ) -> list[ItemResult]:
-    kernel = get_kernel(config.kernel)
     options = {
         "followups": config.baselines.followups,
         "ccp_min_prob": config.baselines.ccp_min_prob,
@@ -313,6 +322,10 @@ def _score(
     for it in task.items:
         sets = {name: samples for name, (samples, _) in generated[it.id].items()}
         correct = {name: c for name, (_, c) in generated[it.id].items()}
+        # correctness of the original samples from the grading stage (issue 4); NaN
+        # (unavailable, e.g. FActScore without a knowledge source) is None per sample
+        graded = support.correctness[it.id]
+        correct[ORIGINAL] = tuple(None if _nan(c) else c for c in graded)
         samples = ItemSamples(it.id, sets, task.format, len(it.choices), options)
         scores: dict[str, Score] = {}
         for spec in specs:
@@ -324,6 +337,7 @@ def _score(
                     "not available on this backend: it returns no token logprobs"
                 )
             else:
+                kernel = support.kernel(spec.kernel or config.kernel, it.id)
                 scores[spec.name] = spec.score(samples, kernel)
         prefixes = tuple(psets[it.id].prefixes(config.m)) if PERTURBED in sets else ()
         results.append(
@@ -332,7 +346,7 @@ def _score(
                 prefixes,
                 sets[ORIGINAL],
                 sets.get(PERTURBED, ()),
-                tuple(bool(c) for c in correct[ORIGINAL]),
+                graded,
                 {k: v.value for k, v in scores.items()},
                 sets,
                 correct,
@@ -362,7 +376,12 @@ def evaluate_items(
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         for name in methods:
-            rows = [r for r in items if not math.isnan(r.scores[name])]
+            # items without a score, or whose correctness is unavailable (NaN p̄), are out
+            rows = [
+                r
+                for r in items
+                if not math.isnan(r.scores[name]) and not math.isnan(r.performance)
+            ]
             s = np.array([r.scores[name] for r in rows], dtype=float)
             perf = np.array([r.performance for r in rows], dtype=float)
             labels = labels_from_performance(perf) if rows else np.zeros(0, dtype=int)
@@ -474,3 +493,23 @@ def _load_model(spec: str, options: dict) -> Model:
     from credo.models.registry import load_model
 
     return load_model(spec, **options)
+
+
+def _answer_samples(
+    task: Task,
+    generated: dict[str, dict[str, tuple[tuple[Sample, ...], tuple[bool | None, ...]]]],
+) -> list[ItemSamples]:
+    """Per item, the sample sets whose samples answer the question (for kernels, grading)."""
+    return [
+        ItemSamples(
+            it.id,
+            {n: generated[it.id][n][0] for n in ANSWER_SETS if n in generated[it.id]},
+            task.format,
+            len(it.choices),
+        )
+        for it in task.items
+    ]
+
+
+def _nan(x: object) -> bool:
+    return isinstance(x, float) and math.isnan(x)

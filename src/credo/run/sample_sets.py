@@ -146,6 +146,10 @@ def _answer_sample(
 
 
 def _answer_correct(item: Item, fmt: AnswerFormat) -> Callable[[Sample], bool | None]:
+    if fmt is AnswerFormat.LONG_FORM or item.meta.get("grader"):
+        # a judge decides (SimpleQA grades, FActScore support): the grading stage of
+        # credo.run.open_ended, after sampling; no answer of its own here
+        return lambda s: None
     return lambda s: is_correct(s.answer, item, fmt)
 
 

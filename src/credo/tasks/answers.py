@@ -412,15 +412,22 @@ def _extract_short_text(text: str, n_choices: int = 0) -> str | None:
 
 
 _FENCE_RE = re.compile(r"```[ \t]*(?P<lang>[\w+-]*)[^\n]*\n(?P<body>.*?)```", re.DOTALL)
+_OPEN_FENCE_RE = re.compile(r"```[ \t]*[\w+-]*[^\n]*\n(?P<body>.*)\Z", re.DOTALL)
 
 
 @extractor(AnswerFormat.CODE)
 def _extract_code(text: str, n_choices: int = 0) -> str | None:
-    """The first fenced ``python`` block, else the first fenced block, else the whole text."""
+    """The first fenced ``python`` block, else the first fenced block, else the text after
+    an unclosed fence (a generation cut by a stop string or ``max_tokens``), else the
+    whole text."""
     blocks = list(_FENCE_RE.finditer(text))
     python = [b for b in blocks if b.group("lang").lower() in ("python", "py", "python3")]
     chosen = python or blocks
-    code = chosen[0].group("body") if chosen else text
+    if chosen:
+        code = chosen[0].group("body")
+    else:
+        unclosed = _OPEN_FENCE_RE.search(text)
+        code = unclosed.group("body") if unclosed else text
     code = code.strip("\n")
     return code if code.strip() else None
 
@@ -457,17 +464,20 @@ def is_correct(answer: Answer, item: Item, fmt: AnswerFormat) -> bool:
     """Whether ``answer`` matches ``item.gold``; an unparsed answer is wrong.
 
     NUMBER uses :func:`numbers_equal`, CHOICE letter equality, SHORT_TEXT equality after
-    :func:`normalise_text`. CODE and LONG_FORM need a sandbox or a judge and raise
-    :class:`NotImplementedError`.
+    :func:`normalise_text`, CODE runs the item's tests in a sandbox
+    (:func:`credo.tasks.humaneval.code_is_correct`). LONG_FORM answers need a knowledge
+    source and a judge (a model call, planned by the run stage: ``credo.run.open_ended``)
+    and raise :class:`NotImplementedError` here.
     """
     fmt = AnswerFormat(fmt)
     if fmt is AnswerFormat.CODE:
-        raise NotImplementedError(
-            "CODE answers are scored by running tests in a sandbox, which is not implemented yet"
-        )
+        from credo.tasks.humaneval import code_is_correct
+
+        return code_is_correct(answer.value, item)
     if fmt is AnswerFormat.LONG_FORM:
         raise NotImplementedError(
-            "LONG_FORM answers need a judge model to be scored, which is not implemented yet"
+            "LONG_FORM answers are graded against a knowledge source by a judge model;"
+            " run them through credo.run (grading stage in credo.run.open_ended)"
         )
     if answer.value is None:
         return False

@@ -344,5 +344,9 @@ def _truthfulqa_mc1(arg: str | None) -> Task:
     name = "truthfulqa_mc1" if arg is None else "truthfulqa_mc1:unshuffled"
     return Task(name, tuple(items), AnswerFormat.CHOICE, "short-form factual recall")
 
-# Loaders for the benchmarks of paper 003 register themselves here (credo.tasks.mcqa).
+# Open-ended tasks (humaneval, freshqa, simpleqa, factscore) and the multiple-choice
+# benchmarks of paper 003 (credo.tasks.mcqa) register themselves here.
+from credo.tasks import factual as _factual  # noqa: E402, F401
+from credo.tasks import humaneval as _humaneval  # noqa: E402, F401
+from credo.tasks import longform as _longform  # noqa: E402, F401
 from credo.tasks import mcqa as _mcqa  # noqa: E402, F401

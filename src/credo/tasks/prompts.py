@@ -47,6 +47,13 @@ INSTRUCTIONS: dict[tuple[AnswerFormat, str], str] = {
         "Answer the question. Think briefly, then end with a short answer in the form "
         "\"Answer: <answer>\"."
     ),
+    (AnswerFormat.CODE, "direct"): (
+        "Complete the Python function below. Reply with the complete function, signature "
+        "included, in a single ```python code block. No explanation, no tests."
+    ),
+    (AnswerFormat.LONG_FORM, "direct"): (
+        "Answer the request in one paragraph of a few sentences. State facts only."
+    ),
 }
 
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"

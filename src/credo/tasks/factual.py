@@ -1,0 +1,270 @@
+"""Short factual QA graded SimpleQA-style: correct / incorrect / not attempted (000 §4, App. I).
+
+Tasks (answer format SHORT_TEXT; every item carries ``meta["grader"] = "simpleqa"`` and
+its acceptable answers as a JSON list in ``meta["gold_answers"]``):
+
+* ``freshqa``: FreshQA (Vu et al. 2023) as shipped by ``inspect-evals==0.28.0``
+  (``inspect_evals/abstention_bench/data/freshqa/FreshQA_v12182024.csv``: two banner
+  lines, then a header; 600 rows; gold answers in ``answer_0`` .. ``answer_9``). Only the
+  *never-changing* and *slow-changing* facts are kept (the fast-changing ones have gone
+  stale since the snapshot), and, by default, only questions with a valid premise
+  (299 items): a false-premise question ("the first animal to land on the moon") asks
+  for a rebuttal, not a short answer. ``freshqa:all`` keeps the false-premise ones (445).
+* ``simpleqa:<path>``: SimpleQA's ``simple_qa_test_set.csv`` (``metadata, problem,
+  answer``) and ``simpleqa_verified:<path>``: SimpleQA Verified's CSV (``original_index,
+  problem, answer, topic, answer_type, ...``; 000's benchmark), for users who have them.
+
+Grading is a model call, so it is *not* done here: :func:`grading_messages` writes the
+grader's prompt and :func:`parse_grade` reads its reply strictly; the run stage plans and
+caches the calls (``credo.run.open_ended``). Before any call, an answer whose normalised
+text equals a normalised gold answer is CORRECT and an unparsed answer NOT_ATTEMPTED.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+from enum import StrEnum
+from pathlib import Path
+
+from credo.models.base import Message
+from credo.tasks.answers import normalise_text
+from credo.tasks.base import AnswerFormat, Item, Task
+from credo.tasks.builtin import package_data, task_loader
+from credo.tasks.loaders import DatasetError
+
+__all__ = [
+    "GRADER_SYSTEM_PROMPT",
+    "Grade",
+    "gold_answers",
+    "grading_messages",
+    "load_freshqa",
+    "load_simpleqa",
+    "parse_grade",
+    "pregrade",
+]
+
+FRESHQA_FACT_TYPES = ("never-changing", "slow-changing")
+SIMPLEQA = "simpleqa"
+
+
+class Grade(StrEnum):
+    """SimpleQA's three grades, plus the record of a grader reply that could not be read."""
+
+    CORRECT = "correct"
+    INCORRECT = "incorrect"
+    NOT_ATTEMPTED = "not_attempted"
+    UNPARSABLE = "unparsable"
+
+
+# --------------------------------------------------------------------------- loaders
+
+
+@task_loader("freshqa", variants=lambda: ["freshqa:all"])
+def _freshqa(arg: str | None) -> Task:
+    """FreshQA never- and slow-changing facts from the ``inspect-evals`` package."""
+    if arg not in (None, "all"):
+        raise ValueError(f"task 'freshqa' takes no argument or 'all', got {arg!r}")
+    path = package_data(
+        "inspect_evals", "abstention_bench", "data", "freshqa", "FreshQA_v12182024.csv"
+    )
+    return load_freshqa(path, false_premise=arg == "all")
+
+
+def load_freshqa(path: str | Path, *, false_premise: bool = False) -> Task:
+    """FreshQA's CSV (two banner lines, then a header): never/slow-changing facts.
+
+    ``false_premise`` keeps the questions with a false premise too. Ids are
+    ``freshqa-<id>``; ``meta`` keeps the split, fact type and number of hops.
+    """
+    p = Path(path)
+    items = []
+    for line_no, row in _csv_rows(p, skip_lines=2):
+        for col in ("id", "question", "fact_type", "false_premise", "answer_0"):
+            if col not in row:
+                raise DatasetError(f"{p}:{line_no}: no column {col!r} (is this FreshQA's CSV?)")
+        if row["fact_type"].strip() not in FRESHQA_FACT_TYPES:
+            continue
+        premise_false = row["false_premise"].strip().upper() == "TRUE"
+        if premise_false and not false_premise:
+            continue
+        golds = [row.get(f"answer_{i}", "").strip() for i in range(10)]
+        golds = [g for g in golds if g]
+        if not golds:
+            raise DatasetError(f"{p}:{line_no}: no gold answer in answer_0..answer_9")
+        items.append(
+            _graded_item(
+                f"freshqa-{row['id'].strip()}",
+                row["question"].strip(),
+                golds,
+                f"{p}:{line_no}",
+                split=row.get("split", "").strip(),
+                fact_type=row["fact_type"].strip(),
+                num_hops=row.get("num_hops", "").strip(),
+                false_premise=str(premise_false).lower(),
+            )
+        )
+    name = "freshqa:all" if false_premise else "freshqa"
+    return Task(name, tuple(items), AnswerFormat.SHORT_TEXT, "short-form factual recall")
+
+
+@task_loader("simpleqa")
+def _simpleqa(arg: str | None) -> Task:
+    """SimpleQA from the user's ``simple_qa_test_set.csv``: ``simpleqa:<path>``."""
+    if not arg:
+        raise ValueError("task 'simpleqa' needs the CSV's path: simpleqa:<path>")
+    return load_simpleqa(arg, name="simpleqa")
+
+
+@task_loader("simpleqa_verified")
+def _simpleqa_verified(arg: str | None) -> Task:
+    """SimpleQA Verified from the user's CSV: ``simpleqa_verified:<path>``."""
+    if not arg:
+        raise ValueError("task 'simpleqa_verified' needs the CSV's path: simpleqa_verified:<path>")
+    return load_simpleqa(arg, name="simpleqa_verified")
+
+
+def load_simpleqa(path: str | Path, name: str = "simpleqa") -> Task:
+    """A SimpleQA or SimpleQA Verified CSV: columns ``problem`` and ``answer``.
+
+    Ids come from ``original_index`` (Verified) or the row number (``<name>-<row>``,
+    0-based as in the file). ``metadata`` (SimpleQA: a Python-literal dict with topic
+    and answer type) and Verified's ``topic``/``answer_type`` go to ``meta``.
+    """
+    p = Path(path)
+    items = []
+    for k, (line_no, row) in enumerate(_csv_rows(p, skip_lines=0)):
+        for col in ("problem", "answer"):
+            if col not in row:
+                raise DatasetError(
+                    f"{p}:{line_no}: no column {col!r}; SimpleQA CSVs have 'problem' and 'answer'"
+                )
+        question, answer = row["problem"].strip(), row["answer"].strip()
+        if not question or not answer:
+            raise DatasetError(f"{p}:{line_no}: empty problem or answer")
+        index = row.get("original_index", "").strip() or str(k)
+        extra = {c: row[c].strip() for c in ("topic", "answer_type", "metadata") if row.get(c)}
+        items.append(_graded_item(f"{name}-{index}", question, [answer], f"{p}:{line_no}", **extra))
+    return Task(name, tuple(items), AnswerFormat.SHORT_TEXT, "short-form factual recall")
+
+
+def _graded_item(
+    item_id: str, question: str, golds: list[str], source: str, **meta: str
+) -> Item:
+    return Item(
+        id=item_id,
+        question=question,
+        gold=golds[0],
+        meta={"grader": SIMPLEQA, "gold_answers": json.dumps(golds, ensure_ascii=False), **meta},
+        source=source,
+    )
+
+
+def _csv_rows(path: Path, skip_lines: int):
+    """``(line_no, row)`` of a CSV whose header follows ``skip_lines`` banner lines."""
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except FileNotFoundError:
+        raise
+    except UnicodeDecodeError as e:
+        raise DatasetError(f"{path}: not UTF-8 text ({e})") from e
+    lines = text.splitlines(keepends=True)
+    if len(lines) <= skip_lines:
+        raise DatasetError(f"{path}: expected {skip_lines} banner lines and a header")
+    body = io.StringIO("".join(lines[skip_lines:]), newline="")
+    reader = csv.DictReader(body)
+    start = skip_lines + 2
+    try:
+        for row in reader:
+            if None in row:
+                raise DatasetError(f"{path}:{start}: more values than header columns")
+            yield start, {k: (v or "") for k, v in row.items()}
+            start = skip_lines + reader.line_num + 1
+    except csv.Error as e:
+        raise DatasetError(f"{path}:{skip_lines + reader.line_num}: invalid CSV: {e}") from e
+
+
+# --------------------------------------------------------------------------- grading
+
+
+def gold_answers(item: Item) -> list[str]:
+    """The acceptable answers of a graded item (``meta["gold_answers"]``, else ``gold``)."""
+    raw = item.meta.get("gold_answers")
+    if not raw:
+        return [item.gold]
+    try:
+        golds = json.loads(raw)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"item {item.id!r}: meta['gold_answers'] is not a JSON list: {e}") from e
+    if not isinstance(golds, list) or not all(isinstance(g, str) for g in golds):
+        raise ValueError(f"item {item.id!r}: meta['gold_answers'] must be a list of strings")
+    return golds
+
+
+def pregrade(item: Item, value: str | None) -> Grade | None:
+    """The grade decided without a model: NOT_ATTEMPTED for an unparsed answer, CORRECT
+    for one equal to a gold answer after SQuAD normalisation; None when a judge is needed."""
+    if value is None:
+        return Grade.NOT_ATTEMPTED
+    if normalise_text(value) in {normalise_text(g) for g in gold_answers(item)}:
+        return Grade.CORRECT
+    return None
+
+
+GRADER_SYSTEM_PROMPT = (
+    "You grade a predicted answer to a factual question against the gold target answer(s). "
+    "A: CORRECT if the prediction gives the gold target (any listed form) without contradicting "
+    "it; differences in wording, spelling, capitalisation and extra details that do not "
+    "contradict it are fine, and a number only needs to match to the precision of the gold. "
+    "B: INCORRECT if it gives a different answer, contradicts the gold target, or hedges "
+    "between several candidates. C: NOT_ATTEMPTED if it gives no answer (for example 'I don't "
+    "know') and does not contradict the gold target. Reply with one letter: A, B or C."
+)
+"""Written from SimpleQA's grader (Wei et al. 2024), shortened for small local models."""
+
+
+def grading_messages(item: Item, prediction: str) -> tuple[Message, ...]:
+    """The grader's prompt for ``prediction`` (the model's reply) to ``item``."""
+    golds = gold_answers(item)
+    target = golds[0] + (f" (also accepted: {'; '.join(golds[1:])})" if len(golds) > 1 else "")
+    user = (
+        f"Question: {item.question}\nGold target: {target}\n"
+        f"Predicted answer: {prediction.strip()[:1000]}\n\nGrade (A, B or C):"
+    )
+    return (
+        Message(role="system", content=GRADER_SYSTEM_PROMPT),
+        Message(role="user", content=user),
+    )
+
+
+_GRADE_RE = re.compile(
+    r"(?:(?:grade|answer)\s*[:=\-]?\s*)?[\s*_\"'`(\[]*"
+    r"(?:(?P<letter>[ABC])(?![\w/])|(?P<word>not[_ ]attempted|incorrect|correct)\b)",
+    re.IGNORECASE,
+)
+
+
+def parse_grade(text: str) -> Grade:
+    """Read the grader's reply: "A"/"CORRECT", "B"/"INCORRECT", "C"/"NOT_ATTEMPTED".
+
+    Only the start of the reply counts (after a closed ``<think>`` block, emphasis,
+    quotes or a ``Grade:`` label); a lowercase "a" is read as the article, not a grade.
+    Anything else is :attr:`Grade.UNPARSABLE`.
+    """
+    s = re.sub(r"^\s*<think>.*?</think>", "", text, count=1, flags=re.DOTALL | re.IGNORECASE)
+    m = _GRADE_RE.match(s.strip())
+    if m is None:
+        return Grade.UNPARSABLE
+    if m.group("letter"):
+        letter = m.group("letter")
+        if letter.islower():
+            return Grade.UNPARSABLE
+        return {"A": Grade.CORRECT, "B": Grade.INCORRECT, "C": Grade.NOT_ATTEMPTED}[letter]
+    word = m.group("word").lower().replace(" ", "_")
+    return {
+        "correct": Grade.CORRECT,
+        "incorrect": Grade.INCORRECT,
+        "not_attempted": Grade.NOT_ATTEMPTED,
+    }[word]

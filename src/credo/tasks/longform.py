@@ -1,0 +1,261 @@
+"""Long-form factuality: biographies scored FActScore-style (Min et al. 2023; 000 §4, App. I, J).
+
+Task ``factscore:<file>[,knowledge=<folder>]`` (format LONG_FORM): one item per entity,
+asking FActScore's question "Tell me a bio of <entity>." ``<file>`` is either a list of
+entities, one per line (FActScore's ``prompt_entities.txt``), or one of FActScore's
+labelled files (``labeled/<model>.jsonl``, read by :func:`load_factscore_labelled`,
+whose ``topic`` fields name the entities).
+
+Correctness needs a knowledge source, because FActScore checks each claim against
+evidence (Wikipedia in the benchmark). :class:`FolderKnowledgeSource` reads one text
+file per entity from a local folder; any object with ``passages(entity) -> list[str]``
+works. Without one the run reports correctness as unavailable (NaN, shown as "n/a")
+instead of inventing it.
+
+With one, each sample is scored by the run stage (``credo.run.open_ended``), which asks
+a judge, for every claim, whether the entity's best-matching passages support it; the
+sample's score is the fraction of supported claims (FActScore's definition). Departure
+from FActScore, stated: claims are the generation's *sentences* (:func:`claims`), not
+atomic facts split by an LLM, which would cost one more model call per sample; a
+sentence holding several facts is supported only if the judge accepts it whole.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from credo.models.base import Message
+from credo.tasks.base import AnswerFormat, Item, Task
+from credo.tasks.builtin import task_loader
+from credo.tasks.loaders import DatasetError
+
+__all__ = [
+    "FACTSCORE",
+    "FolderKnowledgeSource",
+    "KnowledgeSource",
+    "LabelledBio",
+    "claims",
+    "load_entities",
+    "load_factscore_labelled",
+    "load_factscore_task",
+    "parse_support",
+    "support_messages",
+]
+
+FACTSCORE = "factscore"
+BIO_QUESTION = "Tell me a bio of {entity}."
+
+
+class KnowledgeSource(Protocol):
+    """Evidence about entities: the passages to check a claim about ``entity`` against."""
+
+    def passages(self, entity: str) -> list[str]: ...
+
+
+@task_loader("factscore")
+def _factscore(arg: str | None) -> Task:
+    if not arg:
+        raise ValueError(
+            "task 'factscore' needs an entity file: factscore:<entities.txt or labelled.jsonl>"
+            "[,knowledge=<folder with one <entity>.txt per entity>]"
+        )
+    path, _, rest = arg.partition(",")
+    knowledge = None
+    if rest:
+        key, eq, value = rest.partition("=")
+        if key.strip() != "knowledge" or not eq or not value.strip():
+            raise ValueError(f"factscore options must be 'knowledge=<folder>', got {rest!r}")
+        knowledge = value.strip()
+    return load_factscore_task(path, knowledge)
+
+
+def load_factscore_task(path: str | Path, knowledge: str | Path | None = None) -> Task:
+    """Biography items for the entities in ``path`` (a ``.txt`` list or a labelled ``.jsonl``).
+
+    ``knowledge`` is a folder for :class:`FolderKnowledgeSource`; it is checked here and
+    recorded in every item's ``meta["knowledge"]`` for the grading stage.
+    """
+    p = Path(path)
+    if p.suffix.lower() in (".jsonl", ".json"):
+        entities = [(b.source, b.topic) for b in load_factscore_labelled(p)]
+    else:
+        entities = [(f"{p}:{line}", e) for line, e in load_entities(p)]
+    meta = {"grader": FACTSCORE}
+    if knowledge is not None:
+        folder = Path(knowledge)
+        if not folder.is_dir():
+            raise ValueError(f"factscore knowledge source {folder}: not a folder")
+        meta["knowledge"] = str(folder)
+    items = []
+    seen: set[str] = set()
+    for source, entity in entities:
+        if entity in seen:
+            continue
+        seen.add(entity)
+        items.append(
+            Item(
+                id=f"{FACTSCORE}-{len(items):04d}",
+                question=BIO_QUESTION.format(entity=entity),
+                gold="",
+                meta={**meta, "entity": entity},
+                source=source,
+            )
+        )
+    return Task(FACTSCORE, tuple(items), AnswerFormat.LONG_FORM, "biographies of people")
+
+
+def load_entities(path: str | Path) -> list[tuple[int, str]]:
+    """``(line_no, entity)`` for every non-empty line of a one-name-per-line file."""
+    p = Path(path)
+    try:
+        lines = p.read_text(encoding="utf-8-sig").splitlines()
+    except UnicodeDecodeError as e:
+        raise DatasetError(f"{p}: not UTF-8 text ({e})") from e
+    out = [(i, line.strip()) for i, line in enumerate(lines, 1) if line.strip()]
+    if not out:
+        raise DatasetError(f"{p}: no entity names (expected one name per line)")
+    return out
+
+
+@dataclass(frozen=True)
+class LabelledBio:
+    """One row of a FActScore labelled file: a generated bio and its human fact labels.
+
+    ``facts`` holds ``(atomic fact, label)`` with label ``S`` (supported), ``NS`` (not
+    supported) or ``IR`` (irrelevant); an abstaining generation has no facts.
+    """
+
+    topic: str
+    output: str
+    facts: tuple[tuple[str, str], ...]
+    source: str
+
+    @property
+    def abstained(self) -> bool:
+        """The generation declined to answer (FActScore's ``annotations`` is null)."""
+        return not self.facts
+
+    @property
+    def factscore(self) -> float:
+        """Supported / (supported + not supported), IR facts excluded; NaN when none."""
+        s = sum(1 for _, lab in self.facts if lab == "S")
+        ns = sum(1 for _, lab in self.facts if lab == "NS")
+        return s / (s + ns) if s + ns else float("nan")
+
+
+def load_factscore_labelled(path: str | Path) -> list[LabelledBio]:
+    """FActScore's human-labelled JSONL (``input``, ``output``, ``topic``, ``annotations``).
+
+    Each annotation holds a sentence and its ``human-atomic-facts`` (``text``, ``label``);
+    ``annotations`` is null when the model abstained.
+    """
+    p = Path(path)
+    out = []
+    with p.open(encoding="utf-8-sig") as fh:
+        for line_no, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            where = f"{p}:{line_no}"
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise DatasetError(f"{where}: invalid JSON: {e.msg}") from e
+            if not isinstance(row, dict) or not isinstance(row.get("topic"), str):
+                raise DatasetError(f"{where}: expected an object with a 'topic' string")
+            facts: list[tuple[str, str]] = []
+            for ann in row.get("annotations") or []:
+                for fact in (ann or {}).get("human-atomic-facts") or []:
+                    label = fact.get("label")
+                    if label not in ("S", "NS", "IR"):
+                        raise DatasetError(f"{where}: atomic fact label {label!r} not S/NS/IR")
+                    facts.append((str(fact.get("text", "")), label))
+            out.append(LabelledBio(row["topic"], str(row.get("output", "")), tuple(facts), where))
+    if not out:
+        raise DatasetError(f"{p}: no rows")
+    return out
+
+
+class FolderKnowledgeSource:
+    """One UTF-8 text file per entity in ``folder``: ``<entity>.txt`` (spaces or underscores).
+
+    The text is cut into passages of about ``words`` words (FActScore retrieves 256-token
+    Wikipedia passages); :meth:`retrieve` ranks them against a claim by TF-IDF cosine.
+    """
+
+    def __init__(self, folder: str | Path, words: int = 150) -> None:
+        self.folder = Path(folder)
+        if not self.folder.is_dir():
+            raise ValueError(f"knowledge source {self.folder}: not a folder")
+        self.words = words
+        self._cache: dict[str, list[str]] = {}
+
+    def passages(self, entity: str) -> list[str]:
+        """The entity's passages; empty when the folder has no file for it."""
+        if entity not in self._cache:
+            self._cache[entity] = self._read(entity)
+        return self._cache[entity]
+
+    def _read(self, entity: str) -> list[str]:
+        for name in (entity, entity.replace(" ", "_")):
+            f = self.folder / f"{name}.txt"
+            if f.is_file():
+                words = f.read_text(encoding="utf-8").split()
+                return [
+                    " ".join(words[i : i + self.words]) for i in range(0, len(words), self.words)
+                ]
+        return []
+
+    def retrieve(self, entity: str, claim: str, k: int = 3) -> list[str]:
+        """The ``k`` passages most similar to ``claim`` (TF-IDF cosine, scikit-learn)."""
+        return retrieve(self.passages(entity), claim, k)
+
+
+def retrieve(passages: Sequence[str], claim: str, k: int = 3) -> list[str]:
+    """The ``k`` passages of ``passages`` most similar to ``claim`` by TF-IDF cosine."""
+    if len(passages) <= k:
+        return list(passages)
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
+    vec = TfidfVectorizer().fit([*passages, claim])
+    sims = (vec.transform(passages) @ vec.transform([claim]).T).toarray().ravel()
+    order = sorted(range(len(passages)), key=lambda i: (-sims[i], i))[:k]
+    return [passages[i] for i in sorted(order)]
+
+
+_SENTENCE_RE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])")
+
+
+def claims(text: str | None) -> list[str]:
+    """The sentences of a generation, the claims checked one by one (module docstring)."""
+    if not text:
+        return []
+    parts = _SENTENCE_RE.split(" ".join(text.split()))
+    return [s.strip() for s in parts if len(s.strip().split()) >= 3]
+
+
+def support_messages(entity: str, claim: str, passages: Sequence[str]) -> tuple[Message, ...]:
+    """FActScore's retrieve-then-verify prompt: context passages, then "<claim> True or False?"."""
+    context = "\n\n".join(f"Title: {entity}\nText: {p}" for p in passages) or "(no passage)"
+    user = (
+        f"Answer the question about {entity} based on the given context.\n\n{context}\n\n"
+        f"Input: {claim} True or False?\nOutput:"
+    )
+    return (
+        Message(role="system", content="Reply with one word: True or False."),
+        Message(role="user", content=user),
+    )
+
+
+_SUPPORT_RE = re.compile(r"[\s*_\"'`(\[]*(?P<word>true|false)\b(?!\s*(?:/|\bor\b))", re.IGNORECASE)
+
+
+def parse_support(text: str) -> bool | None:
+    """``True``/``False`` from a reply starting with that word; ``None`` if unparsable."""
+    s = re.sub(r"^\s*<think>.*?</think>", "", text, count=1, flags=re.DOTALL | re.IGNORECASE)
+    m = _SUPPORT_RE.match(s.strip())
+    return None if m is None else m.group("word").lower() == "true"
