@@ -56,6 +56,8 @@ class JudgeConfig(BaseModel):
 class BaselineConfig(BaseModel):
     """Settings of the 002 / 000 App. J baselines that need generations of their own.
 
+    CCP's NLI step is asked of the run's LLM judge (``RunConfig.judge``).
+
     ``followups`` caps how many original samples per item get the verbalized and P(True)
     follow-up questions and CCP's NLI judgments (None = all n); identical sample texts
     share one cached follow-up. ``logprobs`` top alternatives are recorded on every
@@ -78,7 +80,6 @@ class BaselineConfig(BaseModel):
         None, description="model writing paraphrases; None = the perturbation generator"
     )
     paraphrase_sampling: SamplingParams = SamplingParams(temperature=1.0, max_tokens=160)
-    judge: str | None = Field(None, description="NLI judge for CCP; None = the run's model")
     ccp_min_prob: float = Field(0.05, gt=0.0, le=1.0)
 
 

@@ -127,9 +127,10 @@ def run(
 ) -> RunResult:
     """Run C3 and the selected baselines on a task, write the report, return the results.
 
-    ``model``, ``perturber`` (writes context prefixes and paraphrases), ``judge`` (CCP's
-    NLI step), ``embedder`` and ``task`` replace what ``config`` names (tests pass
-    scripted models); nothing passed in is modified or closed.
+    ``model``, ``perturber`` (writes context prefixes and paraphrases), ``judge`` (the
+    LLM judge: CCP's NLI step, the judge kernel, open-ended grading), ``embedder`` and
+    ``task`` replace what ``config`` names (tests pass scripted models); nothing passed
+    in is modified or closed.
     """
     t0 = time.perf_counter()
     task = (task or load_task(config.task)).head(config.limit)
@@ -153,12 +154,14 @@ def run(
         executor = Executor(model, store, config.seed, config.max_block, show_progress)
         executors = [executor]
 
-        def side_executor(given: Model | None, name: str | None) -> Executor:
+        def side_executor(
+            given: Model | None, name: str | None, options: dict | None = None
+        ) -> Executor:
             if given is None:
                 if name is None or name == config.model:
                     given = model
                 else:
-                    given = _load_model(name, {})
+                    given = _load_model(name, options or {})
                     owned.append(given)
             if given is model:
                 return executor
@@ -205,13 +208,18 @@ def run(
             )
         runners = {"model": executor}
         if NLI in needs:
-            runners["judge"] = side_executor(judge, config.baselines.judge)
+            runners["judge"] = side_executor(judge, config.judge.model, config.judge.model_options)
         ctx = PlanContext(task, config, caps.logprobs, caps.grammar, psets, paras)
         generated = _generate(task, ctx, needs, runners)
         # Hook (issue 4): kernels that need preparing (embedding, judge) and the grading
         # stage (sandboxed code tests, SimpleQA / FActScore judges), before scoring.
         support = prepare_scoring(
-            task, config, _answer_samples(task, generated), executor, embedder=embedder
+            task,
+            config,
+            _answer_samples(task, generated),
+            executor,
+            embedder=embedder,
+            judge_model=judge,
         )
         t_sample = time.perf_counter()
         items = _score(task, config, generated, specs, caps.logprobs, psets, support)
@@ -378,9 +386,7 @@ def evaluate_items(
         for name in methods:
             # items without a score, or whose correctness is unavailable (NaN p̄), are out
             rows = [
-                r
-                for r in items
-                if not math.isnan(r.scores[name]) and not math.isnan(r.performance)
+                r for r in items if not math.isnan(r.scores[name]) and not math.isnan(r.performance)
             ]
             s = np.array([r.scores[name] for r in rows], dtype=float)
             perf = np.array([r.performance for r in rows], dtype=float)
