@@ -38,20 +38,18 @@ def test_forced_decoding_matches_a_manual_log_softmax():
         for text in TEXTS:
             gen = scorer.score(text)
             ids = scorer.context_ids + scorer.token_ids(text)
-            assert [t.token for t in gen.logprobs] == [
-                scorer._tokenizer.decode([i]) for i in ids[1:]
-            ] or len(gen.logprobs) == len(ids) - 1
+            assert len(gen.logprobs) == len(ids) - 1  # every text token, none of the context
             with torch.no_grad():
                 logits = ref_model(torch.tensor([ids])).logits[0].double()
             manual = torch.log_softmax(logits, dim=-1)
             ref = np.array([manual[i, ids[i + 1]].item() for i in range(len(ids) - 1)])
             got = np.array([t.logprob for t in gen.logprobs])
             assert got.shape == ref.shape
-            # Same distribution up to quantised arithmetic: per-token agreement and the
-            # mean surprisal within a few percent.
+            # Same distribution up to quantised arithmetic. Measured (Q4_1 weights): mean
+            # |difference| 0.04-0.10 nats a token, at most 0.57; h within 1%.
             assert np.corrcoef(got, ref)[0, 1] > 0.98
-            assert np.median(np.abs(got - ref)) < 0.25
+            assert np.mean(np.abs(got - ref)) < 0.2
             h_got, h_ref = mean_surprisal(got), mean_surprisal(ref)
-            assert h_got == pytest.approx(h_ref, rel=0.06), (text, h_got, h_ref)
+            assert h_got == pytest.approx(h_ref, rel=0.03), (text, h_got, h_ref)
     finally:
         scorer.close()
