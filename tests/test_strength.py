@@ -194,7 +194,10 @@ def test_judge_prompt_has_guide_and_one_example_per_level():
 
 def test_parse_after_prefix_and_steps():
     assert parse_after_prefix("Edited question: What is 2+3?\nA): 4\nB): 5", EDIT_PREFIX,
-                              required=True) == "What is 2+3?"
+                              required=True, cut_options=True) == "What is 2+3?"
+    # A CoT step may itself discuss an option: kept when options are not cut.
+    assert parse_after_prefix(f"{MISTAKE_PREFIX} A): is true because x.", MISTAKE_PREFIX,
+                              required=False) == "A): is true because x."
     assert parse_after_prefix("Sure! Edited question: \"Why?\"", EDIT_PREFIX,
                               required=True) == "Why?"
     assert parse_after_prefix("no marker here", EDIT_PREFIX, required=True) is None

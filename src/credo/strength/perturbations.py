@@ -87,12 +87,15 @@ def paraphrase_messages(step: str) -> tuple[Message, ...]:
     return (Message(role="user", content=text),)
 
 
-def parse_after_prefix(reply: str, prefix: str, *, required: bool) -> str | None:
+def parse_after_prefix(
+    reply: str, prefix: str, *, required: bool, cut_options: bool = False
+) -> str | None:
     """The text after ``prefix`` in ``reply``: its first paragraph, quotes stripped.
 
     With ``required`` the prefix must occur (the Fig. 8 and Fig. 10 formats); otherwise
-    (a prefilled assistant turn, Fig. 7) the reply may start right after it. Option
-    lines (``A) ...``) and anything after a blank line are cut. Empty gives ``None``.
+    (a prefilled assistant turn, Fig. 7) the reply may start right after it. Anything
+    after a blank line is cut, and with ``cut_options`` (an edited question, Fig. 8) so
+    are option lines (``A) ...``) that follow it. Empty gives ``None``.
     """
     idx = reply.lower().find(prefix.lower())
     if idx >= 0:
@@ -108,7 +111,7 @@ def parse_after_prefix(reply: str, prefix: str, *, required: bool) -> str | None
                 break
             continue
         is_option = re.match(r"\s*\(?[A-J]\s*(?:\):?|[.:])\s", line)
-        if is_option or re.match(r"\s*options?\s*:?\s*$", line, re.I):
+        if cut_options and (is_option or re.match(r"\s*options?\s*:?\s*$", line, re.I)):
             break
         lines.append(line.strip())
     text = " ".join(lines).strip().strip('"').strip("“”").strip()
@@ -188,7 +191,7 @@ def write_input_perturbations(
     out = []
     for it, g in zip(items, gens, strict=True):
         reply = g[0].text
-        after = parse_after_prefix(reply, EDIT_PREFIX, required=True)
+        after = parse_after_prefix(reply, EDIT_PREFIX, required=True, cut_options=True)
         out.append(Perturbation(it.id, "input", it.question, after, raw=reply))
     return out
 
