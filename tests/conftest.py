@@ -1,10 +1,22 @@
-"""Shared test helpers: a deterministic bag-of-words embedder (no model download)."""
+"""Shared test helpers: a deterministic bag-of-words embedder (no model download) and the
+context sentences a scripted perturbation writer returns."""
 
 import hashlib
 import re
 
 import numpy as np
 import pytest
+
+# Topic-neutral context sentences: scripted models return them as perturbations, and a
+# scripted answerer recognises a perturbed prompt by finding one of them in it.
+CONTEXTS = [
+    "Farmers at the market often compare their harvests with each other.",
+    "Children in many schools practise sums with small wooden blocks.",
+    "Shopkeepers keep ledgers to track what they sell every day.",
+    "Bakers plan their mornings around the ovens and the first customers.",
+    "Libraries lend books to readers of every age in the town.",
+    "Trains between the two cities run on a fixed weekday timetable.",
+]
 
 
 class BagOfWordsEmbedder:

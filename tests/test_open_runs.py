@@ -205,6 +205,15 @@ def test_factscore_without_knowledge_reports_correctness_unavailable(tmp_path, b
     report = (cfg.out / "report.md").read_text()
     assert "unavailable for 1 of 1 items: no knowledge source" in report
     assert "accuracy (mean p̄ over items): n/a" in report
+    # unknown correctness is null in strict JSON, never a NaN token or an invented label
+    def strict(text):
+        return json.loads(text, parse_constant=lambda c: pytest.fail(f"non-JSON {c}"))
+
+    samples = [strict(line) for line in (cfg.out / "samples.jsonl").read_text().splitlines()]
+    assert samples and all(s["correct"] is None for s in samples)
+    (row,) = [strict(line) for line in (cfg.out / "scores.jsonl").read_text().splitlines()]
+    assert row["p_bar"] is None and row["label"] is None
+    strict((cfg.out / "metrics.json").read_text())
 
 
 def test_factscore_with_knowledge_scores_supported_claims(tmp_path, bow_embedder):

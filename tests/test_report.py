@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 from sklearn.metrics import average_precision_score, roc_auc_score
 
-from conftest import BagOfWordsEmbedder
+from conftest import CONTEXTS, BagOfWordsEmbedder
 from credo import RunConfig, run
 from credo.evaluate.convergence import ItemTrials, trial_convergence
 from credo.evaluate.metrics import ece, ece_discrete
@@ -31,15 +31,6 @@ from credo.report.figures import discrete_levels
 from credo.report.html import ReportOptions, write_report, write_run_report
 from credo.report.rundata import RunFolderError, load_run, read_flip_rates
 from credo.tasks.base import AnswerFormat, Item, Task
-
-CONTEXTS = [
-    "Farmers at the market often compare their harvests with each other.",
-    "Children in many schools practise sums with small wooden blocks.",
-    "Shopkeepers keep ledgers to track what they sell every day.",
-    "Bakers plan their mornings around the ovens and the first customers.",
-    "Libraries lend books to readers of every age in the town.",
-    "Trains between the two cities run on a fixed weekday timetable.",
-]
 
 TASK = Task(
     "toy",

@@ -5,19 +5,11 @@ import json
 import pytest
 from sklearn.metrics import roc_auc_score
 
+from conftest import CONTEXTS
 from credo import RunConfig, c3, run, self_consistency
 from credo.models.scripted import ScriptedModel
 from credo.perturb.context import PERTURBATION_SYSTEM_PROMPT
 from credo.tasks.base import AnswerFormat, Item, Task
-
-CONTEXTS = [
-    "Farmers at the market often compare their harvests with each other.",
-    "Children in many schools practise sums with small wooden blocks.",
-    "Shopkeepers keep ledgers to track what they sell every day.",
-    "Bakers plan their mornings around the ovens and the first customers.",
-    "Libraries lend books to readers of every age in the town.",
-    "Trains between the two cities run on a fixed weekday timetable.",
-]
 
 TASK = Task(
     "toy",

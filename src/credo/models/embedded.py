@@ -54,7 +54,7 @@ from credo.models.weights import (
     WeightsError,
     is_local_gguf,
     resolve_weights,
-    weights_sha256,
+    weights_label,
 )
 
 logger = logging.getLogger(__name__)
@@ -295,13 +295,7 @@ class EmbeddedModel(ClosesOnExit):
     def identity(self) -> str:
         """``llamacpp:<name>@sha256:<weights hash>``; never starts the server."""
         if self._identity is None:
-            sha = weights_sha256(self.name_or_path)
-            name = (
-                Path(self.name_or_path).name
-                if is_local_gguf(self.name_or_path)
-                else self.name_or_path
-            )
-            self._identity = f"llamacpp:{name}@sha256:{sha}"
+            self._identity = f"llamacpp:{weights_label(self.name_or_path)}"
         return self._identity
 
     @property

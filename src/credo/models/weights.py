@@ -380,3 +380,11 @@ def weights_sha256(name: str | os.PathLike[str]) -> str:
             raise WeightsError(f"GGUF file {str(path)!r} does not exist")
         return file_sha256(path.resolve())
     return get_spec(str(name)).sha256
+
+
+def weights_label(name: str | os.PathLike[str]) -> str:
+    """``<name>@sha256:<hash>``: a registry name or a ``.gguf`` file name, and the hash of
+    the weights it resolves to, so a backend's identity (and every cache key built on it)
+    changes when the weights do."""
+    shown = Path(name).name if is_local_gguf(name) else str(name)
+    return f"{shown}@sha256:{weights_sha256(name)}"

@@ -22,7 +22,7 @@ import json
 import logging
 import math
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import yaml
@@ -77,7 +77,9 @@ def write_run(result: RunResult, out: str | Path) -> Path:
         "unavailable": result.unavailable,
         "stats": result.stats,
     }
-    (out / "metrics.json").write_text(json.dumps(metrics, indent=2), encoding="utf-8")
+    (out / "metrics.json").write_text(
+        json.dumps(_json_safe(metrics), indent=2, allow_nan=False), encoding="utf-8"
+    )
     (out / "report.md").write_text(render_markdown(result), encoding="utf-8")
     _write_html_report(out)
     return out
@@ -295,8 +297,8 @@ def _score_rows(result: RunResult):
         yield {
             "id": r.item.id,
             "gold": r.item.gold,
-            "p_bar": r.performance,
-            "label": int(r.performance >= 0.5),
+            "p_bar": r.performance,  # NaN (null in the file) when correctness is unknown
+            "label": None if math.isnan(r.performance) else int(r.performance >= 0.5),
             "scores": {k: _clean(v) for k, v in r.scores.items()},
             "original_answers": [s.answer.value for s in r.original],
             "perturbed_answers": [s.answer.value for s in r.perturbed],
@@ -335,9 +337,21 @@ def _answer_summary(values: list[str | None]) -> str:
 
 
 def _write_jsonl(path: Path, rows) -> None:
+    """One strict-JSON object per line: NaN (unknown correctness, no score) becomes null."""
     with path.open("w", encoding="utf-8") as f:
         for row in rows:
-            f.write(json.dumps(row, ensure_ascii=False) + "\n")
+            f.write(json.dumps(_json_safe(row), ensure_ascii=False, allow_nan=False) + "\n")
+
+
+def _json_safe(x: Any) -> Any:
+    """``x`` with every NaN or infinite float replaced by None, in nested dicts and lists."""
+    if isinstance(x, float):
+        return x if math.isfinite(x) else None
+    if isinstance(x, dict):
+        return {k: _json_safe(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_json_safe(v) for v in x]
+    return x
 
 
 def _clean(x: float) -> float | None:

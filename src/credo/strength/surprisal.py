@@ -119,15 +119,9 @@ class ForcedDecodingScorer(ClosesOnExit):
     def identity(self) -> str:
         """``llamacpp-forced:<name>@sha256:<weights hash>``."""
         if self._identity is None:
-            from credo.models.weights import is_local_gguf, weights_sha256
+            from credo.models.weights import weights_label
 
-            sha = weights_sha256(self.name_or_path)
-            name = (
-                Path(self.name_or_path).name
-                if is_local_gguf(self.name_or_path)
-                else self.name_or_path
-            )
-            self._identity = f"llamacpp-forced:{name}@sha256:{sha}"
+            self._identity = f"llamacpp-forced:{weights_label(self.name_or_path)}"
         return self._identity
 
     @property

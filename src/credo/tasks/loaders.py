@@ -178,6 +178,20 @@ def _iter_csv(path: Path) -> Iterator[tuple[int, Any]]:
             raise DatasetError(f"{path}:{reader.line_num}: invalid CSV: {e}") from e
 
 
+def read_jsonl(path: str | Path) -> Iterator[tuple[int, Mapping[str, Any]]]:
+    """``(line_no, row)`` for every object of a JSON Lines file (``.gz`` too), whatever
+    its suffix; blank lines are skipped.
+
+    Raises :class:`DatasetError` naming the file and line for text that is not UTF-8, not
+    JSON, or not an object.
+    """
+    p = Path(path)
+    for line_no, row in _iter_jsonl(p):
+        if not isinstance(row, Mapping):
+            raise DatasetError(f"{p}:{line_no}: expected an object, got {type(row).__name__}")
+        yield line_no, row
+
+
 _READERS: dict[str, Callable[[Path], Iterator[tuple[int, Any]]]] = {
     "jsonl": _iter_jsonl,
     "json": _iter_json,

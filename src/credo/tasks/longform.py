@@ -22,7 +22,6 @@ sentence holding several facts is supported only if the judge accepts it whole.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -32,7 +31,7 @@ from typing import Protocol
 from credo.models.base import Message
 from credo.tasks.base import AnswerFormat, Item, Task
 from credo.tasks.builtin import task_loader
-from credo.tasks.loaders import DatasetError
+from credo.tasks.loaders import DatasetError, read_jsonl
 
 __all__ = [
     "FACTSCORE",
@@ -156,25 +155,18 @@ def load_factscore_labelled(path: str | Path) -> list[LabelledBio]:
     """
     p = Path(path)
     out = []
-    with p.open(encoding="utf-8-sig") as fh:
-        for line_no, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            where = f"{p}:{line_no}"
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise DatasetError(f"{where}: invalid JSON: {e.msg}") from e
-            if not isinstance(row, dict) or not isinstance(row.get("topic"), str):
-                raise DatasetError(f"{where}: expected an object with a 'topic' string")
-            facts: list[tuple[str, str]] = []
-            for ann in row.get("annotations") or []:
-                for fact in (ann or {}).get("human-atomic-facts") or []:
-                    label = fact.get("label")
-                    if label not in ("S", "NS", "IR"):
-                        raise DatasetError(f"{where}: atomic fact label {label!r} not S/NS/IR")
-                    facts.append((str(fact.get("text", "")), label))
-            out.append(LabelledBio(row["topic"], str(row.get("output", "")), tuple(facts), where))
+    for line_no, row in read_jsonl(p):
+        where = f"{p}:{line_no}"
+        if not isinstance(row.get("topic"), str):
+            raise DatasetError(f"{where}: expected an object with a 'topic' string")
+        facts: list[tuple[str, str]] = []
+        for ann in row.get("annotations") or []:
+            for fact in (ann or {}).get("human-atomic-facts") or []:
+                label = fact.get("label")
+                if label not in ("S", "NS", "IR"):
+                    raise DatasetError(f"{where}: atomic fact label {label!r} not S/NS/IR")
+                facts.append((str(fact.get("text", "")), label))
+        out.append(LabelledBio(row["topic"], str(row.get("output", "")), tuple(facts), where))
     if not out:
         raise DatasetError(f"{p}: no rows")
     return out

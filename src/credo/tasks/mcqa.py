@@ -21,14 +21,13 @@ A malformed row raises :class:`~credo.tasks.loaders.DatasetError` naming ``file:
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from credo.tasks.base import AnswerFormat, Item, Task
 from credo.tasks.builtin import task_loader
-from credo.tasks.loaders import DatasetError, read_rows
+from credo.tasks.loaders import DatasetError, read_jsonl, read_rows
 
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 SPORTS_PROMPT = "Is the following sentence plausible? "
@@ -62,23 +61,9 @@ def _rows(path: Path) -> Iterator[tuple[int, Mapping[str, Any]]]:
         with path.open("rb") as fh:
             head = fh.read(4096).lstrip()
         if head.startswith(b"{"):
-            yield from _jsonl(path)
+            yield from read_jsonl(path)
             return
     yield from read_rows(path)
-
-
-def _jsonl(path: Path) -> Iterator[tuple[int, Mapping[str, Any]]]:
-    with path.open(encoding="utf-8-sig") as fh:
-        for line_no, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise DatasetError(f"{path}:{line_no}: invalid JSON: {e.msg}") from e
-            if not isinstance(row, Mapping):
-                raise DatasetError(f"{path}:{line_no}: expected an object")
-            yield line_no, row
 
 
 def _text(row: Mapping[str, Any], key: str, where: str) -> str:
@@ -123,8 +108,9 @@ def parse_arc(row: Mapping[str, Any], where: str) -> tuple[str, str, tuple[str, 
 def parse_openbookqa(row: Mapping[str, Any], where: str) -> tuple[str, str, tuple[str, ...], str]:
     """OpenBookQA: SWAG-style (``sent1``, ``ending0-3``, ``label``) or AI2 layout."""
     if "sent1" in row:
-        stem = " ".join(s for s in (_text(row, "sent1", where), str(row.get("sent2") or "").strip())
-                        if s)
+        stem = " ".join(
+            s for s in (_text(row, "sent1", where), str(row.get("sent2") or "").strip()) if s
+        )
         endings = []
         k = 0
         while f"ending{k}" in row:
@@ -139,17 +125,26 @@ def parse_openbookqa(row: Mapping[str, Any], where: str) -> tuple[str, str, tupl
     q = row.get("question")
     if not isinstance(q, Mapping):
         raise DatasetError(f"{where}: expected SWAG-style 'sent1' or an AI2 'question' object")
-    flat = {"id": row.get("id"), "question": q.get("stem"), "answerKey": row.get("answerKey"),
-            "choices": {"label": [c.get("label") for c in q.get("choices", [])],
-                        "text": [c.get("text") for c in q.get("choices", [])]}}
+    flat = {
+        "id": row.get("id"),
+        "question": q.get("stem"),
+        "answerKey": row.get("answerKey"),
+        "choices": {
+            "label": [c.get("label") for c in q.get("choices", [])],
+            "text": [c.get("text") for c in q.get("choices", [])],
+        },
+    }
     return parse_arc(flat, where)
 
 
 def parse_strategyqa(row: Mapping[str, Any], where: str) -> tuple[str, str, tuple[str, ...], str]:
     """StrategyQA: a yes/no question as options A) Yes B) No."""
     answer = _bool(row.get("answer"), where, "answer")
-    return _id(row, where, "id", "qid"), _text(row, "question", where), ("Yes", "No"), (
-        "A" if answer else "B"
+    return (
+        _id(row, where, "id", "qid"),
+        _text(row, "question", where),
+        ("Yes", "No"),
+        ("A" if answer else "B"),
     )
 
 
@@ -157,12 +152,15 @@ def parse_sports(row: Mapping[str, Any], where: str) -> tuple[str, str, tuple[st
     """Sports understanding: is the sentence plausible? A) plausible B) implausible."""
     sentence = _text(row, "question" if "question" in row else "input", where)
     if sentence.lower().startswith(SPORTS_PROMPT.lower()):
-        sentence = sentence[len(SPORTS_PROMPT):].strip()
+        sentence = sentence[len(SPORTS_PROMPT) :].strip()
     key = "answer" if "answer" in row else "target"
     plausible = _bool(row.get(key), where, key)
     item_id = _id(row, where, "id") if "id" in row else where.rsplit(":", 1)[-1]
-    return f"sports-{item_id}", f"{SPORTS_PROMPT}{sentence}", ("plausible", "implausible"), (
-        "A" if plausible else "B"
+    return (
+        f"sports-{item_id}",
+        f"{SPORTS_PROMPT}{sentence}",
+        ("plausible", "implausible"),
+        ("A" if plausible else "B"),
     )
 
 
@@ -175,29 +173,33 @@ def _path(name: str, arg: str | None) -> str:
 @task_loader("arc_challenge")
 def _arc_challenge(arg: str | None) -> Task:
     """ARC-Challenge from a Hugging Face-layout JSONL file."""
-    return load_mc_file(_path("arc_challenge", arg), parse_arc, "arc_challenge",
-                        "grade-school science")
+    return load_mc_file(
+        _path("arc_challenge", arg), parse_arc, "arc_challenge", "grade-school science"
+    )
 
 
 @task_loader("openbookqa")
 def _openbookqa(arg: str | None) -> Task:
     """OpenBookQA from a SWAG-style or AI2-layout JSON Lines file."""
-    return load_mc_file(_path("openbookqa", arg), parse_openbookqa, "openbookqa",
-                        "elementary science")
+    return load_mc_file(
+        _path("openbookqa", arg), parse_openbookqa, "openbookqa", "elementary science"
+    )
 
 
 @task_loader("strategyqa")
 def _strategyqa(arg: str | None) -> Task:
     """StrategyQA yes/no questions as two-option multiple choice."""
-    return load_mc_file(_path("strategyqa", arg), parse_strategyqa, "strategyqa",
-                        "implicit multi-step reasoning")
+    return load_mc_file(
+        _path("strategyqa", arg), parse_strategyqa, "strategyqa", "implicit multi-step reasoning"
+    )
 
 
 @task_loader("bbh_sports")
 def _bbh_sports(arg: str | None) -> Task:
     """BIG-Bench(-Hard) sports understanding as two-option multiple choice."""
-    return load_mc_file(_path("bbh_sports", arg), parse_sports, "bbh_sports",
-                        "sports understanding")
+    return load_mc_file(
+        _path("bbh_sports", arg), parse_sports, "bbh_sports", "sports understanding"
+    )
 
 
 __all__ = [
