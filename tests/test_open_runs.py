@@ -113,7 +113,14 @@ def test_humaneval_run_with_embedding_and_judge_kernels(tmp_path, bow_embedder, 
 
     metrics = json.loads((cfg.out / "metrics.json").read_text())
     assert set(metrics["methods"]) == set(cfg.methods)
-    assert "judge pairs unique: 3" in (cfg.out / "report.md").read_text()
+    report = (cfg.out / "report.md").read_text()
+    assert "judge pairs unique: 3" in report
+    # multi-line gold code stays inside its table row: every item row has the header's cells
+    items_table = report.split("## Items")[1].strip().splitlines()
+    header_cells = items_table[0].count(" | ")
+    rows = [line for line in items_table[2:] if line.startswith("| ")]
+    assert len(rows) == len(result.items)
+    assert all(line.replace("\\|", "").count(" | ") == header_cells for line in rows)
 
     # a rerun generates nothing: samples, perturbations and verdicts come from the cache
     again_model = ScriptedModel(code_respond)

@@ -228,9 +228,9 @@ def render_markdown(result: RunResult) -> str:
     for r in result.items:
         answers = _answer_summary([s.answer.value for s in r.original])
         lines.append(
-            f"| {r.item.id} | {r.item.gold} | {_fmt(r.performance)} | "
+            f"| {_cell(r.item.id)} | {_cell(r.item.gold)} | {_fmt(r.performance)} | "
             + " | ".join(_fmt(r.scores[m]) for m in c.methods)
-            + f" | {answers} |"
+            + f" | {_cell(answers, 120)} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -325,6 +325,13 @@ def _sample_rows(result: RunResult):
                     "correct": correct[i] if i < len(correct) else None,
                     "confidence": confidences.get((set_name, i), {}),
                 }
+
+
+def _cell(text: object, limit: int = 60) -> str:
+    """``text`` as one Markdown table cell: whitespace (code's newlines) folded to single
+    spaces, pipes escaped, cut to ``limit`` characters with an ellipsis."""
+    flat = " ".join(str(text).split()).replace("|", "\\|")
+    return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
 
 
 def _answer_summary(values: list[str | None]) -> str:
