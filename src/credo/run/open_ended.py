@@ -30,7 +30,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from credo.config import RunConfig
+from credo.config import JudgeConfig, RunConfig
 from credo.kernels.embedding import EmbeddingCache, EmbeddingKernel, load_kernel_embedder
 from credo.kernels.judge import (
     VerdictTable,
@@ -98,7 +98,9 @@ def prepare_scoring(
     missing = [s.item_id for s in samples if s.item_id not in by_id]
     if missing:
         raise ValueError(f"samples for items not in task {task.name!r}: {missing[:5]}")
-    judge = _Judge(config, executor, judge_model)
+    judge = _Judge(config, config.judge, executor, judge_model)
+    # correctness may deserve a stronger model than the kernel's pair verdicts
+    grader = judge if config.grader is None else _Judge(config, config.grader, executor, None)
     stats: dict[str, int | float | str] = {}
     try:
         names = {get_method(m).kernel or config.kernel for m in config.methods}
@@ -110,9 +112,10 @@ def prepare_scoring(
                 kernels[name] = _judge_table(task.format, by_id, samples, judge, stats)
             else:
                 kernels[name] = get_kernel(name)
-        correctness = _grade(task, by_id, samples, judge, knowledge, stats)
+        correctness = _grade(task, by_id, samples, grader, knowledge, stats)
     finally:
         judge.close()
+        grader.close()
     return ScoringSupport(kernels, correctness, stats)
 
 
@@ -339,16 +342,20 @@ def _folder_source(item: Item, cache: dict[str, KnowledgeSource]) -> KnowledgeSo
 
 
 class _Judge:
-    """The judge model behind an executor sharing the run's cache; loaded on first use."""
+    """A judge (or grader) model behind an executor sharing the run's cache; loaded on
+    first use. ``settings`` is ``config.judge`` or ``config.grader``."""
 
-    def __init__(self, config: RunConfig, executor: Executor, model: Model | None) -> None:
+    def __init__(
+        self, config: RunConfig, settings: JudgeConfig, executor: Executor, model: Model | None
+    ) -> None:
         self.config = config
+        self.settings = settings
         self.base = executor
         self.model = model
         self.owned: Model | None = None
         self.executor: Executor | None = None
         self.last = None
-        self.params = SamplingParams(temperature=0.0, max_tokens=config.judge.max_tokens)
+        self.params = SamplingParams(temperature=0.0, max_tokens=settings.max_tokens)
 
     def execute(self, planned: list[PlannedRequest], description: str):
         if self.executor is None:
@@ -366,12 +373,12 @@ class _Judge:
     def _model(self) -> Model:
         if self.model is not None:
             return self.model
-        spec = self.config.judge.model
+        spec = self.settings.model
         if spec is None or spec == self.config.model:
             return self.base.model
         from credo.models.registry import load_model
 
-        self.owned = load_model(spec, **self.config.judge.model_options)
+        self.owned = load_model(spec, **self.settings.model_options)
         return self.owned
 
     def close(self) -> None:
