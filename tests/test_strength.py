@@ -14,7 +14,7 @@ from sklearn.metrics import cohen_kappa_score
 
 import credo
 from credo.cli import main
-from credo.models.base import Generation, Message, TokenLogprob
+from credo.models.base import Generation, GenerationError, Message, TokenLogprob
 from credo.models.scripted import ScriptedModel
 from credo.strength import (
     agreement,
@@ -427,3 +427,35 @@ def test_strength_run_rejects_a_non_choice_task(tmp_path, capsys):
     assert main(["strength", "run", "--task", "gsm8k", "--limit", "2", "--out",
                  str(tmp_path / "o"), "--cache", str(tmp_path / "c.sqlite"), "--quiet"]) == 2
     assert "needs a multiple-choice task" in " ".join(capsys.readouterr().out.split())
+
+
+# --------------------------------------------------------------------------- forced decoding
+
+
+def _entry(token_id: int, logprob: float) -> dict:
+    return {"id": token_id, "token": f"t{token_id}", "logprob": logprob}
+
+
+def test_forced_decoding_reads_one_probability_per_token():
+    from credo.strength.surprisal import _parse_forced
+
+    response = {"completion_probabilities": [_entry(5, -1.0), _entry(7, -3.0), _entry(2, -0.1)]}
+    gen = _parse_forced(response, [5, 7], "ab", "t", 0.0)  # the EOS entry after is ignored
+    assert [t.logprob for t in gen.logprobs] == [-1.0, -3.0]
+    assert mean_surprisal([t.logprob for t in gen.logprobs]) == pytest.approx(2.0 / math.log(2))
+
+
+def test_forced_decoding_with_a_split_character_reports_no_surprisal():
+    """llama.cpp folds a token ending inside a UTF-8 character (the first byte of "χ") into
+    the next entry: its probability is lost, so h(x) is unavailable, not biased low."""
+    from credo.strength.surprisal import _parse_forced
+
+    merged = {"completion_probabilities": [_entry(504, -8.2), _entry(225, -2.9), _entry(34, -9.4)]}
+    gen = _parse_forced(merged, [504, 11446, 225, 34], "The χ2", "t", 0.0)
+    assert gen.logprobs == () and gen.finish_reason == "partial-utf8"
+    with pytest.raises(GenerationError, match="diverged at token 1"):
+        _parse_forced({"completion_probabilities": [_entry(504, -1), _entry(99, -1)]},
+                      [504, 11446, 225], "x", "t", 0.0)
+    with pytest.raises(GenerationError, match="2 of 3 tokens"):
+        _parse_forced({"completion_probabilities": [_entry(504, -1), _entry(11446, -1)]},
+                      [504, 11446, 225], "x", "t", 0.0)

@@ -222,6 +222,10 @@ class ForcedDecodingScorer(ClosesOnExit):
         return self._server
 
 
+_MAX_UTF8_TOKENS = 4
+"""A UTF-8 character has at most 4 bytes, so at most 4 tokens share one reported entry."""
+
+
 def _parse_forced(
     response: Any, ids: list[int], text: str, where: str, seconds: float
 ) -> Generation:
@@ -234,23 +238,43 @@ def _parse_forced(
     content = ((choices[0].get("logprobs") or {}).get("content") if choices else None) or (
         response.get("completion_probabilities")
     )
-    if not content or len(content) < len(ids):
-        raise GenerationError(
-            f"{where}: forced decoding returned {len(content or [])} token probabilities "
-            f"for {len(ids)} tokens"
-        )
+    if not content:
+        raise GenerationError(f"{where}: forced decoding returned no token probabilities")
     tokens = []
-    for k, (want, entry) in enumerate(zip(ids, content, strict=False)):
+    merged = 0  # tokens whose probability the server folded into the next entry
+    k = 0
+    for entry in content:
+        if k >= len(ids):
+            break  # the end-of-generation entry after the forced text
         got = entry.get("id")
-        if got != want:
+        # llama.cpp reports a token that ends inside a UTF-8 character (e.g. the first
+        # byte of "χ") together with the next one, under the later id and that token's
+        # log-probability only: the earlier tokens' probabilities are not reported.
+        skip = next((d for d in range(_MAX_UTF8_TOKENS) if ids[k + d : k + d + 1] == [got]), None)
+        if skip is None:
             raise GenerationError(
-                f"{where}: forced decoding diverged at token {k}: expected id {want}, got {got}"
+                f"{where}: forced decoding diverged at token {k}: expected id {ids[k]}, got {got}"
                 f" ({json.dumps(entry.get('token'))})"
             )
+        merged += skip
+        k += skip + 1
         lp = entry.get("logprob")
         tokens.append(
             TokenLogprob(str(entry.get("token", "")), float("-inf") if lp is None else float(lp))
         )
+    if k < len(ids):
+        raise GenerationError(
+            f"{where}: forced decoding returned probabilities for {k} of {len(ids)} tokens"
+        )
+    if merged:
+        # A mean over the reported tokens would drop the rarest (most surprising) ones, so
+        # h(x) is not available for this text rather than biased (issue 5: check the values).
+        log.warning(
+            "%s: %d token(s) end inside a UTF-8 character and have no reported probability;"
+            " surprisal not available for this text", where, merged
+        )
+        return Generation(text=text, finish_reason="partial-utf8", completion_tokens=len(ids),
+                          prompt_tokens=1, logprobs=(), seconds=seconds)
     return Generation(
         text=text,
         finish_reason="stop",
