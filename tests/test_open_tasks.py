@@ -1,5 +1,6 @@
 """Open-ended tasks: the code sandbox, HumanEval, FreshQA / SimpleQA grading, FActScore."""
 
+import json
 import math
 import socket
 import threading
@@ -223,6 +224,28 @@ def test_pregrade_and_grading_prompt():
     _, user = grading_messages(it, "Answer: Pichai")
     assert "Gold target: Sundar Pichai (also accepted: Pichai Sundararajan)" in user.content
     assert "Predicted answer: Answer: Pichai" in user.content
+
+
+@pytest.mark.parametrize(
+    ("golds", "answer", "grade"),
+    [
+        (["22", "twenty-two"], "2", Grade.INCORRECT),  # FreshQA: a 1.5B judge passed this
+        (["22", "twenty-two"], "22", Grade.CORRECT),
+        (["22", "twenty-two"], "Twenty-two.", Grade.CORRECT),  # SQuAD-normalised text match
+        (["$10", "10 USD"], "10", Grade.CORRECT),
+        (["$10", "10 USD"], "25", Grade.INCORRECT),
+        (["$10", "10 USD"], "10day", None),  # not only a number: the judge decides
+        (["No humans have been to Mars yet.", "0", "zero", "none"], "2", Grade.INCORRECT),
+        (["No humans have been to Mars yet.", "0", "zero", "none"], "none", Grade.CORRECT),
+        (["120,000"], "120000", Grade.CORRECT),
+        (["3.14"], "3.1416", Grade.CORRECT),  # to the gold's precision
+        (["3.14"], "3.2", Grade.INCORRECT),
+        (["Leonardo DiCaprio does not have any children."], "3", None),  # no numeric gold
+    ],
+)
+def test_pregrade_numbers_decide_numeric_answers(golds, answer, grade):
+    it = Item("x", "How many?", golds[0], meta={"gold_answers": json.dumps(golds)})
+    assert pregrade(it, answer) is grade
 
 
 # --------------------------------------------------------------------------- FActScore

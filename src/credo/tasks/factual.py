@@ -203,13 +203,36 @@ def gold_answers(item: Item) -> list[str]:
     return golds
 
 
+_PLAIN_NUMBER_RE = re.compile(r"^\s*[$€£]?\s*([-+]?\d[\d,]*(?:\.\d+)?)\s*%?\s*$")
+
+
+def _plain_number(text: str) -> tuple[float, int] | None:
+    """``(value, decimals)`` when ``text`` is only a number ("22", "1,000", "$10", "3.5%")."""
+    m = _PLAIN_NUMBER_RE.match(text)
+    if m is None:
+        return None
+    digits = m.group(1).replace(",", "")
+    return float(digits), len(digits.partition(".")[2])
+
+
 def pregrade(item: Item, value: str | None) -> Grade | None:
-    """The grade decided without a model: NOT_ATTEMPTED for an unparsed answer, CORRECT
-    for one equal to a gold answer after SQuAD normalisation; None when a judge is needed."""
+    """The grade decided without a model, else None (a judge is needed).
+
+    NOT_ATTEMPTED for an unparsed answer; CORRECT for one equal to a gold answer after
+    SQuAD normalisation. When the answer is only a number and some gold answers are only
+    numbers, the numbers decide: CORRECT if it equals one of them to that gold's precision
+    (SimpleQA's rule), else INCORRECT. Small judges grade "2" correct for a gold "22".
+    """
     if value is None:
         return Grade.NOT_ATTEMPTED
-    if normalise_text(value) in {normalise_text(g) for g in gold_answers(item)}:
+    golds = gold_answers(item)
+    if normalise_text(value) in {normalise_text(g) for g in golds}:
         return Grade.CORRECT
+    predicted = _plain_number(value)
+    numbers = [n for n in map(_plain_number, golds) if n is not None]
+    if predicted is not None and numbers:
+        hit = any(round(predicted[0], d) == v for v, d in numbers)
+        return Grade.CORRECT if hit else Grade.INCORRECT
     return None
 
 
