@@ -86,6 +86,12 @@ def score_texts(executor: Executor, texts: Sequence[str]) -> list[float | None]:
     for text, (gen,) in zip(unique, gens, strict=True):
         lps = [t.logprob for t in gen.logprobs or ()]
         by_text[text] = mean_surprisal(lps) if lps else None
+    missing = sum(v is None for v in by_text.values())
+    if missing:
+        log.warning(
+            "surprisal not available for %d of %d texts: a character split across tokens"
+            " has no reported probability (see ForcedDecodingScorer)", missing, len(unique)
+        )
     return [by_text.get(t) for t in texts]
 
 
@@ -99,6 +105,11 @@ class ForcedDecodingScorer(ClosesOnExit):
     document, as with GPT-2's ``<|endoftext|>``. Runs its own in-process llama.cpp
     server (``credo.models.embedded.start_server``); the tokenizer comes from the GGUF
     file through transformers (needs the ``gguf`` package).
+
+    The server reports a token that ends inside a UTF-8 character ("χ" is two tokens
+    here) merged with the next one, with the later token's log-probability only; a text
+    with such a character gets no log-probabilities (its surprisal is not available)
+    rather than a mean that silently leaves out its rarest tokens.
     """
 
     def __init__(
@@ -269,10 +280,7 @@ def _parse_forced(
     if merged:
         # A mean over the reported tokens would drop the rarest (most surprising) ones, so
         # h(x) is not available for this text rather than biased (issue 5: check the values).
-        log.warning(
-            "%s: %d token(s) end inside a UTF-8 character and have no reported probability;"
-            " surprisal not available for this text", where, merged
-        )
+        log.debug("%s: %d token(s) end inside a UTF-8 character", where, merged)
         return Generation(text=text, finish_reason="partial-utf8", completion_tokens=len(ids),
                           prompt_tokens=1, logprobs=(), seconds=seconds)
     return Generation(
