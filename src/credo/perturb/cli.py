@@ -7,9 +7,10 @@ Both call a model, so both plan their requests through the cached
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 from pathlib import Path
+
+from credo import jsonio
 
 log = logging.getLogger(__name__)
 
@@ -99,7 +100,7 @@ def cmd_topic_check(args: argparse.Namespace) -> int:
         tc = topic_alignment(texts, expected, ex, domains=domains,
                              sampling=SamplingParams(temperature=0.0, max_tokens=args.max_tokens))
     out = run.path / "topic_check.json"
-    out.write_text(json.dumps(tc.to_json(), indent=2, ensure_ascii=False), encoding="utf-8")
+    out.write_text(jsonio.dumps(tc.to_json(), indent=2, ensure_ascii=False), encoding="utf-8")
     console.print(
         f"topic alignment: {tc.aligned}/{len(tc.texts)} = {tc.rate:.3f} judged "
         f"{expected!r} ({tc.unparsable} unparsable); wrote {out}"
@@ -145,7 +146,7 @@ def cmd_calibrate_threshold(args: argparse.Namespace) -> int:
         )
     out = args.out or ((args.run / "threshold_calibration.json") if args.run
                        else Path("threshold_calibration.json"))
-    out.write_text(json.dumps(cal.to_json(), indent=2, ensure_ascii=False), encoding="utf-8")
+    out.write_text(jsonio.dumps(cal.to_json(), indent=2, ensure_ascii=False), encoding="utf-8")
     console.print(
         f"k = {cal.k:.4f}: the {args.percentile:g}th percentile of {cal.similarities.size} "
         f"paraphrase-pair similarities over {len(cal.premises)} premises "

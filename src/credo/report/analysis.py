@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 from scipy.stats import DegenerateDataWarning
 
+from credo import jsonio
 from credo.evaluate.bootstrap import bootstrap_ci
 from credo.evaluate.convergence import Convergence, ItemTrials, trial_convergence
 from credo.evaluate.metrics import labels_from_performance
@@ -272,10 +273,9 @@ def similarity_of(run: RunData, embedder: Embedder | None) -> dict[str, Any] | s
         "items": len(groups),
         "similarities": sims.tolist(),
     }
-    import json
 
     try:
-        (run.path / SIMILARITY_FILE).write_text(json.dumps(data), encoding="utf-8")
+        (run.path / SIMILARITY_FILE).write_text(jsonio.dumps(data), encoding="utf-8")
     except OSError as e:  # a read-only run folder still gets its report
         log.warning("could not cache %s: %s", run.path / SIMILARITY_FILE, e)
     run.extras[SIMILARITY_FILE] = data

@@ -18,14 +18,15 @@ Files
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import yaml
+
+from credo import jsonio
 
 if TYPE_CHECKING:
     from credo.run.runner import RunResult
@@ -78,7 +79,7 @@ def write_run(result: RunResult, out: str | Path) -> Path:
         "stats": result.stats,
     }
     (out / "metrics.json").write_text(
-        json.dumps(_json_safe(metrics), indent=2, allow_nan=False), encoding="utf-8"
+        jsonio.dumps(metrics, indent=2), encoding="utf-8"
     )
     (out / "report.md").write_text(render_markdown(result), encoding="utf-8")
     _write_html_report(out)
@@ -347,18 +348,7 @@ def _write_jsonl(path: Path, rows) -> None:
     """One strict-JSON object per line: NaN (unknown correctness, no score) becomes null."""
     with path.open("w", encoding="utf-8") as f:
         for row in rows:
-            f.write(json.dumps(_json_safe(row), ensure_ascii=False, allow_nan=False) + "\n")
-
-
-def _json_safe(x: Any) -> Any:
-    """``x`` with every NaN or infinite float replaced by None, in nested dicts and lists."""
-    if isinstance(x, float):
-        return x if math.isfinite(x) else None
-    if isinstance(x, dict):
-        return {k: _json_safe(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_json_safe(v) for v in x]
-    return x
+            f.write(jsonio.dumps(row, ensure_ascii=False) + "\n")
 
 
 def _clean(x: float) -> float | None:

@@ -11,6 +11,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from credo import jsonio
+
 console = Console()
 
 
@@ -151,16 +153,12 @@ def cmd_strength_agree(args: argparse.Namespace) -> int:
                    "values": values,
                    "agreement": {k: v.as_dict() for k, v in results.items()}}
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(payload, indent=2, default=_nan) + "\n", encoding="utf-8")
+        args.json.write_text(jsonio.dumps(payload, indent=2) + "\n", encoding="utf-8")
     return 0
 
 
 def _f(x: float | None) -> str:
     return "–" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.3f}"
-
-
-def _nan(x: object) -> object:
-    return None
 
 
 __all__ = ["add_strength_parser", "cmd_strength_agree", "cmd_strength_run"]

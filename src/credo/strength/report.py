@@ -29,7 +29,6 @@ Everything but the configuration is recomputed from ``strengths.jsonl`` by
 from __future__ import annotations
 
 import csv
-import json
 import math
 from collections.abc import Sequence
 from pathlib import Path
@@ -37,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from credo import jsonio
 from credo.strength.flip import STRENGTH_LEVELS, flip_rate_table, self_consistency
 
 if TYPE_CHECKING:
@@ -64,7 +64,7 @@ def write_outputs(rows: Sequence[dict[str, Any]], out: str | Path, meta: dict[st
     out.mkdir(parents=True, exist_ok=True)
     with (out / "strengths.jsonl").open("w", encoding="utf-8") as fh:
         for r in rows:
-            fh.write(json.dumps(r, ensure_ascii=False) + "\n")
+            fh.write(jsonio.dumps(r, ensure_ascii=False) + "\n")
     tables = flip_tables(rows)
     with (out / "flip_rates.csv").open("w", encoding="utf-8", newline="") as fh:
         w = csv.writer(fh)
@@ -74,7 +74,7 @@ def write_outputs(rows: Sequence[dict[str, Any]], out: str | Path, meta: dict[st
                 w.writerow([model, kind, fr.strength, fr.n, fr.flips, _num(fr.rate),
                             _num(fr.low), _num(fr.high)])
     summary = summarise(rows, tables, meta)
-    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    (out / "summary.json").write_text(jsonio.dumps(summary, indent=2) + "\n", encoding="utf-8")
     plot_flip_rates(tables, out / "flip_rates.png")
     (out / "report.md").write_text(render_report(summary, tables), encoding="utf-8")
     return out
