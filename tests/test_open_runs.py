@@ -275,3 +275,28 @@ def test_factscore_with_knowledge_scores_supported_claims(tmp_path, bow_embedder
     assert list(r.correct) == [0.5, 0.5, 0.5, 0.5]  # one of two sentences supported
     assert r.performance == 0.5
     assert result.stats["factscore_claims_checked"] == 3  # three distinct sentences
+
+
+def test_grader_and_judge_with_one_spec_share_one_model(tmp_path, bow_embedder, monkeypatch):
+    from credo.config import JudgeConfig
+    from credo.models import registry
+
+    loads: list[ScriptedModel] = []
+
+    def factory(rest, **options):
+        loads.append(ScriptedModel(lambda messages, seed: "A" if "Grade" in
+                                   messages[-1].content else "Yes"))
+        return loads[-1]
+
+    monkeypatch.setitem(registry._PREFIXES, "test-shared", factory)
+    task = load_simpleqa(
+        __import__("pathlib").Path(__file__).parent / "data" / "simpleqa_layout3.csv"
+    )
+    cfg = RunConfig(task="simpleqa", n=4, m=4, limit=None, kernel="judge", bootstrap=0,
+                    methods=["c3"], judge=JudgeConfig(model="test-shared:x"),
+                    grader=JudgeConfig(model="test-shared:x"),
+                    out=tmp_path / "run", cache=tmp_path / "cache.sqlite")
+    result = run(cfg, model=ScriptedModel(qa_respond), embedder=bow_embedder, task=task,
+                 show_progress=False)
+    assert len(loads) == 1 and loads[0].closed  # one server for verdicts and grades
+    assert result.stats["judge_calls_generated"] > 0 and result.stats["grading_calls_generated"] > 0

@@ -100,7 +100,9 @@ def prepare_scoring(
         raise ValueError(f"samples for items not in task {task.name!r}: {missing[:5]}")
     judge = _Judge(config, config.judge, executor, judge_model)
     # correctness may deserve a stronger model than the kernel's pair verdicts
-    grader = judge if config.grader is None else _Judge(config, config.grader, executor, None)
+    grader = (
+        judge if config.grader is None else _Judge(config, config.grader, executor, None, judge)
+    )
     stats: dict[str, int | float | str] = {}
     try:
         names = {get_method(m).kernel or config.kernel for m in config.methods}
@@ -346,10 +348,16 @@ class _Judge:
     first use. ``settings`` is ``config.judge`` or ``config.grader``."""
 
     def __init__(
-        self, config: RunConfig, settings: JudgeConfig, executor: Executor, model: Model | None
+        self,
+        config: RunConfig,
+        settings: JudgeConfig,
+        executor: Executor,
+        model: Model | None,
+        twin: _Judge | None = None,
     ) -> None:
         self.config = config
         self.settings = settings
+        self.twin = twin  # a judge whose model this one shares when the specs are equal
         self.base = executor
         self.model = model
         self.owned: Model | None = None
@@ -373,9 +381,17 @@ class _Judge:
     def _model(self) -> Model:
         if self.model is not None:
             return self.model
+        if self.owned is not None:
+            return self.owned
         spec = self.settings.model
         if spec is None or spec == self.config.model:
             return self.base.model
+        twin = self.twin
+        if twin is not None and (twin.settings.model, twin.settings.model_options) == (
+            spec,
+            self.settings.model_options,
+        ):
+            return twin._model()  # one server for judge and grader; the twin closes it
         from credo.models.registry import load_model
 
         self.owned = load_model(spec, **self.settings.model_options)
