@@ -187,17 +187,14 @@ def _read_json(path: Path) -> dict[str, Any]:
 
 
 def _read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
-    with path.open(encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise RunFolderError(f"{path}:{n}: not valid JSON: {e.msg}") from e
-            if not isinstance(row, dict):
-                raise RunFolderError(f"{path}:{n}: expected a JSON object")
-            yield row
+    """The objects of a run folder's JSONL file; a bad line is a :class:`RunFolderError`."""
+    from credo.tasks.loaders import DatasetError, read_jsonl
+
+    try:
+        for _, row in read_jsonl(path):
+            yield dict(row)
+    except DatasetError as e:
+        raise RunFolderError(str(e)) from e
 
 
 def _num(x: Any) -> float:

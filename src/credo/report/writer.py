@@ -70,11 +70,9 @@ def write_run(result: RunResult, out: str | Path) -> Path:
         "task": result.task.name,
         "model": result.model_identity,
         "items": len(result.items),
-        "accuracy": _clean(result.accuracy),
-        "methods": {m: {k: _clean(v) for k, v in d.items()} for m, d in result.metrics.items()},
-        "responses": {
-            m: {k: _clean(v) for k, v in d.items()} for m, d in result.response_metrics.items()
-        },
+        "accuracy": result.accuracy,
+        "methods": result.metrics,
+        "responses": result.response_metrics,
         "unavailable": result.unavailable,
         "stats": result.stats,
     }
@@ -300,7 +298,7 @@ def _score_rows(result: RunResult):
             "gold": r.item.gold,
             "p_bar": r.performance,  # NaN (null in the file) when correctness is unknown
             "label": None if math.isnan(r.performance) else int(r.performance >= 0.5),
-            "scores": {k: _clean(v) for k, v in r.scores.items()},
+            "scores": r.scores,
             "original_answers": [s.answer.value for s in r.original],
             "perturbed_answers": [s.answer.value for s in r.perturbed],
         }
@@ -349,10 +347,6 @@ def _write_jsonl(path: Path, rows) -> None:
     with path.open("w", encoding="utf-8") as f:
         for row in rows:
             f.write(jsonio.dumps(row, ensure_ascii=False) + "\n")
-
-
-def _clean(x: float) -> float | None:
-    return None if isinstance(x, float) and math.isnan(x) else x
 
 
 def _fmt(x: float | None) -> str:

@@ -17,13 +17,12 @@ its acceptable answers as a JSON list in ``meta["gold_answers"]``):
 Grading is a model call, so it is *not* done here: :func:`grading_messages` writes the
 grader's prompt and :func:`parse_grade` reads its reply strictly; the run stage plans and
 caches the calls (``credo.run.open_ended``). Before any call, an answer whose normalised
-text equals a normalised gold answer is CORRECT and an unparsed answer NOT_ATTEMPTED.
+text equals a normalised gold answer is CORRECT, an unparsed answer NOT_ATTEMPTED, and a
+bare number is graded against numeric gold answers by value (:func:`pregrade`).
 """
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import re
 from enum import StrEnum
@@ -33,7 +32,7 @@ from credo.models.base import Message
 from credo.tasks.answers import normalise_text
 from credo.tasks.base import AnswerFormat, Item, Task
 from credo.tasks.builtin import package_data, task_loader
-from credo.tasks.loaders import DatasetError
+from credo.tasks.loaders import DatasetError, read_csv
 
 __all__ = [
     "GRADER_SYSTEM_PROMPT",
@@ -163,27 +162,9 @@ def _graded_item(
 
 
 def _csv_rows(path: Path, skip_lines: int):
-    """``(line_no, row)`` of a CSV whose header follows ``skip_lines`` banner lines."""
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except FileNotFoundError:
-        raise
-    except UnicodeDecodeError as e:
-        raise DatasetError(f"{path}: not UTF-8 text ({e})") from e
-    lines = text.splitlines(keepends=True)
-    if len(lines) <= skip_lines:
-        raise DatasetError(f"{path}: expected {skip_lines} banner lines and a header")
-    body = io.StringIO("".join(lines[skip_lines:]), newline="")
-    reader = csv.DictReader(body)
-    start = skip_lines + 2
-    try:
-        for row in reader:
-            if None in row:
-                raise DatasetError(f"{path}:{start}: more values than header columns")
-            yield start, {k: (v or "") for k, v in row.items()}
-            start = skip_lines + reader.line_num + 1
-    except csv.Error as e:
-        raise DatasetError(f"{path}:{skip_lines + reader.line_num}: invalid CSV: {e}") from e
+    """:func:`~credo.tasks.loaders.read_csv` with empty cells (missing columns) as ""."""
+    for line_no, row in read_csv(path, skip_lines):
+        yield line_no, {k: (v or "") for k, v in row.items()}
 
 
 # --------------------------------------------------------------------------- grading

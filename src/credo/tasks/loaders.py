@@ -158,12 +158,15 @@ def _iter_json(path: Path) -> Iterator[tuple[int, Any]]:
     yield from enumerate(rows, 1)
 
 
-def _iter_csv(path: Path) -> Iterator[tuple[int, Any]]:
+def _iter_csv(path: Path, skip_lines: int = 0) -> Iterator[tuple[int, Any]]:
     with _open_binary(path) as fb:
         text = io.TextIOWrapper(fb, encoding="utf-8-sig", newline="")
         reader = csv.DictReader(text)
         try:
-            start = 2
+            for _ in range(skip_lines):
+                if not text.readline():
+                    raise DatasetError(f"{path}: expected {skip_lines} banner lines and a header")
+            start = skip_lines + 2
             for row in reader:
                 if None in row:
                     raise DatasetError(
@@ -171,11 +174,23 @@ def _iter_csv(path: Path) -> Iterator[tuple[int, Any]]:
                         f"than the {len(reader.fieldnames or [])} header columns"
                     )
                 yield start, row
-                start = reader.line_num + 1
+                start = skip_lines + reader.line_num + 1
         except UnicodeDecodeError as e:
-            raise DatasetError(f"{path}:{reader.line_num + 1}: not UTF-8 text ({e})") from e
+            raise DatasetError(
+                f"{path}:{skip_lines + reader.line_num + 1}: not UTF-8 text ({e})"
+            ) from e
         except csv.Error as e:
-            raise DatasetError(f"{path}:{reader.line_num}: invalid CSV: {e}") from e
+            raise DatasetError(f"{path}:{skip_lines + reader.line_num}: invalid CSV: {e}") from e
+
+
+def read_csv(path: str | Path, skip_lines: int = 0) -> Iterator[tuple[int, dict[str, Any]]]:
+    """``(line_no, row)`` for every row of a CSV file (``.gz`` too) whose header follows
+    ``skip_lines`` banner lines (FreshQA has two); line numbers are the file's.
+
+    Raises :class:`DatasetError` naming the file and line for text that is not UTF-8,
+    invalid CSV, or a row with more values than the header has columns.
+    """
+    yield from _iter_csv(Path(path), skip_lines)
 
 
 def read_jsonl(path: str | Path) -> Iterator[tuple[int, Mapping[str, Any]]]:
