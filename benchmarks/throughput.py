@@ -34,7 +34,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from credo.models.base import GenerationRequest, Message, SamplingParams
 from credo.models.embedded import (
     DEFAULT_N_CTX,
     DEFAULT_N_PARALLEL,
@@ -43,6 +42,7 @@ from credo.models.embedded import (
     start_server,
 )
 from credo.models.weights import resolve_weights
+from credo.types import GenerationRequest, Message, SamplingParams
 
 INSTRUCTION = "Solve the problem step by step, then give the final answer as 'The answer is N'."
 

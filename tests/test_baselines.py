@@ -18,7 +18,6 @@ from credo.methods.base import APRICOT, LABEL, NLI, ORIGINAL, ItemSamples, Sampl
 from credo.methods.ccp import ccp_alternatives, ccp_sequence, score_ccp
 from credo.methods.label_prob import label_probabilities
 from credo.methods.p_true import p_true_from_logprobs
-from credo.models.base import Capabilities, TokenLogprob
 from credo.models.scripted import ScriptedModel
 from credo.perturb.paraphrase import PARAPHRASE_SYSTEM_PROMPT, clean_paraphrase
 from credo.tasks.answers import Answer
@@ -33,6 +32,7 @@ from credo.tasks.followups import (
     parse_nli,
     parse_verdict,
 )
+from credo.types import Capabilities, TokenLogprob
 
 ln = math.log
 

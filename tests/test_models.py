@@ -13,14 +13,7 @@ from typing import Any
 import pytest
 
 from credo.models import weights
-from credo.models.base import (
-    Capabilities,
-    GenerationRequest,
-    Message,
-    Model,
-    SamplingParams,
-    TokenLogprob,
-)
+from credo.models.base import Model
 from credo.models.embedded import (
     EmbeddedGenerationError,
     EmbeddedModel,
@@ -32,6 +25,7 @@ from credo.models.openai_compat import OpenAIGenerationError, OpenAIModel
 from credo.models.registry import backend, known_specs, load_model
 from credo.models.scripted import ScriptedModel
 from credo.models.weights import EmbeddedModelSpec, WeightsError, resolve_weights
+from credo.types import Capabilities, GenerationRequest, Message, SamplingParams, TokenLogprob
 
 
 def user(text: str) -> tuple[Message, ...]:

@@ -4,6 +4,8 @@ import numpy as np
 import pytest
 
 from credo.config import PerturbationConfig
+from credo.generation.executor import Executor
+from credo.generation.store import GenerationStore
 from credo.models.scripted import ScriptedModel
 from credo.perturb.context import (
     clean_candidate,
@@ -11,8 +13,6 @@ from credo.perturb.context import (
     generate_perturbations,
     perturbation_messages,
 )
-from credo.run.executor import Executor
-from credo.store.sqlite import GenerationStore
 from credo.tasks.base import Item
 
 Q = "Rachel saw 317 visitors at the palace and 295 the day before. How many more came?"

@@ -8,6 +8,8 @@ import json
 import numpy as np
 import pytest
 
+from credo.generation.executor import Executor
+from credo.generation.store import GenerationStore
 from credo.models.scripted import ScriptedModel
 from credo.perturb.quality import (
     PARAPHRASE_SYSTEM_PROMPT,
@@ -19,8 +21,6 @@ from credo.perturb.quality import (
     threshold_from_similarities,
     topic_alignment,
 )
-from credo.run.executor import Executor
-from credo.store.sqlite import GenerationStore
 
 WORDS = ["market", "harvest", "river", "school", "ledger", "oven", "train", "library"]
 
@@ -148,7 +148,7 @@ def test_cli_topic_check_and_calibration(tmp_path, monkeypatch, bow_embedder):
     run(cfg, model=ScriptedModel(respond), embedder=bow_embedder, task=task, show_progress=False)
     monkeypatch.setattr("credo.models.registry.load_model",
                         lambda spec, **kw: ScriptedModel(respond, name=spec))
-    monkeypatch.setattr("credo.perturb.embeddings.load_embedder", lambda name: bow_embedder)
+    monkeypatch.setattr("credo.models.embedders.load_embedder", lambda name: bow_embedder)
 
     assert main(["perturb", "topic-check", str(cfg.out), "--judge", "judge",
                  "--expected", "statistical reasoning", "--quiet"]) == 0

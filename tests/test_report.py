@@ -139,7 +139,7 @@ def test_figures_regenerate_from_the_folder_alone(run_dir, tmp_path, monkeypatch
         raise AssertionError("the report must not load a model")
 
     monkeypatch.setattr("credo.models.registry.load_model", no_model)
-    monkeypatch.setattr("credo.perturb.embeddings.load_embedder", no_model)
+    monkeypatch.setattr("credo.models.embedders.load_embedder", no_model)
     page = write_run_report(copy, ReportOptions(n_resamples=200))
     assert page == copy / "report.html"
     assert (copy / "scores.parquet").is_file() and (copy / "samples.parquet").is_file()

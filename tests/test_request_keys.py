@@ -21,9 +21,9 @@ import pytest
 
 from credo import RunConfig, run
 from credo.config import BaselineConfig, JudgeConfig
-from credo.models.base import SamplingParams
+from credo.generation.store import request_key
 from credo.models.scripted import ScriptedModel
-from credo.store.sqlite import request_key
+from credo.types import SamplingParams
 from test_baselines import MC, logprobs_for, responder
 from test_open_runs import bio_respond, code_respond, qa_respond
 from test_strength import _letters, _respond, _word_logprobs
@@ -126,9 +126,9 @@ def _strength(tmp: Path, embedder) -> Path:
 
 
 def _perturbation_checks(tmp: Path, embedder) -> Path:
+    from credo.generation.executor import Executor
+    from credo.generation.store import GenerationStore
     from credo.perturb.quality import calibrate_threshold, topic_alignment
-    from credo.run.executor import Executor
-    from credo.store.sqlite import GenerationStore
 
     texts = ["Farmers at the market often compare their harvests.",
              "Libraries lend books to readers of every age."]
@@ -178,7 +178,7 @@ def test_request_keys_are_pinned(name, tmp_path, bow_embedder):
 
 def test_request_key_of_a_hand_built_request_is_pinned():
     """One key by value: identity, messages, every sampling field at its default, run seed."""
-    from credo.models.base import GenerationRequest, Message
+    from credo.types import GenerationRequest, Message
 
     req = GenerationRequest(messages=(Message(role="user", content="2 + 2?"),))
     assert request_key("llamacpp:x@sha256:0", req, 0) == _pins()["_hand_built"]

@@ -4,10 +4,10 @@ from collections.abc import Iterator, Sequence
 
 import pytest
 
-from credo.models.base import Generation, GenerationRequest, Message, SamplingParams
+from credo.generation.executor import Executor, PlannedRequest, _blocks
+from credo.generation.store import GenerationStore, request_key, sample_seed
 from credo.models.scripted import ScriptedModel
-from credo.run.executor import Executor, PlannedRequest, _blocks
-from credo.store.sqlite import GenerationStore, request_key, sample_seed
+from credo.types import Generation, GenerationRequest, Message, SamplingParams
 
 
 def echo_seed(messages, seed):
@@ -117,7 +117,7 @@ def test_identical_requests_are_generated_once(tmp_path):
 
 
 def test_store_round_trips_logprobs(tmp_path):
-    from credo.models.base import TokenLogprob
+    from credo.types import TokenLogprob
 
     g = Generation("x", "stop", 1, 2, (TokenLogprob("x", -0.1, (("x", -0.1), ("y", -2.3))),), 0.5)
     with GenerationStore(tmp_path / "c.sqlite") as store:

@@ -14,7 +14,6 @@ from sklearn.metrics import cohen_kappa_score
 
 import credo
 from credo.cli import main
-from credo.models.base import Generation, GenerationError, Message, TokenLogprob
 from credo.models.scripted import ScriptedModel
 from credo.strength import (
     agreement,
@@ -39,6 +38,7 @@ from credo.strength.perturbations import (
 )
 from credo.tasks.builtin import load_task
 from credo.tasks.loaders import DatasetError
+from credo.types import Generation, GenerationError, Message, TokenLogprob
 
 DATA = Path(__file__).parent / "data"
 
@@ -317,7 +317,7 @@ def scripted_world(monkeypatch, bow_embedder):
 
     monkeypatch.setattr("credo.models.registry.load_model", fake_load_model)
     monkeypatch.setattr("credo.strength.pipeline.load_embedder", lambda name: bow_embedder)
-    monkeypatch.setattr("credo.perturb.embeddings.load_embedder", lambda name: bow_embedder)
+    monkeypatch.setattr("credo.models.embedders.load_embedder", lambda name: bow_embedder)
     monkeypatch.setattr(
         "credo.strength.pipeline.load_scorer",
         lambda spec: ScriptedModel(lambda m, s: m[-1].content, name="scorer",

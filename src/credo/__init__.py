@@ -15,7 +15,7 @@ from credo.config import PerturbationConfig, RunConfig
 from credo.evaluate.bootstrap import bootstrap_ci
 from credo.evaluate.metrics import auprc_neg, auprc_pos, auroc, ece
 from credo.methods import answer_consistency, c3, c3_cross, mmd2_unbiased, self_consistency
-from credo.run.runner import ItemResult, RunResult, run
+from credo.pipeline.runner import ItemResult, RunResult, run
 from credo.strength import flip_rates, linear_kappa
 
 __all__ = [

@@ -81,8 +81,8 @@ def _parser() -> argparse.ArgumentParser:
 
 def _cmd_run(args: argparse.Namespace) -> int:
     from credo.config import RunConfig
+    from credo.pipeline.runner import run
     from credo.report.writer import metrics_table_rows, response_table_rows
-    from credo.run.runner import run
 
     overrides = {
         "task": args.task,
@@ -141,7 +141,7 @@ def _table(rows: list[list[str]], title: str) -> Table:
 
 def _cmd_cache(args: argparse.Namespace) -> int:
     from credo.config import default_cache_dir
-    from credo.store.sqlite import GenerationStore
+    from credo.generation.store import GenerationStore
 
     path = args.cache or default_cache_dir() / "generations.sqlite"
     if not path.exists():

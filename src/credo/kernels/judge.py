@@ -12,7 +12,7 @@ cached executor of the run stage:
    ``u`` distinct answers needs ``u(u-1)/2`` verdicts, against the ``n·m + n² + m²``
    comparisons a naive estimator makes (:func:`naive_comparisons`).
 2. :func:`judge_requests` turns the pairs into T = 0 generation requests; the run stage
-   executes them (``credo.run.open_ended``), so verdicts are cached like any sample.
+   executes them (``credo.pipeline.open_ended``), so verdicts are cached like any sample.
 3. :func:`build_verdict_table` parses every reply strictly (:func:`parse_verdict`); an
    unparsable reply is recorded, counted and treated as "not equivalent".
    :meth:`VerdictTable.kernel_for` is then the Gram function of one item.
@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from credo.kernels.registry import Kernel, kernel
-from credo.models.base import GenerationRequest, Message, SamplingParams
+from credo.types import GenerationRequest, Message, SamplingParams
 
 __all__ = [
     "JUDGE_SYSTEM_PROMPT",

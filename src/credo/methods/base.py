@@ -29,9 +29,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from credo.kernels.registry import Kernel
-from credo.models.base import TokenLogprob
 from credo.tasks.answers import Answer
 from credo.tasks.base import AnswerFormat
+from credo.types import TokenLogprob
 
 ORIGINAL = "original"
 PERTURBED = "perturbed"

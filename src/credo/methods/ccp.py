@@ -22,7 +22,7 @@ import numpy as np
 
 from credo.kernels.registry import Kernel
 from credo.methods.base import NLI, ORIGINAL, ItemSamples, Score, method
-from credo.models.base import TokenLogprob
+from credo.types import TokenLogprob
 
 #: Default probability floor for alternatives sent to the NLI judge.
 DEFAULT_MIN_PROB = 0.05

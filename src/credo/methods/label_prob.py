@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from credo.kernels.registry import Kernel
 from credo.methods.base import LABEL, ItemSamples, Score, method
 from credo.methods.p_true import normalise_label_token
-from credo.models.base import TokenLogprob
 from credo.tasks.base import AnswerFormat
 from credo.tasks.prompts import LETTERS
+from credo.types import TokenLogprob
 
 
 @dataclass(frozen=True)

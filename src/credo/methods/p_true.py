@@ -16,7 +16,7 @@ import numpy as np
 
 from credo.kernels.registry import Kernel
 from credo.methods.base import ORIGINAL, P_TRUE, ItemSamples, Score, method
-from credo.models.base import TokenLogprob
+from credo.types import TokenLogprob
 
 _TRUE = {"A", "TRUE"}
 _FALSE = {"B", "FALSE"}

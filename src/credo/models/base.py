@@ -14,108 +14,31 @@ and a resumed run reproduces an uninterrupted one.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
-from typing import Literal, Protocol, Self, runtime_checkable
+from typing import Protocol, Self, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict, Field
+from credo.types import (
+    Capabilities,
+    Generation,
+    GenerationError,
+    GenerationRequest,
+    Message,
+    SampleBlock,
+    SamplingParams,
+    TokenLogprob,
+)
 
-Role = Literal["system", "user", "assistant"]
-
-
-class Message(BaseModel):
-    """One chat message."""
-
-    model_config = ConfigDict(frozen=True)
-
-    role: Role
-    content: str
-
-
-class SamplingParams(BaseModel):
-    """Decoding parameters.
-
-    Defaults follow the papers: sample the full distribution at T = 1 (000 App. E.1),
-    so llama.cpp's truncation defaults (top_k=40, top_p=0.95, min_p=0.05) are switched
-    off. ``top_logprobs`` asks for that many alternatives per generated token (0 = none).
-    ``grammar`` (llama.cpp GBNF) restricts what may be generated, on backends whose
-    capabilities say ``grammar``; the reported logprobs stay those of the unrestricted
-    distribution, so the mass a grammar excludes remains visible.
-    """
-
-    model_config = ConfigDict(frozen=True)
-
-    temperature: float = Field(1.0, ge=0.0)
-    top_p: float = Field(1.0, gt=0.0, le=1.0)
-    top_k: int = Field(0, ge=0)
-    min_p: float = Field(0.0, ge=0.0, le=1.0)
-    max_tokens: int = Field(256, ge=1)
-    stop: tuple[str, ...] = ()
-    top_logprobs: int = Field(0, ge=0, le=20)
-    grammar: str | None = Field(
-        None, description="GBNF grammar restricting the output (structured decoding)"
-    )
-
-
-class GenerationRequest(BaseModel):
-    """``n`` samples of one chat prompt, sample ``j`` seeded ``seed + j``."""
-
-    model_config = ConfigDict(frozen=True)
-
-    messages: tuple[Message, ...]
-    params: SamplingParams = SamplingParams()
-    seed: int = Field(0, ge=0, lt=2**31)
-    n: int = Field(1, ge=1)
-
-
-@dataclass(frozen=True)
-class TokenLogprob:
-    """One generated token, its log-probability (natural log) and the top alternatives."""
-
-    token: str
-    logprob: float
-    top: tuple[tuple[str, float], ...] = ()
-
-
-@dataclass(frozen=True)
-class Generation:
-    """One sampled completion."""
-
-    text: str
-    finish_reason: str = "stop"
-    completion_tokens: int = 0
-    prompt_tokens: int = 0
-    logprobs: tuple[TokenLogprob, ...] | None = None
-    seconds: float = 0.0
-
-
-@dataclass(frozen=True)
-class Capabilities:
-    """What a backend can do; methods that need more are reported as not available."""
-
-    logprobs: bool = False
-    max_top_logprobs: int = 0
-    seeded: bool = False
-    parallel_samples: bool = False
-    grammar: bool = False
-    notes: tuple[str, ...] = field(default_factory=tuple)
-
-
-class GenerationError(RuntimeError):
-    """A backend could not complete one request; ``request_index`` names it when known."""
-
-    def __init__(self, message: str, request_index: int | None = None) -> None:
-        super().__init__(message)
-        self.request_index = request_index
-
-
-@dataclass(frozen=True)
-class SampleBlock:
-    """Samples ``offset .. offset + n - 1`` of request ``request_index``: one backend call."""
-
-    request_index: int
-    offset: int
-    n: int
-
+__all__ = [
+    "Capabilities",
+    "ClosesOnExit",
+    "Generation",
+    "GenerationError",
+    "GenerationRequest",
+    "Message",
+    "Model",
+    "SampleBlock",
+    "SamplingParams",
+    "TokenLogprob",
+]
 
 class ClosesOnExit:
     """Context-manager support for a backend: ``with EmbeddedModel() as m:`` closes ``m``."""

@@ -39,22 +39,22 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any
 
-from credo.models.base import (
-    Capabilities,
-    ClosesOnExit,
-    Generation,
-    GenerationError,
-    GenerationRequest,
-    SampleBlock,
-    SamplingParams,
-    TokenLogprob,
-)
+from credo.models.base import ClosesOnExit
 from credo.models.weights import (
     EMBEDDED_MODELS,
     WeightsError,
     is_local_gguf,
     resolve_weights,
     weights_label,
+)
+from credo.types import (
+    Capabilities,
+    Generation,
+    GenerationError,
+    GenerationRequest,
+    SampleBlock,
+    SamplingParams,
+    TokenLogprob,
 )
 
 logger = logging.getLogger(__name__)

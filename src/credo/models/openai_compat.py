@@ -29,9 +29,9 @@ from collections.abc import Iterator, Sequence
 from concurrent.futures import Future
 from typing import Any
 
-from credo.models.base import (
+from credo.models.base import ClosesOnExit
+from credo.types import (
     Capabilities,
-    ClosesOnExit,
     Generation,
     GenerationError,
     GenerationRequest,

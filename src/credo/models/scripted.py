@@ -10,13 +10,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 
-from credo.models.base import (
-    Capabilities,
-    Generation,
-    GenerationRequest,
-    Message,
-    TokenLogprob,
-)
+from credo.types import Capabilities, Generation, GenerationRequest, Message, TokenLogprob
 
 Respond = Callable[[tuple[Message, ...], int], str]
 """``respond(messages, seed) -> text``."""

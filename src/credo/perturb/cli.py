@@ -1,7 +1,7 @@
 """``credo perturb topic-check`` and ``credo perturb calibrate-threshold`` (000 App. A.2, A.4).
 
 Both call a model, so both plan their requests through the cached
-:class:`~credo.run.executor.Executor`: a rerun reads every generation from the cache.
+:class:`~credo.generation.executor.Executor`: a rerun reads every generation from the cache.
 """
 
 from __future__ import annotations
@@ -94,7 +94,7 @@ def cmd_topic_check(args: argparse.Namespace) -> int:
         return 2
     domains = ([d.strip() for d in args.domains.split(";") if d.strip()] if args.domains
                else list(TOPIC_DOMAINS))
-    from credo.models.base import SamplingParams
+    from credo.types import SamplingParams
 
     with _executor(args, args.judge, run.config.get("cache")) as ex:
         tc = topic_alignment(texts, expected, ex, domains=domains,
@@ -113,10 +113,10 @@ def cmd_calibrate_threshold(args: argparse.Namespace) -> int:
     """Run ``credo perturb calibrate-threshold``."""
     from rich.console import Console
 
-    from credo.models.base import SamplingParams
-    from credo.perturb.embeddings import load_embedder
+    from credo.models.embedders import load_embedder
     from credo.perturb.quality import calibrate_threshold
     from credo.report.rundata import RunFolderError, load_run
+    from credo.types import SamplingParams
 
     console = Console()
     cache = None
@@ -165,9 +165,9 @@ class _executor:
 
     def __enter__(self):
         from credo.config import default_cache_dir
+        from credo.generation.executor import Executor
+        from credo.generation.store import GenerationStore
         from credo.models.registry import load_model
-        from credo.run.executor import Executor
-        from credo.store.sqlite import GenerationStore
 
         options = {"base_url": self.args.base_url} if self.args.base_url else {}
         path = self.args.cache or (Path(self.run_cache) if self.run_cache else None)

@@ -20,10 +20,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from credo.config import PerturbationConfig
-from credo.models.base import GenerationRequest, Message
-from credo.perturb.embeddings import Embedder
-from credo.run.executor import Executor, PlannedRequest
+from credo.generation.executor import Executor, PlannedRequest
+from credo.models.embedders import Embedder
 from credo.tasks.base import Item
+from credo.types import GenerationRequest, Message
 
 log = logging.getLogger(__name__)
 

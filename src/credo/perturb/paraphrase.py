@@ -13,9 +13,9 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 
-from credo.models.base import GenerationRequest, Message, SamplingParams
-from credo.run.executor import Executor, PlannedRequest
+from credo.generation.executor import Executor, PlannedRequest
 from credo.tasks.base import Item
+from credo.types import GenerationRequest, Message, SamplingParams
 
 PARAPHRASE_SYSTEM_PROMPT = (
     "Rewrite the question in different words without changing its meaning. Keep every "

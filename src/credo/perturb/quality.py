@@ -6,7 +6,7 @@
 * **Topic alignment** (A.4): a judge that sees only the perturbation picks one of the
   broad benchmark domains; a perturbation is aligned when the judge picks the domain of
   the benchmark it was written for. :func:`topic_alignment` plans the judge's requests
-  through the cached :class:`~credo.run.executor.Executor`.
+  through the cached :class:`~credo.generation.executor.Executor`.
 * **Diversity** (A.2): the pairwise cosine similarities of the kept perturbations of
   each item (:func:`pairwise_similarities`), and the threshold calibration of A.2:
   paraphrase premises with a model, pool the within-group pairwise similarities of the
@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.stats import bootstrap
 
-from credo.models.base import GenerationRequest, Message, SamplingParams
-from credo.perturb.embeddings import Embedder
-from credo.run.executor import Executor, PlannedRequest
+from credo.generation.executor import Executor, PlannedRequest
+from credo.models.embedders import Embedder
+from credo.types import GenerationRequest, Message, SamplingParams
 
 # --------------------------------------------------------------------------- neutrality
 

@@ -27,7 +27,7 @@ from credo.evaluate.paired import (
     paired_bootstrap,
 )
 from credo.evaluate.quadrants import Quadrants, diagnose
-from credo.perturb.embeddings import Embedder
+from credo.models.embedders import Embedder
 from credo.perturb.quality import Neutrality, neutrality, pairwise_similarities
 from credo.report.figures import discrete_levels
 from credo.report.rundata import RunData

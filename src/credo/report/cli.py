@@ -93,7 +93,7 @@ def _embedder_for(runs, name: str | None):
     name = name or (need[0].config.get("perturbation") or {}).get("embedder")
     if not name:
         return None
-    from credo.perturb.embeddings import load_embedder
+    from credo.models.embedders import load_embedder
 
     try:
         return load_embedder(name)

@@ -29,7 +29,7 @@ import numpy as np
 from credo.evaluate.metrics import ece, ece_discrete
 from credo.evaluate.paired import PairedDifference
 from credo.evaluate.quadrants import REGION_COLORS, REGIONS, Quadrants
-from credo.perturb.embeddings import Embedder, load_embedder
+from credo.models.embedders import Embedder, load_embedder
 from credo.report import analysis as an
 from credo.report import figures as fg
 from credo.report.export import write_parquet

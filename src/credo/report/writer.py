@@ -29,7 +29,7 @@ import yaml
 from credo import jsonio
 
 if TYPE_CHECKING:
-    from credo.run.runner import RunResult
+    from credo.pipeline.runner import RunResult
 
 log = logging.getLogger(__name__)
 

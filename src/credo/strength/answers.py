@@ -14,11 +14,11 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from credo.models.base import Generation, GenerationRequest, Message, SamplingParams
-from credo.run.executor import Executor, PlannedRequest
+from credo.generation.executor import Executor, PlannedRequest
 from credo.strength.perturbations import options_text
 from credo.tasks.base import Item
 from credo.tasks.prompts import LETTERS
+from credo.types import Generation, GenerationRequest, Message, SamplingParams
 
 ANSWER_PREFIX = "The single, most likely answer is ("
 LETTER_PARAMS = SamplingParams(temperature=0.0, max_tokens=1, top_logprobs=20)

@@ -97,8 +97,8 @@ def cmd_strength_run(args: argparse.Namespace) -> int:
 
 def cmd_strength_agree(args: argparse.Namespace) -> int:
     from credo.config import default_cache_dir
-    from credo.run.executor import Executor
-    from credo.store.sqlite import GenerationStore
+    from credo.generation.executor import Executor
+    from credo.generation.store import GenerationStore
     from credo.strength.labels import agree, load_labels, measure_strengths
     from credo.tasks.loaders import DatasetError
 
@@ -129,7 +129,7 @@ def cmd_strength_agree(args: argparse.Namespace) -> int:
                 owned.append(model)
                 scorer = Executor(model, store, args.seed, show_progress=not args.quiet)
         else:
-            from credo.perturb.embeddings import load_embedder
+            from credo.models.embedders import load_embedder
 
             embedder = load_embedder(args.embedder)
         values = measure_strengths(args.measure, rows, judge=judge, embedder=embedder,

@@ -16,8 +16,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from credo.models.base import GenerationRequest, Message, SamplingParams
-from credo.run.executor import Executor, PlannedRequest
+from credo.generation.executor import Executor, PlannedRequest
+from credo.types import GenerationRequest, Message, SamplingParams
 
 STRENGTH_GUIDE = """\
 You are an expert at evaluating perturbation strength of text. Use the following rating \

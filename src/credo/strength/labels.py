@@ -26,8 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
-from credo.perturb.embeddings import Embedder
-from credo.run.executor import Executor
+from credo.generation.executor import Executor
+from credo.models.embedders import Embedder
 from credo.strength.agreement import Agreement, agreement
 from credo.strength.judge import JudgeCase, judge_strengths
 from credo.strength.perturbations import options_text

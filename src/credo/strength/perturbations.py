@@ -22,10 +22,10 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from credo.models.base import GenerationRequest, Message, SamplingParams
-from credo.run.executor import Executor, PlannedRequest
+from credo.generation.executor import Executor, PlannedRequest
 from credo.tasks.base import Item
 from credo.tasks.prompts import LETTERS
+from credo.types import GenerationRequest, Message, SamplingParams
 
 WRITER_PARAMS = SamplingParams(temperature=0.0, max_tokens=160)
 """Greedy: one deterministic perturbation per prompt."""

@@ -14,7 +14,7 @@ For each model under test and each item of a multiple-choice task:
    perturbed CoT for CoT perturbations;
 5. FR(s) per strength (judge rating) with Wilson intervals, FR(3), FR(0), FR(3) - FR(0).
 
-Every model call goes through a cached :class:`~credo.run.executor.Executor`, so a rerun
+Every model call goes through a cached :class:`~credo.generation.executor.Executor`, so a rerun
 costs nothing and an interrupted run resumes. The output folder is described in
 :mod:`credo.strength.report`.
 """
@@ -32,10 +32,10 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from credo.config import default_cache_dir
+from credo.generation.executor import Executor
+from credo.generation.store import GenerationStore
 from credo.models.base import Model
-from credo.perturb.embeddings import Embedder, load_embedder
-from credo.run.executor import Executor
-from credo.store.sqlite import GenerationStore
+from credo.models.embedders import Embedder, load_embedder
 from credo.strength.answers import answer_letters, generate_cots
 from credo.strength.judge import JudgeCase, judge_strengths
 from credo.strength.perturbations import (

@@ -28,9 +28,10 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from credo.models.base import (
+from credo.generation.executor import Executor, PlannedRequest
+from credo.models.base import ClosesOnExit
+from credo.types import (
     Capabilities,
-    ClosesOnExit,
     Generation,
     GenerationError,
     GenerationRequest,
@@ -38,7 +39,6 @@ from credo.models.base import (
     SamplingParams,
     TokenLogprob,
 )
-from credo.run.executor import Executor, PlannedRequest
 
 log = logging.getLogger(__name__)
 

@@ -466,7 +466,7 @@ def is_correct(answer: Answer, item: Item, fmt: AnswerFormat) -> bool:
     NUMBER uses :func:`numbers_equal`, CHOICE letter equality, SHORT_TEXT equality after
     :func:`normalise_text`, CODE runs the item's tests in a sandbox
     (:func:`credo.tasks.humaneval.code_is_correct`). LONG_FORM answers need a knowledge
-    source and a judge (a model call, planned by the run stage: ``credo.run.open_ended``)
+    source and a judge (a model call, planned by the run stage: ``credo.pipeline.open_ended``)
     and raise :class:`NotImplementedError` here.
     """
     fmt = AnswerFormat(fmt)
@@ -477,7 +477,7 @@ def is_correct(answer: Answer, item: Item, fmt: AnswerFormat) -> bool:
     if fmt is AnswerFormat.LONG_FORM:
         raise NotImplementedError(
             "LONG_FORM answers are graded against a knowledge source by a judge model;"
-            " run them through credo.run (grading stage in credo.run.open_ended)"
+            " run them through credo.run (grading stage in credo.pipeline.open_ended)"
         )
     if answer.value is None:
         return False

@@ -16,7 +16,7 @@ its acceptable answers as a JSON list in ``meta["gold_answers"]``):
 
 Grading is a model call, so it is *not* done here: :func:`grading_messages` writes the
 grader's prompt and :func:`parse_grade` reads its reply strictly; the run stage plans and
-caches the calls (``credo.run.open_ended``). Before any call, an answer whose normalised
+caches the calls (``credo.pipeline.open_ended``). Before any call, an answer whose normalised
 text equals a normalised gold answer is CORRECT, an unparsed answer NOT_ATTEMPTED, and a
 bare number is graded against numeric gold answers by value (:func:`pregrade`).
 """
@@ -28,11 +28,11 @@ import re
 from enum import StrEnum
 from pathlib import Path
 
-from credo.models.base import Message
 from credo.tasks.answers import normalise_text
 from credo.tasks.base import AnswerFormat, Item, Task
 from credo.tasks.builtin import package_data, task_loader
 from credo.tasks.loaders import DatasetError, read_csv
+from credo.types import Message
 
 __all__ = [
     "GRADER_SYSTEM_PROMPT",

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import re
 
-from credo.models.base import Message
 from credo.tasks.base import Item
 from credo.tasks.prompts import LETTERS, question_text
+from credo.types import Message
 
 VERBALIZED_PROMPT = (
     "Provide the probability that your answer above is correct (0.0 to 1.0). "

@@ -12,7 +12,7 @@ file per entity from a local folder; any object with ``passages(entity) -> list[
 works. Without one the run reports correctness as unavailable (NaN, shown as "n/a")
 instead of inventing it.
 
-With one, each sample is scored by the run stage (``credo.run.open_ended``), which asks
+With one, each sample is scored by the run stage (``credo.pipeline.open_ended``), which asks
 a judge, for every claim, whether the entity's best-matching passages support it; the
 sample's score is the fraction of supported claims (FActScore's definition). Departure
 from FActScore, stated: claims are the generation's *sentences* (:func:`claims`), not
@@ -28,10 +28,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from credo.models.base import Message
 from credo.tasks.base import AnswerFormat, Item, Task
 from credo.tasks.builtin import task_loader
 from credo.tasks.loaders import DatasetError, read_jsonl
+from credo.types import Message
 
 __all__ = [
     "FACTSCORE",

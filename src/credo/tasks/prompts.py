@@ -9,8 +9,8 @@ prefixed to each prompt, separated by a single space").
 
 from __future__ import annotations
 
-from credo.models.base import Message
 from credo.tasks.base import AnswerFormat, Item
+from credo.types import Message
 
 INSTRUCTIONS: dict[tuple[AnswerFormat, str], str] = {
     (AnswerFormat.NUMBER, "direct"): (

@@ -30,6 +30,8 @@ from credo.evaluate.metrics import (
     ece_discrete,
     labels_from_performance,
 )
+from credo.generation.executor import Executor
+from credo.generation.store import GenerationStore
 from credo.methods.base import (
     NLI,
     ORIGINAL,
@@ -42,13 +44,11 @@ from credo.methods.base import (
     get_method,
 )
 from credo.models.base import Model
+from credo.models.embedders import Embedder, load_embedder
 from credo.perturb.context import PerturbationSet, generate_perturbations
-from credo.perturb.embeddings import Embedder, load_embedder
 from credo.perturb.paraphrase import ParaphraseSet, generate_paraphrases
-from credo.run.executor import Executor
-from credo.run.open_ended import ScoringSupport, prepare_scoring
-from credo.run.sample_sets import PlanContext, get_sample_set
-from credo.store.sqlite import GenerationStore
+from credo.pipeline.open_ended import ScoringSupport, prepare_scoring
+from credo.plan.sample_sets import PlanContext, get_sample_set
 from credo.tasks.base import Item, Task
 from credo.tasks.builtin import load_task
 

@@ -7,7 +7,7 @@ any score is computed. It
    written ``<method>@<kernel>``): the embedding kernel with the configured embedder and
    a persistent embedding cache beside the generation cache (000 App. H); the judge
    kernel by planning the unique answer pairs of every item, having the judge model
-   answer them at T = 0 through the cached :class:`~credo.run.executor.Executor`, and
+   answer them at T = 0 through the cached :class:`~credo.generation.executor.Executor`, and
    parsing the verdicts (000 App. D.5, :mod:`credo.kernels.judge`);
 2. decides the correctness of every original sample, the *grading stage*: exact rules
    for numbers, letters and short text; the sandboxed tests for code
@@ -31,6 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from credo.config import JudgeConfig, RunConfig
+from credo.generation.executor import Executor, PlannedRequest
 from credo.kernels.embedding import EmbeddingCache, EmbeddingKernel, load_kernel_embedder
 from credo.kernels.judge import (
     VerdictTable,
@@ -41,9 +42,8 @@ from credo.kernels.judge import (
 )
 from credo.kernels.registry import Kernel, get_kernel
 from credo.methods.base import ItemSamples, Sample, get_method
-from credo.models.base import GenerationRequest, Model, SamplingParams
-from credo.perturb.embeddings import Embedder
-from credo.run.executor import Executor, PlannedRequest
+from credo.models.base import Model
+from credo.models.embedders import Embedder
 from credo.tasks.answers import is_correct
 from credo.tasks.base import AnswerFormat, Item, Task
 from credo.tasks.factual import SIMPLEQA, Grade, grading_messages, parse_grade, pregrade
@@ -57,6 +57,7 @@ from credo.tasks.longform import (
     retrieve,
     support_messages,
 )
+from credo.types import GenerationRequest, SamplingParams
 
 log = logging.getLogger(__name__)
 

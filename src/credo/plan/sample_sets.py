@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from credo.config import RunConfig
+from credo.generation.executor import PlannedRequest
 from credo.methods.base import (
     APRICOT,
     LABEL,
@@ -32,10 +33,8 @@ from credo.methods.base import (
 )
 from credo.methods.ccp import ccp_alternatives
 from credo.methods.p_true import normalise_label_token
-from credo.models.base import Generation, GenerationRequest, Message, SamplingParams
 from credo.perturb.context import PerturbationSet
 from credo.perturb.paraphrase import ParaphraseSet
-from credo.run.executor import PlannedRequest
 from credo.tasks.answers import Answer, extract_answer, is_correct
 from credo.tasks.base import AnswerFormat, Item, Task
 from credo.tasks.followups import (
@@ -49,6 +48,7 @@ from credo.tasks.followups import (
     verbalized_messages,
 )
 from credo.tasks.prompts import LETTERS, render_messages
+from credo.types import Generation, GenerationRequest, Message, SamplingParams
 
 Runner = Literal["model", "judge"]
 
@@ -148,7 +148,7 @@ def _answer_sample(
 def _answer_correct(item: Item, fmt: AnswerFormat) -> Callable[[Sample], bool | None]:
     if fmt is AnswerFormat.LONG_FORM or item.meta.get("grader"):
         # a judge decides (SimpleQA grades, FActScore support): the grading stage of
-        # credo.run.open_ended, after sampling; no answer of its own here
+        # credo.pipeline.open_ended, after sampling; no answer of its own here
         return lambda s: None
     return lambda s: is_correct(s.answer, item, fmt)
 

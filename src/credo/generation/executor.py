@@ -23,8 +23,9 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from credo.models.base import Generation, GenerationRequest, Model
-from credo.store.sqlite import GenerationStore, request_key, sample_seed
+from credo.generation.store import GenerationStore, request_key, sample_seed
+from credo.models.base import Model
+from credo.types import Generation, GenerationRequest
 
 log = logging.getLogger(__name__)
 

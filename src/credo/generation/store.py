@@ -21,7 +21,7 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
-from credo.models.base import Generation, GenerationRequest, TokenLogprob
+from credo.types import Generation, GenerationRequest, TokenLogprob
 
 _SEED_SPACE = 2**31 - 2**20  # leaves room for 2**20 sample indices below 2**31
 

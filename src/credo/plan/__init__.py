@@ -1,0 +1,1 @@
+"""The plan layer (design.md): the sample sets each method needs, as requests."""
