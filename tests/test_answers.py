@@ -10,7 +10,6 @@ from credo.tasks.answers import (
     Answer,
     extract_answer,
     extractor,
-    is_correct,
     normalise_gold,
     normalise_number,
     normalise_text,
@@ -18,6 +17,7 @@ from credo.tasks.answers import (
     parse_number,
 )
 from credo.tasks.base import AnswerFormat, Item
+from credo.tasks.grading import is_correct
 
 QWEN_COT = (
     "Janet's ducks lay 16 eggs per day. She eats 3 and bakes with 4, so she has\n"

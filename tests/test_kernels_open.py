@@ -191,7 +191,7 @@ def test_judge_pairs_on_canonical_code_skip_comment_and_docstring_variants():
 
 
 def test_kernel_embedder_never_downloads(tmp_path, monkeypatch):
-    from credo.kernels.embedding import load_kernel_embedder
+    from credo.models.embedders import load_embedder as load_kernel_embedder
 
     monkeypatch.setenv("HF_HOME", str(tmp_path / "empty-hf-cache"))
     with pytest.raises(ValueError, match="never downloads"):

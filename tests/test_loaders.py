@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from credo.tasks.answers import extract_answer, is_correct, normalise_number
+from credo.tasks.answers import extract_answer, normalise_number
 from credo.tasks.base import AnswerFormat, Task
 from credo.tasks.builtin import (
     PRESETS,
@@ -22,6 +22,7 @@ from credo.tasks.builtin import (
     package_data,
     task_loader,
 )
+from credo.tasks.grading import is_correct
 from credo.tasks.loaders import DatasetError, FieldMapping, gsm8k_gold, load_items, read_rows
 
 DATA = Path(__file__).parent / "data"

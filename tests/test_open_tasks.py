@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from credo.tasks.answers import Answer, extract_answer, is_correct
+from credo.tasks.answers import Answer, extract_answer
 from credo.tasks.base import AnswerFormat, Item
 from credo.tasks.builtin import list_tasks, load_task
 from credo.tasks.factual import (
@@ -20,6 +20,7 @@ from credo.tasks.factual import (
     parse_grade,
     pregrade,
 )
+from credo.tasks.grading import is_correct
 from credo.tasks.humaneval import check_code, code_is_correct, completion_program
 from credo.tasks.loaders import DatasetError
 from credo.tasks.longform import (

@@ -9,14 +9,45 @@ Public API (000 = Cross-Contextual Consistency paper):
 - :func:`run`: the whole pipeline from a :class:`RunConfig`.
 - :func:`flip_rates`, :func:`linear_kappa`: flip rate by perturbation strength and
   weighted kappa (003 eq. 2, §3.4).
+
+Names are imported on first use (PEP 562), so ``import credo`` and the command line
+start without loading numpy's, scikit-learn's or a model library's weight.
 """
 
-from credo.config import PerturbationConfig, RunConfig
-from credo.evaluate.bootstrap import bootstrap_ci
-from credo.evaluate.metrics import auprc_neg, auprc_pos, auroc, ece
-from credo.methods import answer_consistency, c3, c3_cross, mmd2_unbiased, self_consistency
-from credo.pipeline.runner import ItemResult, RunResult, run
-from credo.strength import flip_rates, linear_kappa
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from credo.api import run
+    from credo.config import PerturbationConfig, RunConfig
+    from credo.evaluate.bootstrap import bootstrap_ci
+    from credo.evaluate.metrics import auprc_neg, auprc_pos, auroc, ece
+    from credo.methods import answer_consistency, c3, c3_cross, mmd2_unbiased, self_consistency
+    from credo.methods.scoring import ItemResult
+    from credo.pipeline.runner import RunResult
+    from credo.strength import flip_rates, linear_kappa
+
+_EXPORTS = {
+    "ItemResult": "credo.methods.scoring",
+    "PerturbationConfig": "credo.config",
+    "RunConfig": "credo.config",
+    "RunResult": "credo.pipeline.runner",
+    "answer_consistency": "credo.methods",
+    "auprc_neg": "credo.evaluate.metrics",
+    "auprc_pos": "credo.evaluate.metrics",
+    "auroc": "credo.evaluate.metrics",
+    "bootstrap_ci": "credo.evaluate.bootstrap",
+    "c3": "credo.methods",
+    "c3_cross": "credo.methods",
+    "ece": "credo.evaluate.metrics",
+    "flip_rates": "credo.strength",
+    "linear_kappa": "credo.strength",
+    "mmd2_unbiased": "credo.methods",
+    "run": "credo.api",
+    "self_consistency": "credo.methods",
+}
 
 __all__ = [
     "ItemResult",
@@ -39,3 +70,16 @@ __all__ = [
 ]
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'credo' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_EXPORTS])

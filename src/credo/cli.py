@@ -80,8 +80,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
+    from credo.api import run
     from credo.config import RunConfig
-    from credo.pipeline.runner import run
     from credo.report.writer import metrics_table_rows, response_table_rows
 
     overrides = {

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, Literal
 
@@ -14,10 +15,14 @@ PromptStyle = Literal["direct", "brief", "expression", "cot"]
 
 
 def default_cache_dir() -> Path:
-    """``$CREDO_CACHE_DIR`` or ``~/.cache/credo``."""
-    import os
-
+    """``$CREDO_CACHE_DIR`` or ``~/.cache/credo``: the generation and embedding caches."""
     return Path(os.environ.get("CREDO_CACHE_DIR", Path.home() / ".cache" / "credo"))
+
+
+def default_cache_path(cache: str | Path | None = None) -> Path:
+    """The SQLite generation cache: ``cache`` when given, else the default one. The one
+    place the default is computed."""
+    return Path(cache) if cache else default_cache_dir() / "generations.sqlite"
 
 
 class PerturbationConfig(BaseModel):
@@ -134,7 +139,7 @@ class RunConfig(BaseModel):
     @property
     def cache_path(self) -> Path:
         """The SQLite cache file."""
-        return self.cache or default_cache_dir() / "generations.sqlite"
+        return default_cache_path(self.cache)
 
     @classmethod
     def from_yaml(cls, path: str | Path, **overrides: Any) -> RunConfig:

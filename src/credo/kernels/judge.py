@@ -12,7 +12,7 @@ cached executor of the run stage:
    ``u`` distinct answers needs ``u(u-1)/2`` verdicts, against the ``n·m + n² + m²``
    comparisons a naive estimator makes (:func:`naive_comparisons`).
 2. :func:`judge_requests` turns the pairs into T = 0 generation requests; the run stage
-   executes them (``credo.pipeline.open_ended``), so verdicts are cached like any sample.
+   executes them (:func:`build_judge_kernel`, through the pool), so verdicts are cached.
 3. :func:`build_verdict_table` parses every reply strictly (:func:`parse_verdict`); an
    unparsable reply is recorded, counted and treated as "not equivalent".
    :meth:`VerdictTable.kernel_for` is then the Gram function of one item.
@@ -22,19 +22,23 @@ An unparsable *answer* (``None``) matches nothing, as in the indicator kernel.
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from credo.kernels.registry import Kernel, kernel
+from credo.kernels.registry import Kernel, KernelContext, kernel, kernel_builder
 from credo.types import GenerationRequest, Message, SamplingParams
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "JUDGE_SYSTEM_PROMPT",
     "JudgePair",
     "VerdictTable",
+    "build_judge_kernel",
     "build_verdict_table",
     "judge_messages",
     "judge_requests",
@@ -221,6 +225,57 @@ def judge_gram(xs: Sequence[str | None], ys: Sequence[str | None]) -> np.ndarray
         "the judge kernel needs judge verdicts: run it through credo.run (kernel 'judge' or"
         " method 'c3@judge'), or build a VerdictTable and use VerdictTable.kernel_for(item_id)"
     )
+
+
+@kernel_builder("judge")
+def build_judge_kernel(ctx: KernelContext) -> VerdictTable:
+    """Plan every item's unique answer pairs, have the run's judge (``config.judge``,
+    the pool's ``judge`` role) answer them at T = 0 through the cached executor, and
+    parse the verdicts (000 App. D.5). Code is compared canonicalised: the judge sees the
+    signature (the prompt without its docstring) and the programs without comments, which
+    halves every prompt (:func:`credo.tasks.humaneval.canonical_code`)."""
+    from credo.generation.executor import PlannedRequest
+    from credo.generation.pool import JUDGE
+    from credo.plan.samples import ORIGINAL, PERTURBED
+    from credo.tasks.base import AnswerFormat
+    from credo.tasks.humaneval import canonical_code
+
+    answers = {
+        s.item_id: [x.key for group in s.sets.values() for x in group] for s in ctx.samples
+    }
+    items = ctx.items
+    canonical = canonical_code if ctx.task.format is AnswerFormat.CODE else None
+    questions = {i: (canonical or str)(items[i].question) for i in answers}
+    pairs = plan_judge_pairs(answers, questions, canonical)
+    params = SamplingParams(temperature=0.0, max_tokens=ctx.config.judge.max_tokens)
+    planned = [
+        PlannedRequest(r, 1, label=f"{p.item_id}/judge")
+        for p, r in zip(pairs, judge_requests(pairs, params), strict=True)
+    ]
+    generated = cached = 0
+    replies: list[str] = []
+    if planned:
+        executor = ctx.pool.executor(JUDGE)
+        replies = [g[0].text for g in executor.execute(planned, "judging answer pairs")]
+        generated = executor.history[-1].generated_samples
+        cached = executor.history[-1].cached_samples
+    table = build_verdict_table(pairs, replies, canonical)
+    naive = sum(
+        naive_comparisons(len(s.sets.get(ORIGINAL, ())), len(s.sets.get(PERTURBED, ())))
+        for s in ctx.samples
+    )
+    ctx.stats.update(
+        judge_pairs_unique=len(pairs),
+        judge_comparisons_naive=naive,
+        judge_calls_generated=generated,
+        judge_calls_cached=cached,
+        judge_unparsable_verdicts=table.unparsable,
+    )
+    if table.unparsable:
+        log.warning(
+            "%d judge replies were neither Yes nor No (read as not equivalent)", table.unparsable
+        )
+    return table
 
 
 def _identity(text: str) -> str:

@@ -1,15 +1,69 @@
-"""Kernel registry: ``@kernel("name")`` registers a Gram-matrix function."""
+"""Kernel registry: ``@kernel("name")`` registers a Gram-matrix function, and
+``@kernel_builder("name")`` how the kernel builds itself for a run from its config.
+
+A kernel with no builder is used as registered (the indicator kernel). A builder gets a
+:class:`KernelContext` (the run's config, its items and answer samples, the model pool,
+a stats dict to report into) and returns :class:`ItemKernels`: the Gram function of each
+item. The embedding kernel builds with the configured embedder and its persistent cache;
+the judge kernel collects its verdicts through the pool's judge executor first. The
+pipeline builds every kernel its methods name with :func:`build_kernel`, no if/elif.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from credo.config import RunConfig
+    from credo.generation.pool import ModelPool
+    from credo.plan.samples import ItemSamples
+    from credo.tasks.base import Item, Task
 
 Kernel = Callable[[Sequence[Hashable], Sequence[Hashable]], np.ndarray]
 """``gram(xs, ys) -> K`` with ``K[i, j] = k(xs[i], ys[j])``, shape ``(len(xs), len(ys))``."""
 
 KERNELS: dict[str, Kernel] = {}
+
+
+class ItemKernels(Protocol):
+    """A kernel built for one run: the Gram function of each item."""
+
+    def kernel_for(self, item_id: str) -> Kernel: ...
+
+
+@dataclass(frozen=True)
+class SameForEveryItem:
+    """A kernel that does not depend on the item (indicator, a fixed embedding)."""
+
+    gram: Kernel
+
+    def kernel_for(self, item_id: str) -> Kernel:
+        return self.gram
+
+
+@dataclass
+class KernelContext:
+    """What a kernel builder reads: the run's config and task, every item's answer
+    samples (original, perturbed, paraphrased), the model pool, and the run's stats."""
+
+    config: RunConfig
+    task: Task
+    samples: Sequence[ItemSamples]
+    pool: ModelPool
+    stats: dict[str, int | float | str] = field(default_factory=dict)
+
+    @property
+    def items(self) -> Mapping[str, Item]:
+        """The task's items by id."""
+        return {it.id: it for it in self.task.items}
+
+
+KernelBuilder = Callable[[KernelContext], ItemKernels]
+BUILDERS: dict[str, KernelBuilder] = {}
 
 
 def kernel(name: str) -> Callable[[Kernel], Kernel]:
@@ -19,6 +73,18 @@ def kernel(name: str) -> Callable[[Kernel], Kernel]:
         if name in KERNELS:
             raise ValueError(f"kernel {name!r} is registered twice")
         KERNELS[name] = fn
+        return fn
+
+    return register
+
+
+def kernel_builder(name: str) -> Callable[[KernelBuilder], KernelBuilder]:
+    """Register how kernel ``name`` builds itself for a run (see the module docstring)."""
+
+    def register(fn: KernelBuilder) -> KernelBuilder:
+        if name in BUILDERS:
+            raise ValueError(f"kernel builder {name!r} is registered twice")
+        BUILDERS[name] = fn
         return fn
 
     return register
@@ -34,3 +100,9 @@ def get_kernel(name_or_fn: str | Kernel) -> Kernel:
         raise ValueError(
             f"unknown kernel {name_or_fn!r}; known kernels: {', '.join(sorted(KERNELS))}"
         ) from None
+
+
+def build_kernel(name: str, ctx: KernelContext) -> ItemKernels:
+    """Kernel ``name`` built for the run of ``ctx`` (its builder, or the plain function)."""
+    builder = BUILDERS.get(name)
+    return builder(ctx) if builder is not None else SameForEveryItem(get_kernel(name))

@@ -8,78 +8,49 @@ available for this item. It never calls a model: the runner plans every sample s
 the selected methods declare in ``needs``, generates each one once, and hands every
 method the same cached samples (002 §3.1's shared-generation design).
 
-Sample sets (what ``needs`` may name):
-
-``original``     n samples of the task prompt, with top-k token logprobs where available
-``perturbed``    m samples under context prefixes (000 §3)
-``paraphrased``  samples of LLM paraphrases of the question (Portillo Wightman et al.)
-``label``        one greedy first-letter answer with top logprobs (002 §3.4), choice tasks
-``apricot``      per option, samples of a CoT verdict "is this option correct?" (002 §3.6)
-``verbalized``   per original sample, a follow-up asking for its probability of being right
-``p_true``       per original sample, the follow-up "(A) True / (B) False" (Kadavath et al.)
-``nli``          per original sample and token alternative, an entail/contradict verdict
-                 between the text with the sampled token and with the alternative (CCP)
+The sample sets ``needs`` may name are listed in :mod:`credo.plan.samples`.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 from credo.kernels.registry import Kernel
-from credo.tasks.answers import Answer
+from credo.plan.samples import (
+    APRICOT,
+    FOLLOW_UP_SETS,
+    LABEL,
+    NLI,
+    ORIGINAL,
+    P_TRUE,
+    PARAPHRASED,
+    PERTURBED,
+    VERBALIZED,
+    ItemSamples,
+    Sample,
+)
 from credo.tasks.base import AnswerFormat
-from credo.types import TokenLogprob
 
-ORIGINAL = "original"
-PERTURBED = "perturbed"
-PARAPHRASED = "paraphrased"
-LABEL = "label"
-APRICOT = "apricot"
-VERBALIZED = "verbalized"
-P_TRUE = "p_true"
-NLI = "nli"
-
-#: Sample sets that read the original samples and so are generated after them.
-FOLLOW_UP_SETS = (VERBALIZED, P_TRUE, NLI)
-
-
-@dataclass(frozen=True)
-class Sample:
-    """One cached generation and the answer extracted from it."""
-
-    text: str
-    answer: Answer
-    logprobs: tuple[TokenLogprob, ...] | None = None
-    #: What the sample refers to: ``(i,)`` the original sample a follow-up asks about,
-    #: ``(option,)`` an APriCoT verdict's option, ``(i, position, rank)`` an NLI verdict.
-    ref: tuple[int, ...] = ()
-
-    @property
-    def key(self) -> Hashable | None:
-        """The normalised answer for the indicator kernel; None when unparsable."""
-        return self.answer.value
-
-
-@dataclass(frozen=True)
-class ItemSamples:
-    """Every sample set generated for one item, by set name (``original``, ``perturbed``)."""
-
-    item_id: str
-    sets: Mapping[str, tuple[Sample, ...]] = field(default_factory=dict)
-    format: AnswerFormat | None = None
-    n_choices: int = 0
-    #: Run-level settings some methods read (``followups``, ``ccp_min_prob``).
-    options: Mapping[str, Any] = field(default_factory=dict)
-
-    def answers(self, name: str) -> list[Hashable | None]:
-        """Normalised answers of sample set ``name`` in sample order."""
-        try:
-            return [s.key for s in self.sets[name]]
-        except KeyError:
-            raise KeyError(f"item {self.item_id!r} has no {name!r} samples") from None
+__all__ = [
+    "APRICOT",
+    "FOLLOW_UP_SETS",
+    "LABEL",
+    "METHODS",
+    "NLI",
+    "ORIGINAL",
+    "PARAPHRASED",
+    "PERTURBED",
+    "P_TRUE",
+    "VERBALIZED",
+    "ItemSamples",
+    "MethodSpec",
+    "Sample",
+    "Score",
+    "get_method",
+    "method",
+]
 
 
 @dataclass(frozen=True)

@@ -16,38 +16,13 @@ at most their probability mass. Tokens stand in for LM-Polygraph's words.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
 
 import numpy as np
 
 from credo.kernels.registry import Kernel
 from credo.methods.base import NLI, ORIGINAL, ItemSamples, Score, method
+from credo.plan.ccp_alternatives import DEFAULT_MIN_PROB, ccp_alternatives, same_word
 from credo.types import TokenLogprob
-
-#: Default probability floor for alternatives sent to the NLI judge.
-DEFAULT_MIN_PROB = 0.05
-
-
-def same_word(a: str, b: str) -> bool:
-    """Tokens equal up to surrounding whitespace and case."""
-    return a.strip().lower() == b.strip().lower()
-
-
-def ccp_alternatives(
-    logprobs: tuple[TokenLogprob, ...], min_prob: float = DEFAULT_MIN_PROB
-) -> Iterator[tuple[int, int, str, str, str]]:
-    """The alternatives CCP asks a judge about.
-
-    Yields ``(position, rank, prefix, sampled token, alternative token)`` for every
-    top alternative at least ``min_prob`` likely that is not the sampled token's word.
-    """
-    prefix = ""
-    for pos, tl in enumerate(logprobs):
-        for rank, (tok, lp) in enumerate(tl.top):
-            if tok == tl.token or same_word(tok, tl.token) or math.exp(lp) < min_prob:
-                continue
-            yield pos, rank, prefix, tl.token, tok
-        prefix += tl.token
 
 
 def ccp_sequence(
@@ -110,3 +85,5 @@ def score_ccp(samples: ItemSamples, kernel: Kernel) -> Score:
     if not vals:
         return Score(np.nan, tuple(conf), ORIGINAL, unavailable="no token logprobs")
     return Score(float(np.mean(vals)), tuple(conf), ORIGINAL)
+
+__all__ = ["DEFAULT_MIN_PROB", "ccp_alternatives", "ccp_sequence", "same_word", "score_ccp"]

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 from credo.kernels.registry import Kernel
 from credo.methods.base import LABEL, ItemSamples, Score, method
-from credo.methods.p_true import normalise_label_token
 from credo.tasks.base import AnswerFormat
+from credo.tasks.followups import normalise_label_token
 from credo.tasks.prompts import LETTERS
 from credo.types import TokenLogprob
 

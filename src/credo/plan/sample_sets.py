@@ -20,7 +20,10 @@ from typing import Literal
 
 from credo.config import RunConfig
 from credo.generation.executor import PlannedRequest
-from credo.methods.base import (
+from credo.perturb.context import PerturbationSet
+from credo.perturb.paraphrase import ParaphraseSet
+from credo.plan.ccp_alternatives import ccp_alternatives
+from credo.plan.samples import (
     APRICOT,
     LABEL,
     NLI,
@@ -31,22 +34,20 @@ from credo.methods.base import (
     VERBALIZED,
     Sample,
 )
-from credo.methods.ccp import ccp_alternatives
-from credo.methods.p_true import normalise_label_token
-from credo.perturb.context import PerturbationSet
-from credo.perturb.paraphrase import ParaphraseSet
-from credo.tasks.answers import Answer, extract_answer, is_correct
+from credo.tasks.answers import Answer, extract_answer
 from credo.tasks.base import AnswerFormat, Item, Task
 from credo.tasks.followups import (
     apricot_messages,
     label_messages,
     nli_messages,
+    normalise_label_token,
     p_true_messages,
     parse_confidence,
     parse_nli,
     parse_verdict,
     verbalized_messages,
 )
+from credo.tasks.grading import is_correct
 from credo.tasks.prompts import LETTERS, render_messages
 from credo.types import Generation, GenerationRequest, Message, SamplingParams
 
@@ -148,7 +149,7 @@ def _answer_sample(
 def _answer_correct(item: Item, fmt: AnswerFormat) -> Callable[[Sample], bool | None]:
     if fmt is AnswerFormat.LONG_FORM or item.meta.get("grader"):
         # a judge decides (SimpleQA grades, FActScore support): the grading stage of
-        # credo.pipeline.open_ended, after sampling; no answer of its own here
+        # grading stage (credo.tasks.grading), after sampling; no answer of its own here
         return lambda s: None
     return lambda s: is_correct(s.answer, item, fmt)
 

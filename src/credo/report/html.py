@@ -95,7 +95,9 @@ def write_run_report_after_run(run_dir: str | Path) -> Path:
     run = load_run(run_dir)
     name = (run.config.get("perturbation") or {}).get("embedder")
     embedder = None
-    if name and load_embedder.cache_info().currsize:
+    from credo.models import embedders
+
+    if name and embedders._load.cache_info().currsize:  # replaced by the run folder's file
         embedder = load_embedder(name)
     return write_run_report(run.path, ReportOptions(embedder=embedder))
 

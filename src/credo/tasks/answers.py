@@ -3,7 +3,7 @@
 Every :class:`~credo.tasks.base.AnswerFormat` has one extractor, registered with
 :func:`extractor` and called through :func:`extract_answer`. An extractor never raises on
 model output: what it cannot read becomes ``Answer(None, raw)`` (an *unparsed* answer),
-which :func:`is_correct` scores as wrong.
+which :func:`credo.tasks.grading.is_correct` scores as wrong.
 
 Numbers are compared exactly when both sides are integers and with a relative tolerance
 otherwise (:func:`numbers_equal`); their canonical string form is :func:`normalise_number`.
@@ -20,13 +20,12 @@ from decimal import Decimal, localcontext
 from fractions import Fraction
 
 from credo.tasks.arithmetic import evaluate_arithmetic
-from credo.tasks.base import AnswerFormat, Item
+from credo.tasks.base import AnswerFormat
 
 __all__ = [
     "Answer",
     "extract_answer",
     "extractor",
-    "is_correct",
     "normalise_gold",
     "normalise_number",
     "normalise_text",
@@ -459,30 +458,3 @@ def normalise_gold(gold: str, fmt: AnswerFormat) -> str:
         return normalise_text(str(gold))
     return str(gold).strip()
 
-
-def is_correct(answer: Answer, item: Item, fmt: AnswerFormat) -> bool:
-    """Whether ``answer`` matches ``item.gold``; an unparsed answer is wrong.
-
-    NUMBER uses :func:`numbers_equal`, CHOICE letter equality, SHORT_TEXT equality after
-    :func:`normalise_text`, CODE runs the item's tests in a sandbox
-    (:func:`credo.tasks.humaneval.code_is_correct`). LONG_FORM answers need a knowledge
-    source and a judge (a model call, planned by the run stage: ``credo.pipeline.open_ended``)
-    and raise :class:`NotImplementedError` here.
-    """
-    fmt = AnswerFormat(fmt)
-    if fmt is AnswerFormat.CODE:
-        from credo.tasks.humaneval import code_is_correct
-
-        return code_is_correct(answer.value, item)
-    if fmt is AnswerFormat.LONG_FORM:
-        raise NotImplementedError(
-            "LONG_FORM answers are graded against a knowledge source by a judge model;"
-            " run them through credo.run (grading stage in credo.pipeline.open_ended)"
-        )
-    if answer.value is None:
-        return False
-    if fmt is AnswerFormat.NUMBER:
-        return numbers_equal(answer.value, item.gold)
-    if fmt is AnswerFormat.CHOICE:
-        return answer.value.strip().upper() == normalise_gold(item.gold, fmt)
-    return normalise_text(answer.value) == normalise_text(item.gold)

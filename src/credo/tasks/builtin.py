@@ -20,9 +20,8 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import importlib.util
 import random
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -30,6 +29,13 @@ from typing import Any
 
 from credo.tasks.base import AnswerFormat, Item, Task
 from credo.tasks.loaders import FieldMapping, load_items, read_jsonl
+from credo.tasks.registry import (
+    list_tasks,
+    package_data,
+    registered_loader,
+    registered_names,
+    task_loader,
+)
 
 __all__ = [
     "PRESETS",
@@ -41,58 +47,6 @@ __all__ = [
     "package_data",
     "task_loader",
 ]
-
-TaskLoader = Callable[[str | None], Task]
-"""``loader(argument) -> Task``; the argument is what follows ``name:`` in the spec."""
-
-
-@dataclass(frozen=True)
-class _Registered:
-    loader: TaskLoader
-    variants: Callable[[], list[str]] | None
-
-
-_TASKS: dict[str, _Registered] = {}
-
-
-def task_loader(
-    name: str, *, variants: Callable[[], list[str]] | None = None
-) -> Callable[[TaskLoader], TaskLoader]:
-    """Register the decorated ``loader(argument)`` as built-in task ``name``.
-
-    ``variants`` lists the full specs (``"name:arg"``) the loader accepts, for
-    :func:`list_tasks`.
-    """
-
-    def register(fn: TaskLoader) -> TaskLoader:
-        if name in _TASKS:
-            raise ValueError(f"task {name!r} is already registered")
-        _TASKS[name] = _Registered(fn, variants)
-        return fn
-
-    return register
-
-
-def package_data(package: str, *parts: str) -> Path:
-    """The path of a data file inside an installed package, without importing it."""
-    spec = importlib.util.find_spec(package)
-    if spec is None or not spec.submodule_search_locations:
-        raise FileNotFoundError(f"package {package!r} is not installed; it ships the task data")
-    path = Path(next(iter(spec.submodule_search_locations))).joinpath(*parts)
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: data file missing from package {package!r}")
-    return path
-
-
-def list_tasks() -> list[str]:
-    """Every built-in task spec :func:`load_task` accepts (``file:`` specs aside)."""
-    out: list[str] = []
-    for name, reg in sorted(_TASKS.items()):
-        out.append(name)
-        if reg.variants is not None:
-            out.extend(reg.variants())
-    return out
-
 
 def load_task(spec: str, limit: int | None = None) -> Task:
     """Load a task by spec: a built-in name (``gsm8k``, ``mmlu:<subject>``,
@@ -106,9 +60,12 @@ def load_task(spec: str, limit: int | None = None) -> Task:
                 f"file spec must be 'file:<preset>:<path>', got {spec!r}; presets: {list_presets()}"
             )
         return load_task_from_file(path, preset=preset, limit=limit)
-    if name not in _TASKS:
-        raise ValueError(f"unknown task {spec!r}; known: {sorted(_TASKS)} and file:<preset>:<path>")
-    return _TASKS[name].loader(arg or None).head(limit)
+    loader = registered_loader(name)
+    if loader is None:
+        raise ValueError(
+            f"unknown task {spec!r}; known: {registered_names()} and file:<preset>:<path>"
+        )
+    return loader(arg or None).head(limit)
 
 
 # --------------------------------------------------------------------------- presets
@@ -337,10 +294,3 @@ def _truthfulqa_mc1(arg: str | None) -> Task:
     name = "truthfulqa_mc1" if arg is None else "truthfulqa_mc1:unshuffled"
     return Task(name, tuple(items), AnswerFormat.CHOICE, "short-form factual recall")
 
-
-# Open-ended tasks (humaneval, freshqa, simpleqa, factscore) and the multiple-choice
-# benchmarks of paper 003 (credo.tasks.mcqa) register themselves here.
-from credo.tasks import factual as _factual  # noqa: E402, F401
-from credo.tasks import humaneval as _humaneval  # noqa: E402, F401
-from credo.tasks import longform as _longform  # noqa: E402, F401
-from credo.tasks import mcqa as _mcqa  # noqa: E402, F401

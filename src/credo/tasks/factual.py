@@ -14,30 +14,38 @@ its acceptable answers as a JSON list in ``meta["gold_answers"]``):
   answer``) and ``simpleqa_verified:<path>``: SimpleQA Verified's CSV (``original_index,
   problem, answer, topic, answer_type, ...``; 000's benchmark), for users who have them.
 
-Grading is a model call, so it is *not* done here: :func:`grading_messages` writes the
-grader's prompt and :func:`parse_grade` reads its reply strictly; the run stage plans and
-caches the calls (``credo.pipeline.open_ended``). Before any call, an answer whose normalised
-text equals a normalised gold answer is CORRECT, an unparsed answer NOT_ATTEMPTED, and a
-bare number is graded against numeric gold answers by value (:func:`pregrade`).
+Grading asks a model: :func:`grading_messages` writes the grader's prompt,
+:func:`parse_grade` reads its reply strictly, and the ``simpleqa`` grader
+(:func:`grade_simpleqa`) plans the calls through the grading context's cached executor.
+Before any call, an answer whose normalised text equals a normalised gold answer is
+CORRECT, an unparsed answer NOT_ATTEMPTED, and a bare number is graded against numeric
+gold answers by value (:func:`pregrade`).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import re
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from enum import StrEnum
 from pathlib import Path
 
 from credo.tasks.answers import normalise_text
 from credo.tasks.base import AnswerFormat, Item, Task
-from credo.tasks.builtin import package_data, task_loader
+from credo.tasks.grading import Graded, GradeMap, GradingContext, grader
 from credo.tasks.loaders import DatasetError, read_csv
-from credo.types import Message
+from credo.tasks.registry import package_data, task_loader
+from credo.types import GenerationRequest, Message
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "GRADER_SYSTEM_PROMPT",
     "Grade",
     "gold_answers",
+    "grade_simpleqa",
     "grading_messages",
     "load_freshqa",
     "load_simpleqa",
@@ -272,3 +280,59 @@ def parse_grade(text: str) -> Grade:
         "incorrect": Grade.INCORRECT,
         "not_attempted": Grade.NOT_ATTEMPTED,
     }[word]
+
+
+@grader(SIMPLEQA)
+def grade_simpleqa(ctx: GradingContext, originals: Mapping[str, Sequence[Graded]]) -> GradeMap:
+    """SimpleQA grades (correct / incorrect / not attempted); only CORRECT counts as
+    correct. Each distinct answer text of an item is graded once; exact matches, unparsed
+    answers and numbers against numeric gold answers need no call (:func:`pregrade`)."""
+    from credo.generation.executor import PlannedRequest
+
+    items = ctx.items
+    grades: dict[tuple[str, str], Grade] = {}
+    todo: list[tuple[str, str]] = []
+    for i, orig in originals.items():
+        for s in orig:
+            key = (i, s.text.strip())
+            if key in grades or key in todo:
+                continue
+            decided = pregrade(items[i], s.answer.value)
+            if decided is None:
+                todo.append(key)
+            else:
+                grades[key] = decided
+    decided_free = len(grades)
+    planned = [
+        PlannedRequest(
+            GenerationRequest(messages=grading_messages(items[i], text), params=ctx.params),
+            1,
+            label=f"{i}/grade",
+        )
+        for i, text in todo
+    ]
+    generated = cached = 0
+    if planned:
+        executor = ctx.judge()
+        gens = executor.execute(planned, "grading answers")
+        generated = executor.history[-1].generated_samples
+        cached = executor.history[-1].cached_samples
+        for key, g in zip(todo, gens, strict=True):
+            grades[key] = parse_grade(g[0].text)
+    out: GradeMap = {
+        i: tuple(grades[(i, s.text.strip())] is Grade.CORRECT for s in orig)
+        for i, orig in originals.items()
+    }
+    counts = Counter(grades[(i, s.text.strip())] for i, orig in originals.items() for s in orig)
+    ctx.stats.update(
+        {f"graded_{g.value}": counts.get(g, 0) for g in Grade},
+        grading_unique_answers=len(grades),
+        grading_decided_without_judge=decided_free,
+        grading_calls_generated=generated,
+        grading_calls_cached=cached,
+    )
+    if counts.get(Grade.UNPARSABLE):
+        log.warning(
+            "%d grader replies were unparsable (counted as not correct)", counts[Grade.UNPARSABLE]
+        )
+    return out

@@ -168,3 +168,8 @@ def parse_nli(text: str) -> str | None:
     if w.startswith("neutral") or w == "neither":
         return "neutral"
     return None
+
+
+def normalise_label_token(token: str) -> str:
+    """A token stripped of whitespace, brackets, punctuation and markdown, upper-cased."""
+    return token.strip().strip("()[]{}.:*\"' ").upper()

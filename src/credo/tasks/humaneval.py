@@ -19,9 +19,11 @@ import ast
 import re
 import textwrap
 
+from credo.tasks.answers import Answer
 from credo.tasks.base import AnswerFormat, Item, Task
-from credo.tasks.builtin import package_data, task_loader
+from credo.tasks.grading import correctness
 from credo.tasks.loaders import DatasetError, read_jsonl
+from credo.tasks.registry import package_data, task_loader
 from credo.tasks.sandbox import SandboxLimits, SandboxResult, run_python
 
 __all__ = [
@@ -89,6 +91,12 @@ def completion_program(code: str, item: Item) -> str:
 def check_code(code: str, item: Item, limits: SandboxLimits | None = None) -> SandboxResult:
     """Run ``item``'s tests on ``code`` in the sandbox."""
     return run_python(completion_program(code, item), limits)
+
+
+@correctness(AnswerFormat.CODE)
+def _program_passes(answer: Answer, item: Item) -> bool:
+    """A program is correct when the item's tests pass in the sandbox (HumanEval)."""
+    return code_is_correct(answer.value, item)
 
 
 def code_is_correct(code: str | None, item: Item, limits: SandboxLimits | None = None) -> bool:

@@ -12,9 +12,10 @@ file per entity from a local folder; any object with ``passages(entity) -> list[
 works. Without one the run reports correctness as unavailable (NaN, shown as "n/a")
 instead of inventing it.
 
-With one, each sample is scored by the run stage (``credo.pipeline.open_ended``), which asks
-a judge, for every claim, whether the entity's best-matching passages support it; the
-sample's score is the fraction of supported claims (FActScore's definition). Departure
+With one, each sample is scored by the ``factscore`` grader (:func:`grade_factscore`),
+which asks a judge through the grading context's cached executor, for every claim,
+whether the entity's best-matching passages support it; the sample's score is the
+fraction of supported claims (FActScore's definition). Departure
 from FActScore, stated: claims are the generation's *sentences* (:func:`claims`), not
 atomic facts split by an LLM, which would cost one more model call per sample; a
 sentence holding several facts is supported only if the judge accepts it whole.
@@ -22,16 +23,18 @@ sentence holding several facts is supported only if the judge accepts it whole.
 
 from __future__ import annotations
 
+import math
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
 from credo.tasks.base import AnswerFormat, Item, Task
-from credo.tasks.builtin import task_loader
+from credo.tasks.grading import Graded, GradeMap, GradingContext, grader
 from credo.tasks.loaders import DatasetError, read_jsonl
-from credo.types import Message
+from credo.tasks.registry import task_loader
+from credo.types import GenerationRequest, Message
 
 __all__ = [
     "FACTSCORE",
@@ -39,6 +42,7 @@ __all__ = [
     "KnowledgeSource",
     "LabelledBio",
     "claims",
+    "grade_factscore",
     "load_entities",
     "load_factscore_labelled",
     "load_factscore_task",
@@ -251,3 +255,85 @@ def parse_support(text: str) -> bool | None:
     s = re.sub(r"^\s*<think>.*?</think>", "", text, count=1, flags=re.DOTALL | re.IGNORECASE)
     m = _SUPPORT_RE.match(s.strip())
     return None if m is None else m.group("word").lower() == "true"
+
+
+@grader(FACTSCORE)
+def grade_factscore(ctx: GradingContext, originals: Mapping[str, Sequence[Graded]]) -> GradeMap:
+    """Per sample: supported claims / claims (FActScore); NaN without a knowledge source.
+
+    Every distinct (item, claim) is checked once, against the entity's best-matching
+    passages of the item's knowledge source (``ctx.knowledge`` replaces the folder an
+    item names); a sample without claims scores 0.
+    """
+    items = ctx.items
+    sources: dict[str, KnowledgeSource] = {}
+    for i in originals:
+        src = ctx.knowledge or _folder_source(items[i], sources)
+        if src is not None:
+            sources[i] = src
+    out: GradeMap = {
+        i: tuple(math.nan for _ in o) for i, o in originals.items() if i not in sources
+    }
+    if out:
+        ctx.stats["correctness"] = (
+            f"unavailable for {len(out)} of {len(originals)} items: no knowledge source"
+            " (task factscore:<file>,knowledge=<folder>)"
+        )
+    if not sources:
+        return out
+    plan = {(i, c): None for i in sources for s in originals[i] for c in claims(s.answer.value)}
+    verdicts = _check_claims(ctx, list(plan), sources)
+    no_claims = 0
+    for i in sources:
+        scores = []
+        for s in originals[i]:
+            cs = claims(s.answer.value)
+            no_claims += not cs
+            scores.append(sum(1 for c in cs if verdicts[(i, c)]) / len(cs) if cs else 0.0)
+        out[i] = tuple(scores)
+    ctx.stats.update(
+        factscore_claims_checked=len(plan),
+        factscore_unparsable_verdicts=sum(1 for v in verdicts.values() if v is None),
+        factscore_samples_without_claims=no_claims,
+    )
+    return {i: out[i] for i in originals}
+
+
+def _check_claims(
+    ctx: GradingContext, plan: list[tuple[str, str]], sources: Mapping[str, KnowledgeSource]
+) -> dict[tuple[str, str], bool | None]:
+    """The judge's support verdict on every planned (item id, claim)."""
+    from credo.generation.executor import PlannedRequest
+
+    if not plan:
+        return {}
+    requests = []
+    for i, c in plan:
+        entity = ctx.items[i].meta.get("entity", "")
+        src = sources[i]
+        passages = (
+            src.retrieve(entity, c)  # type: ignore[attr-defined]
+            if hasattr(src, "retrieve")
+            else retrieve(src.passages(entity), c)
+        )
+        requests.append(
+            PlannedRequest(
+                GenerationRequest(messages=support_messages(entity, c, passages),
+                                  params=ctx.params),
+                1,
+                label=f"{i}/support",
+            )
+        )
+    gens = ctx.judge().execute(requests, "checking claims")
+    return {key: parse_support(g[0].text) for key, g in zip(plan, gens, strict=True)}
+
+
+def _folder_source(item: Item, known: Mapping[str, KnowledgeSource]) -> KnowledgeSource | None:
+    """The folder knowledge source ``item.meta["knowledge"]`` names (one per folder)."""
+    folder = item.meta.get("knowledge")
+    if not folder:
+        return None
+    for src in known.values():
+        if isinstance(src, FolderKnowledgeSource) and str(src.folder) == folder:
+            return src
+    return FolderKnowledgeSource(folder)

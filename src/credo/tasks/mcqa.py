@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from credo.tasks.base import AnswerFormat, Item, Task
-from credo.tasks.builtin import task_loader
 from credo.tasks.loaders import DatasetError, read_jsonl, read_rows
+from credo.tasks.registry import task_loader
 
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 SPORTS_PROMPT = "Is the following sentence plausible? "

@@ -1,0 +1,208 @@
+"""The model pool: every model a run or a strength study needs, loaded once, closed once.
+
+A run uses models in several *roles*: the model under test, the perturbation writer, the
+paraphraser, the LLM judge (judge kernel, CCP's NLI step), the grader of open-ended
+answers and, for paper 003, the surprisal scorer. The pool maps each role to a model
+spec (a registry name, a ``.gguf`` path, ``openai:<model>``...) plus its options, or to
+another role ("the writer is the model under test"). It loads a spec the first time a
+role that needs it asks, once per pool however many roles name it (a judge and a grader
+naming one model share one server), gives every distinct model one
+:class:`~credo.generation.executor.Executor` over the shared cache, and closes what it
+loaded. Models handed in (tests, library users with a model already open) are used as
+they are and never closed.
+
+This is the only module outside :mod:`credo.models` that loads a model or an embedder
+(docs/architecture.md).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Self
+
+from credo.config import default_cache_path
+from credo.generation.executor import ExecutionStats, Executor
+from credo.generation.store import GenerationStore
+from credo.models.base import Model
+from credo.models.embedders import Embedder
+
+log = logging.getLogger(__name__)
+
+MODEL = "model"
+"""The model under test."""
+WRITER = "writer"
+"""Writes context prefixes (000 §3) and 003's perturbations."""
+PARAPHRASER = "paraphraser"
+"""Writes paraphrases of the question (paraphrase consistency)."""
+JUDGE = "judge"
+"""The LLM judge at T = 0: answer equivalence (000 App. D.5), CCP's NLI step, 003's rubric."""
+GRADER = "grader"
+"""Grades open-ended answers (SimpleQA grades, FActScore support)."""
+SURPRISAL = "surprisal"
+"""Scores a text's token log-probabilities by forced decoding (003 §3.3)."""
+
+__all__ = [
+    "GRADER",
+    "JUDGE",
+    "MODEL",
+    "PARAPHRASER",
+    "SURPRISAL",
+    "WRITER",
+    "ModelPool",
+    "shared_embedder",
+]
+
+
+def shared_embedder(name: str) -> Embedder:
+    """The process-wide sentence embedder ``name`` (loaded once per process, offline)."""
+    from credo.models.embedders import load_embedder
+
+    return load_embedder(name)
+
+
+@dataclass(frozen=True)
+class _Spec:
+    """What plays a role: a spec to load, a model handed in, or another role's model."""
+
+    name: str | None = None
+    options: tuple[tuple[str, Any], ...] = ()
+    model: Model | None = None
+    same_as: str | None = None
+
+    @property
+    def load_key(self) -> str:
+        return json.dumps([self.name, dict(self.options)], sort_keys=True, default=str)
+
+
+class ModelPool:
+    """Models by role over one cache; see the module docstring.
+
+    Parameters
+    ----------
+    store : GenerationStore or None
+        The cache every executor reads and writes; None opens ``cache_path`` (and the
+        pool closes it).
+    cache_path : path or None
+        Where to open the store when ``store`` is None (default: :func:`default_cache_path`).
+    seed : int
+        The run seed, part of every request key.
+    max_block : int
+        Most samples in one backend call.
+    show_progress : bool
+        Draw progress bars.
+    embedder : Embedder or None
+        Used for every embedder name instead of loading one (tests pass a small one).
+    """
+
+    def __init__(
+        self,
+        store: GenerationStore | None = None,
+        *,
+        cache_path: str | Path | None = None,
+        seed: int = 0,
+        max_block: int = 16,
+        show_progress: bool = True,
+        embedder: Embedder | None = None,
+    ) -> None:
+        self._owns_store = store is None
+        self.store = store if store is not None else GenerationStore(default_cache_path(cache_path))
+        self.seed = seed
+        self.max_block = max_block
+        self.show_progress = show_progress
+        self._embedder = embedder
+        self._roles: dict[str, _Spec] = {}
+        self._loaded: dict[str, Model] = {}
+        self._executors: dict[int, Executor] = {}
+
+    # ------------------------------------------------------------------ roles
+
+    def assign(
+        self,
+        role: str,
+        spec: str | None = None,
+        options: dict[str, Any] | None = None,
+        *,
+        model: Model | None = None,
+        same_as: str | None = None,
+    ) -> None:
+        """Say what plays ``role``: an open ``model``, a ``spec`` to load with
+        ``options``, or (``spec`` None) the model of role ``same_as``. Nothing is loaded
+        until the role is used; a role assigned twice keeps its first assignment, so a
+        model handed in wins over the config's spec."""
+        if role in self._roles:
+            return
+        if model is None and spec is None and same_as is None:
+            raise ValueError(f"role {role!r}: give a model, a spec or a role to share")
+        self._roles[role] = _Spec(spec, tuple(sorted((options or {}).items())), model, same_as)
+
+    def has(self, role: str) -> bool:
+        """Whether ``role`` was assigned."""
+        return role in self._roles
+
+    def model(self, role: str) -> Model:
+        """The model playing ``role``, loaded on first use."""
+        spec = self._spec(role)
+        if spec.model is not None:
+            return spec.model
+        if spec.name is None:
+            assert spec.same_as is not None
+            return self.model(spec.same_as)
+        key = spec.load_key
+        if key not in self._loaded:
+            from credo.models.registry import load_model
+
+            log.info("loading %s for %s", spec.name, role)
+            self._loaded[key] = load_model(spec.name, **dict(spec.options))
+        return self._loaded[key]
+
+    def executor(self, role: str) -> Executor:
+        """The cached executor of ``role``'s model (one per distinct model)."""
+        model = self.model(role)
+        ex = self._executors.get(id(model))
+        if ex is None:
+            ex = Executor(model, self.store, self.seed, self.max_block, self.show_progress)
+            self._executors[id(model)] = ex
+        return ex
+
+    def embedder(self, name: str) -> Embedder:
+        """The sentence embedder ``name`` (the one handed in, if any)."""
+        return self._embedder if self._embedder is not None else shared_embedder(name)
+
+    def _spec(self, role: str) -> _Spec:
+        try:
+            return self._roles[role]
+        except KeyError:
+            raise KeyError(
+                f"no model assigned to role {role!r}; assigned: {', '.join(self._roles)}"
+            ) from None
+
+    # ------------------------------------------------------------------ accounting
+
+    @property
+    def history(self) -> list[ExecutionStats]:
+        """What every ``execute`` call of every executor did, in order per executor."""
+        return [h for ex in self._executors.values() for h in ex.history]
+
+    def total(self, field: str) -> int:
+        """Sum of one :class:`ExecutionStats` field over every call of every executor."""
+        return sum(getattr(h, field) for h in self.history)
+
+    # ------------------------------------------------------------------ lifetime
+
+    def close(self) -> None:
+        """Close every model the pool loaded, then the store if the pool opened it."""
+        for model in self._loaded.values():
+            model.close()
+        self._loaded.clear()
+        self._executors.clear()
+        if self._owns_store:
+            self.store.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,120 @@
+"""The scoring stage: every selected method on every item's cached samples (design.md).
+
+:func:`score_items` runs each method's pure scorer on the :class:`ItemSamples` of each
+item with the kernel it names (the run's ``kernel``, or ``<method>@<kernel>``), and
+returns one :class:`ItemResult` per item: the samples, their correctness from the
+grading stage and every method's :class:`Score`. A method that does not apply to the
+task's format, or needs logprobs the backend does not return, gets a NaN score that says
+why (design.md: capabilities, not exceptions). Correctness is carried along for the
+evaluation; it never feeds a score.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from credo.kernels.registry import ItemKernels
+from credo.methods.base import MethodSpec, Score
+from credo.plan.samples import ORIGINAL, PERTURBED, ItemSamples, Sample
+from credo.tasks.base import Item, Task
+
+__all__ = ["GeneratedSets", "ItemResult", "score_items"]
+
+GeneratedSets = Mapping[str, Mapping[str, tuple[tuple[Sample, ...], tuple[bool | None, ...]]]]
+"""Per item id, per sample set: the samples and each one's correctness (None = none)."""
+
+
+@dataclass(frozen=True)
+class ItemResult:
+    """Everything a run knows about one item.
+
+    ``sets`` holds every generated sample set by name and ``set_correct`` the
+    correctness of each of their samples (None where a sample has no answer of its own);
+    ``method_scores`` each method's full :class:`Score` and ``scores`` its item value.
+    """
+
+    item: Item
+    perturbations: tuple[str, ...]
+    original: tuple[Sample, ...]
+    perturbed: tuple[Sample, ...]
+    correct: tuple[bool, ...]
+    scores: dict[str, float]
+    sets: dict[str, tuple[Sample, ...]] = field(default_factory=dict)
+    set_correct: dict[str, tuple[bool | None, ...]] = field(default_factory=dict)
+    method_scores: dict[str, Score] = field(default_factory=dict)
+
+    @property
+    def performance(self) -> float:
+        """p̄: mean correctness over the n original samples (000 App. E.2)."""
+        return float(np.mean(self.correct)) if self.correct else math.nan
+
+
+def score_items(
+    task: Task,
+    generated: GeneratedSets,
+    graded: Mapping[str, tuple[bool | float, ...]],
+    specs: Sequence[MethodSpec],
+    kernels: Mapping[str, ItemKernels],
+    *,
+    default_kernel: str,
+    logprobs: bool,
+    prefixes: Mapping[str, tuple[str, ...]],
+    options: Mapping[str, Any],
+) -> list[ItemResult]:
+    """One :class:`ItemResult` per task item (see the module docstring).
+
+    ``graded`` is the grading stage's correctness of each item's original samples (NaN
+    where unknown, kept as None per sample); ``prefixes`` the context prefix of each
+    perturbed sample; ``options`` the run settings some methods read (``followups``,
+    ``ccp_min_prob``).
+    """
+    results = []
+    for it in task.items:
+        sets = {name: samples for name, (samples, _) in generated[it.id].items()}
+        correct = {name: c for name, (_, c) in generated[it.id].items()}
+        correct[ORIGINAL] = tuple(None if _nan(c) else c for c in graded[it.id])
+        samples = ItemSamples(it.id, sets, task.format, len(it.choices), options)
+        scores = {
+            spec.name: _score(spec, samples, task, kernels, default_kernel, logprobs)
+            for spec in specs
+        }
+        results.append(
+            ItemResult(
+                it,
+                prefixes.get(it.id, ()) if PERTURBED in sets else (),
+                sets[ORIGINAL],
+                sets.get(PERTURBED, ()),
+                graded[it.id],
+                {k: v.value for k, v in scores.items()},
+                sets,
+                correct,
+                scores,
+            )
+        )
+    return results
+
+
+def _score(
+    spec: MethodSpec,
+    samples: ItemSamples,
+    task: Task,
+    kernels: Mapping[str, ItemKernels],
+    default_kernel: str,
+    logprobs: bool,
+) -> Score:
+    if not spec.applies_to(task.format):
+        allowed = ", ".join(f.value for f in spec.formats or ())
+        return Score.not_available(f"defined for {allowed} tasks only")
+    if spec.logprobs and not logprobs:
+        return Score.not_available("not available on this backend: it returns no token logprobs")
+    kernel = kernels[spec.kernel or default_kernel].kernel_for(samples.item_id)
+    return spec.score(samples, kernel)
+
+
+def _nan(x: object) -> bool:
+    return isinstance(x, float) and math.isnan(x)

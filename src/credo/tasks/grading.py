@@ -1,0 +1,195 @@
+"""Grading: the correctness of every sampled answer, the truth every metric is measured
+against (design.md, ``tasks/``; 000 App. E.2's p̄ is the mean over an item's original
+samples).
+
+Two registries, both filled by decorator where the rule is defined:
+
+* :func:`correctness` rules per answer format, a pure function of one answer and its
+  item: numbers by value, option letters, normalised short text (here), programs by
+  their tests in a sandbox (:mod:`credo.tasks.humaneval`). :func:`is_correct` looks the
+  format up.
+* :func:`grader` functions grade all the original samples of a group of items at once;
+  they may ask a judge model (SimpleQA grades in :mod:`credo.tasks.factual`, FActScore
+  support in :mod:`credo.tasks.longform`) through the executor the
+  :class:`GradingContext` hands them, so their calls are planned, cached and resumable
+  like any generation. An item's grader is ``item.meta["grader"]``, else
+  :data:`DEFAULT_GRADER` (the format's correctness rule).
+
+Correctness never feeds a score (design.md): the grades are joined with the scores only
+by the evaluation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from credo.tasks.answers import Answer, normalise_gold, normalise_text, numbers_equal
+from credo.tasks.base import AnswerFormat, Item, Task
+from credo.types import SamplingParams
+
+if TYPE_CHECKING:
+    from credo.generation.executor import Executor
+
+__all__ = [
+    "DEFAULT_GRADER",
+    "GRADERS",
+    "Graded",
+    "GradingContext",
+    "correctness",
+    "get_grader",
+    "grade_originals",
+    "grader",
+    "is_correct",
+]
+
+DEFAULT_GRADER = "exact"
+"""The grader of items that name none: each answer by its format's correctness rule."""
+
+
+class Graded(Protocol):
+    """What a grader reads of a sample: its text and the answer extracted from it."""
+
+    text: str
+    answer: Answer
+
+
+# --------------------------------------------------------------------------- correctness
+
+Correctness = Callable[[Answer, Item], bool]
+_CORRECTNESS: dict[AnswerFormat, Correctness] = {}
+
+
+def correctness(fmt: AnswerFormat) -> Callable[[Correctness], Correctness]:
+    """Register the correctness rule of answer format ``fmt``."""
+
+    def register(fn: Correctness) -> Correctness:
+        if fmt in _CORRECTNESS:
+            raise ValueError(f"a correctness rule for {fmt.value!r} is registered twice")
+        _CORRECTNESS[fmt] = fn
+        return fn
+
+    return register
+
+
+def is_correct(answer: Answer, item: Item, fmt: AnswerFormat) -> bool:
+    """Whether ``answer`` matches ``item.gold``; an unparsed answer is wrong.
+
+    NUMBER uses :func:`~credo.tasks.answers.numbers_equal`, CHOICE letter equality,
+    SHORT_TEXT equality after :func:`~credo.tasks.answers.normalise_text`, CODE runs the
+    item's tests in a sandbox (:func:`credo.tasks.humaneval.code_is_correct`). LONG_FORM
+    answers need a knowledge source and a judge (the ``factscore`` grader) and raise
+    :class:`NotImplementedError` here.
+    """
+    fmt = AnswerFormat(fmt)
+    rule = _CORRECTNESS.get(fmt)
+    if rule is None:
+        raise NotImplementedError(
+            f"{fmt.value.upper()} answers are graded against a knowledge source by a judge"
+            " model; run them through credo.run (the factscore grader)"
+        )
+    return rule(answer, item)
+
+
+@correctness(AnswerFormat.NUMBER)
+def _number_correct(answer: Answer, item: Item) -> bool:
+    return answer.value is not None and numbers_equal(answer.value, item.gold)
+
+
+@correctness(AnswerFormat.CHOICE)
+def _choice_correct(answer: Answer, item: Item) -> bool:
+    return answer.value is not None and (
+        answer.value.strip().upper() == normalise_gold(item.gold, AnswerFormat.CHOICE)
+    )
+
+
+@correctness(AnswerFormat.SHORT_TEXT)
+def _text_correct(answer: Answer, item: Item) -> bool:
+    return answer.value is not None and normalise_text(answer.value) == normalise_text(item.gold)
+
+
+# --------------------------------------------------------------------------- graders
+
+
+@dataclass
+class GradingContext:
+    """What a grader gets besides the samples.
+
+    ``judge`` returns the grader model's cached executor, loaded on first call (a run
+    whose answers need no judge loads none); ``params`` are its decoding parameters (T =
+    0); ``knowledge`` replaces the knowledge source a FActScore item names; graders add
+    their counts to ``stats``.
+    """
+
+    task: Task
+    judge: Callable[[], Executor]
+    params: SamplingParams = field(
+        default_factory=lambda: SamplingParams(temperature=0.0, max_tokens=8)
+    )
+    knowledge: Any = None
+    stats: dict[str, int | float | str] = field(default_factory=dict)
+
+    @property
+    def items(self) -> Mapping[str, Item]:
+        """The task's items by id."""
+        return {it.id: it for it in self.task.items}
+
+
+GradeMap = dict[str, tuple[bool | float, ...]]
+Grader = Callable[[GradingContext, Mapping[str, Sequence[Graded]]], GradeMap]
+GRADERS: dict[str, Grader] = {}
+
+
+def grader(name: str) -> Callable[[Grader], Grader]:
+    """Register ``fn(ctx, originals) -> {item id: per-sample correctness}`` as grader
+    ``name`` (what ``item.meta["grader"]`` names). A value is a bool, or a float in [0, 1]
+    (FActScore's supported fraction), or NaN where correctness is unknown."""
+
+    def register(fn: Grader) -> Grader:
+        if name in GRADERS:
+            raise ValueError(f"grader {name!r} is registered twice")
+        GRADERS[name] = fn
+        return fn
+
+    return register
+
+
+def get_grader(name: str) -> Grader:
+    """The registered grader ``name``; a ValueError lists the known ones."""
+    try:
+        return GRADERS[name]
+    except KeyError:
+        raise ValueError(f"unknown grader {name!r} (known: {', '.join(sorted(GRADERS))})") from None
+
+
+def grade_originals(ctx: GradingContext, originals: Mapping[str, Sequence[Graded]]) -> GradeMap:
+    """The grading stage: every item's original samples by its grader, in item order."""
+    items = ctx.items
+    groups: dict[str, dict[str, Sequence[Graded]]] = {}
+    for item_id, samples in originals.items():
+        name = items[item_id].meta.get("grader") or DEFAULT_GRADER
+        groups.setdefault(name, {})[item_id] = samples
+    graded: GradeMap = {}
+    for name, group in groups.items():
+        try:
+            fn = get_grader(name)
+        except ValueError as e:
+            first = next(iter(group))
+            raise ValueError(f"item {first!r}: {e}") from None
+        graded.update(fn(ctx, group))
+    return {i: graded[i] for i in originals}
+
+
+@grader(DEFAULT_GRADER)
+def grade_exactly(ctx: GradingContext, originals: Mapping[str, Sequence[Graded]]) -> GradeMap:
+    """Each answer by its format's correctness rule (:func:`is_correct`); for programs,
+    the number of passing samples goes into the stats."""
+    items, fmt = ctx.items, ctx.task.format
+    out: GradeMap = {
+        i: tuple(is_correct(s.answer, items[i], fmt) for s in samples)
+        for i, samples in originals.items()
+    }
+    if fmt is AnswerFormat.CODE:
+        ctx.stats["code_samples_passing"] = int(sum(sum(v) for v in out.values()))
+    return out

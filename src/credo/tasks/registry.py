@@ -1,0 +1,79 @@
+"""The task registry: ``@task_loader("name")`` registers a benchmark's loader.
+
+Task modules (:mod:`credo.tasks.builtin`, ``mcqa``, ``factual``, ``humaneval``,
+``longform``) register themselves with :func:`task_loader`; ``credo.tasks`` imports them
+all, so ``from credo.tasks import load_task`` (or ``credo.tasks.builtin.load_task``)
+knows every task. This module imports nothing else of credo's tasks, so no task module
+imports another one back.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from credo.tasks.base import Task
+
+TaskLoader = Callable[[str | None], Task]
+"""``loader(argument) -> Task``; the argument is what follows ``name:`` in the spec."""
+
+
+@dataclass(frozen=True)
+class _Registered:
+    loader: TaskLoader
+    variants: Callable[[], list[str]] | None
+
+
+_TASKS: dict[str, _Registered] = {}
+
+
+def task_loader(
+    name: str, *, variants: Callable[[], list[str]] | None = None
+) -> Callable[[TaskLoader], TaskLoader]:
+    """Register the decorated ``loader(argument)`` as built-in task ``name``.
+
+    ``variants`` lists the full specs (``"name:arg"``) the loader accepts, for
+    :func:`list_tasks`.
+    """
+
+    def register(fn: TaskLoader) -> TaskLoader:
+        if name in _TASKS:
+            raise ValueError(f"task {name!r} is already registered")
+        _TASKS[name] = _Registered(fn, variants)
+        return fn
+
+    return register
+
+
+def package_data(package: str, *parts: str) -> Path:
+    """The path of a data file inside an installed package, without importing it."""
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError(f"package {package!r} is not installed; it ships the task data")
+    path = Path(next(iter(spec.submodule_search_locations))).joinpath(*parts)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: data file missing from package {package!r}")
+    return path
+
+
+def list_tasks() -> list[str]:
+    """Every built-in task spec :func:`load_task` accepts (``file:`` specs aside)."""
+    out: list[str] = []
+    for name, reg in sorted(_TASKS.items()):
+        out.append(name)
+        if reg.variants is not None:
+            out.extend(reg.variants())
+    return out
+
+
+def registered_loader(name: str) -> TaskLoader | None:
+    """The loader registered as ``name``, or None."""
+    reg = _TASKS.get(name)
+    return reg.loader if reg is not None else None
+
+
+def registered_names() -> list[str]:
+    """The registered task names, sorted."""
+    return sorted(_TASKS)
