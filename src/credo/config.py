@@ -144,12 +144,18 @@ class RunConfig(BaseModel):
     @classmethod
     def from_yaml(cls, path: str | Path, **overrides: Any) -> RunConfig:
         """Load a YAML config; ``overrides`` (non-None values) replace its fields."""
-        p = Path(path)
-        try:
-            data = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
-        except yaml.YAMLError as e:
-            raise ValueError(f"{p}: not valid YAML: {e}") from e
-        if not isinstance(data, dict):
-            raise ValueError(f"{p}: a run config must be a mapping, got {type(data).__name__}")
+        data = read_yaml_mapping(path)
         data.update({k: v for k, v in overrides.items() if v is not None})
         return cls.model_validate(data)
+
+
+def read_yaml_mapping(path: str | Path) -> dict[str, Any]:
+    """The mapping a YAML config file holds; a ValueError names the file otherwise."""
+    p = Path(path)
+    try:
+        data = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as e:
+        raise ValueError(f"{p}: not valid YAML: {e}") from e
+    if not isinstance(data, dict):
+        raise ValueError(f"{p}: a config must be a mapping, got {type(data).__name__}")
+    return data

@@ -1,4 +1,10 @@
-"""``credo``: the command line, thin over the Python API."""
+"""``credo``: the command line, thin over the Python API.
+
+Every flag goes through the same pydantic config as the YAML files, so a flag is
+validated exactly like the field it sets. Heavy libraries (torch, scikit-learn,
+sentence-transformers, xllamacpp, matplotlib) are imported inside the commands that need
+them, never when the parser is built: ``credo --help`` starts at once.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +15,8 @@ from pathlib import Path
 
 from rich.console import Console
 from rich.logging import RichHandler
-from rich.table import Table
+
+from credo.cli.run import cmd_run
 
 console = Console(stderr=False)
 
@@ -57,7 +64,7 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--out", type=Path, help="run folder (default runs/latest)")
     r.add_argument("--cache", type=Path, help="SQLite cache (default ~/.cache/credo)")
     r.add_argument("--quiet", action="store_true", help="no progress bars")
-    r.set_defaults(func=_cmd_run)
+    r.set_defaults(func=cmd_run)
 
     c = sub.add_parser("cache", help="inspect the generation cache")
     c.add_argument("action", choices=["stats"])
@@ -69,9 +76,9 @@ def _parser() -> argparse.ArgumentParser:
     m = sub.add_parser("methods", help="list the scoring methods")
     m.set_defaults(func=_cmd_methods)
 
-    from credo.perturb.cli import add_perturb_parser
+    from credo.cli.perturb import add_perturb_parser
+    from credo.cli.strength import add_strength_parser
     from credo.report.cli import add_report_parser
-    from credo.strength.cli import add_strength_parser
 
     add_report_parser(sub)
     add_perturb_parser(sub)
@@ -79,71 +86,11 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _cmd_run(args: argparse.Namespace) -> int:
-    from credo.api import run
-    from credo.config import RunConfig
-    from credo.report.writer import metrics_table_rows, response_table_rows
-
-    overrides = {
-        "task": args.task,
-        "model": args.model,
-        "n": args.n,
-        "m": args.m,
-        "limit": args.limit,
-        "prompt_style": args.prompt_style,
-        "seed": args.seed,
-        "out": args.out,
-        "cache": args.cache,
-        "kernel": args.kernel,
-        "bootstrap": args.bootstrap,
-    }
-    if args.methods:
-        overrides["methods"] = [s.strip() for s in args.methods.split(",") if s.strip()]
-    try:
-        if args.config:
-            cfg = RunConfig.from_yaml(args.config, **overrides)
-        else:
-            cfg = RunConfig(**{k: v for k, v in overrides.items() if v is not None})
-        updates = {}
-        if args.max_tokens:
-            updates["sampling"] = cfg.sampling.model_copy(update={"max_tokens": args.max_tokens})
-        if args.base_url:
-            updates["model_options"] = {**cfg.model_options, "base_url": args.base_url}
-        if args.followups:
-            updates["baselines"] = cfg.baselines.model_copy(update={"followups": args.followups})
-        if updates:
-            cfg = cfg.model_copy(update=updates)
-    except ValueError as e:
-        console.print(f"[red]invalid configuration:[/red] {e}")
-        return 2
-    result = run(cfg, show_progress=not args.quiet)
-    title = (
-        f"{result.task.name} · {cfg.model} · {len(result.items)} items "
-        f"· n={cfg.n} m={cfg.m} · accuracy {result.accuracy:.3f}"
-    )
-    console.print(_table(metrics_table_rows(result), title + " · per item"))
-    if result.response_metrics:
-        console.print(_table(response_table_rows(result), "per generation (002)"))
-    for name, why in result.unavailable.items():
-        console.print(f"[yellow]{name}[/yellow]: {why}")
-    console.print(f"report: {cfg.out / 'report.md'}")
-    return 0
-
-
-def _table(rows: list[list[str]], title: str) -> Table:
-    table = Table(title=title)
-    for h in rows[0]:
-        table.add_column(h, justify="left" if h == "method" else "right")
-    for row in rows[1:]:
-        table.add_row(*row)
-    return table
-
-
 def _cmd_cache(args: argparse.Namespace) -> int:
-    from credo.config import default_cache_dir
+    from credo.config import default_cache_path
     from credo.generation.store import GenerationStore
 
-    path = args.cache or default_cache_dir() / "generations.sqlite"
+    path = default_cache_path(args.cache)
     if not path.exists():
         console.print(f"no cache at {path}")
         return 1

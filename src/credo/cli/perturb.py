@@ -1,7 +1,8 @@
 """``credo perturb topic-check`` and ``credo perturb calibrate-threshold`` (000 App. A.2, A.4).
 
-Both call a model, so both plan their requests through the cached
-:class:`~credo.generation.executor.Executor`: a rerun reads every generation from the cache.
+Both call a model, taken from the model pool, so both plan their requests through the
+cached :class:`~credo.generation.executor.Executor`: a rerun reads every generation from
+the cache. Both refresh the run's report.html afterwards from the files they wrote.
 """
 
 from __future__ import annotations
@@ -113,7 +114,6 @@ def cmd_calibrate_threshold(args: argparse.Namespace) -> int:
     """Run ``credo perturb calibrate-threshold``."""
     from rich.console import Console
 
-    from credo.models.embedders import load_embedder
     from credo.perturb.quality import calibrate_threshold
     from credo.report.rundata import RunFolderError, load_run
     from credo.types import SamplingParams
@@ -138,7 +138,9 @@ def cmd_calibrate_threshold(args: argparse.Namespace) -> int:
     if not premises:
         console.print("[red]error:[/red] no premises")
         return 2
-    embedder = load_embedder(args.embedder)
+    from credo.generation.pool import shared_embedder
+
+    embedder = shared_embedder(args.embedder)
     with _executor(args, args.model, cache) as ex:
         cal = calibrate_threshold(
             premises, ex, embedder, n_paraphrases=args.paraphrases, percentile=args.percentile,
@@ -158,27 +160,25 @@ def cmd_calibrate_threshold(args: argparse.Namespace) -> int:
 
 
 class _executor:
-    """Context manager: model + cache store + Executor, closed on exit."""
+    """Context manager: the one model of a check from the model pool, over the cache."""
 
     def __init__(self, args: argparse.Namespace, spec: str, run_cache: str | None) -> None:
         self.args, self.spec, self.run_cache = args, spec, run_cache
 
     def __enter__(self):
-        from credo.config import default_cache_dir
-        from credo.generation.executor import Executor
-        from credo.generation.store import GenerationStore
-        from credo.models.registry import load_model
+        from credo.generation.pool import JUDGE, ModelPool
 
         options = {"base_url": self.args.base_url} if self.args.base_url else {}
-        path = self.args.cache or (Path(self.run_cache) if self.run_cache else None)
-        path = path or default_cache_dir() / "generations.sqlite"
-        self.model = load_model(self.spec, **options)
-        self.store = GenerationStore(path)
-        return Executor(self.model, self.store, self.args.seed, show_progress=not self.args.quiet)
+        self.pool = ModelPool(
+            cache_path=self.args.cache or self.run_cache,
+            seed=self.args.seed,
+            show_progress=not self.args.quiet,
+        )
+        self.pool.assign(JUDGE, self.spec, options)
+        return self.pool.executor(JUDGE)
 
     def __exit__(self, *exc) -> None:
-        self.store.close()
-        self.model.close()
+        self.pool.close()
 
 
 def _task_domain(task: str) -> str:
