@@ -1,0 +1,219 @@
+"""The picture of docs/architecture.md holds: layers, no import circle, one model loader,
+a light command line, and a report that needs no model library."""
+
+from __future__ import annotations
+
+import ast
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SRC = ROOT / "src"
+DOC = ROOT / "docs" / "architecture.md"
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for path in (SRC / "credo").rglob("*.py"):
+        parts = list(path.relative_to(SRC).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        out[".".join(parts)] = path
+    return out
+
+
+MODULES = _modules()
+
+
+def _imports(path: Path) -> list[tuple[str, int, bool]]:
+    """(imported credo module, line, inside a function) for every import in ``path``."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    lazy_lines: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            lazy_lines.update(
+                n.lineno for n in ast.walk(node) if isinstance(n, ast.Import | ast.ImportFrom)
+            )
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            # "from credo.x import y" names module credo.x.y when y is a submodule
+            names = [
+                f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in MODULES else node.module
+                for a in node.names
+            ]
+        else:
+            continue
+        for name in names:
+            if name == "credo" or name.startswith("credo."):
+                found.append((name, node.lineno, node.lineno in lazy_lines))
+    return found
+
+
+def _table(title: str) -> list[list[str]]:
+    """The rows of the first Markdown table after heading ``title`` in the architecture doc."""
+    text = DOC.read_text(encoding="utf-8")
+    section = text.split(f"## {title}", 1)[1].split("\n## ", 1)[0]
+    rows = [ln for ln in section.splitlines() if ln.startswith("|")][2:]
+    return [[c.strip() for c in r.strip("|").split("|")] for r in rows]
+
+
+def _layers() -> list[list[str]]:
+    return [re.findall(r"`([\w.]+)`", row[1]) for row in _table("Layers")]
+
+
+def _layer_of(module: str) -> int:
+    best, rank = -1, -1
+    for i, prefixes in enumerate(_layers()):
+        for p in prefixes:
+            exact = module == p
+            if (exact or module.startswith(p + ".")) and len(p) > best:
+                best, rank = len(p), i
+    assert rank >= 0, f"{module} belongs to no layer of docs/architecture.md"
+    return rank
+
+
+def _exceptions() -> set[tuple[str, str]]:
+    return {
+        tuple(re.findall(r"`([\w.]+)`", f"{row[0]} {row[1]}"))  # type: ignore[misc]
+        for row in _table("Imports that run back up a layer")
+    }
+
+
+def _graph() -> dict[str, list[tuple[str, int, bool]]]:
+    return {m: _imports(p) for m, p in MODULES.items()}
+
+
+def test_every_module_has_a_layer():
+    for module in MODULES:
+        _layer_of(module)
+
+
+def test_no_import_runs_back_up_a_layer_except_the_named_ones():
+    allowed = _exceptions()
+    assert len(allowed) <= 2, "docs/architecture.md names more than two upward imports"
+    bad, used = [], set()
+    for module, imports in _graph().items():
+        for target, line, lazy in imports:
+            if _layer_of(target) <= _layer_of(module):
+                continue
+            key = next(
+                (
+                    (s, d)
+                    for s, d in allowed
+                    if (module == s or module.startswith(s + "."))
+                    and (target == d or target.startswith(d + "."))
+                ),
+                None,
+            )
+            if key is None:
+                bad.append(f"{MODULES[module].relative_to(ROOT)}:{line}: {module} -> {target}")
+            else:
+                assert lazy, f"{module} -> {target} (line {line}) must be imported lazily"
+                used.add(key)
+    assert not bad, "imports against docs/architecture.md:\n" + "\n".join(bad)
+    assert used == allowed, f"named but unused upward imports: {allowed - used}"
+
+
+def test_no_import_circle():
+    allowed = _exceptions()
+    edges: dict[str, set[str]] = {m: set() for m in MODULES}
+    for module, imports in _graph().items():
+        for target, _, _ in imports:
+            named = any(
+                (module == s or module.startswith(s + "."))
+                and (target == d or target.startswith(d + "."))
+                for s, d in allowed
+            )
+            if target in MODULES and target != module and not named:
+                edges[module].add(target)
+    cycles = _cycles(edges)
+    assert not cycles, "import circles:\n" + "\n".join(" -> ".join(c) for c in cycles)
+
+
+def _cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+    counter = [0]
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in sorted(edges[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10_000))
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    return out
+
+
+LOADERS = ("load_model", "load_embedder", "EmbeddedModel", "OpenAIModel", "SentenceTransformer",
+           "ForcedDecodingScorer", "start_server")
+
+
+def test_exactly_one_file_outside_models_loads_models():
+    loaders = set()
+    for module, path in MODULES.items():
+        if module.startswith("credo.models"):
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            name = None
+            if isinstance(node, ast.Name):
+                name = node.id
+            elif isinstance(node, ast.Attribute):
+                name = node.attr
+            elif isinstance(node, ast.alias):
+                name = node.name
+            if name in LOADERS:
+                loaders.add(module)
+    assert loaders == {"credo.generation.pool"}
+
+
+def _fresh_python(code: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, cwd=ROOT)
+
+
+HEAVY = ("torch", "sklearn", "sentence_transformers", "xllamacpp", "matplotlib", "transformers",
+         "scipy")
+
+
+@pytest.mark.parametrize("statement", [
+    "import credo.cli",
+    "import credo.cli; credo.cli._parser()",
+    "import credo",
+])
+def test_the_command_line_starts_light(statement):
+    code = f"import sys; {statement}; print(','.join(m for m in {HEAVY!r} if m in sys.modules))"
+    done = _fresh_python(code)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "", f"{statement} loaded {done.stdout.strip()}"
