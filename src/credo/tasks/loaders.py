@@ -258,27 +258,7 @@ def _choices(
     """Option texts and, when the data names them, their labels."""
     labels: tuple[str, ...] | None = None
     if isinstance(m.choices, str):
-        if m.choices not in row or row[m.choices] is None:
-            raise DatasetError(f"{where}: missing field {m.choices!r} (fields: {sorted(row)})")
-        value = row[m.choices]
-        if isinstance(value, Mapping):
-            if "text" not in value:
-                raise DatasetError(f"{where}: field {m.choices!r} has no 'text' list")
-            texts = value["text"]
-            if "label" in value:
-                labels = tuple(str(x).strip() for x in value["label"])
-        elif isinstance(value, list):
-            texts = value
-        else:
-            raise DatasetError(
-                f"{where}: field {m.choices!r} should be a list of options, "
-                f"got {type(value).__name__}"
-            )
-        if not isinstance(texts, list) or any(
-            isinstance(t, (list, dict)) or t is None for t in texts
-        ):
-            raise DatasetError(f"{where}: field {m.choices!r} should hold a list of texts")
-        options = tuple(str(t).strip() for t in texts)
+        options, labels = _choice_list(row, m.choices, where)
     else:
         assert m.choices is not None
         options = tuple(_scalar(row, f, where).strip() for f in m.choices)
@@ -290,6 +270,31 @@ def _choices(
         if not opt:
             raise DatasetError(f"{where}: option {LETTERS[i]} is empty")
     return options, labels
+
+
+def _choice_list(
+    row: Mapping[str, Any], field: str, where: str
+) -> tuple[tuple[str, ...], tuple[str, ...] | None]:
+    """Options held in one field: a list of texts, or ``{"text": [...], "label": [...]}``."""
+    if field not in row or row[field] is None:
+        raise DatasetError(f"{where}: missing field {field!r} (fields: {sorted(row)})")
+    value = row[field]
+    labels: tuple[str, ...] | None = None
+    if isinstance(value, Mapping):
+        if "text" not in value:
+            raise DatasetError(f"{where}: field {field!r} has no 'text' list")
+        texts = value["text"]
+        if "label" in value:
+            labels = tuple(str(x).strip() for x in value["label"])
+    elif isinstance(value, list):
+        texts = value
+    else:
+        raise DatasetError(
+            f"{where}: field {field!r} should be a list of options, got {type(value).__name__}"
+        )
+    if not isinstance(texts, list) or any(isinstance(t, (list, dict)) or t is None for t in texts):
+        raise DatasetError(f"{where}: field {field!r} should hold a list of texts")
+    return tuple(str(t).strip() for t in texts), labels
 
 
 def _choice_gold(
