@@ -345,7 +345,7 @@ def test_vectorised_metrics_equal_sklearn_and_metrics():
 
 
 def test_neutrality_by_hand():
-    from credo.perturb.quality import neutrality
+    from credo.evaluate.neutrality import neutrality
 
     orig = {"a": [True, True, False, False], "b": [False] * 4, "c": [True] * 4}
     pert = {"a": [True, False, False, False], "b": [True, True, False, False], "c": [True] * 4}

@@ -19,6 +19,7 @@ from credo import jsonio
 from credo.evaluate.bootstrap import bootstrap_ci
 from credo.evaluate.convergence import Convergence, ItemTrials, trial_convergence
 from credo.evaluate.metrics import labels_from_performance
+from credo.evaluate.neutrality import Neutrality, neutrality
 from credo.evaluate.paired import (
     PairedDifference,
     auroc_rows,
@@ -28,7 +29,7 @@ from credo.evaluate.paired import (
 )
 from credo.evaluate.quadrants import Quadrants, diagnose
 from credo.perturb.embeddings import Embedder
-from credo.perturb.quality import Neutrality, neutrality, pairwise_similarities
+from credo.perturb.quality import pairwise_similarities
 from credo.report.figures import discrete_levels
 from credo.report.rundata import RunData
 
