@@ -18,6 +18,7 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -48,6 +49,28 @@ def pairwise_similarities(groups: Sequence[Sequence[str]], embedder: Embedder) -
             iu = np.triu_indices(len(g), k=1)
             out.append((e @ e.T)[iu])
     return np.concatenate(out) if out else np.zeros(0)
+
+
+def similarity_record(
+    groups: Sequence[Sequence[str]], embedder: Embedder, threshold: float | None
+) -> dict[str, Any]:
+    """The run folder's ``perturbation_similarity.json`` (000 App. A.2 / Fig. 5).
+
+    ``groups`` are the kept perturbations of each item; groups of fewer than 2 texts are
+    left out. Returns ``{"embedder", "threshold", "items", "similarities"}``: the
+    embedder's name, the filter's threshold k (NaN when unknown), the number of items with
+    two or more kept perturbations and their pooled within-item pairwise cosine
+    similarities (:func:`pairwise_similarities`). The report draws the diversity figure
+    from this record alone.
+    """
+    kept = [list(g) for g in groups if len(g) >= 2]
+    sims = pairwise_similarities(kept, embedder)
+    return {
+        "embedder": getattr(embedder, "name", ""),
+        "threshold": math.nan if threshold is None else float(threshold),
+        "items": len(kept),
+        "similarities": sims.tolist(),
+    }
 
 
 PARAPHRASE_SYSTEM_PROMPT = (

@@ -2,9 +2,9 @@
 
 Every figure is a base64 PNG inside the page and the styles are inline, so a page opens
 offline, from any folder, with no network access. Everything is recomputed from run
-folders (:func:`credo.report.rundata.load_run`), so a report regenerates without a model;
-the only optional model is the sentence embedder of the diversity check, whose result is
-cached in the run folder (``perturbation_similarity.json``).
+folders (:func:`credo.report.rundata.load_run`), so a report regenerates without a model
+(design.md: the report reads the run folder only). The diversity check's similarities come
+from the folder's ``perturbation_similarity.json``; the page explains their absence.
 
 * :func:`write_run_report` writes ``report.html`` (and the Parquet exports) into a run
   folder; :func:`credo.report.writer.write_run` calls it at the end of every run.
@@ -29,7 +29,6 @@ import numpy as np
 from credo.evaluate.metrics import ece, ece_discrete
 from credo.evaluate.paired import PairedDifference
 from credo.evaluate.quadrants import REGION_COLORS, REGIONS, Quadrants
-from credo.perturb.embeddings import Embedder, load_embedder
 from credo.report import analysis as an
 from credo.report import figures as fg
 from credo.report.export import write_parquet
@@ -50,7 +49,6 @@ class ReportOptions:
     pairs: list[tuple[str, str]] | None = None
     reference: str | None = None
     c3_method: str = "c3"
-    embedder: Embedder | None = None
     flip_rates: list[tuple[str, list[dict[str, Any]]]] = field(default_factory=list)
 
 
@@ -86,18 +84,9 @@ def write_run_report(
 
 
 def write_run_report_after_run(run_dir: str | Path) -> Path:
-    """:func:`write_run_report` as called by ``write_run`` at the end of a run.
-
-    The diversity check uses the run's embedder only when this process has already
-    loaded it (the runner did, to filter perturbations), so writing the page never loads
-    a model; otherwise ``credo report RUN_DIR`` computes it later.
-    """
-    run = load_run(run_dir)
-    name = (run.config.get("perturbation") or {}).get("embedder")
-    embedder = None
-    if name and load_embedder.cache_info().currsize:
-        embedder = load_embedder(name)
-    return write_run_report(run.path, ReportOptions(embedder=embedder))
+    """:func:`write_run_report` with the default options, as called by ``write_run`` at
+    the end of a run (from the files just written; no model)."""
+    return write_run_report(run_dir, ReportOptions())
 
 
 def write_report(
@@ -143,7 +132,7 @@ def analyse(run: RunData, opts: ReportOptions) -> RunAnalysis:
         quads = None
     a = RunAnalysis(
         run, summaries, tests, quads, an.neutrality_of(run, opts.seed), an.convergence_of(run),
-        an.similarity_of(run, opts.embedder),
+        an.similarity_of(run),
     )
     a.figures = _run_figures(a, opts)
     log.info("analysed %s in %.1f s", run.path, time.perf_counter() - t0)

@@ -23,7 +23,8 @@ from typing import Any
 import numpy as np
 import yaml
 
-OPTIONAL_JSON = ("topic_check.json", "threshold_calibration.json", "perturbation_similarity.json")
+SIMILARITY_FILE = "perturbation_similarity.json"
+OPTIONAL_JSON = ("topic_check.json", "threshold_calibration.json", SIMILARITY_FILE)
 FLIP_RATE_COLUMNS = ("model", "perturbation_type", "strength", "n", "flips", "rate", "low", "high")
 
 

@@ -11,6 +11,8 @@ Files
 ``samples.jsonl``       every sample of every set (set, index, ref, prefix, text, extracted
                         answer, correctness, the method confidences given to it)
 ``perturbations.jsonl`` the kept context prefixes per item and the filter's counts
+``perturbation_similarity.json``  pairwise cosine similarities of the kept perturbations
+                        (000 App. A.2), when the result carries them
 ``report.md``           the tables a reader wants first
 ``report.html``         the self-contained HTML report with figures (credo.report.html)
 ``scores.parquet``, ``samples.parquet``  the same tables for pandas / polars
@@ -27,6 +29,7 @@ import numpy as np
 import yaml
 
 from credo import jsonio
+from credo.report.rundata import SIMILARITY_FILE
 
 if TYPE_CHECKING:
     from credo.run.runner import RunResult
@@ -79,6 +82,9 @@ def write_run(result: RunResult, out: str | Path) -> Path:
     (out / "metrics.json").write_text(
         jsonio.dumps(metrics, indent=2), encoding="utf-8"
     )
+    similarity = getattr(result, "perturbation_similarity", None)
+    if isinstance(similarity, dict) and similarity:
+        (out / SIMILARITY_FILE).write_text(jsonio.dumps(similarity), encoding="utf-8")
     (out / "report.md").write_text(render_markdown(result), encoding="utf-8")
     _write_html_report(out)
     return out
