@@ -24,7 +24,7 @@ from sklearn.metrics import precision_recall_curve, roc_curve
 
 from credo.evaluate.bootstrap import polarisation_entropy
 from credo.evaluate.convergence import Convergence
-from credo.evaluate.quadrants import REGION_COLORS, REGIONS, Quadrants
+from credo.evaluate.quadrants import REGION_COLORS, Quadrants
 
 DPI = 90
 MAX_DISCRETE_LEVELS = 12
@@ -303,9 +303,3 @@ def plot_flip_rates(ax: Axes, rows: Sequence[Mapping[str, Any]], title: str) -> 
     if groups:
         ax.legend(fontsize=7)
 
-
-def region_legend_html() -> str:
-    """Colour key of the quadrant regions, as HTML spans."""
-    return " ".join(
-        f'<span class="swatch" style="background:{REGION_COLORS[r]}"></span>{r}' for r in REGIONS
-    )
