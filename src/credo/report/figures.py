@@ -11,6 +11,7 @@ import base64
 import io
 import math
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import matplotlib
@@ -27,6 +28,7 @@ from credo.evaluate.convergence import Convergence
 from credo.evaluate.quadrants import REGION_COLORS, Quadrants
 
 DPI = 90
+FLIP_TYPE_COLOURS = {"input": "#d95f02", "cot": "#1b9e77", "paraphrase": "#7570b3"}
 MAX_DISCRETE_LEVELS = 12
 
 
@@ -43,6 +45,14 @@ def figure_to_data_uri(fig: Figure) -> str:
     fig.savefig(buf, format="png", dpi=DPI)
     plt.close(fig)
     return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def save_figure(fig: Figure, path: str | Path, dpi: int = 130) -> Path:
+    """Write the figure as a PNG file at ``dpi``; the figure is closed."""
+    fig.tight_layout()
+    fig.savefig(path, dpi=dpi)
+    plt.close(fig)
+    return Path(path)
 
 
 def discrete_levels(scores: np.ndarray, max_levels: int = MAX_DISCRETE_LEVELS) -> np.ndarray | None:
@@ -303,3 +313,39 @@ def plot_flip_rates(ax: Axes, rows: Sequence[Mapping[str, Any]], title: str) -> 
     if groups:
         ax.legend(fontsize=7)
 
+
+
+def plot_flip_rate_bars(ax: Axes, rows: Sequence[Mapping[str, Any]], title: str) -> None:
+    """003 Fig. 6: FR(s) in percent as grouped bars, a group per strength and a bar per
+    perturbation type (input vs CoT), Wilson intervals as error bars, ``n`` at each bar.
+
+    ``rows`` are one model's rows of a strength run's ``flip_rates.csv`` (keys
+    perturbation_type, strength, n, rate, low, high; :func:`plot_flip_rates` draws the
+    same rows as lines). A bin with ``n = 0`` draws an empty bar. Numeric strengths are
+    placed in increasing order, others in order of first appearance.
+    """
+    kinds = list(dict.fromkeys(str(r["perturbation_type"]) for r in rows))
+    levels = list(dict.fromkeys(r["strength"] for r in rows))
+    if not any(isinstance(v, str) for v in levels):
+        levels.sort()
+    width = 0.8 / max(1, len(kinds))
+    for j, kind in enumerate(kinds):
+        rs = [r for r in rows if str(r["perturbation_type"]) == kind]
+        xs = (np.array([levels.index(r["strength"]) for r in rs], dtype=float)
+              + (j - (len(kinds) - 1) / 2) * width)
+        rates = np.array([0.0 if r["n"] == 0 else r["rate"] for r in rs])
+        err = np.array(
+            [[0.0, 0.0] if r["n"] == 0 else [r["rate"] - r["low"], r["high"] - r["rate"]]
+             for r in rs]
+        ).T
+        ax.bar(xs, 100 * rates, width, yerr=100 * err, capsize=3, label=kind,
+               color=FLIP_TYPE_COLOURS.get(kind), alpha=0.85)
+        for x, r in zip(xs, rs, strict=True):
+            ax.text(x, 1, f"n={r['n']}", ha="center", va="bottom", fontsize=6, rotation=90)
+    ax.set_xticks(range(len(levels)), [str(v) for v in levels])
+    ax.set_xlabel("perturbation strength (LLM judge)")
+    ax.set_ylabel("flip rate (%)")
+    ax.set_ylim(0, 105)
+    ax.set_title(title, fontsize=9)
+    if kinds:
+        ax.legend(fontsize=7, loc="upper left")
