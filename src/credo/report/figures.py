@@ -1,8 +1,11 @@
-"""The report's figures, drawn with matplotlib (Agg) from arrays read off a run folder.
+"""The report's figures, drawn with matplotlib from arrays read off a run folder.
 
 Each ``plot_*`` function draws on the axes it is given and returns nothing, so the HTML
 report can lay several out in one figure; :func:`figure_to_data_uri` turns a figure into a
-base64 PNG ``data:`` URI that the page embeds (no file or network access when opened).
+base64 PNG ``data:`` URI that the page embeds (no file or network access when opened),
+:func:`save_figure` writes one as a PNG file. Figures are plain
+:class:`matplotlib.figure.Figure` objects rendered by Agg when saved, outside pyplot: no
+backend is chosen at import and no figure stays registered after it is written.
 """
 
 from __future__ import annotations
@@ -14,10 +17,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
@@ -34,24 +33,23 @@ MAX_DISCRETE_LEVELS = 12
 
 def new_figure(width: float, height: float, rows: int = 1, cols: int = 1) -> tuple[Figure, Any]:
     """A figure of ``width`` x ``height`` inches with a grid of axes (squeezed)."""
-    fig, axes = plt.subplots(rows, cols, figsize=(width, height), dpi=DPI, squeeze=False)
+    fig = Figure(figsize=(width, height), dpi=DPI)
+    axes = fig.subplots(rows, cols, squeeze=False)
     return fig, axes
 
 
 def figure_to_data_uri(fig: Figure) -> str:
-    """The figure as a ``data:image/png;base64,...`` URI; the figure is closed."""
+    """The figure as a ``data:image/png;base64,...`` URI."""
     buf = io.BytesIO()
     fig.tight_layout()
     fig.savefig(buf, format="png", dpi=DPI)
-    plt.close(fig)
     return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
 
 
 def save_figure(fig: Figure, path: str | Path, dpi: int = 130) -> Path:
-    """Write the figure as a PNG file at ``dpi``; the figure is closed."""
+    """Write the figure as a PNG file at ``dpi``."""
     fig.tight_layout()
     fig.savefig(path, dpi=dpi)
-    plt.close(fig)
     return Path(path)
 
 
