@@ -422,6 +422,21 @@ def test_write_report_requires_runs(tmp_path):
         write_report([], tmp_path)
 
 
+# --------------------------------------------------------------------------- markdown
+
+
+def test_markdown_helpers():
+    from credo.report.markdown import fmt_number, md_cell, md_table
+
+    assert md_table([["a", "b"], ["1", "2"]]) == ["| a | b |", "|---|---|", "| 1 | 2 |"]
+    with pytest.raises(ValueError, match="header"):
+        md_table([])
+    assert md_cell("x | y\n  z") == "x \\| y z"
+    assert md_cell("abcdefgh", 5) == "abcd…"
+    assert fmt_number(0.12345) == "0.123" and fmt_number(None) == "n/a"
+    assert fmt_number(float("nan"), 2, "–") == "–" and fmt_number(2, 2) == "2.00"
+
+
 # --------------------------------------------------------------------------- run folder only
 
 BLOCKER = """
