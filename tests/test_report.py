@@ -7,8 +7,11 @@ embedder, then everything is regenerated from the folder alone.
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -345,7 +348,7 @@ def test_vectorised_metrics_equal_sklearn_and_metrics():
 
 
 def test_neutrality_by_hand():
-    from credo.perturb.quality import neutrality
+    from credo.evaluate.neutrality import neutrality
 
     orig = {"a": [True, True, False, False], "b": [False] * 4, "c": [True] * 4}
     pert = {"a": [True, False, False, False], "b": [True, True, False, False], "c": [True] * 4}
@@ -419,6 +422,177 @@ def test_write_report_requires_runs(tmp_path):
         write_report([], tmp_path)
 
 
+# --------------------------------------------------------------------------- markdown
+
+
+def test_markdown_helpers():
+    from credo.report.markdown import fmt_number, md_cell, md_table
+
+    assert md_table([["a", "b"], ["1", "2"]]) == ["| a | b |", "|---|---|", "| 1 | 2 |"]
+    with pytest.raises(ValueError, match="header"):
+        md_table([])
+    assert md_cell("x | y\n  z") == "x \\| y z"
+    assert md_cell("abcdefgh", 5) == "abcd…"
+    assert fmt_number(0.12345) == "0.123" and fmt_number(None) == "n/a"
+    assert fmt_number(float("nan"), 2, "–") == "–" and fmt_number(2, 2) == "2.00"
+
+
+# --------------------------------------------------------------------------- run folder only
+
+BLOCKER = """
+import sys
+
+BLOCKED = {"sentence_transformers", "xllamacpp", "torch", "transformers"}
+attempted = []
+
+
+class Blocker:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in BLOCKED:
+            attempted.append(name)
+            raise ImportError(f"{name} is blocked in this test")
+        return None
+
+
+sys.meta_path.insert(0, Blocker())
+from credo.cli import main
+
+code = main(sys.argv[1:])
+print("ATTEMPTED:" + ",".join(sorted(set(attempted))))
+sys.exit(code)
+"""
+
+
+def _report_without_model_libraries(tmp_path: Path, *args: str):
+    """``credo report ARGS`` in a fresh interpreter where the model libraries cannot load."""
+    import credo
+
+    script = tmp_path / "blocked_report.py"
+    script.write_text(BLOCKER)
+    src = str(Path(credo.__file__).parents[1])
+    done = subprocess.run([sys.executable, str(script), "report", *args], capture_output=True,
+                          text=True, timeout=300, check=False,
+                          env={**os.environ, "PYTHONPATH": src})
+    attempted = re.search(r"ATTEMPTED:(.*)", done.stdout)
+    return done, (attempted.group(1).split(",") if attempted and attempted.group(1) else [])
+
+
+def _bare_copy(run_dir: Path, target: Path) -> Path:
+    copy = Path(shutil.copytree(run_dir, target))
+    for f in ("report.html", "scores.parquet", "samples.parquet", an.SIMILARITY_FILE):
+        (copy / f).unlink(missing_ok=True)
+    return copy
+
+
+def test_report_needs_no_model_library(run_dir, tmp_path):
+    """design.md: the report reads the run folder only. With sentence_transformers,
+    xllamacpp, torch and transformers unimportable, ``credo report`` still writes the page;
+    the diversity check (000 App. A.2) explains that it was not computed."""
+    copy = _bare_copy(run_dir, tmp_path / "copy")
+    done, _ = _report_without_model_libraries(tmp_path, str(copy), "--resamples", "50")
+    assert done.returncode == 0, done.stderr[-3000:]
+    page = (copy / "report.html").read_text()
+    assert "Diversity (A.2)" in page and "not computed" in page
+    assert 'alt="similarity"' not in page
+    assert not (copy / an.SIMILARITY_FILE).exists()
+    assert len(_imgs(page)) >= 6
+
+    # --embedder none: not even an attempt to import a model library
+    done, attempted = _report_without_model_libraries(tmp_path, str(copy), "--embedder", "none",
+                                                      "--resamples", "50")
+    assert done.returncode == 0 and attempted == []
+
+    # with perturbation_similarity.json in the folder the figure is drawn from it alone
+    from credo.perturb.quality import similarity_record
+
+    record = similarity_record(load_run(copy).kept_perturbations(), BagOfWordsEmbedder(), 0.8)
+    (copy / an.SIMILARITY_FILE).write_text(json.dumps(record))
+    (copy / "report.html").unlink()
+    done, attempted = _report_without_model_libraries(tmp_path, str(copy), "--resamples", "50")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert attempted == []
+    page = (copy / "report.html").read_text()
+    assert 'alt="similarity"' in page and "not computed" not in page
+    assert f"{record['items']} items with ≥ 2 kept; embedder bow" in page
+
+
+def test_similarity_record_is_pairwise_similarities(bow_embedder):
+    from credo.perturb.quality import pairwise_similarities, similarity_record
+
+    groups = [["a b", "a c", "d e"], ["x"], ["e f", "e g"], []]
+    record = similarity_record(groups, bow_embedder, 0.8124)
+    want = pairwise_similarities([groups[0], groups[2]], bow_embedder)
+    assert record["similarities"] == pytest.approx(want.tolist())
+    assert len(record["similarities"]) == 3 + 1
+    assert record["items"] == 2 and record["threshold"] == 0.8124 and record["embedder"] == "bow"
+    assert set(record) == {"embedder", "threshold", "items", "similarities"}
+    assert np.isnan(similarity_record(groups, bow_embedder, None)["threshold"])
+
+
+def test_credo_report_writes_the_similarities_once(run_dir, tmp_path, monkeypatch):
+    """``credo report`` loads the embedder for a folder without the file and writes it;
+    the next report reads the file and never loads the embedder."""
+    from credo.cli import main
+
+    loads = []
+
+    def bow(name):
+        loads.append(name)
+        return BagOfWordsEmbedder()
+
+    copy = _bare_copy(run_dir, tmp_path / "copy")
+    monkeypatch.setattr("credo.generation.pool.shared_embedder", bow)
+    assert main(["report", str(copy), "--resamples", "50"]) == 0
+    assert loads == [load_run(copy).config["perturbation"]["embedder"]]
+    written = json.loads((copy / an.SIMILARITY_FILE).read_text())
+    groups = [g for g in load_run(copy).kept_perturbations() if len(g) >= 2]
+    assert written["items"] == len(groups) > 0 and written["embedder"] == "bow"
+    assert 'alt="similarity"' in (copy / "report.html").read_text()
+
+    def no_model(*a, **k):
+        raise AssertionError("the second report must read perturbation_similarity.json")
+
+    monkeypatch.setattr("credo.generation.pool.shared_embedder", no_model)
+    before = (copy / an.SIMILARITY_FILE).read_text()
+    (copy / "report.html").unlink()
+    assert main(["report", str(copy), "--resamples", "50"]) == 0
+    assert (copy / an.SIMILARITY_FILE).read_text() == before
+    assert 'alt="similarity"' in (copy / "report.html").read_text()
+
+    # an embedder that fails to load is a warning; the page explains the missing figure
+    other = _bare_copy(run_dir, tmp_path / "other")
+
+    def broken(name):
+        raise OSError("no weights here")
+
+    monkeypatch.setattr("credo.generation.pool.shared_embedder", broken)
+    assert main(["report", str(other), "--resamples", "50", "--embedder", "x"]) == 0
+    assert "not computed" in (other / "report.html").read_text()
+    assert not (other / an.SIMILARITY_FILE).exists()
+
+
+def test_run_writer_saves_the_result_similarities(run_dir, tmp_path, bow_embedder):
+    """The perturbation stage computes the kept prefixes' similarities with its embedder
+    (000 App. A.2) and the run folder keeps them, so the report draws the diversity
+    figure without an embedder."""
+    from credo.perturb.quality import similarity_record
+    from credo.report.writer import write_run
+
+    cfg = RunConfig(task="toy", n=6, m=6, limit=None, out=tmp_path / "again",
+                    cache=tmp_path / "cache.sqlite", bootstrap=0)
+    result = run(cfg, model=ScriptedModel(respond), embedder=bow_embedder, task=TASK,
+                 show_progress=False)
+    groups = [list(p.kept) for p in result.perturbation_sets.values()]
+    assert result.perturbation_similarity == similarity_record(groups, bow_embedder, 0.8124)
+    written = json.loads((cfg.out / an.SIMILARITY_FILE).read_text())
+    assert written == result.perturbation_similarity
+    assert 'alt="similarity"' in (cfg.out / "report.html").read_text()
+    result.perturbation_similarity = {}
+    out = write_run(result, tmp_path / "without_sims")
+    assert not (out / an.SIMILARITY_FILE).exists()
+    assert "not computed" in (out / "report.html").read_text()
+
+
 # --------------------------------------------------------------------------- real browser
 
 CHROMIUM = next(
@@ -428,8 +602,6 @@ CHROMIUM = next(
 
 
 def _chromium(args: list[str], profile: Path) -> str:
-    import subprocess
-
     cmd = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu",
            "--disable-background-networking", "--no-first-run", "--disable-component-update",
            "--disable-sync", "--hide-scrollbars", f"--user-data-dir={profile}", *args]

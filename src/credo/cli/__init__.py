@@ -77,8 +77,8 @@ def _parser() -> argparse.ArgumentParser:
     m.set_defaults(func=_cmd_methods)
 
     from credo.cli.perturb import add_perturb_parser
+    from credo.cli.report import add_report_parser
     from credo.cli.strength import add_strength_parser
-    from credo.report.cli import add_report_parser
 
     add_report_parser(sub)
     add_perturb_parser(sub)

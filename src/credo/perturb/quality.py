@@ -1,8 +1,7 @@
 """Quality checks of context perturbations (000 App. A.2-A.4).
 
-* **Neutrality** (A.3): per item ``Δ = #correct perturbed − #correct original``; if the
-  prefixes leaked or contradicted the answer, the distribution of Δ would shift away
-  from 0. :func:`neutrality` computes Δ and the mean with a bootstrap CI.
+* **Neutrality** (A.3) is a statistic of correctness flags and lives in
+  :mod:`credo.evaluate.neutrality`.
 * **Topic alignment** (A.4): a judge that sees only the perturbation picks one of the
   broad benchmark domains; a perturbation is aligned when the judge picks the domain of
   the benchmark it was written for. :func:`topic_alignment` plans the judge's requests
@@ -17,82 +16,15 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
-from scipy.stats import bootstrap
 
 from credo.generation.executor import Executor, PlannedRequest
 from credo.models.embedders import Embedder
 from credo.types import GenerationRequest, Message, SamplingParams
-
-# --------------------------------------------------------------------------- neutrality
-
-
-@dataclass(frozen=True)
-class Neutrality:
-    """Δ per item (000 App. A.3) and the mean Δ with its bootstrap CI."""
-
-    item_ids: tuple[str, ...]
-    delta: np.ndarray
-    samples_per_set: int
-    mean: float
-    low: float
-    high: float
-    confidence: float
-
-
-def neutrality(
-    original_correct: Mapping[str, Sequence[bool]],
-    perturbed_correct: Mapping[str, Sequence[bool]],
-    *,
-    confidence: float = 0.95,
-    n_resamples: int = 1000,
-    seed: int = 0,
-) -> Neutrality:
-    """``Δ_i = #correct perturbed − #correct original`` per item (000 App. A.3).
-
-    The paper draws 30 samples from each prompt. When a run drew n original and m
-    perturbed samples with n ≠ m, the first ``min(n, m)`` of each set (in sample order)
-    are counted, so that both counts are out of the same number of tries. Items missing
-    from either mapping are skipped. The CI of the mean is scipy's percentile bootstrap
-    over items.
-    """
-    ids = tuple(i for i in original_correct if i in perturbed_correct)
-    if not ids:
-        raise ValueError("no item has both original and perturbed correctness")
-    k = min(min(len(original_correct[i]), len(perturbed_correct[i])) for i in ids)
-    if k < 1:
-        raise ValueError("an item has no original or no perturbed sample")
-    delta = np.array(
-        [
-            int(np.sum(np.asarray(perturbed_correct[i][:k], dtype=bool)))
-            - int(np.sum(np.asarray(original_correct[i][:k], dtype=bool)))
-            for i in ids
-        ],
-        dtype=float,
-    )
-    mean = float(delta.mean())
-    low, high = _mean_ci(delta, confidence, n_resamples, seed)
-    return Neutrality(ids, delta, k, mean, low, high, confidence)
-
-
-def _mean_ci(x: np.ndarray, confidence: float, n_resamples: int, seed: int) -> tuple[float, float]:
-    if x.size < 2:
-        return math.nan, math.nan
-    if np.all(x == x[0]):
-        return float(x[0]), float(x[0])
-    res = bootstrap(
-        (x,),
-        np.mean,
-        confidence_level=confidence,
-        n_resamples=n_resamples,
-        method="percentile",
-        rng=np.random.default_rng(seed),
-    )
-    return float(res.confidence_interval.low), float(res.confidence_interval.high)
-
 
 # --------------------------------------------------------------------------- diversity
 
@@ -117,6 +49,28 @@ def pairwise_similarities(groups: Sequence[Sequence[str]], embedder: Embedder) -
             iu = np.triu_indices(len(g), k=1)
             out.append((e @ e.T)[iu])
     return np.concatenate(out) if out else np.zeros(0)
+
+
+def similarity_record(
+    groups: Sequence[Sequence[str]], embedder: Embedder, threshold: float | None
+) -> dict[str, Any]:
+    """The run folder's ``perturbation_similarity.json`` (000 App. A.2 / Fig. 5).
+
+    ``groups`` are the kept perturbations of each item; groups of fewer than 2 texts are
+    left out. Returns ``{"embedder", "threshold", "items", "similarities"}``: the
+    embedder's name, the filter's threshold k (NaN when unknown), the number of items with
+    two or more kept perturbations and their pooled within-item pairwise cosine
+    similarities (:func:`pairwise_similarities`). The report draws the diversity figure
+    from this record alone.
+    """
+    kept = [list(g) for g in groups if len(g) >= 2]
+    sims = pairwise_similarities(kept, embedder)
+    return {
+        "embedder": getattr(embedder, "name", ""),
+        "threshold": math.nan if threshold is None else float(threshold),
+        "items": len(kept),
+        "similarities": sims.tolist(),
+    }
 
 
 PARAPHRASE_SYSTEM_PROMPT = (

@@ -29,6 +29,7 @@ from credo.methods.base import MethodSpec
 from credo.methods.scoring import GeneratedSets, ItemResult, score_items
 from credo.perturb.context import PerturbationSet, generate_perturbations
 from credo.perturb.paraphrase import ParaphraseSet, generate_paraphrases
+from credo.perturb.quality import similarity_record
 from credo.plan.sample_sets import PlanContext, get_sample_set
 from credo.plan.samples import ORIGINAL, PARAPHRASED, PERTURBED, ItemSamples, Sample
 from credo.tasks.base import Item, Task
@@ -64,6 +65,9 @@ class RunResult:
     response_metrics: dict[str, dict[str, float]] = field(default_factory=dict)
     unavailable: dict[str, str] = field(default_factory=dict)
     paraphrase_sets: dict[str, ParaphraseSet] = field(default_factory=dict)
+    #: Pairwise cosine similarities of each item's kept prefixes (000 App. A.2), computed
+    #: by the perturbation stage with its embedder; the run folder keeps them for the report.
+    perturbation_similarity: dict[str, Any] = field(default_factory=dict)
 
     @property
     def accuracy(self) -> float:
@@ -119,7 +123,7 @@ def run_pipeline(config: RunConfig, pool: ModelPool, task: Task | None = None) -
         get_sample_set(name)  # unknown sets fail before any generation
     before = {f: pool.total(f) for f in _TOTALS}
 
-    psets, paras = _perturbations(task, config, needs, pool)
+    psets, paras, similarity = _perturbations(task, config, needs, pool)
     t_perturb = time.perf_counter()
     task, dropped = _drop_unperturbed(task, psets)
     ctx = PlanContext(task, config, caps.logprobs, caps.grammar, psets, paras)
@@ -163,7 +167,7 @@ def run_pipeline(config: RunConfig, pool: ModelPool, task: Task | None = None) -
         run_stats[f"samples_{name}"] = sum(len(r.sets.get(name, ())) for r in items)
     return RunResult(
         config, task, pool.model(MODEL).identity, items, metrics, run_stats, psets,
-        response_metrics, unavailable_reasons(items, config.methods), paras,
+        response_metrics, unavailable_reasons(items, config.methods), paras, similarity,
     )
 
 
@@ -185,21 +189,27 @@ def _applies(spec: MethodSpec, task: Task, logprobs: bool) -> bool:
 
 def _perturbations(
     task: Task, config: RunConfig, needs: set[str], pool: ModelPool
-) -> tuple[dict[str, PerturbationSet], dict[str, ParaphraseSet]]:
-    """The perturbation stage: context prefixes (000 §3) and paraphrases, as needed."""
+) -> tuple[dict[str, PerturbationSet], dict[str, ParaphraseSet], dict[str, Any]]:
+    """The perturbation stage: context prefixes (000 §3) with the pairwise similarities of
+    the kept ones (App. A.2), and paraphrases, as needed."""
     psets: dict[str, PerturbationSet] = {}
     paras: dict[str, ParaphraseSet] = {}
+    similarity: dict[str, Any] = {}
     if PERTURBED in needs:
+        embedder = pool.embedder(config.perturbation.embedder)
         psets = generate_perturbations(
-            task.items, config.m, task.domain, pool.executor(WRITER),
-            pool.embedder(config.perturbation.embedder), config.perturbation,
+            task.items, config.m, task.domain, pool.executor(WRITER), embedder,
+            config.perturbation,
         )
+        groups = [p.kept for p in psets.values() if len(p.kept) >= 2]
+        if groups:
+            similarity = similarity_record(groups, embedder, config.perturbation.threshold)
     if PARAPHRASED in needs:
         paras = generate_paraphrases(
             task.items, config.baselines.paraphrases, pool.executor(PARAPHRASER),
             config.baselines.paraphrase_sampling, config.baselines.paraphrase_candidates,
         )
-    return psets, paras
+    return psets, paras, similarity
 
 
 def _drop_unperturbed(

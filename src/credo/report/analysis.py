@@ -1,11 +1,11 @@
 """What the report computes from a run folder: tables with CIs, paired tests, quadrants,
 convergence and perturbation checks. Pure functions of :class:`RunData`; no model calls
-except the optional sentence embedder of the diversity check.
+(the diversity check's similarities are read from ``perturbation_similarity.json``,
+written by the perturbation stage or by ``credo report`` with the embedder available).
 """
 
 from __future__ import annotations
 
-import logging
 import math
 import warnings
 from collections.abc import Sequence
@@ -15,10 +15,10 @@ from typing import Any
 import numpy as np
 from scipy.stats import DegenerateDataWarning
 
-from credo import jsonio
 from credo.evaluate.bootstrap import bootstrap_ci
 from credo.evaluate.convergence import Convergence, ItemTrials, trial_convergence
 from credo.evaluate.metrics import labels_from_performance
+from credo.evaluate.neutrality import Neutrality, neutrality
 from credo.evaluate.paired import (
     PairedDifference,
     auroc_rows,
@@ -27,12 +27,8 @@ from credo.evaluate.paired import (
     paired_bootstrap,
 )
 from credo.evaluate.quadrants import Quadrants, diagnose
-from credo.models.embedders import Embedder
-from credo.perturb.quality import Neutrality, neutrality, pairwise_similarities
 from credo.report.figures import discrete_levels
-from credo.report.rundata import RunData
-
-log = logging.getLogger(__name__)
+from credo.report.rundata import SIMILARITY_FILE, RunData
 
 CI_METRICS: dict[str, str] = {
     "ece": "ECE ↓",
@@ -41,7 +37,6 @@ CI_METRICS: dict[str, str] = {
     "auprc_neg": "AUPRC-N ↑",
 }
 LOWER_IS_BETTER = frozenset({"ece"})
-SIMILARITY_FILE = "perturbation_similarity.json"
 
 
 @dataclass(frozen=True)
@@ -251,32 +246,18 @@ def grouped_samples(run: RunData) -> dict[tuple[str, str], list[dict[str, Any]]]
     return out
 
 
-def similarity_of(run: RunData, embedder: Embedder | None) -> dict[str, Any] | str:
-    """Pairwise cosine similarities of the kept perturbations of each item (000 App. A.2).
+def similarity_of(run: RunData) -> dict[str, Any] | str:
+    """Pairwise cosine similarities of the kept perturbations of each item (000 App. A.2),
+    as ``perturbation_similarity.json`` of the run folder records them, or why there are none.
 
-    Read from ``perturbation_similarity.json`` when the run folder has it; otherwise
-    computed with ``embedder`` and written there, so later reports need no embedder.
+    The record is ``{"embedder", "threshold", "items", "similarities"}``
+    (:func:`credo.perturb.quality.similarity_record`). The report never embeds anything:
+    without the file it returns an explanation that the page shows instead of the figure.
     """
     cached = run.extras.get(SIMILARITY_FILE)
     if cached is not None:
         return cached
-    groups = [g for g in run.kept_perturbations() if len(g) >= 2]
-    if not groups:
+    if not any(len(g) >= 2 for g in run.kept_perturbations()):
         return "no item kept two or more perturbations"
-    if embedder is None:
-        return ("not computed: needs the sentence embedder "
-                "(run `credo report RUN_DIR`, which loads it)")
-    sims = pairwise_similarities(groups, embedder)
-    data = {
-        "embedder": getattr(embedder, "name", ""),
-        "threshold": float((run.config.get("perturbation") or {}).get("threshold", math.nan)),
-        "items": len(groups),
-        "similarities": sims.tolist(),
-    }
-
-    try:
-        (run.path / SIMILARITY_FILE).write_text(jsonio.dumps(data), encoding="utf-8")
-    except OSError as e:  # a read-only run folder still gets its report
-        log.warning("could not cache %s: %s", run.path / SIMILARITY_FILE, e)
-    run.extras[SIMILARITY_FILE] = data
-    return data
+    return (f"not computed: run `credo report {run.path}` with the embedder available, "
+            "or rerun the config")

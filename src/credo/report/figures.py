@@ -1,8 +1,11 @@
-"""The report's figures, drawn with matplotlib (Agg) from arrays read off a run folder.
+"""The report's figures, drawn with matplotlib from arrays read off a run folder.
 
 Each ``plot_*`` function draws on the axes it is given and returns nothing, so the HTML
 report can lay several out in one figure; :func:`figure_to_data_uri` turns a figure into a
-base64 PNG ``data:`` URI that the page embeds (no file or network access when opened).
+base64 PNG ``data:`` URI that the page embeds (no file or network access when opened),
+:func:`save_figure` writes one as a PNG file. Figures are plain
+:class:`matplotlib.figure.Figure` objects rendered by Agg when saved, outside pyplot: no
+backend is chosen at import and no figure stays registered after it is written.
 """
 
 from __future__ import annotations
@@ -11,12 +14,9 @@ import base64
 import io
 import math
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
@@ -24,25 +24,33 @@ from sklearn.metrics import precision_recall_curve, roc_curve
 
 from credo.evaluate.bootstrap import polarisation_entropy
 from credo.evaluate.convergence import Convergence
-from credo.evaluate.quadrants import REGION_COLORS, REGIONS, Quadrants
+from credo.evaluate.quadrants import REGION_COLORS, Quadrants
 
 DPI = 90
+FLIP_TYPE_COLOURS = {"input": "#d95f02", "cot": "#1b9e77", "paraphrase": "#7570b3"}
 MAX_DISCRETE_LEVELS = 12
 
 
 def new_figure(width: float, height: float, rows: int = 1, cols: int = 1) -> tuple[Figure, Any]:
     """A figure of ``width`` x ``height`` inches with a grid of axes (squeezed)."""
-    fig, axes = plt.subplots(rows, cols, figsize=(width, height), dpi=DPI, squeeze=False)
+    fig = Figure(figsize=(width, height), dpi=DPI)
+    axes = fig.subplots(rows, cols, squeeze=False)
     return fig, axes
 
 
 def figure_to_data_uri(fig: Figure) -> str:
-    """The figure as a ``data:image/png;base64,...`` URI; the figure is closed."""
+    """The figure as a ``data:image/png;base64,...`` URI."""
     buf = io.BytesIO()
     fig.tight_layout()
     fig.savefig(buf, format="png", dpi=DPI)
-    plt.close(fig)
     return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def save_figure(fig: Figure, path: str | Path, dpi: int = 130) -> Path:
+    """Write the figure as a PNG file at ``dpi``."""
+    fig.tight_layout()
+    fig.savefig(path, dpi=dpi)
+    return Path(path)
 
 
 def discrete_levels(scores: np.ndarray, max_levels: int = MAX_DISCRETE_LEVELS) -> np.ndarray | None:
@@ -304,8 +312,38 @@ def plot_flip_rates(ax: Axes, rows: Sequence[Mapping[str, Any]], title: str) -> 
         ax.legend(fontsize=7)
 
 
-def region_legend_html() -> str:
-    """Colour key of the quadrant regions, as HTML spans."""
-    return " ".join(
-        f'<span class="swatch" style="background:{REGION_COLORS[r]}"></span>{r}' for r in REGIONS
-    )
+
+def plot_flip_rate_bars(ax: Axes, rows: Sequence[Mapping[str, Any]], title: str) -> None:
+    """003 Fig. 6: FR(s) in percent as grouped bars, a group per strength and a bar per
+    perturbation type (input vs CoT), Wilson intervals as error bars, ``n`` at each bar.
+
+    ``rows`` are one model's rows of a strength run's ``flip_rates.csv`` (keys
+    perturbation_type, strength, n, rate, low, high; :func:`plot_flip_rates` draws the
+    same rows as lines). A bin with ``n = 0`` draws an empty bar. Numeric strengths are
+    placed in increasing order, others in order of first appearance.
+    """
+    kinds = list(dict.fromkeys(str(r["perturbation_type"]) for r in rows))
+    levels = list(dict.fromkeys(r["strength"] for r in rows))
+    if not any(isinstance(v, str) for v in levels):
+        levels.sort()
+    width = 0.8 / max(1, len(kinds))
+    for j, kind in enumerate(kinds):
+        rs = [r for r in rows if str(r["perturbation_type"]) == kind]
+        xs = (np.array([levels.index(r["strength"]) for r in rs], dtype=float)
+              + (j - (len(kinds) - 1) / 2) * width)
+        rates = np.array([0.0 if r["n"] == 0 else r["rate"] for r in rs])
+        err = np.array(
+            [[0.0, 0.0] if r["n"] == 0 else [r["rate"] - r["low"], r["high"] - r["rate"]]
+             for r in rs]
+        ).T
+        ax.bar(xs, 100 * rates, width, yerr=100 * err, capsize=3, label=kind,
+               color=FLIP_TYPE_COLOURS.get(kind), alpha=0.85)
+        for x, r in zip(xs, rs, strict=True):
+            ax.text(x, 1, f"n={r['n']}", ha="center", va="bottom", fontsize=6, rotation=90)
+    ax.set_xticks(range(len(levels)), [str(v) for v in levels])
+    ax.set_xlabel("perturbation strength (LLM judge)")
+    ax.set_ylabel("flip rate (%)")
+    ax.set_ylim(0, 105)
+    ax.set_title(title, fontsize=9)
+    if kinds:
+        ax.legend(fontsize=7, loc="upper left")

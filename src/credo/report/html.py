@@ -2,20 +2,24 @@
 
 Every figure is a base64 PNG inside the page and the styles are inline, so a page opens
 offline, from any folder, with no network access. Everything is recomputed from run
-folders (:func:`credo.report.rundata.load_run`), so a report regenerates without a model;
-the only optional model is the sentence embedder of the diversity check, whose result is
-cached in the run folder (``perturbation_similarity.json``).
+folders (:func:`credo.report.rundata.load_run`), so a report regenerates without a model
+(design.md: the report reads the run folder only). The diversity check's similarities come
+from the folder's ``perturbation_similarity.json``; the page explains their absence.
 
 * :func:`write_run_report` writes ``report.html`` (and the Parquet exports) into a run
   folder; :func:`credo.report.writer.write_run` calls it at the end of every run.
 * :func:`write_report` is ``credo report RUN_DIR [RUN_DIR ...] --out DIR``: a comparison
   page ``index.html`` (000 Table 1-style method × metric table with bootstrap CIs, paired
   tests, reliability diagrams, diagnosis quadrants per task, neutrality) and one page per run.
+
+This module prepares the data (analyses, figures as ``data:`` URIs, rows of the tables);
+the markup lives in the jinja2 templates of ``credo/report/templates`` (``run.html.j2``,
+``comparison.html.j2``, shared ``macros.html.j2``), rendered with autoescaping on.
 """
 
 from __future__ import annotations
 
-import html
+import functools
 import logging
 import math
 import time
@@ -25,11 +29,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from jinja2 import Environment, PackageLoader, Undefined, select_autoescape
 
 from credo.evaluate.metrics import ece, ece_discrete
 from credo.evaluate.paired import PairedDifference
 from credo.evaluate.quadrants import REGION_COLORS, REGIONS, Quadrants
-from credo.models.embedders import Embedder, load_embedder
 from credo.report import analysis as an
 from credo.report import figures as fg
 from credo.report.export import write_parquet
@@ -50,7 +54,6 @@ class ReportOptions:
     pairs: list[tuple[str, str]] | None = None
     reference: str | None = None
     c3_method: str = "c3"
-    embedder: Embedder | None = None
     flip_rates: list[tuple[str, list[dict[str, Any]]]] = field(default_factory=list)
 
 
@@ -86,20 +89,9 @@ def write_run_report(
 
 
 def write_run_report_after_run(run_dir: str | Path) -> Path:
-    """:func:`write_run_report` as called by ``write_run`` at the end of a run.
-
-    The diversity check uses the run's embedder only when this process has already
-    loaded it (the runner did, to filter perturbations), so writing the page never loads
-    a model; otherwise ``credo report RUN_DIR`` computes it later.
-    """
-    run = load_run(run_dir)
-    name = (run.config.get("perturbation") or {}).get("embedder")
-    embedder = None
-    from credo.models import embedders
-
-    if name and embedders._load.cache_info().currsize:  # replaced by the run folder's file
-        embedder = load_embedder(name)
-    return write_run_report(run.path, ReportOptions(embedder=embedder))
+    """:func:`write_run_report` with the default options, as called by ``write_run`` at
+    the end of a run (from the files just written; no model)."""
+    return write_run_report(run_dir, ReportOptions())
 
 
 def write_report(
@@ -145,7 +137,7 @@ def analyse(run: RunData, opts: ReportOptions) -> RunAnalysis:
         quads = None
     a = RunAnalysis(
         run, summaries, tests, quads, an.neutrality_of(run, opts.seed), an.convergence_of(run),
-        an.similarity_of(run, opts.embedder),
+        an.similarity_of(run),
     )
     a.figures = _run_figures(a, opts)
     log.info("analysed %s in %.1f s", run.path, time.perf_counter() - t0)
@@ -156,42 +148,56 @@ def analyse(run: RunData, opts: ReportOptions) -> RunAnalysis:
 
 
 def _run_figures(a: RunAnalysis, opts: ReportOptions) -> dict[str, str]:
+    """Every figure of one run's page as a ``data:`` URI, keyed by section."""
     run = a.run
+    figs = _method_figures(run, [s for s in a.summaries if s.n_items > 0], opts.seed)
+    figs.update(_diagnosis_figures(a))
+    figs.update(_perturbation_figures(run, a.similarity))
+    flips = list(opts.flip_rates)
+    if "flip_rates.csv" in run.extras:
+        flips.insert(0, (str(run.path / "flip_rates.csv"), run.extras["flip_rates.csv"]))
+    if flips:
+        figs["flip_rates"] = _flip_rate_figure(flips)
+    return figs
+
+
+def _method_figures(run: RunData, ms: Sequence[an.MethodSummary], seed: int) -> dict[str, str]:
+    """Reliability diagrams, score histograms (002 §3.7) and ROC/PR curves of the methods."""
+    if not ms:
+        return {}
     perf = run.performance
     n_bins = int(run.config.get("ece_bins") or 10)
+    cols = min(4, len(ms))
+    rows = math.ceil(len(ms) / cols)
+    fig, axes = fg.new_figure(3.1 * cols, 3.0 * rows, rows, cols)
+    fig2, axes2 = fg.new_figure(3.1 * cols, 2.5 * rows, rows, cols)
+    curves = {}
+    for k, s in enumerate(ms):
+        sc = run.score(s.method)
+        ok = ~(np.isnan(sc) | np.isnan(perf))
+        ax, ax2 = axes[k // cols][k % cols], axes2[k // cols][k % cols]
+        e = (ece_discrete(sc[ok], perf[ok], s.levels) if s.levels is not None
+             else ece(sc[ok], perf[ok], n_bins))
+        fg.plot_reliability(ax, sc[ok], perf[ok], s.method, n_bins=n_bins, levels=s.levels,
+                            ece_value=e, seed=seed)
+        fg.plot_score_histogram(ax2, sc[ok], s.method, n_bins=n_bins, levels=s.levels)
+        curves[s.method] = (sc[ok], (perf[ok] >= 0.5).astype(int))
+    for k in range(len(ms), rows * cols):
+        axes[k // cols][k % cols].axis("off")
+        axes2[k // cols][k % cols].axis("off")
+    figs = {"reliability": fg.figure_to_data_uri(fig), "histograms": fg.figure_to_data_uri(fig2)}
+    fig, axes = fg.new_figure(9.0, 3.6, 1, 2)
+    fg.plot_roc_pr(axes[0][0], axes[0][1], curves)
+    figs["roc_pr"] = fg.figure_to_data_uri(fig)
+    return figs
+
+
+def _diagnosis_figures(a: RunAnalysis) -> dict[str, str]:
+    """Quadrants (000 Fig. 4), trial-count convergence (App. B), neutrality (App. A.3)."""
     figs: dict[str, str] = {}
-    ms = [s for s in a.summaries if s.n_items > 0]
-    if ms:
-        cols = min(4, len(ms))
-        rows = math.ceil(len(ms) / cols)
-        fig, axes = fg.new_figure(3.1 * cols, 3.0 * rows, rows, cols)
-        fig2, axes2 = fg.new_figure(3.1 * cols, 2.5 * rows, rows, cols)
-        for k, s in enumerate(ms):
-            sc = run.score(s.method)
-            ok = ~(np.isnan(sc) | np.isnan(perf))
-            ax, ax2 = axes[k // cols][k % cols], axes2[k // cols][k % cols]
-            e = (ece_discrete(sc[ok], perf[ok], s.levels) if s.levels is not None
-                 else ece(sc[ok], perf[ok], n_bins))
-            fg.plot_reliability(ax, sc[ok], perf[ok], s.method, n_bins=n_bins, levels=s.levels,
-                                ece_value=e, seed=opts.seed)
-            fg.plot_score_histogram(ax2, sc[ok], s.method, n_bins=n_bins, levels=s.levels)
-        for k in range(len(ms), rows * cols):
-            axes[k // cols][k % cols].axis("off")
-            axes2[k // cols][k % cols].axis("off")
-        figs["reliability"] = fg.figure_to_data_uri(fig)
-        figs["histograms"] = fg.figure_to_data_uri(fig2)
-        fig, axes = fg.new_figure(9.0, 3.6, 1, 2)
-        curves = {}
-        for s in ms:
-            sc = run.score(s.method)
-            ok = ~(np.isnan(sc) | np.isnan(perf))
-            curves[s.method] = (sc[ok], (perf[ok] >= 0.5).astype(int))
-        fg.plot_roc_pr(axes[0][0], axes[0][1], curves)
-        figs["roc_pr"] = fg.figure_to_data_uri(fig)
     if a.quadrants is not None:
-        fig, axes = fg.new_figure(5.2, 4.6)
-        fg.plot_quadrants(axes[0][0], a.quadrants, f"{run.task}: {len(a.quadrants.item_ids)} items")
-        figs["quadrants"] = fg.figure_to_data_uri(fig)
+        figs["quadrants"] = _quadrant_figure(
+            a.quadrants, f"{a.run.task}: {len(a.quadrants.item_ids)} items")
     if not isinstance(a.convergence, str):
         fig, axes = fg.new_figure(9.0, 3.4, 1, 2)
         fg.plot_convergence(axes[0][0], axes[0][1], a.convergence)
@@ -202,11 +208,17 @@ def _run_figures(a: RunAnalysis, opts: ReportOptions) -> dict[str, str]:
         fg.plot_neutrality(axes[0][0], nt.delta, nt.mean, nt.low, nt.high, nt.samples_per_set,
                            f"neutrality: {len(nt.item_ids)} items")
         figs["neutrality"] = fg.figure_to_data_uri(fig)
-    if isinstance(a.similarity, dict):
+    return figs
+
+
+def _perturbation_figures(run: RunData, similarity: dict[str, Any] | str) -> dict[str, str]:
+    """Diversity of the kept perturbations and the threshold calibration (000 App. A.2)."""
+    figs: dict[str, str] = {}
+    if isinstance(similarity, dict):
         fig, axes = fg.new_figure(5.2, 3.4)
-        fg.plot_similarity_histogram(axes[0][0], np.array(a.similarity["similarities"]),
+        fg.plot_similarity_histogram(axes[0][0], np.array(similarity["similarities"]),
                                      "kept perturbations, within item",
-                                     threshold=a.similarity.get("threshold"))
+                                     threshold=similarity.get("threshold"))
         figs["similarity"] = fg.figure_to_data_uri(fig)
     cal = run.extras.get("threshold_calibration.json")
     if cal:
@@ -215,224 +227,124 @@ def _run_figures(a: RunAnalysis, opts: ReportOptions) -> dict[str, str]:
                                      "paraphrases of premises (A.2)", threshold=cal.get("k"),
                                      threshold_label=f"k ({cal.get('percentile', 5)}th pct.)")
         figs["calibration"] = fg.figure_to_data_uri(fig)
-    flips = list(opts.flip_rates)
-    if "flip_rates.csv" in run.extras:
-        flips.insert(0, (str(run.path / "flip_rates.csv"), run.extras["flip_rates.csv"]))
-    if flips:
-        fig, axes = fg.new_figure(5.6 * len(flips), 3.6, 1, len(flips))
-        for k, (src, rows) in enumerate(flips):
-            fg.plot_flip_rates(axes[0][k], rows, f"flip rate vs strength: {Path(src).parent.name}")
-        figs["flip_rates"] = fg.figure_to_data_uri(fig)
     return figs
+
+
+def _quadrant_figure(q: Quadrants, title: str) -> str:
+    fig, axes = fg.new_figure(5.2, 4.6)
+    fg.plot_quadrants(axes[0][0], q, title)
+    return fg.figure_to_data_uri(fig)
+
+
+def _flip_rate_figure(flips: Sequence[tuple[str, list[dict[str, Any]]]]) -> str:
+    """One panel per strength run: flip rate against strength (003)."""
+    fig, axes = fg.new_figure(5.6 * len(flips), 3.6, 1, len(flips))
+    for k, (src, rows) in enumerate(flips):
+        fg.plot_flip_rates(axes[0][k], rows, f"flip rate vs strength: {Path(src).parent.name}")
+    return fg.figure_to_data_uri(fig)
 
 
 # --------------------------------------------------------------------------- pages
 
-CSS = """
-body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px auto;
-max-width:1320px;padding:0 16px;color:#222;line-height:1.4}
-h1{font-size:1.5em;margin-bottom:.2em}h2{font-size:1.2em;margin-top:1.6em;border-bottom:1px solid
-#ddd;padding-bottom:.2em}h3{font-size:1.05em}
-table{border-collapse:collapse;font-size:.85em;margin:.6em 0}
-th,td{border:1px solid #ccc;padding:3px 7px;text-align:right;vertical-align:top}
-th{background:#f3f3f3}td.l,th.l{text-align:left}
-.ci{color:#666;font-size:.85em;white-space:nowrap}.best{font-weight:bold;background:#eef6ee}
-.note{color:#555;font-size:.88em}.sig{color:#b00;font-weight:bold}
-img.fig{max-width:100%;border:1px solid #eee;margin:.4em 0}
-.grid{display:flex;flex-wrap:wrap;gap:14px;align-items:flex-start}
-.grid>div{flex:0 1 600px;min-width:0}td.ids{font-size:.8em;text-align:left}
-.swatch{display:inline-block;width:.9em;height:.9em;margin:0 .25em 0 .8em;vertical-align:-.1em}
-code{background:#f5f5f5;padding:0 3px}.small{font-size:.8em}
-details{margin:.3em 0}
-"""
-
-# Sets data-figures-ok on <body> once every <img> has decoded (the browser test reads it).
-CHECK_SCRIPT = """
-<script>
-window.addEventListener('load', function () {
-  var imgs = Array.prototype.slice.call(document.images);
-  var ok = imgs.filter(function (i) { return i.complete && i.naturalWidth > 0; }).length;
-  document.body.setAttribute('data-figures', String(imgs.length));
-  document.body.setAttribute('data-figures-ok', String(ok));
-});
-</script>
-"""
-
 
 def render_run_page(a: RunAnalysis, opts: ReportOptions) -> str:
-    """The full HTML page of one run."""
+    """The full HTML page of one run (``templates/run.html.j2``)."""
     run = a.run
-    body = [f"<h1>credo run: {_e(run.task)} on {_e(run.model)}</h1>", _run_facts(run)]
-    body += ["<h2>Calibration and ranking (000 Table 1, App. E.2)</h2>", _ci_caption(run, opts),
-             _method_table(a.summaries)]
-    body += _responses_section(run)
-    body += _pairs_section(a, opts)
-    body += _figure_sections(a)
-    body += _items_section(a)
-    body.append(_files_section(run))
-    return _page(f"credo · {run.label}", body)
+    return _render(
+        "run.html.j2",
+        title=f"credo · {run.label}",
+        a=a,
+        run=run,
+        opts=opts,
+        facts=_run_facts(run),
+        bins=run.config.get("ece_bins") or 10,
+        methods=_method_table(a.summaries),
+        responses=_responses(run),
+        topic=run.extras.get("topic_check.json"),
+        similarity=_similarity_summary(a.similarity),
+        counts=_perturbation_counts(run),
+        calibration=run.extras.get("threshold_calibration.json"),
+        items=_item_rows(a),
+        files=sorted(p.name for p in run.path.iterdir() if p.is_file()),
+    )
 
 
 def render_comparison_page(
     analyses: Sequence[RunAnalysis], names: Sequence[str], opts: ReportOptions
 ) -> str:
-    """The comparison page across runs (000 Table 1 layout: methods × run metrics)."""
-    body = [f"<h1>credo report: {len(analyses)} runs</h1>", "<ul>"]
-    for a, name in zip(analyses, names, strict=True):
-        r = a.run
-        acc = r.metrics.get("accuracy")
-        body.append(
-            f'<li><a href="{_e(name)}.html">{_e(r.label)}</a> · {len(r.scores)} items · '
-            f"n = {_e(r.config.get('n', '?'))}, m = {_e(r.config.get('m', '?'))} · accuracy "
-            f"{_fmt(acc)} · <span class=small>{_e(str(r.path))}</span></li>"
-        )
-    body.append("</ul>")
-    body += ["<h2>Calibration and ranking with bootstrap CIs (000 Table 1)</h2>",
-             _ci_caption(analyses[0].run, opts), _comparison_table(analyses)]
-    body.append("<h2>Paired comparisons on the same items</h2>")
-    body.append(_pairs_caption(opts))
-    for a in analyses:
-        if a.pairs:
-            body += [f"<h3>{_e(a.run.label)}</h3>", _pairs_table(a.pairs)]
-    body.append("<h2>Reliability diagrams</h2>")
-    for a in analyses:
-        if "reliability" in a.figures:
-            body += [f"<h3>{_e(a.run.label)}</h3>", _img(a.figures["reliability"], "reliability")]
-    body.append("<h2>Benchmark diagnosis (000 §5.3, Fig. 4)</h2>")
-    body.append(_quadrant_caption())
-    by_task: dict[str, list[RunAnalysis]] = {}
-    for a in analyses:
-        by_task.setdefault(a.run.task, []).append(a)
-    quad_blocks = []
-    for task, group in by_task.items():
-        try:
-            q = an.quadrants_for([g.run for g in group], opts.c3_method)
-        except ValueError:
-            q = None
-        if q is None:
-            quad_blocks.append(f"<div><h3>{_e(task)}</h3><p class=note>no {opts.c3_method} "
-                               "scores</p></div>")
-            continue
-        fig, axes = fg.new_figure(5.2, 4.6)
-        models = ", ".join(sorted({g.run.model for g in group}))
-        fg.plot_quadrants(axes[0][0], q, f"{task}: {len(q.item_ids)} items, {len(group)} run(s)")
-        quad_blocks.append(
-            f"<div><h3>{_e(task)} <span class=small>({_e(models)})</span></h3>"
-            f"{_img(fg.figure_to_data_uri(fig), 'quadrants ' + task)}{_region_lists(q)}</div>"
-        )
-    body.append('<div class="grid">' + "".join(quad_blocks) + "</div>")
-    body.append("<h2>Perturbation neutrality (000 App. A.3)</h2>")
-    body.append(_neutrality_caption())
-    blocks = []
-    for a in analyses:
-        if "neutrality" in a.figures:
-            inner = _img(a.figures["neutrality"], "neutrality") + _neutrality_line(a.neutrality)
-        else:
-            inner = f"<p class=note>{_e(a.neutrality)}</p>"
-        blocks.append(f"<div><h3>{_e(a.run.label)}</h3>{inner}</div>")
-    body.append('<div class="grid">' + "".join(blocks) + "</div>")
-    topic = [a for a in analyses if "topic_check.json" in a.run.extras]
-    if topic:
-        body.append("<h2>Topic alignment (000 App. A.4)</h2>")
-        for a in topic:
-            body += [f"<h3>{_e(a.run.label)}</h3>", _topic_block(a.run.extras["topic_check.json"])]
-    if opts.flip_rates:
-        fig, axes = fg.new_figure(5.6 * len(opts.flip_rates), 3.6, 1, len(opts.flip_rates))
-        for k, (src, rows) in enumerate(opts.flip_rates):
-            fg.plot_flip_rates(axes[0][k], rows, f"flip rate vs strength: {Path(src).parent.name}")
-        body += ["<h2>Flip rate against perturbation strength (003)</h2>",
-                 _img(fg.figure_to_data_uri(fig), "flip rates")]
-    return _page("credo report", body)
-
-
-# --------------------------------------------------------------------------- sections
-
-
-def _run_facts(run: RunData) -> str:
-    c, m = run.config, run.metrics
-    samp = c.get("sampling") or {}
-    pert = c.get("perturbation") or {}
-    acc = m.get("accuracy")
-    perf = run.performance
-    pos = int(np.nansum(perf >= 0.5))
-    rows = [
-        ("model", f"<code>{_e(m.get('model', run.model))}</code>"),
-        ("items", f"{len(run.scores)} (label 1 = p̄ ≥ 0.5: {pos} items)"),
-        ("accuracy (mean p̄)", _fmt(acc)),
-        ("samples", f"n = {_e(c.get('n', '?'))} original, m = {_e(c.get('m', '?'))} perturbed; "
-                    f"T = {_e(samp.get('temperature'))}, top_p = {_e(samp.get('top_p'))}, "
-                    f"top_k = {_e(samp.get('top_k'))}, min_p = {_e(samp.get('min_p'))}, "
-                    f"max_tokens = {_e(samp.get('max_tokens'))}"),
-        ("prompt style / kernel", f"{_e(c.get('prompt_style'))} / {_e(c.get('kernel'))}"),
-        ("perturbations", f"generator {_e(pert.get('generator') or c.get('model'))}, "
-                          f"threshold k = {_e(pert.get('threshold'))}, "
-                          f"embedder {_e(pert.get('embedder'))}"),
-        ("methods", ", ".join(_e(x) for x in run.methods)),
-        ("sample sets", ", ".join(_e(x) for x in run.sample_sets())),
+    """The comparison page across runs (000 Table 1 layout: methods × run metrics;
+    ``templates/comparison.html.j2``)."""
+    runs = [
+        {"name": name, "label": a.run.label, "n_items": len(a.run.scores),
+         "n": a.run.config.get("n", "?"), "m": a.run.config.get("m", "?"),
+         "accuracy": a.run.metrics.get("accuracy"), "path": str(a.run.path)}
+        for a, name in zip(analyses, names, strict=True)
     ]
-    stats = m.get("stats") or {}
-    if stats:
-        rows.append(("run", ", ".join(f"{_e(k.replace('_', ' '))}: {_e(v)}"
-                                      for k, v in stats.items())))
-    return "<table>" + "".join(
-        f"<tr><th class=l>{k}</th><td class=l>{v}</td></tr>" for k, v in rows
-    ) + "</table>"
-
-
-def _ci_caption(run: RunData, opts: ReportOptions) -> str:
-    bins = run.config.get("ece_bins") or 10
-    return (
-        f"<p class=note>Point estimates recomputed from <code>scores.jsonl</code>; "
-        f"{int(opts.confidence * 100)}% percentile bootstrap CIs over items, "
-        f"{opts.n_resamples} resamples (002 §3.7). ECE against p̄ with {bins} equal-width bins "
-        "(the reliability diagrams of discrete-score methods use one bin per level); AUROC, "
-        "AUPRC-P, AUPRC-N against the label 1[p̄ ≥ 0.5]. n/a: undefined (one class). "
-        "Best value per column in bold.</p>"
+    return _render(
+        "comparison.html.j2",
+        title="credo report",
+        analyses=analyses,
+        runs=runs,
+        opts=opts,
+        bins=analyses[0].run.config.get("ece_bins") or 10,
+        table=_comparison_table(analyses),
+        quadrants=_task_quadrants(analyses, opts.c3_method),
+        topics=[(a.run.label, a.run.extras["topic_check.json"]) for a in analyses
+                if "topic_check.json" in a.run.extras],
+        flip_rates=_flip_rate_figure(opts.flip_rates) if opts.flip_rates else None,
     )
 
 
-def _method_table(summaries: Sequence[an.MethodSummary]) -> str:
-    extras = list(dict.fromkeys(k for s in summaries for k in s.extra))
-    head = ["<th class=l>method</th>", "<th>items</th>"]
-    head += [f"<th>{_e(lbl)}</th>" for lbl in an.CI_METRICS.values()]
-    head += [f"<th>{_e(k.replace('_', ' '))}</th>" for k in extras]
-    best = _best(summaries)
-    rows = []
-    for s in summaries:
-        cells = [f"<td class=l>{_e(s.method)}"
-                 + (f"<br><span class=note>{_e(s.note)}</span>" if s.note else "")
-                 + (" <span class=note>(discrete)</span>" if s.levels is not None else "")
-                 + "</td>", f"<td>{s.n_items}</td>"]
-        for k in an.CI_METRICS:
-            cells.append(_ci_cell(s.estimates[k], best.get(k) == s.method))
-        cells += [f"<td>{_fmt(s.extra.get(k))}</td>" for k in extras]
-        rows.append("<tr>" + "".join(cells) + "</tr>")
-    return "<table><tr>" + "".join(head) + "</tr>" + "".join(rows) + "</table>"
+# --------------------------------------------------------------------------- page data
 
 
-def _comparison_table(analyses: Sequence[RunAnalysis]) -> str:
+def _run_facts(run: RunData) -> dict[str, Any]:
+    """The run's configuration and statistics for the facts table."""
+    c, m = run.config, run.metrics
+    pert = c.get("perturbation") or {}
+    return {
+        "model": m.get("model", run.model),
+        "n_items": len(run.scores),
+        "positives": int(np.nansum(run.performance >= 0.5)),
+        "accuracy": m.get("accuracy"),
+        "n": c.get("n", "?"),
+        "m": c.get("m", "?"),
+        "sampling": c.get("sampling") or {},
+        "prompt_style": c.get("prompt_style"),
+        "kernel": c.get("kernel"),
+        "generator": pert.get("generator") or c.get("model"),
+        "threshold": pert.get("threshold"),
+        "embedder": pert.get("embedder"),
+        "stats": m.get("stats") or {},
+    }
+
+
+def _method_table(summaries: Sequence[an.MethodSummary]) -> dict[str, Any]:
+    """Method × metric with CIs; extra metrics.json columns; the best method per metric."""
+    return {
+        "summaries": summaries,
+        "extras": list(dict.fromkeys(k for s in summaries for k in s.extra)),
+        "best": _best(summaries),
+    }
+
+
+def _comparison_table(analyses: Sequence[RunAnalysis]) -> dict[str, Any]:
+    """One row per method, one (summary or None, best-by-metric) cell per run."""
     methods = list(dict.fromkeys(s.method for a in analyses for s in a.summaries))
-    top = "<tr><th class=l rowspan=2>method</th>" + "".join(
-        f"<th colspan={len(an.CI_METRICS)}>{_e(a.run.label)}<br><span class=note>"
-        f"{len(a.run.scores)} items, acc. {_fmt(a.run.metrics.get('accuracy'))}</span></th>"
-        for a in analyses
-    ) + "</tr>"
-    sub = "<tr>" + "".join(
-        f"<th>{_e(lbl)}</th>" for _ in analyses for lbl in an.CI_METRICS.values()
-    ) + "</tr>"
-    rows = []
     bests = [_best(a.summaries) for a in analyses]
-    for m in methods:
-        cells = [f"<td class=l>{_e(m)}</td>"]
-        for a, best in zip(analyses, bests, strict=True):
-            s = next((x for x in a.summaries if x.method == m), None)
-            for k in an.CI_METRICS:
-                cells.append(_ci_cell(s.estimates[k], best.get(k) == m) if s else "<td>–</td>")
-        rows.append("<tr>" + "".join(cells) + "</tr>")
-    return "<table>" + top + sub + "".join(rows) + "</table>"
+    rows = [
+        {"method": m,
+         "cells": [(next((x for x in a.summaries if x.method == m), None), best)
+                   for a, best in zip(analyses, bests, strict=True)]}
+        for m in methods
+    ]
+    runs = [{"label": a.run.label, "n_items": len(a.run.scores),
+             "accuracy": a.run.metrics.get("accuracy")} for a in analyses]
+    return {"runs": runs, "rows": rows}
 
 
 def _best(summaries: Sequence[an.MethodSummary]) -> dict[str, str]:
+    """The best method per metric (lowest ECE, highest otherwise) among two or more."""
     best: dict[str, str] = {}
     for k in an.CI_METRICS:
         vals = [(s.estimates[k].value, s.method) for s in summaries
@@ -443,47 +355,135 @@ def _best(summaries: Sequence[an.MethodSummary]) -> dict[str, str]:
     return best
 
 
-def _ci_cell(e: an.Estimate, best: bool) -> str:
-    cls = ' class="best"' if best else ""
-    if math.isnan(e.value):
-        return f"<td{cls}>n/a</td>"
-    ci = ("" if math.isnan(e.low) else
-          f"<br><span class=ci>[{e.low:.3f}, {e.high:.3f}]</span>")
-    return f"<td{cls}>{e.value:.3f}{ci}</td>"
-
-
-def _responses_section(run: RunData) -> list[str]:
+def _responses(run: RunData) -> dict[str, Any]:
     """Per-generation metrics and unavailable methods, as metrics.json states them."""
-    out: list[str] = []
     unavailable = run.metrics.get("unavailable") or {}
-    if unavailable:
-        out += ["<p class=note>Methods without a score on some items: "
-                + "; ".join(f"<b>{_e(m)}</b>: {_e(why)}" for m, why in unavailable.items())
-                + "</p>"]
     resp = {m: d for m, d in (run.metrics.get("responses") or {}).items() if isinstance(d, dict)}
-    if not resp:
-        return out
     keys = [k for k in an.CI_METRICS if any(k in d for d in resp.values())]
     others = list(dict.fromkeys(
         k for d in resp.values() for k, v in d.items()
         if k not in keys and not k.endswith(("_low", "_high"))
         and isinstance(v, int | float) and not isinstance(v, bool)))
-    head = ("<tr><th class=l>method</th>"
-            + "".join(f"<th>{_e(an.CI_METRICS[k])}</th>" for k in keys)
-            + "".join(f"<th>{_e(k.replace('_', ' '))}</th>" for k in others) + "</tr>")
+    rows = [
+        {"method": m,
+         "estimates": [an.Estimate(_num(d.get(k)), _num(d.get(f"{k}_low")),
+                                   _num(d.get(f"{k}_high"))) for k in keys],
+         "others": [d.get(k) for k in others]}
+        for m, d in resp.items()
+    ]
+    return {"unavailable": unavailable, "ci_keys": keys, "other_keys": others, "rows": rows}
+
+
+def _similarity_summary(similarity: dict[str, Any] | str) -> dict[str, Any] | None:
+    """The diversity caption's numbers (000 App. A.2) when the run folder has them."""
+    if not isinstance(similarity, dict):
+        return None
+    s = np.array(similarity["similarities"])
+    return {"n_items": similarity.get("items"), "embedder": similarity.get("embedder"),
+            "median": float(np.median(s)), "p95": float(np.percentile(s, 95))}
+
+
+def _perturbation_counts(run: RunData) -> dict[str, int] | None:
+    """The diversity filter's counts over items (perturbations.jsonl), None without any."""
+    if not run.perturbations:
+        return None
+    kept = [len(k) for k in run.kept_perturbations()]
+    return {
+        "candidates": sum(int(p.get("candidates", 0)) for p in run.perturbations),
+        "invalid": sum(int(p.get("rejected_invalid", 0)) for p in run.perturbations),
+        "similar": sum(int(p.get("rejected_similar", 0)) for p in run.perturbations),
+        "kept_min": min(kept),
+        "kept_max": max(kept),
+    }
+
+
+def _item_rows(a: RunAnalysis) -> list[dict[str, Any]]:
+    """Per item: id, gold, p̄, each method's score, region, the three commonest answers."""
+    regions = {}
+    if a.quadrants is not None:
+        regions = dict(zip(a.quadrants.item_ids, a.quadrants.regions, strict=True))
+    methods = a.run.methods
     rows = []
-    for m, d in resp.items():
-        cells = [f"<td class=l>{_e(m)}</td>"]
-        for k in keys:
-            v, lo, hi = (_num(d.get(k)), _num(d.get(f"{k}_low")), _num(d.get(f"{k}_high")))
-            cells.append(_ci_cell(an.Estimate(v, lo, hi), False))
-        cells += [f"<td>{_fmt(d.get(k))}</td>" for k in others]
-        rows.append("<tr>" + "".join(cells) + "</tr>")
-    out += ["<h3>Per generation (002 §3.5-3.7)</h3>",
-            "<p class=note>Each generation's confidence against its own correctness, as "
-            "computed by the run (<code>metrics.json</code> \"responses\").</p>",
-            "<table>" + head + "".join(rows) + "</table>"]
-    return out
+    for r in a.run.scores:
+        sc = r.get("scores") or {}
+        counts: dict[str, int] = {}
+        for v in r.get("original_answers") or []:
+            key = "∅" if v is None else str(v)
+            counts[key] = counts.get(key, 0) + 1
+        rows.append({
+            "id": r["id"],
+            "gold": r.get("gold"),
+            "p_bar": r.get("p_bar"),
+            "scores": [sc.get(m) for m in methods],
+            "region": regions.get(str(r["id"]), ""),
+            "top": sorted(counts.items(), key=lambda kv: -kv[1])[:3],
+        })
+    return rows
+
+
+def _task_quadrants(analyses: Sequence[RunAnalysis], c3_method: str) -> list[dict[str, Any]]:
+    """Per task: the quadrants of its items averaged over its runs (000 Fig. 4), or None."""
+    by_task: dict[str, list[RunAnalysis]] = {}
+    for a in analyses:
+        by_task.setdefault(a.run.task, []).append(a)
+    blocks = []
+    for task, group in by_task.items():
+        try:
+            q = an.quadrants_for([g.run for g in group], c3_method)
+        except ValueError:
+            q = None
+        block: dict[str, Any] = {"task": task, "quadrants": q}
+        if q is not None:
+            block["models"] = ", ".join(sorted({g.run.model for g in group}))
+            block["figure"] = _quadrant_figure(
+                q, f"{task}: {len(q.item_ids)} items, {len(group)} run(s)")
+        blocks.append(block)
+    return blocks
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _render(template: str, **context: Any) -> str:
+    """Render one page template with the time stamp the footer shows."""
+    stamp = time.strftime("%Y-%m-%d %H:%M")
+    return _environment().get_template(template).render(stamp=stamp, **context)
+
+
+@functools.cache
+def _environment() -> Environment:
+    """The templates of ``credo/report/templates``, autoescaped; ``None`` renders empty,
+    ``fmt`` formats a number to 3 decimals (n/a when missing), ``is nan`` tests NaN."""
+    env = Environment(
+        loader=PackageLoader("credo.report", "templates"),
+        autoescape=select_autoescape(("html", "j2"), default_for_string=True, default=True),
+        finalize=lambda x: "" if x is None else x,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+    env.filters["fmt"] = _fmt
+    env.tests["nan"] = _is_nan
+    env.globals.update(ci_metrics=an.CI_METRICS, regions=REGIONS, region_colors=REGION_COLORS)
+    return env
+
+
+def _fmt(x: Any) -> str:
+    """A number with 3 decimals; n/a for None, booleans, NaN and missing values."""
+    if x is None or isinstance(x, bool | Undefined):
+        return "n/a"
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return str(x)
+    return "n/a" if math.isnan(v) else f"{v:.3f}"
+
+
+def _is_nan(x: Any) -> bool:
+    try:
+        return math.isnan(x)
+    except TypeError:
+        return False
 
 
 def _num(x: Any) -> float:
@@ -491,246 +491,6 @@ def _num(x: Any) -> float:
         return math.nan if x is None or isinstance(x, bool) else float(x)
     except (TypeError, ValueError):
         return math.nan
-
-
-def _pairs_caption(opts: ReportOptions) -> str:
-    return (
-        "<p class=note>Δ = metric(A) − metric(B) on the items both methods scored; each of "
-        f"{opts.n_resamples} bootstrap replicates resamples the items once and evaluates both "
-        f"methods on the same indices. {int(opts.confidence * 100)}% percentile CI; two-sided "
-        "p = 2·min(P(Δ* ≤ 0), P(Δ* ≥ 0)). ΔAUROC &gt; 0 favours A, ΔECE &lt; 0 favours A. "
-        "Red: CI excludes 0.</p>"
-    )
-
-
-def _pairs_section(a: RunAnalysis, opts: ReportOptions) -> list[str]:
-    if not a.pairs:
-        return []
-    return ["<h2>Paired comparisons (ΔAUROC, ΔECE)</h2>", _pairs_caption(opts),
-            _pairs_table(a.pairs)]
-
-
-def _pairs_table(pairs: Sequence[dict[str, PairedDifference]]) -> str:
-    head = ("<tr><th class=l>A</th><th class=l>B</th><th>items</th><th>ΔAUROC</th><th>CI</th>"
-            "<th>p</th><th>ΔECE</th><th>CI</th><th>p</th></tr>")
-    rows = []
-    for d in pairs:
-        first = next(iter(d.values()))
-        cells = [f"<td class=l>{_e(first.method_a)}</td>", f"<td class=l>{_e(first.method_b)}</td>",
-                 f"<td>{first.n_items}</td>"]
-        for k in ("auroc", "ece"):
-            x = d.get(k)
-            if x is None or math.isnan(x.delta):
-                cells += ["<td>n/a</td>", "<td></td>", "<td></td>"]
-                continue
-            cls = " class=sig" if x.significant else ""
-            ci = "n/a" if math.isnan(x.low) else f"[{x.low:+.3f}, {x.high:+.3f}]"
-            valid = ("" if x.n_valid == x.n_resamples
-                     else f" <span class=note>({x.n_valid} valid)</span>")
-            cells += [f"<td{cls}>{x.delta:+.3f}</td>", f"<td>{ci}{valid}</td>",
-                      f"<td>{_fmt(x.p_value)}</td>"]
-        rows.append("<tr>" + "".join(cells) + "</tr>")
-    return "<table>" + head + "".join(rows) + "</table>"
-
-
-def _figure_sections(a: RunAnalysis) -> list[str]:
-    f, run = a.figures, a.run
-    out: list[str] = []
-    if "reliability" in f:
-        out += ["<h2>Reliability diagrams</h2>",
-                "<p class=note>Bars: mean p̄ per score bin (numbers: items); dots: the bin's "
-                "mean score and mean p̄ with a 95% bootstrap interval; dashed: perfect "
-                "calibration. Discrete scores get one bin per level (002 App. A.11.3).</p>",
-                _img(f["reliability"], "reliability diagrams")]
-    if "histograms" in f:
-        out += ["<h2>Score distributions (polarisation, 002 §3.7)</h2>",
-                "<p class=note>Entropy of the bin counts over log(bins): 1 = spread evenly, "
-                "0 = every score in one bin, where ECE stops measuring calibration.</p>",
-                _img(f["histograms"], "score histograms")]
-    if "roc_pr" in f:
-        out += ["<h2>ROC and precision-recall curves</h2>", _img(f["roc_pr"], "ROC and PR")]
-    out.append("<h2>Benchmark diagnosis (000 §5.3, Fig. 4)</h2>")
-    if a.quadrants is not None:
-        out += [_quadrant_caption(), '<div class="grid"><div>', _img(f["quadrants"], "quadrants"),
-                "</div><div>", _region_lists(a.quadrants), "</div></div>"]
-    else:
-        out.append("<p class=note>No C3 scores in this run.</p>")
-    out.append("<h2>Trial-count convergence (000 App. B)</h2>")
-    if "convergence" in f:
-        out += ["<p class=note>Each item's estimate from its first k original (and first k "
-                "perturbed) samples, recomputed from <code>samples.jsonl</code> with the indicator "
-                "kernel; right: mean distance to the estimate from all samples.</p>",
-                _img(f["convergence"], "convergence")]
-    else:
-        out.append(f"<p class=note>{_e(a.convergence)}</p>")
-    out.append("<h2>Perturbation quality (000 App. A)</h2>")
-    out.append("<h3>Neutrality (A.3)</h3>")
-    if "neutrality" in f:
-        out += [_neutrality_caption(), _img(f["neutrality"], "neutrality"),
-                _neutrality_line(a.neutrality)]
-    else:
-        out.append(f"<p class=note>{_e(a.neutrality)}</p>")
-    out.append("<h3>Topic alignment (A.4)</h3>")
-    if "topic_check.json" in run.extras:
-        out.append(_topic_block(run.extras["topic_check.json"]))
-    else:
-        out.append("<p class=note>Not run. <code>credo perturb topic-check RUN_DIR --judge MODEL"
-                   "</code> asks a judge that sees only each perturbation for its domain.</p>")
-    out.append("<h3>Diversity (A.2)</h3>")
-    if "similarity" in f:
-        sim = a.similarity
-        s = np.array(sim["similarities"])
-        out += [f"<p class=note>Pairwise cosine similarity of the perturbations kept for each "
-                f"item ({sim.get('items')} items with ≥ 2 kept; embedder "
-                f"{_e(sim.get('embedder'))}); the filter keeps a candidate only below k. "
-                f"Median {np.median(s):.3f}, 95th percentile {np.percentile(s, 95):.3f}.</p>",
-                _img(f["similarity"], "similarity")]
-    else:
-        out.append(f"<p class=note>{_e(a.similarity)}</p>")
-    kept = [len(k) for k in run.kept_perturbations()]
-    if run.perturbations:
-        cand = sum(int(p.get("candidates", 0)) for p in run.perturbations)
-        inval = sum(int(p.get("rejected_invalid", 0)) for p in run.perturbations)
-        simr = sum(int(p.get("rejected_similar", 0)) for p in run.perturbations)
-        out.append(f"<p class=note>Candidates {cand}; rejected by the rules {inval}; rejected "
-                   f"as too similar {simr}; kept per item min {min(kept)}, max {max(kept)}.</p>")
-    cal = run.extras.get("threshold_calibration.json")
-    if cal:
-        out += ["<h3>Threshold calibration (A.2)</h3>",
-                f"<p class=note>k = <b>{cal['k']:.4f}</b>, the {cal.get('percentile')}th "
-                f"percentile of {cal.get('pairs')} within-premise paraphrase similarities "
-                f"({cal.get('premises')} premises paraphrased by <code>{_e(cal.get('model'))}"
-                f"</code>, embedder {_e(cal.get('embedder'))}; paper: k = 0.8124 with GPT-4.1 "
-                "and all-mpnet-base-v2).</p>", _img(f["calibration"], "threshold calibration")]
-    if "flip_rates" in f:
-        out += ["<h2>Flip rate against perturbation strength (003)</h2>",
-                _img(f["flip_rates"], "flip rates")]
-    return out
-
-
-def _quadrant_caption() -> str:
-    return (
-        "<p class=note>Per item: mean performance p̄ and mean C3 over the runs of the task; "
-        "split at the medians (items tied with a median go to the side with fewer items). "
-        + fg.region_legend_html()
-        + " — mastered: right and stable; brittle: right but sensitive to perturbation; "
-        "biased: consistently wrong; unlearned: wrong and inconsistent.</p>"
-    )
-
-
-def _region_lists(q: Quadrants) -> str:
-    parts = ["<table><tr><th class=l>region</th><th>items</th><th class=l>ids</th></tr>"]
-    for r in REGIONS:
-        ids = q.items_in(r)
-        shown = ", ".join(_e(i) for i in ids[:40]) + (" …" if len(ids) > 40 else "")
-        parts.append(f'<tr><td class=l><span class="swatch" style="background:{REGION_COLORS[r]}">'
-                     f"</span>{r}</td><td>{len(ids)}</td><td class=ids>{shown}</td></tr>")
-    return "".join(parts) + "</table>"
-
-
-def _neutrality_caption() -> str:
-    return ("<p class=note>Per item Δ = #correct perturbed − #correct original over the same "
-            "number of samples; a systematic shift from 0 would mean the context helps or "
-            "misleads. Mean with a 95% percentile bootstrap CI over items.</p>")
-
-
-def _neutrality_line(nt: Any) -> str:
-    if isinstance(nt, str):
-        return f"<p class=note>{_e(nt)}</p>"
-    ci = "" if math.isnan(nt.low) else f", 95% CI [{nt.low:+.2f}, {nt.high:+.2f}]"
-    return (f"<p class=note>mean Δ = <b>{nt.mean:+.2f}</b>{ci} over {len(nt.item_ids)} items "
-            f"({nt.samples_per_set} samples per set); items with Δ &gt; 0: "
-            f"{int((nt.delta > 0).sum())}, Δ &lt; 0: {int((nt.delta < 0).sum())}.</p>")
-
-
-def _topic_block(tc: dict[str, Any]) -> str:
-    counts = tc.get("counts") or {}
-    rows = "".join(f"<tr><td class=l>{_e(d)}</td><td>{n}</td></tr>" for d, n in counts.items())
-    examples = "".join(
-        f"<tr><td class=l>{_e(r.get('text'))}</td><td class=l>{_e(r.get('judged'))}</td>"
-        f"<td>{'✓' if r.get('aligned') else '✗'}</td></tr>"
-        for r in (tc.get("rows") or [])[:30]
-    )
-    return (
-        f"<p>Judge <code>{_e(tc.get('judge'))}</code> saw only each of {tc.get('n')} distinct "
-        f"perturbations and picked a domain: <b>{tc.get('aligned')} / {tc.get('n')} = "
-        f"{_fmt(tc.get('rate'))}</b> in the benchmark's domain ({_e(tc.get('expected'))}); "
-        f"{tc.get('unparsable')} replies named no domain (paper: ~96%).</p>"
-        f'<div class="grid"><table><tr><th class=l>judged domain</th><th>count</th></tr>{rows}'
-        "</table><details><summary>perturbations and verdicts</summary><table><tr>"
-        f"<th class=l>perturbation</th><th class=l>judged</th><th>aligned</th></tr>{examples}"
-        "</table></details></div>"
-    )
-
-
-def _items_section(a: RunAnalysis) -> list[str]:
-    run = a.run
-    methods = run.methods
-    regions = {}
-    if a.quadrants is not None:
-        regions = dict(zip(a.quadrants.item_ids, a.quadrants.regions, strict=True))
-    head = ("<tr><th class=l>id</th><th class=l>gold</th><th>p̄</th>"
-            + "".join(f"<th>{_e(m)}</th>" for m in methods)
-            + "<th class=l>region</th><th class=l>original answers</th></tr>")
-    rows = []
-    for r in run.scores:
-        sc = r.get("scores") or {}
-        answers = r.get("original_answers") or []
-        counts: dict[str, int] = {}
-        for v in answers:
-            key = "∅" if v is None else str(v)
-            counts[key] = counts.get(key, 0) + 1
-        ranked = sorted(counts.items(), key=lambda kv: -kv[1])[:3]
-        top = ", ".join(f"{_e(k)}×{n}" for k, n in ranked)
-        rows.append(
-            f"<tr><td class=l>{_e(r['id'])}</td><td class=l>{_e(r.get('gold'))}</td>"
-            f"<td>{_fmt(r.get('p_bar'))}</td>"
-            + "".join(f"<td>{_fmt(sc.get(m))}</td>" for m in methods)
-            + f"<td class=l>{_e(regions.get(str(r['id']), ''))}</td><td class=l>{top}</td></tr>"
-        )
-    return ["<h2>Items</h2>", "<details><summary>per-item scores</summary><table>" + head
-            + "".join(rows) + "</table></details>"]
-
-
-def _files_section(run: RunData) -> str:
-    files = sorted(p.name for p in run.path.iterdir() if p.is_file())
-    return ("<h2>Files</h2><p class=note>In <code>" + _e(str(run.path)) + "</code>: "
-            + ", ".join(f"<code>{_e(f)}</code>" for f in files)
-            + ". <code>scores.parquet</code> and <code>samples.parquet</code> load with "
-            "<code>pandas.read_parquet</code> or <code>polars.read_parquet</code>.</p>")
-
-
-# --------------------------------------------------------------------------- helpers
-
-
-def _page(title: str, body: Sequence[str]) -> str:
-    stamp = time.strftime("%Y-%m-%d %H:%M")
-    return (
-        "<!DOCTYPE html>\n<html lang=en><head><meta charset=utf-8>"
-        f"<title>{_e(title)}</title><style>{CSS}</style></head><body>\n"
-        + "\n".join(body)
-        + f"\n<p class=note>Written by credo on {stamp}; every figure is embedded and "
-        "regenerates from the run folders with <code>credo report</code>.</p>"
-        + CHECK_SCRIPT + "</body></html>\n"
-    )
-
-
-def _img(uri: str, alt: str) -> str:
-    return f'<img class="fig" alt="{_e(alt)}" src="{uri}">'
-
-
-def _e(x: Any) -> str:
-    return html.escape("" if x is None else str(x))
-
-
-def _fmt(x: Any) -> str:
-    if x is None or isinstance(x, bool):
-        return "n/a"
-    try:
-        v = float(x)
-    except (TypeError, ValueError):
-        return _e(x)
-    return "n/a" if math.isnan(v) else f"{v:.3f}"
 
 
 def _unique_names(runs: Sequence[RunData]) -> list[str]:

@@ -23,7 +23,8 @@ from typing import Any
 import numpy as np
 import yaml
 
-OPTIONAL_JSON = ("topic_check.json", "threshold_calibration.json", "perturbation_similarity.json")
+SIMILARITY_FILE = "perturbation_similarity.json"
+OPTIONAL_JSON = ("topic_check.json", "threshold_calibration.json", SIMILARITY_FILE)
 FLIP_RATE_COLUMNS = ("model", "perturbation_type", "strength", "n", "flips", "rate", "low", "high")
 
 
@@ -111,30 +112,21 @@ def load_run(path: str | Path) -> RunData:
     for required in ("metrics.json", "scores.jsonl"):
         if not (p / required).is_file():
             raise RunFolderError(f"{p / required}: missing; is {p} a credo run folder?")
-    config: dict[str, Any] = {}
-    if (p / "config.yaml").is_file():
-        try:
-            config = yaml.safe_load((p / "config.yaml").read_text(encoding="utf-8")) or {}
-        except yaml.YAMLError as e:
-            raise RunFolderError(f"{p / 'config.yaml'}: not valid YAML: {e}") from e
+    config = _read_config(p / "config.yaml")
     metrics = _read_json(p / "metrics.json")
     scores = list(_read_jsonl(p / "scores.jsonl"))
     for n, row in enumerate(scores, 1):
         if "id" not in row:
             raise RunFolderError(f"{p / 'scores.jsonl'}:{n}: row has no 'id'")
-    samples = list(_read_jsonl(p / "samples.jsonl")) if (p / "samples.jsonl").is_file() else []
-    perts = (
-        list(_read_jsonl(p / "perturbations.jsonl"))
-        if (p / "perturbations.jsonl").is_file()
-        else []
+    return RunData(
+        p,
+        config,
+        metrics,
+        scores,
+        _read_optional_jsonl(p / "samples.jsonl"),
+        _read_optional_jsonl(p / "perturbations.jsonl"),
+        _read_extras(p),
     )
-    extras: dict[str, Any] = {}
-    for name in OPTIONAL_JSON:
-        if (p / name).is_file():
-            extras[name] = _read_json(p / name)
-    if (p / "flip_rates.csv").is_file():
-        extras["flip_rates.csv"] = read_flip_rates(p / "flip_rates.csv")
-    return RunData(p, config, metrics, scores, samples, perts, extras)
 
 
 def read_flip_rates(path: str | Path) -> list[dict[str, Any]]:
@@ -174,6 +166,30 @@ def read_flip_rates(path: str | Path) -> list[dict[str, Any]]:
             except (TypeError, ValueError) as e:
                 raise RunFolderError(f"{p}:{line}: {e}") from e
     return rows
+
+
+def _read_config(path: Path) -> dict[str, Any]:
+    """``config.yaml`` as a dict; empty when the folder has none."""
+    if not path.is_file():
+        return {}
+    try:
+        return yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as e:
+        raise RunFolderError(f"{path}: not valid YAML: {e}") from e
+
+
+def _read_extras(p: Path) -> dict[str, Any]:
+    """The optional outputs of the checks present in the folder, by file name."""
+    extras: dict[str, Any] = {name: _read_json(p / name) for name in OPTIONAL_JSON
+                              if (p / name).is_file()}
+    if (p / "flip_rates.csv").is_file():
+        extras["flip_rates.csv"] = read_flip_rates(p / "flip_rates.csv")
+    return extras
+
+
+def _read_optional_jsonl(path: Path) -> list[dict[str, Any]]:
+    """The rows of a JSONL file the folder may lack (empty then)."""
+    return list(_read_jsonl(path)) if path.is_file() else []
 
 
 def _read_json(path: Path) -> dict[str, Any]:

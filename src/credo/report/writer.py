@@ -11,6 +11,8 @@ Files
 ``samples.jsonl``       every sample of every set (set, index, ref, prefix, text, extracted
                         answer, correctness, the method confidences given to it)
 ``perturbations.jsonl`` the kept context prefixes per item and the filter's counts
+``perturbation_similarity.json``  pairwise cosine similarities of the kept perturbations
+                        (000 App. A.2), when the result carries them
 ``report.md``           the tables a reader wants first
 ``report.html``         the self-contained HTML report with figures (credo.report.html)
 ``scores.parquet``, ``samples.parquet``  the same tables for pandas / polars
@@ -27,6 +29,8 @@ import numpy as np
 import yaml
 
 from credo import jsonio
+from credo.report.markdown import fmt_number, md_cell, md_table
+from credo.report.rundata import SIMILARITY_FILE
 
 if TYPE_CHECKING:
     from credo.pipeline.runner import RunResult
@@ -79,6 +83,10 @@ def write_run(result: RunResult, out: str | Path) -> Path:
     (out / "metrics.json").write_text(
         jsonio.dumps(metrics, indent=2), encoding="utf-8"
     )
+    if result.perturbation_similarity:
+        (out / SIMILARITY_FILE).write_text(
+            jsonio.dumps(result.perturbation_similarity), encoding="utf-8"
+        )
     (out / "report.md").write_text(render_markdown(result), encoding="utf-8")
     _write_html_report(out)
     return out
@@ -119,9 +127,9 @@ def metrics_table_rows(result: RunResult) -> list[list[str]]:
                 method,
                 str(d.get("n_items", "")),
                 *(_with_ci(d, k) for k in keys),
-                _fmt(d.get("pearson")),
-                _fmt(d.get("polarisation")),
-                _fmt(d.get("mean_score")),
+                fmt_number(d.get("pearson")),
+                fmt_number(d.get("polarisation")),
+                fmt_number(d.get("mean_score")),
             ]
         )
     return rows
@@ -146,34 +154,29 @@ def response_table_rows(result: RunResult) -> list[list[str]]:
             [
                 method,
                 str(d.get("n_responses", "")),
-                _fmt(d.get("accuracy")),
+                fmt_number(d.get("accuracy")),
                 _with_ci(d, "ece"),
                 _with_ci(d, "auroc"),
-                _fmt(d.get("pearson")),
-                _fmt(d.get("polarisation")),
-                _fmt(d.get("mean_score")),
+                fmt_number(d.get("pearson")),
+                fmt_number(d.get("polarisation")),
+                fmt_number(d.get("mean_score")),
             ]
         )
     return rows
 
 
 def _with_ci(d: dict[str, float], key: str) -> str:
-    value = _fmt(d.get(key, math.nan))
+    value = fmt_number(d.get(key, math.nan))
     lo, hi = d.get(f"{key}_low"), d.get(f"{key}_high")
     if lo is None or hi is None or value == "n/a" or math.isnan(lo) or math.isnan(hi):
         return value
     return f"{value} [{lo:.2f}, {hi:.2f}]"
 
 
-def _md_table(rows: list[list[str]]) -> list[str]:
-    out = ["| " + " | ".join(rows[0]) + " |", "|" + "---|" * len(rows[0])]
-    return out + ["| " + " | ".join(r) + " |" for r in rows[1:]]
-
-
 def render_markdown(result: RunResult) -> str:
     """The run report as Markdown."""
     c = result.config
-    table = _md_table(metrics_table_rows(result))
+    table = md_table(metrics_table_rows(result))
     labels = [r.performance >= 0.5 for r in result.items]
     lines = [
         f"# credo run: {result.task.name} on {c.model}",
@@ -184,7 +187,7 @@ def render_markdown(result: RunResult) -> str:
         f" T = {c.sampling.temperature}, top_p = {c.sampling.top_p}, top_k = {c.sampling.top_k},"
         f" min_p = {c.sampling.min_p}, max_tokens = {c.sampling.max_tokens}",
         f"- prompt style: {c.prompt_style}; kernel: {c.kernel}; seed: {c.seed}",
-        f"- accuracy (mean p̄ over items): {_fmt(result.accuracy)}",
+        f"- accuracy (mean p̄ over items): {fmt_number(result.accuracy)}",
         "",
         "## Calibration and ranking (000 App. E.2)",
         "",
@@ -222,15 +225,12 @@ def render_markdown(result: RunResult) -> str:
         if first is not None:
             for p in list(dict.fromkeys(first.perturbations))[:5]:
                 lines.append(f"- {p}")
-    lines += ["", "## Items", "", "| id | gold | p̄ | " + " | ".join(c.methods) + " | answers |"]
-    lines.append("|" + "---|" * (4 + len(c.methods)))
+    items = [["id", "gold", "p̄", *c.methods, "answers"]]
     for r in result.items:
         answers = _answer_summary([s.answer.value for s in r.original])
-        lines.append(
-            f"| {_cell(r.item.id)} | {_cell(r.item.gold)} | {_fmt(r.performance)} | "
-            + " | ".join(_fmt(r.scores[m]) for m in c.methods)
-            + f" | {_cell(answers, 120)} |"
-        )
+        items.append([md_cell(r.item.id), md_cell(r.item.gold), fmt_number(r.performance),
+                      *(fmt_number(r.scores[m]) for m in c.methods), md_cell(answers, 120)])
+    lines += ["", "## Items", "", *md_table(items)]
     return "\n".join(lines) + "\n"
 
 
@@ -246,7 +246,7 @@ def _response_section(result: RunResult) -> list[str]:
         "correlation of bin confidence and bin accuracy over the calibration plot (002",
         "Fig. 4). Polarisation: normalised entropy of the bin counts (0 = all in one bin).",
         "",
-        *_md_table(response_table_rows(result)),
+        *md_table(response_table_rows(result)),
         "",
     ]
 
@@ -256,23 +256,23 @@ def _histogram_section(result: RunResult) -> list[str]:
     from credo.evaluate.bootstrap import calibration_curve
 
     bins = result.config.ece_bins
-    lines = [
-        "## Score histograms (002 §4)",
-        "",
-        f"Item scores per method in {bins} equal-width bins from 0 to 1 (counts); a",
-        "polarised method piles its items into one bin.",
-        "",
-        "| method | " + " | ".join(f"{i / bins:.1f}–" for i in range(bins)) + " |",
-        "|---|" + "---|" * bins,
-    ]
+    rows = [["method", *(f"{i / bins:.1f}–" for i in range(bins))]]
     for name in result.metrics:
         s = np.array([r.scores[name] for r in result.items], dtype=float)
         s = s[~np.isnan(s)]
         if s.size == 0:
             continue
         _, _, counts = calibration_curve(s, np.zeros_like(s), bins)
-        lines.append(f"| {name} | " + " | ".join(str(int(c)) for c in counts) + " |")
-    return [*lines, ""]
+        rows.append([name, *(str(int(c)) for c in counts)])
+    return [
+        "## Score histograms (002 §4)",
+        "",
+        f"Item scores per method in {bins} equal-width bins from 0 to 1 (counts); a",
+        "polarised method piles its items into one bin.",
+        "",
+        *md_table(rows),
+        "",
+    ]
 
 
 def _unavailable_section(result: RunResult) -> list[str]:
@@ -281,7 +281,7 @@ def _unavailable_section(result: RunResult) -> list[str]:
     if mass is not None:
         lines += [
             f"Task comprehension (002 §3.6): mean probability mass on the option letters at"
-            f" the answer token, before normalisation: {_fmt(mass)}.",
+            f" the answer token, before normalisation: {fmt_number(mass)}.",
             "",
         ]
     if result.unavailable:
@@ -326,13 +326,6 @@ def _sample_rows(result: RunResult):
                 }
 
 
-def _cell(text: object, limit: int = 60) -> str:
-    """``text`` as one Markdown table cell: whitespace (code's newlines) folded to single
-    spaces, pipes escaped, cut to ``limit`` characters with an ellipsis."""
-    flat = " ".join(str(text).split()).replace("|", "\\|")
-    return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
-
-
 def _answer_summary(values: list[str | None]) -> str:
     counts: dict[str, int] = {}
     for v in values:
@@ -348,8 +341,3 @@ def _write_jsonl(path: Path, rows) -> None:
         for row in rows:
             f.write(jsonio.dumps(row, ensure_ascii=False) + "\n")
 
-
-def _fmt(x: float | None) -> str:
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return "n/a"
-    return f"{x:.3f}"

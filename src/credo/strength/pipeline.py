@@ -16,7 +16,7 @@ For each model under test and each item of a multiple-choice task:
 
 Every model call goes through a cached :class:`~credo.generation.executor.Executor`, so a rerun
 costs nothing and an interrupted run resumes. The output folder is described in
-:mod:`credo.strength.report`.
+:mod:`credo.report.strength`.
 """
 
 from __future__ import annotations
@@ -145,7 +145,7 @@ def run_strength(
     :func:`credo.models.registry.load_model` and closed at the end. ``scorer`` replaces
     the surprisal scorer (a backend whose generations carry a text's token logprobs).
     """
-    from credo.strength.report import write_strength_run
+    from credo.report.strength import write_strength_run
     from credo.tasks.builtin import load_task
 
     t0 = time.perf_counter()

@@ -1,10 +1,23 @@
-"""``credo report RUN_DIR [RUN_DIR ...]``: HTML reports from run folders, no model needed."""
+"""``credo report RUN_DIR [RUN_DIR ...]``: HTML reports from run folders, no model needed.
+
+The pages read the run folders only. This command is the one place that may load a model
+for them: before rendering, a run folder lacking ``perturbation_similarity.json`` (000
+App. A.2 diversity check) gets it from the sentence embedder, loaded lazily here, so every
+later report reads the file without the embedder.
+"""
 
 from __future__ import annotations
 
 import argparse
 import logging
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from credo import jsonio
+
+if TYPE_CHECKING:
+    from credo.report.rundata import RunData
 
 log = logging.getLogger(__name__)
 
@@ -33,8 +46,8 @@ def add_report_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--strength", type=Path, action="append", default=[],
                    help="strength run folder with flip_rates.csv (repeatable)")
     p.add_argument("--embedder", default=None,
-                   help="sentence embedder for the diversity check (default: the run's; "
-                        "'none' to skip)")
+                   help="sentence embedder for the diversity check of run folders without "
+                        "perturbation_similarity.json (default: the run's; 'none' to skip)")
     p.set_defaults(func=cmd_report)
 
 
@@ -57,10 +70,10 @@ def cmd_report(args: argparse.Namespace) -> int:
     except (RunFolderError, ValueError, FileNotFoundError) as e:
         console.print(f"[red]error:[/red] {e}")
         return 2
+    write_missing_similarities(runs, args.embedder)
     opts = ReportOptions(
         n_resamples=args.resamples, confidence=args.confidence, seed=args.seed, pairs=pairs,
         reference=args.reference, c3_method=args.c3_method, flip_rates=flips,
-        embedder=_embedder_for(runs, args.embedder),
     )
     if len(runs) == 1 and args.out is None:
         page = write_run_report(runs[0].path, opts)
@@ -80,20 +93,49 @@ def _parse_pairs(text: str) -> list[tuple[str, str]]:
     return pairs
 
 
-def _embedder_for(runs, name: str | None):
-    """The diversity check's embedder, loaded only when a run still needs it."""
-    from credo.report.analysis import SIMILARITY_FILE
+def write_missing_similarities(runs: Sequence[RunData], embedder: str | None) -> list[Path]:
+    """Write ``perturbation_similarity.json`` into each run folder that lacks it and has an
+    item with two or more kept perturbations (000 App. A.2); return the files written.
 
-    if name == "none":
-        return None
-    need = [r for r in runs if SIMILARITY_FILE not in r.extras
-            and any(len(k) >= 2 for k in r.kept_perturbations())]
-    if not need:
-        return None
-    name = name or (need[0].config.get("perturbation") or {}).get("embedder")
-    if not name:
-        return None
-    from credo.models.embedders import load_embedder
+    ``embedder`` names the sentence embedder (default: each run's configured one; ``none``
+    skips the check). Each embedder is loaded once, only when a run needs it; a failure
+    to load it or to write the file is logged and the report goes on without the figure.
+    """
+    from credo.report.rundata import SIMILARITY_FILE
+
+    if embedder == "none":
+        return []
+    loaded: dict[str, Any] = {}
+    written: list[Path] = []
+    for run in runs:
+        groups = [g for g in run.kept_perturbations() if len(g) >= 2]
+        if SIMILARITY_FILE in run.extras or not groups:
+            continue
+        pert = run.config.get("perturbation") or {}
+        name = embedder or pert.get("embedder")
+        if not name:
+            continue
+        if name not in loaded:
+            loaded[name] = _load_embedder(name)
+        if loaded[name] is None:
+            continue
+        from credo.perturb.quality import similarity_record
+
+        record = similarity_record(groups, loaded[name], pert.get("threshold"))
+        target = run.path / SIMILARITY_FILE
+        try:
+            target.write_text(jsonio.dumps(record), encoding="utf-8")
+        except OSError as e:  # a read-only run folder still gets its report
+            log.warning("diversity check not saved: %s: %s", target, e)
+            continue
+        run.extras[SIMILARITY_FILE] = record
+        written.append(target)
+    return written
+
+
+def _load_embedder(name: str) -> Any:
+    """The sentence embedder ``name``, or None (logged) when it cannot be loaded."""
+    from credo.generation.pool import shared_embedder as load_embedder
 
     try:
         return load_embedder(name)

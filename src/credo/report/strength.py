@@ -1,4 +1,4 @@
-"""The strength run folder (read by the HTML report; keep the layout stable).
+"""The strength run folder of 003's pipeline (read by the HTML report; keep the layout stable).
 
 ``<out>/strengths.jsonl``
     One row per (model, item, perturbation): ``model``, ``item_id``,
@@ -23,7 +23,9 @@
     The same as tables, with the departures from the paper.
 
 Everything but the configuration is recomputed from ``strengths.jsonl`` by
-:func:`write_outputs`, so the figures can be regenerated without a model.
+:func:`write_outputs`, so the figures can be regenerated without a model. The figure is
+drawn by :func:`credo.report.figures.plot_flip_rate_bars` and the tables by
+:mod:`credo.report.markdown`, as for the run folders of ``credo run``.
 """
 
 from __future__ import annotations
@@ -37,13 +39,16 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from credo import jsonio
-from credo.strength.flip import STRENGTH_LEVELS, flip_rate_table, self_consistency
+from credo.report import figures as fg
+from credo.report.markdown import fmt_number, md_table
+from credo.report.rundata import FLIP_RATE_COLUMNS
+from credo.strength.flip import STRENGTH_LEVELS, FlipRate, flip_rate_table, self_consistency
 
 if TYPE_CHECKING:
     from credo.strength.pipeline import StrengthResult
 
 TYPE_ORDER = ("input", "cot", "paraphrase")
-CSV_COLUMNS = ("model", "perturbation_type", "strength", "n", "flips", "rate", "low", "high")
+CSV_COLUMNS = FLIP_RATE_COLUMNS
 
 
 def write_strength_run(result: StrengthResult, out: str | Path) -> Path:
@@ -66,18 +71,29 @@ def write_outputs(rows: Sequence[dict[str, Any]], out: str | Path, meta: dict[st
         for r in rows:
             fh.write(jsonio.dumps(r, ensure_ascii=False) + "\n")
     tables = flip_tables(rows)
+    table_rows = flip_rate_rows(tables)
     with (out / "flip_rates.csv").open("w", encoding="utf-8", newline="") as fh:
         w = csv.writer(fh)
         w.writerow(CSV_COLUMNS)
-        for (model, kind), table in tables.items():
-            for fr in table:
-                w.writerow([model, kind, fr.strength, fr.n, fr.flips, _num(fr.rate),
-                            _num(fr.low), _num(fr.high)])
+        for r in table_rows:
+            w.writerow([r[c] if c not in ("rate", "low", "high") else _num(r[c])
+                        for c in CSV_COLUMNS])
     summary = summarise(rows, tables, meta)
     (out / "summary.json").write_text(jsonio.dumps(summary, indent=2) + "\n", encoding="utf-8")
-    plot_flip_rates(tables, out / "flip_rates.png")
+    save_flip_rate_figure(tables, out / "flip_rates.png")
     (out / "report.md").write_text(render_report(summary, tables), encoding="utf-8")
     return out
+
+
+def flip_rate_rows(tables: dict[tuple[str, str], list[FlipRate]]) -> list[dict[str, Any]]:
+    """The rows of ``flip_rates.csv`` (columns :data:`CSV_COLUMNS`), one per strength level
+    of each (model, perturbation type): FR(s) of 003 eq. 2 with its Wilson interval."""
+    return [
+        {"model": model, "perturbation_type": kind, "strength": fr.strength, "n": fr.n,
+         "flips": fr.flips, "rate": fr.rate, "low": fr.low, "high": fr.high}
+        for (model, kind), table in tables.items()
+        for fr in table
+    ]
 
 
 def flip_tables(rows: Sequence[dict[str, Any]]) -> dict[tuple[str, str], list]:
@@ -124,42 +140,15 @@ def summarise(
     return {**meta, "models": models}
 
 
-def plot_flip_rates(tables: dict[tuple[str, str], list], path: Path) -> None:
-    """Grouped bars of FR(s) by strength, one bar per perturbation type (003 Fig. 6)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+def save_flip_rate_figure(tables: dict[tuple[str, str], list[FlipRate]], path: Path) -> Path:
+    """``flip_rates.png``: one panel per model of FR(s) by strength, a bar per perturbation
+    type (003 Fig. 6; :func:`credo.report.figures.plot_flip_rate_bars`)."""
+    rows = flip_rate_rows(tables)
     models = list(dict.fromkeys(m for m, _ in tables))
-    fig, axes = plt.subplots(
-        1, max(1, len(models)), figsize=(4.6 * max(1, len(models)), 3.6), squeeze=False
-    )
-    colours = {"input": "#d95f02", "cot": "#1b9e77", "paraphrase": "#7570b3"}
+    fig, axes = fg.new_figure(4.6 * max(1, len(models)), 3.6, 1, max(1, len(models)))
     for ax, model in zip(axes[0], models, strict=False):
-        kinds = [k for k in TYPE_ORDER if (model, k) in tables]
-        width = 0.8 / max(1, len(kinds))
-        for j, kind in enumerate(kinds):
-            table = tables[(model, kind)]
-            xs = np.arange(len(STRENGTH_LEVELS)) + (j - (len(kinds) - 1) / 2) * width
-            rates = np.array([0.0 if fr.n == 0 else fr.rate for fr in table])
-            err = np.array(
-                [[0.0, 0.0] if fr.n == 0 else [fr.rate - fr.low, fr.high - fr.rate]
-                 for fr in table]
-            ).T
-            ax.bar(xs, 100 * rates, width, yerr=100 * err, capsize=3, label=kind,
-                   color=colours.get(kind), alpha=0.85)
-            for x, fr in zip(xs, table, strict=True):
-                ax.text(x, 1, f"n={fr.n}", ha="center", va="bottom", fontsize=6, rotation=90)
-        ax.set_xticks(range(len(STRENGTH_LEVELS)), [str(s) for s in STRENGTH_LEVELS])
-        ax.set_xlabel("perturbation strength (LLM judge)")
-        ax.set_ylabel("flip rate (%)")
-        ax.set_ylim(0, 105)
-        ax.set_title(model, fontsize=9)
-        ax.legend(fontsize=7, loc="upper left")
-    fig.tight_layout()
-    fig.savefig(path, dpi=130)
-    plt.close(fig)
+        fg.plot_flip_rate_bars(ax, [r for r in rows if r["model"] == model], model)
+    return fg.save_figure(fig, path, dpi=130)
 
 
 def render_report(summary: dict[str, Any], tables: dict[tuple[str, str], list]) -> str:
@@ -175,39 +164,11 @@ def render_report(summary: dict[str, Any], tables: dict[tuple[str, str], list]) 
         "",
         "## Flip rate by strength (003 eq. 2), 95% Wilson intervals",
         "",
-        "| model | type | FR(0) | FR(1) | FR(2) | FR(3) | responsive FR(3) ↑ | robust FR(0) ↓ |"
-        " FR(3)−FR(0) ↑ |",
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
-    for (model, kind), table in tables.items():
-        s = summary["models"][model][kind]
-        cells = [
-            "–" if fr.n == 0 else f"{fr.flips}/{fr.n} = {fr.rate:.2f} [{fr.low:.2f}, {fr.high:.2f}]"
-            for fr in table
-        ]
-        lines.append(
-            f"| {model} | {kind} | {' | '.join(cells)} | {_fmt(s['responsive_fr3'])} | "
-            f"{_fmt(s['robust_fr0'])} | {_fmt(s['overall'])} |"
-        )
-    lines += [
+        *md_table(_flip_rate_table_rows(summary, tables)),
         "",
         "## Counts and the other strength measures",
         "",
-        "| model | type | perturbations | unusable | judge unparsable | answers unreadable |"
-        " accuracy before | mean cosine distance by strength 0/1/2/3 |"
-        " mean Δh (bits) by strength 0/1/2/3 |",
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
-    for model, kinds in summary["models"].items():
-        for kind, s in kinds.items():
-            cos = "/".join(_fmt(v) for v in s["mean_cosine_distance_by_strength"].values())
-            dh = "/".join(_fmt(v) for v in s["mean_surprisal_change_by_strength"].values())
-            lines.append(
-                f"| {model} | {kind} | {s['perturbations']} | {s['unusable_perturbations']} | "
-                f"{s['judge_unparsable']} | {s['answers_unreadable']} | "
-                f"{_fmt(s['accuracy_before'])} | {cos} | {dh} |"
-            )
-    lines += [
+        *md_table(_count_table_rows(summary)),
         "",
         "![flip rates](flip_rates.png)",
         "",
@@ -219,6 +180,38 @@ def render_report(summary: dict[str, Any], tables: dict[tuple[str, str], list]) 
         "",
     ]
     return "\n".join(lines)
+
+
+def _flip_rate_table_rows(
+    summary: dict[str, Any], tables: dict[tuple[str, str], list[FlipRate]]
+) -> list[list[str]]:
+    """FR(s) per level as ``flips/n = rate [low, high]``, then FR(3), FR(0), FR(3) − FR(0)."""
+    rows = [["model", "type", *(f"FR({s})" for s in STRENGTH_LEVELS), "responsive FR(3) ↑",
+             "robust FR(0) ↓", "FR(3)−FR(0) ↑"]]
+    for (model, kind), table in tables.items():
+        s = summary["models"][model][kind]
+        cells = [
+            "–" if fr.n == 0 else f"{fr.flips}/{fr.n} = {fr.rate:.2f} [{fr.low:.2f}, {fr.high:.2f}]"
+            for fr in table
+        ]
+        rows.append([model, kind, *cells, _fmt(s["responsive_fr3"]), _fmt(s["robust_fr0"]),
+                     _fmt(s["overall"])])
+    return rows
+
+
+def _count_table_rows(summary: dict[str, Any]) -> list[list[str]]:
+    """Counts, accuracy before, and the cosine and surprisal measures by judge level."""
+    rows = [["model", "type", "perturbations", "unusable", "judge unparsable",
+             "answers unreadable", "accuracy before", "mean cosine distance by strength 0/1/2/3",
+             "mean Δh (bits) by strength 0/1/2/3"]]
+    for model, kinds in summary["models"].items():
+        for kind, s in kinds.items():
+            cos = "/".join(_fmt(v) for v in s["mean_cosine_distance_by_strength"].values())
+            dh = "/".join(_fmt(v) for v in s["mean_surprisal_change_by_strength"].values())
+            rows.append([model, kind, str(s["perturbations"]), str(s["unusable_perturbations"]),
+                         str(s["judge_unparsable"]), str(s["answers_unreadable"]),
+                         _fmt(s["accuracy_before"]), cos, dh])
+    return rows
 
 
 def _mean_by_level(rows: Sequence[dict[str, Any]], key: str) -> dict[str, float | None]:
@@ -239,14 +232,16 @@ def _num(x: float) -> str:
 
 
 def _fmt(x: float | None) -> str:
-    return "–" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.2f}"
+    """Two decimals, ``–`` when missing (the strength report's tables)."""
+    return fmt_number(x, 2, "–")
 
 
 __all__ = [
     "CSV_COLUMNS",
+    "flip_rate_rows",
     "flip_tables",
-    "plot_flip_rates",
     "render_report",
+    "save_flip_rate_figure",
     "summarise",
     "write_outputs",
     "write_strength_run",
