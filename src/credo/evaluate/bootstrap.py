@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 from scipy import stats
 
+from credo.evaluate.binning import bin_index, number_of_bins
 from credo.evaluate.metrics import auprc_neg, auprc_pos, auroc, ece
 
 ArrayLike = Sequence[float] | np.ndarray
@@ -113,9 +114,9 @@ def calibration_curve(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per-bin (mean score, mean correctness, count) of a calibration plot.
 
-    Equal-width bins as in :func:`credo.evaluate.metrics.ece`, or one bin per discrete
-    level (nearest level) when ``levels`` is given (002 App. A.11.3). Empty bins have
-    NaN means and count 0.
+    The bins of :func:`credo.evaluate.binning.bin_index`: equal-width as in
+    :func:`credo.evaluate.metrics.ece`, or one bin per discrete level (nearest level) when
+    ``levels`` is given (002 App. A.11.3). Empty bins have NaN means and count 0.
     """
     s = np.asarray(scores, dtype=float)
     c = np.asarray(correct, dtype=float)
@@ -123,13 +124,8 @@ def calibration_curve(
         raise ValueError(
             f"scores and correct must be 1-d of equal length, got {s.shape}, {c.shape}"
         )
-    if levels is None:
-        k = n_bins
-        bins = np.minimum((s * n_bins).astype(int), n_bins - 1)
-    else:
-        lv = np.asarray(levels, dtype=float)
-        k = lv.size
-        bins = np.abs(s[:, None] - lv[None, :]).argmin(axis=1)
+    k = number_of_bins(n_bins, levels)
+    bins = bin_index(s, n_bins, levels)
     counts = np.bincount(bins, minlength=k).astype(int)
     with np.errstate(invalid="ignore", divide="ignore"):
         mean_s = np.bincount(bins, weights=s, minlength=k) / counts
