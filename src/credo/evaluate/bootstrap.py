@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 from scipy import stats
@@ -31,6 +32,24 @@ NAMED_METRICS: dict[str, Metric] = {
     "auprc_pos": auprc_pos,
     "auprc_neg": auprc_neg,
 }
+
+
+@dataclass(frozen=True)
+class RowMetric:
+    """A metric that evaluates every row of (B, N) score and target matrices in one call.
+
+    ``rows(scores, targets) -> (B,)`` is one of the row functions of
+    :mod:`credo.evaluate.metrics`; :func:`bootstrap_distribution` hands it all resamples
+    at once instead of calling a function per resample. Called on one (N,) pair it gives
+    the metric's value, so a point estimate and its interval share the implementation.
+    """
+
+    rows: Callable[[np.ndarray, np.ndarray], np.ndarray]
+
+    def __call__(self, scores: ArrayLike, targets: ArrayLike) -> float:
+        s = np.asarray(scores, dtype=float)
+        t = np.asarray(targets, dtype=float)
+        return float(self.rows(s[None, :], t[None, :])[0])
 
 
 def bootstrap_ci(
@@ -85,12 +104,19 @@ def bootstrap_distribution(
     n_resamples: int = 1000,
     seed: int = 0,
 ) -> np.ndarray:
-    """The ``n_resamples`` values of ``metric`` on paired item resamples (NaN where undefined)."""
+    """The ``n_resamples`` values of ``metric`` on paired item resamples (NaN where undefined).
+
+    A :class:`RowMetric` gets all resamples in one call, as (B, N) matrices; any other
+    callable is called once per resample. The resamples are the same either way.
+    """
     fn = _resolve(metric)
     s = np.asarray(scores, dtype=float)
     t = np.asarray(targets, dtype=float)
+    rows = fn.rows if isinstance(fn, RowMetric) else None
 
-    def statistic(a: np.ndarray, b: np.ndarray) -> float:
+    def statistic(a: np.ndarray, b: np.ndarray, axis: int = -1) -> float | np.ndarray:
+        if rows is not None:
+            return rows(np.atleast_2d(a), np.atleast_2d(b))
         return fn(a, b)
 
     # Only the resampled values are used (percentiles taken above, NaN-aware), so scipy's
@@ -101,7 +127,7 @@ def bootstrap_distribution(
             (s, t),
             statistic,
             paired=True,
-            vectorized=False,
+            vectorized=rows is not None,
             n_resamples=n_resamples,
             method="percentile",
             random_state=np.random.default_rng(seed),
