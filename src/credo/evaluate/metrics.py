@@ -177,9 +177,8 @@ def auprc_neg_rows(scores: np.ndarray, labels: np.ndarray) -> np.ndarray:
 
 
 def average_precision(scores: ArrayLike, labels: ArrayLike) -> float:
-    """Average precision of one (N,) score vector: :func:`average_precision_rows` on one
-    row, without input checks: AUPRC-P (000 App. E.2). NaN when there is no positive
-    label."""
+    """AUPRC-P of one (N,) score vector without input checks (000 App. E.2):
+    :func:`average_precision_rows` on one row. NaN when there is no positive label."""
     s = np.asarray(scores, dtype=float)
     y = np.asarray(labels)
     return float(average_precision_rows(s[None, :], y[None, :])[0])
