@@ -93,3 +93,22 @@ def test_polarisation_entropy() -> None:
     assert polarisation_entropy([0.0, 0.1, 0.2], levels=levels) == pytest.approx(
         math.log(3) / math.log(11)
     )
+
+
+def test_a_row_metric_bootstraps_all_resamples_in_one_call_with_the_same_values() -> None:
+    from credo.evaluate.bootstrap import RowMetric
+    from credo.evaluate.metrics import auroc_rows
+
+    s, y = _data(40)
+    fast = RowMetric(auroc_rows)
+    assert fast(s, y) == pytest.approx(auroc(s, y))
+    calls: list[tuple[int, ...]] = []
+
+    def rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        calls.append(a.shape)
+        return auroc_rows(a, b)
+
+    d_rows = bootstrap_distribution(RowMetric(rows), s, y, n_resamples=200, seed=1)
+    d_each = bootstrap_distribution(lambda a, b: fast(a, b), s, y, n_resamples=200, seed=1)
+    assert calls == [(200, 40)]
+    np.testing.assert_array_equal(d_rows, d_each)

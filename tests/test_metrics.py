@@ -92,3 +92,23 @@ def test_input_validation_names_the_argument():
         auroc([0.1, 0.2], [1])
     with pytest.raises(ValueError, match="labels"):
         auroc([0.1, 0.2], [1, 2])
+
+
+def test_row_functions_give_every_row_its_own_value():
+    from credo.evaluate.metrics import auprc_neg_rows, auroc_rows, average_precision_rows
+
+    rng = np.random.default_rng(4)
+    s = rng.integers(0, 4, (8, 12)) / 3
+    y = (rng.uniform(0, 1, (8, 12)) < 0.5).astype(int)
+    y[0] = 1  # one class: AUROC and AUPRC-N undefined
+    y[1] = 0  # no positive: AUROC and AUPRC-P undefined
+    for fn in (auroc_rows, average_precision_rows, auprc_neg_rows):
+        together = fn(s, y)
+        alone = np.array([fn(s[i : i + 1], y[i : i + 1])[0] for i in range(8)])
+        np.testing.assert_array_equal(together, alone)
+    assert np.isnan(auroc_rows(s, y)[:2]).all()
+    assert np.isnan(average_precision_rows(s, y)[1]) and average_precision_rows(s, y)[0] == 1.0
+    assert np.isnan(auprc_neg_rows(s, y)[0]) and auprc_neg_rows(s, y)[1] == 1.0
+    for i in range(2, 8):
+        assert auprc_pos(s[i], y[i]) == average_precision_rows(s, y)[i]
+        assert auprc_neg(s[i], y[i]) == auprc_neg_rows(s, y)[i]

@@ -14,10 +14,12 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 from scipy import stats
 
+from credo.evaluate.binning import bin_index, number_of_bins
 from credo.evaluate.metrics import auprc_neg, auprc_pos, auroc, ece
 
 ArrayLike = Sequence[float] | np.ndarray
@@ -30,6 +32,24 @@ NAMED_METRICS: dict[str, Metric] = {
     "auprc_pos": auprc_pos,
     "auprc_neg": auprc_neg,
 }
+
+
+@dataclass(frozen=True)
+class RowMetric:
+    """A metric that evaluates every row of (B, N) score and target matrices in one call.
+
+    ``rows(scores, targets) -> (B,)`` is one of the row functions of
+    :mod:`credo.evaluate.metrics`; :func:`bootstrap_distribution` hands it all resamples
+    at once instead of calling a function per resample. Called on one (N,) pair it gives
+    the metric's value, so a point estimate and its interval share the implementation.
+    """
+
+    rows: Callable[[np.ndarray, np.ndarray], np.ndarray]
+
+    def __call__(self, scores: ArrayLike, targets: ArrayLike) -> float:
+        s = np.asarray(scores, dtype=float)
+        t = np.asarray(targets, dtype=float)
+        return float(self.rows(s[None, :], t[None, :])[0])
 
 
 def bootstrap_ci(
@@ -84,12 +104,19 @@ def bootstrap_distribution(
     n_resamples: int = 1000,
     seed: int = 0,
 ) -> np.ndarray:
-    """The ``n_resamples`` values of ``metric`` on paired item resamples (NaN where undefined)."""
+    """The ``n_resamples`` values of ``metric`` on paired item resamples (NaN where undefined).
+
+    A :class:`RowMetric` gets all resamples in one call, as (B, N) matrices; any other
+    callable is called once per resample. The resamples are the same either way.
+    """
     fn = _resolve(metric)
     s = np.asarray(scores, dtype=float)
     t = np.asarray(targets, dtype=float)
+    rows = fn.rows if isinstance(fn, RowMetric) else None
 
-    def statistic(a: np.ndarray, b: np.ndarray) -> float:
+    def statistic(a: np.ndarray, b: np.ndarray, axis: int = -1) -> float | np.ndarray:
+        if rows is not None:
+            return rows(np.atleast_2d(a), np.atleast_2d(b))
         return fn(a, b)
 
     # Only the resampled values are used (percentiles taken above, NaN-aware), so scipy's
@@ -100,7 +127,7 @@ def bootstrap_distribution(
             (s, t),
             statistic,
             paired=True,
-            vectorized=False,
+            vectorized=rows is not None,
             n_resamples=n_resamples,
             method="percentile",
             random_state=np.random.default_rng(seed),
@@ -113,9 +140,9 @@ def calibration_curve(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per-bin (mean score, mean correctness, count) of a calibration plot.
 
-    Equal-width bins as in :func:`credo.evaluate.metrics.ece`, or one bin per discrete
-    level (nearest level) when ``levels`` is given (002 App. A.11.3). Empty bins have
-    NaN means and count 0.
+    The bins of :func:`credo.evaluate.binning.bin_index`: equal-width as in
+    :func:`credo.evaluate.metrics.ece`, or one bin per discrete level (nearest level) when
+    ``levels`` is given (002 App. A.11.3). Empty bins have NaN means and count 0.
     """
     s = np.asarray(scores, dtype=float)
     c = np.asarray(correct, dtype=float)
@@ -123,13 +150,8 @@ def calibration_curve(
         raise ValueError(
             f"scores and correct must be 1-d of equal length, got {s.shape}, {c.shape}"
         )
-    if levels is None:
-        k = n_bins
-        bins = np.minimum((s * n_bins).astype(int), n_bins - 1)
-    else:
-        lv = np.asarray(levels, dtype=float)
-        k = lv.size
-        bins = np.abs(s[:, None] - lv[None, :]).argmin(axis=1)
+    k = number_of_bins(n_bins, levels)
+    bins = bin_index(s, n_bins, levels)
     counts = np.bincount(bins, minlength=k).astype(int)
     with np.errstate(invalid="ignore", divide="ignore"):
         mean_s = np.bincount(bins, weights=s, minlength=k) / counts

@@ -5,17 +5,28 @@ credibility) and an empirical performance ``p̄_i`` (mean correctness over the `
 original samples). Ranking metrics use the binary label ``y_i = 1[p̄_i >= 0.5]``.
 
 ROC and precision-recall areas come from scikit-learn; ECE is written here because it is
-one line of binning that scikit-learn does not provide.
+one line of binning that scikit-learn does not provide, with the bins of
+:mod:`credo.evaluate.binning`.
+
+Each formula has one implementation, vectorised over the rows of a (B, N) matrix so that
+bootstrap resamples are evaluated together: :func:`ece_rows`, :func:`auroc_rows` and
+:func:`average_precision_rows`. The public one-sample functions (:func:`ece`,
+:func:`auroc`, ...) check their inputs at the door (sklearn-style) and call them on one
+row; the bootstrap and the paired tests call the row functions on inputs already checked.
 """
 
 from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
+from sklearn import config_context
 from sklearn.metrics import average_precision_score, roc_auc_score
+
+from credo.evaluate.binning import bin_index, number_of_bins
 
 ArrayLike = Sequence[float] | np.ndarray
 
@@ -48,12 +59,10 @@ def ece(scores: ArrayLike, performance: ArrayLike, n_bins: int = 10) -> float:
     s = _as_unit_interval(scores, "scores")
     p = _as_unit_interval(performance, "performance")
     _check_same_length(s, p, "scores", "performance")
-    if n_bins < 1:
-        raise ValueError(f"n_bins must be >= 1, got {n_bins}")
+    number_of_bins(n_bins)
     if s.size == 0:
         return math.nan
-    bins = np.minimum((s * n_bins).astype(int), n_bins - 1)
-    return _binned_gap(bins, s, p)
+    return float(ece_rows(s[None, :], p[None, :], n_bins)[0])
 
 
 def ece_discrete(scores: ArrayLike, performance: ArrayLike, levels: ArrayLike) -> float:
@@ -66,13 +75,10 @@ def ece_discrete(scores: ArrayLike, performance: ArrayLike, levels: ArrayLike) -
     s = _as_unit_interval(scores, "scores")
     p = _as_unit_interval(performance, "performance")
     _check_same_length(s, p, "scores", "performance")
-    lv = np.asarray(levels, dtype=float)
-    if lv.ndim != 1 or lv.size == 0:
-        raise ValueError("levels must be a non-empty 1-d sequence")
+    number_of_bins(levels=levels)
     if s.size == 0:
         return math.nan
-    bins = np.abs(s[:, None] - lv[None, :]).argmin(axis=1)
-    return _binned_gap(bins, s, p)
+    return float(ece_rows(s[None, :], p[None, :], levels=levels)[0])
 
 
 def auroc(scores: ArrayLike, labels: ArrayLike) -> float:
@@ -85,7 +91,7 @@ def auroc(scores: ArrayLike, labels: ArrayLike) -> float:
     if np.unique(y).size < 2:
         _warn_one_class("AUROC")
         return math.nan
-    return float(roc_auc_score(y, s))
+    return float(auroc_rows(s[None, :], y[None, :])[0])
 
 
 def auprc_pos(scores: ArrayLike, labels: ArrayLike) -> float:
@@ -98,7 +104,7 @@ def auprc_pos(scores: ArrayLike, labels: ArrayLike) -> float:
     if y.sum() == 0:
         _warn_one_class("AUPRC-P")
         return math.nan
-    return float(average_precision_score(y, s))
+    return average_precision(s, y)
 
 
 def auprc_neg(scores: ArrayLike, labels: ArrayLike) -> float:
@@ -108,18 +114,106 @@ def auprc_neg(scores: ArrayLike, labels: ArrayLike) -> float:
     if (1 - y).sum() == 0:
         _warn_one_class("AUPRC-N")
         return math.nan
-    return float(average_precision_score(1 - y, 1.0 - s))
+    return float(auprc_neg_rows(s[None, :], y[None, :])[0])
+
+
+# ----------------------------------------------------------- row-vectorised formulas
+
+
+def ece_rows(
+    scores: np.ndarray,
+    performance: np.ndarray,
+    n_bins: int = 10,
+    levels: ArrayLike | None = None,
+) -> np.ndarray:
+    """ECE of every row of a (B, N) score matrix (000 App. E.2; 002 App. A.11.3).
+
+    Per row, ``Σ_b |Σ_{i∈b} p̄_i − Σ_{i∈b} s_i| / N``, which equals the weighted gap
+    ``Σ_b |I_b|/N · |mean p̄ − mean s|`` of :func:`ece`; bins from
+    :func:`credo.evaluate.binning.bin_index` (equal-width, or the nearest of ``levels``).
+    No range checks: inputs are checked by the caller. NaN for every row when N == 0.
+    """
+    s = np.asarray(scores, dtype=float)
+    p = np.asarray(performance, dtype=float)
+    if s.shape != p.shape or s.ndim != 2:
+        raise ValueError(f"scores and performance must be equal (B, N) matrices, got {s.shape}")
+    rows, n = s.shape
+    n_b = number_of_bins(n_bins, levels)
+    if n == 0:
+        return np.full(rows, np.nan)
+    flat = (np.arange(rows)[:, None] * n_b + bin_index(s, n_bins, levels)).ravel()
+    gap = np.bincount(flat, weights=(p - s).ravel(), minlength=rows * n_b)
+    return np.abs(gap).reshape(rows, n_b).sum(axis=1) / n
+
+
+def auroc_rows(scores: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """AUROC of every row of a (B, N) score matrix against the (B, N) 0/1 labels.
+
+    scikit-learn's ``roc_auc_score`` of each row (ties count one half), computed in one
+    call over the rows holding both classes (multilabel, ``average=None``: the same
+    binary computation per row). NaN for rows with a single class. No range checks.
+    """
+    s, y = _rows(scores, labels)
+    n_pos = y.sum(axis=1)
+    return _sklearn_rows(roc_auc_score, s, y, (n_pos > 0) & (n_pos < y.shape[1]))
+
+
+def average_precision_rows(scores: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """Average precision of every row of a (B, N) score matrix against 0/1 labels.
+
+    scikit-learn's ``average_precision_score`` of each row, ``Σ_k (R_k − R_{k−1}) P_k``
+    over the distinct score thresholds (ties share one threshold), in one call over the
+    rows with a positive label. NaN for rows without one. No range checks.
+    """
+    s, y = _rows(scores, labels)
+    return _sklearn_rows(average_precision_score, s, y, y.sum(axis=1) > 0)
+
+
+def auprc_neg_rows(scores: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """AUPRC-N of every row: :func:`average_precision_rows` of ``1 − s`` against ``1 − y``
+    (000 App. E.2). NaN for rows without a negative label."""
+    s, y = _rows(scores, labels)
+    return average_precision_rows(1.0 - s, 1 - y)
+
+
+def average_precision(scores: ArrayLike, labels: ArrayLike) -> float:
+    """AUPRC-P of one (N,) score vector without input checks (000 App. E.2):
+    :func:`average_precision_rows` on one row. NaN when there is no positive label."""
+    s = np.asarray(scores, dtype=float)
+    y = np.asarray(labels)
+    return float(average_precision_rows(s[None, :], y[None, :])[0])
 
 
 # --------------------------------------------------------------------------- helpers
 
 
-def _binned_gap(bins: np.ndarray, s: np.ndarray, p: np.ndarray) -> float:
-    total = 0.0
-    for b in np.unique(bins):
-        mask = bins == b
-        total += mask.sum() * abs(p[mask].mean() - s[mask].mean())
-    return float(total / s.size)
+def _rows(scores: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    s = np.asarray(scores, dtype=float)
+    y = np.asarray(labels)
+    if s.shape != y.shape or s.ndim != 2:
+        raise ValueError(f"scores and labels must be (B, N) matrices, got {s.shape}, {y.shape}")
+    return s, y.astype(int)
+
+
+def _sklearn_rows(
+    metric: Callable[..., Any], s: np.ndarray, y: np.ndarray, valid: np.ndarray
+) -> np.ndarray:
+    """``metric(y[b], s[b])`` for the rows where ``valid``, NaN elsewhere.
+
+    Several rows go through one call in scikit-learn's multilabel form (rows as label
+    columns, ``average=None``), which runs the binary metric on each column. The inputs
+    are checked by our callers, so sklearn's parameter validation is skipped.
+    """
+    out = np.full(s.shape[0], np.nan)
+    k = int(valid.sum())
+    if k == 0:
+        return out
+    with config_context(skip_parameter_validation=True):
+        if k == 1:
+            out[valid] = metric(y[valid][0], s[valid][0])
+        else:
+            out[valid] = metric(y[valid].T, s[valid].T, average=None)
+    return out
 
 
 def _as_unit_interval(x: ArrayLike, name: str) -> np.ndarray:

@@ -11,10 +11,12 @@ excludes 0, ``p = min(1, 2 · min(P(Δ* ≤ 0), P(Δ* ≥ 0)))``, with the usual
 correction so that it is never exactly 0. A method compared with itself gives Δ* = 0 in
 every replicate: Δ = 0, CI = [0, 0], p = 1.
 
-The metrics are vectorised over the (B, N) matrix of resamples: AUROC as the
-Mann-Whitney statistic on mid-ranks (equal to scikit-learn's ``roc_auc_score``, ties
-counted one half) and ECE with equal-width bins exactly as :func:`credo.evaluate.metrics.ece`
-(or one bin per discrete level as :func:`~credo.evaluate.metrics.ece_discrete`).
+The metrics are evaluated on the (B, N) matrix of resamples by the row functions of
+:mod:`credo.evaluate.metrics`, the one implementation of each formula:
+:func:`~credo.evaluate.metrics.auroc_rows` (scikit-learn's ``roc_auc_score`` per row) and
+:func:`~credo.evaluate.metrics.ece_rows` (the bins of :mod:`credo.evaluate.binning`, equal
+width or one per discrete level), re-exported here with
+:func:`~credo.evaluate.metrics.average_precision`.
 """
 
 from __future__ import annotations
@@ -24,9 +26,22 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.stats import rankdata
 
-from credo.evaluate.metrics import _as_unit_interval, labels_from_performance
+from credo.evaluate.metrics import (
+    _as_unit_interval,
+    auroc_rows,
+    average_precision,
+    ece_rows,
+    labels_from_performance,
+)
+
+__all__ = [
+    "PairedDifference",
+    "auroc_rows",
+    "average_precision",
+    "ece_rows",
+    "paired_bootstrap",
+]
 
 ArrayLike = Sequence[float] | np.ndarray
 
@@ -122,82 +137,6 @@ def paired_bootstrap(
             name, method_a, method_b, full_a - full_b, rep, a.size, n_resamples, confidence
         )
     return out
-
-
-def auroc_rows(scores: np.ndarray, labels: np.ndarray) -> np.ndarray:
-    """AUROC of every row of a (B, N) score matrix against the (B, N) 0/1 labels.
-
-    ``AUROC = (R₁ − n₁(n₁+1)/2) / (n₁ n₀)`` with ``R₁`` the sum of the mid-ranks of the
-    positives (Mann-Whitney U), equal to ``roc_auc_score`` including ties. NaN for rows
-    with a single class.
-    """
-    s = np.asarray(scores, dtype=float)
-    y = np.asarray(labels, dtype=float)
-    if s.shape != y.shape or s.ndim != 2:
-        raise ValueError(f"scores and labels must be (B, N) matrices, got {s.shape}, {y.shape}")
-    ranks = rankdata(s, axis=1)
-    n1 = y.sum(axis=1)
-    n0 = y.shape[1] - n1
-    with np.errstate(invalid="ignore", divide="ignore"):
-        u = (ranks * y).sum(axis=1) - n1 * (n1 + 1) / 2.0
-        out = u / (n1 * n0)
-    out[(n1 == 0) | (n0 == 0)] = np.nan
-    return out
-
-
-def average_precision(scores: ArrayLike, labels: ArrayLike) -> float:
-    """Average precision ``Σ_k (R_k − R_{k−1}) P_k`` over the distinct score thresholds,
-    highest first: the same number as scikit-learn's ``average_precision_score`` (ties
-    share one threshold), without its input checks, for use inside bootstrap loops.
-    NaN when there is no positive label. AUPRC-N is ``average_precision(1 − s, 1 − y)``.
-    """
-    s = np.asarray(scores, dtype=float)
-    y = np.asarray(labels, dtype=float)
-    n_pos = y.sum()
-    if s.size == 0 or n_pos == 0:
-        return math.nan
-    order = np.argsort(-s, kind="mergesort")
-    s, y = s[order], y[order]
-    last = np.r_[np.flatnonzero(np.diff(s)), s.size - 1]  # last index of each threshold
-    tps = np.cumsum(y)[last]
-    precision = tps / (last + 1)
-    recall = tps / n_pos
-    return float(np.sum(np.diff(np.r_[0.0, recall]) * precision))
-
-
-def ece_rows(
-    scores: np.ndarray,
-    performance: np.ndarray,
-    n_bins: int = 10,
-    levels: ArrayLike | None = None,
-) -> np.ndarray:
-    """ECE of every row of a (B, N) score matrix (000 App. E.2; 002 App. A.11.3).
-
-    Per row, ``Σ_b |Σ_{i∈b} p̄_i − Σ_{i∈b} s_i| / N``, which equals the weighted gap
-    ``Σ_b |I_b|/N · |mean p̄ − mean s|`` of :func:`credo.evaluate.metrics.ece`. Bins are
-    equal-width (``min(floor(s·B), B−1)``) or, with ``levels``, the nearest level.
-    """
-    s = np.asarray(scores, dtype=float)
-    p = np.asarray(performance, dtype=float)
-    if s.shape != p.shape or s.ndim != 2:
-        raise ValueError(f"scores and performance must be equal (B, N) matrices, got {s.shape}")
-    rows, n = s.shape
-    if n == 0:
-        return np.full(rows, np.nan)
-    if levels is None:
-        n_b = int(n_bins)
-        if n_b < 1:
-            raise ValueError(f"n_bins must be >= 1, got {n_bins}")
-        bins = np.minimum((s * n_b).astype(int), n_b - 1)
-    else:
-        lv = np.asarray(levels, dtype=float)
-        if lv.ndim != 1 or lv.size == 0:
-            raise ValueError("levels must be a non-empty 1-d sequence")
-        n_b = lv.size
-        bins = np.abs(s[..., None] - lv).argmin(axis=-1)
-    flat = (np.arange(rows)[:, None] * n_b + bins).ravel()
-    gap = np.bincount(flat, weights=(p - s).ravel(), minlength=rows * n_b)
-    return np.abs(gap).reshape(rows, n_b).sum(axis=1) / n
 
 
 def _summarise(

@@ -10,22 +10,23 @@ import math
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import numpy as np
 from scipy.stats import DegenerateDataWarning
 
-from credo.evaluate.bootstrap import bootstrap_ci
+from credo.evaluate.bootstrap import RowMetric, bootstrap_ci
 from credo.evaluate.convergence import Convergence, ItemTrials, trial_convergence
-from credo.evaluate.metrics import labels_from_performance
-from credo.evaluate.neutrality import Neutrality, neutrality
-from credo.evaluate.paired import (
-    PairedDifference,
+from credo.evaluate.metrics import (
+    auprc_neg_rows,
     auroc_rows,
-    average_precision,
+    average_precision_rows,
     ece_rows,
-    paired_bootstrap,
+    labels_from_performance,
 )
+from credo.evaluate.neutrality import Neutrality, neutrality
+from credo.evaluate.paired import PairedDifference, paired_bootstrap
 from credo.evaluate.quadrants import Quadrants, diagnose
 from credo.report.figures import discrete_levels
 from credo.report.rundata import SIMILARITY_FILE, RunData
@@ -104,27 +105,21 @@ def method_summaries(
     return out
 
 
-def _fast_metrics(n_bins: int) -> dict[str, Any]:
-    """ECE, AUROC, AUPRC-P, AUPRC-N as plain numpy functions of (scores, targets).
+def _fast_metrics(n_bins: int) -> dict[str, RowMetric]:
+    """ECE, AUROC, AUPRC-P, AUPRC-N as functions of (scores, targets) for the bootstrap.
 
-    They equal :mod:`credo.evaluate.metrics` (ECE with ``n_bins`` equal-width bins) and
-    scikit-learn (tests check both) but skip input validation, which makes 1000 bootstrap
-    resamples per metric take milliseconds instead of seconds. NaN where undefined.
+    The row functions of :mod:`credo.evaluate.metrics` (the one implementation of each
+    formula: ECE with ``n_bins`` equal-width bins, scikit-learn's ROC and average
+    precision) without the input checks of the public metrics, wrapped as
+    :class:`~credo.evaluate.bootstrap.RowMetric` so that the bootstrap evaluates all
+    resamples in one call. NaN where undefined.
     """
-
-    def ece_fn(s: np.ndarray, p: np.ndarray) -> float:
-        return float(ece_rows(s[None, :], p[None, :], n_bins)[0])
-
-    def auroc_fn(s: np.ndarray, y: np.ndarray) -> float:
-        return float(auroc_rows(s[None, :], y[None, :])[0])
-
-    def auprc_pos_fn(s: np.ndarray, y: np.ndarray) -> float:
-        return average_precision(s, y)
-
-    def auprc_neg_fn(s: np.ndarray, y: np.ndarray) -> float:
-        return average_precision(1.0 - s, 1.0 - y)
-
-    return {"ece": ece_fn, "auroc": auroc_fn, "auprc_pos": auprc_pos_fn, "auprc_neg": auprc_neg_fn}
+    return {
+        "ece": RowMetric(partial(ece_rows, n_bins=n_bins)),
+        "auroc": RowMetric(auroc_rows),
+        "auprc_pos": RowMetric(average_precision_rows),
+        "auprc_neg": RowMetric(auprc_neg_rows),
+    }
 
 
 def default_pairs(methods: Sequence[str], reference: str | None = None) -> list[tuple[str, str]]:

@@ -22,6 +22,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from sklearn.metrics import precision_recall_curve, roc_curve
 
+from credo.evaluate.binning import bin_centres, bin_index
 from credo.evaluate.bootstrap import polarisation_entropy
 from credo.evaluate.convergence import Convergence
 from credo.evaluate.quadrants import REGION_COLORS, Quadrants
@@ -72,15 +73,16 @@ def discrete_levels(scores: np.ndarray, max_levels: int = MAX_DISCRETE_LEVELS) -
 def bin_assignment(
     scores: np.ndarray, n_bins: int = 10, levels: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(bin index per item, bin centres, bin widths): equal-width bins or one per level."""
-    s = np.asarray(scores, dtype=float)
+    """(bin index per item, bin centres, bar widths): equal-width bins or one per level.
+
+    Bins and centres from :mod:`credo.evaluate.binning` (the rule of ECE); a bar spans
+    its equal-width bin, or is narrower than the gap between discrete levels.
+    """
+    bins = bin_index(scores, n_bins, levels)
+    centres = bin_centres(n_bins, levels)
     if levels is None:
-        bins = np.minimum((s * n_bins).astype(int), n_bins - 1)
-        centres = (np.arange(n_bins) + 0.5) / n_bins
-        widths = np.full(n_bins, 1.0 / n_bins)
+        widths = np.full(centres.size, 1.0 / centres.size)
     else:
-        bins = np.abs(s[:, None] - levels[None, :]).argmin(axis=1)
-        centres = np.asarray(levels, dtype=float)
         gap = np.diff(centres).min() if centres.size > 1 else 0.1
         widths = np.full(centres.size, min(0.8 * gap, 0.08))
     return bins, centres, widths
