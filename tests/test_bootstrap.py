@@ -112,3 +112,32 @@ def test_a_row_metric_bootstraps_all_resamples_in_one_call_with_the_same_values(
     d_each = bootstrap_distribution(lambda a, b: fast(a, b), s, y, n_resamples=200, seed=1)
     assert calls == [(200, 40)]
     np.testing.assert_array_equal(d_rows, d_each)
+
+
+def test_item_ece_interval_uses_the_runs_bins():
+    """The bootstrap CI of the item-level ECE bins like its point value (``ece_bins``),
+    not with the default 10 bins."""
+    from functools import partial
+
+    from credo.evaluate.bootstrap import bootstrap_ci
+    from credo.evaluate.metrics import ece
+    from credo.evaluate.tables import evaluate_items
+    from credo.methods.base import Score
+    from credo.methods.scoring import ItemResult
+    from credo.tasks.base import Item
+
+    rng = np.random.default_rng(3)
+    scores = rng.uniform(0, 1, 40)
+    correct = [tuple(bool(x) for x in rng.uniform(0, 1, 4) < s) for s in scores]
+    items = [
+        ItemResult(Item(f"i{k}", "q", "1"), (), (), (), c, {"m": float(s)},
+                   method_scores={"m": Score(float(s))})
+        for k, (s, c) in enumerate(zip(scores, correct, strict=True))
+    ]
+    perf = np.array([np.mean(c) for c in correct])
+    d = evaluate_items(items, ["m"], n_bins=3, n_resamples=200, seed=5)
+    assert d["m"]["ece"] == pytest.approx(ece(scores, perf, 3))
+    lo, hi = bootstrap_ci(partial(ece, n_bins=3), scores, perf, 200, seed=5)
+    assert (d["m"]["ece_low"], d["m"]["ece_high"]) == pytest.approx((lo, hi))
+    ten = bootstrap_ci("ece", scores, perf, 200, seed=5)
+    assert (lo, hi) != pytest.approx(ten)

@@ -15,12 +15,22 @@ import math
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 from scipy import stats
 
 from credo.evaluate.binning import bin_index, number_of_bins
-from credo.evaluate.metrics import auprc_neg, auprc_pos, auroc, ece
+from credo.evaluate.metrics import (
+    auprc_neg,
+    auprc_neg_rows,
+    auprc_pos,
+    auroc,
+    auroc_rows,
+    average_precision_rows,
+    ece,
+    ece_rows,
+)
 
 ArrayLike = Sequence[float] | np.ndarray
 Metric = Callable[[np.ndarray, np.ndarray], float]
@@ -194,6 +204,23 @@ def polarisation_entropy(
     if counts.size < 2:
         return math.nan
     return float(stats.entropy(counts) / math.log(counts.size))
+
+
+def row_metrics(n_bins: int = 10) -> dict[str, RowMetric]:
+    """ECE, AUROC, AUPRC-P, AUPRC-N as :class:`RowMetric` functions of (scores, targets).
+
+    The row functions of :mod:`credo.evaluate.metrics` (the one implementation of each
+    formula: ECE with ``n_bins`` equal-width bins, scikit-learn's ROC and average
+    precision) without the input checks of the public metrics, so the bootstrap
+    evaluates all resamples in one call. Targets are p̄ for ECE and 0/1 labels for the
+    rest (000 App. E.2); NaN where undefined.
+    """
+    return {
+        "ece": RowMetric(partial(ece_rows, n_bins=n_bins)),
+        "auroc": RowMetric(auroc_rows),
+        "auprc_pos": RowMetric(average_precision_rows),
+        "auprc_neg": RowMetric(auprc_neg_rows),
+    }
 
 
 def _resolve(metric: str | Metric) -> Metric:

@@ -15,7 +15,12 @@ from typing import Any
 
 import numpy as np
 
-from credo.evaluate.bootstrap import bootstrap_ci, calibration_correlation, polarisation_entropy
+from credo.evaluate.bootstrap import (
+    bootstrap_ci,
+    calibration_correlation,
+    polarisation_entropy,
+    row_metrics,
+)
 from credo.evaluate.metrics import (
     auprc_neg,
     auprc_pos,
@@ -64,9 +69,10 @@ def evaluate_items(
             d = _metrics(s, perf, labels, n_bins, None)
             d["n_items"] = len(rows)
             if n_resamples and len(rows) >= 2:
+                fns = row_metrics(n_bins)  # ECE with the run's bins, as the point value
                 for metric in METRICS:
                     target = perf if metric == "ece" else labels
-                    lo, hi = bootstrap_ci(metric, s, target, n_resamples, seed=seed)
+                    lo, hi = bootstrap_ci(fns[metric], s, target, n_resamples, seed=seed)
                     d[f"{metric}_low"], d[f"{metric}_high"] = lo, hi
             extras: dict[str, list[float]] = defaultdict(list)
             for r in rows:

@@ -10,19 +10,14 @@ import math
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Any
 
 import numpy as np
 from scipy.stats import DegenerateDataWarning
 
-from credo.evaluate.bootstrap import RowMetric, bootstrap_ci
+from credo.evaluate.bootstrap import bootstrap_ci, row_metrics
 from credo.evaluate.convergence import Convergence, ItemTrials, trial_convergence
 from credo.evaluate.metrics import (
-    auprc_neg_rows,
-    auroc_rows,
-    average_precision_rows,
-    ece_rows,
     labels_from_performance,
 )
 from credo.evaluate.neutrality import Neutrality, neutrality
@@ -69,13 +64,13 @@ def method_summaries(
     Recomputed from scores.jsonl (000 App. E.2: targets p̄ for ECE, labels 1[p̄ ≥ 0.5]
     for the rest; ECE with the run's ``ece_bins`` equal-width bins) so point and interval
     come from the same function; CIs by :func:`credo.evaluate.bootstrap.bootstrap_ci`
-    (002 §3.7: 95%, 1000 resamples) with the fast metric functions of
-    :func:`_fast_metrics`. Other numeric entries of metrics.json (Pearson
-    calibration correlation, polarisation, mean score, ...) are carried as ``extra``.
+    (002 §3.7: 95%, 1000 resamples) with :func:`~credo.evaluate.bootstrap.row_metrics`.
+    Other numeric entries of metrics.json (Pearson calibration correlation, polarisation,
+    mean score, ...) are carried as ``extra``.
     """
     perf = run.performance
     n_bins = int(run.config.get("ece_bins") or 10)
-    fns = _fast_metrics(n_bins)
+    fns = row_metrics(n_bins)
     out = []
     for m in run.methods:
         s = run.score(m)
@@ -103,23 +98,6 @@ def method_summaries(
             MethodSummary(m, int(ok.sum()), est, extra, discrete_levels(s_ok), run.method_note(m))
         )
     return out
-
-
-def _fast_metrics(n_bins: int) -> dict[str, RowMetric]:
-    """ECE, AUROC, AUPRC-P, AUPRC-N as functions of (scores, targets) for the bootstrap.
-
-    The row functions of :mod:`credo.evaluate.metrics` (the one implementation of each
-    formula: ECE with ``n_bins`` equal-width bins, scikit-learn's ROC and average
-    precision) without the input checks of the public metrics, wrapped as
-    :class:`~credo.evaluate.bootstrap.RowMetric` so that the bootstrap evaluates all
-    resamples in one call. NaN where undefined.
-    """
-    return {
-        "ece": RowMetric(partial(ece_rows, n_bins=n_bins)),
-        "auroc": RowMetric(auroc_rows),
-        "auprc_pos": RowMetric(average_precision_rows),
-        "auprc_neg": RowMetric(auprc_neg_rows),
-    }
 
 
 def default_pairs(methods: Sequence[str], reference: str | None = None) -> list[tuple[str, str]]:
