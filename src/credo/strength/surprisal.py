@@ -28,6 +28,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from credo.config import DEFAULT_SURPRISAL_MODEL
 from credo.generation.executor import Executor, PlannedRequest
 from credo.models.base import ClosesOnExit
 from credo.types import (
@@ -43,7 +44,6 @@ from credo.types import (
 log = logging.getLogger(__name__)
 
 LN2 = math.log(2.0)
-DEFAULT_SURPRISAL_MODEL = "smollm2-135m"
 
 SCORING_PARAMS = SamplingParams(temperature=0.0, max_tokens=1, top_logprobs=1)
 """The parameters of a scoring request (part of its cache key; the scorer ignores them)."""
