@@ -311,23 +311,15 @@ def scripted_world(monkeypatch, bow_embedder):
     made: list[ScriptedModel] = []
 
     def fake_load_model(spec, **options):
+        if spec.startswith("forced:"):  # the surprisal scorer
+            return ScriptedModel(lambda m, s: m[-1].content, name="scorer",
+                                 logprobs_fn=_word_logprobs)
         m = ScriptedModel(_respond, name=spec, logprobs_fn=_letters)
         made.append(m)
         return m
 
     monkeypatch.setattr("credo.models.registry.load_model", fake_load_model)
-    monkeypatch.setattr("credo.strength.pipeline.load_embedder", lambda name: bow_embedder)
     monkeypatch.setattr("credo.models.embedders.load_embedder", lambda name: bow_embedder)
-    monkeypatch.setattr(
-        "credo.strength.pipeline.load_scorer",
-        lambda spec: ScriptedModel(lambda m, s: m[-1].content, name="scorer",
-                                   logprobs_fn=_word_logprobs),
-    )
-    monkeypatch.setattr(
-        "credo.strength.surprisal.load_scorer",
-        lambda spec: ScriptedModel(lambda m, s: m[-1].content, name="scorer",
-                                   logprobs_fn=_word_logprobs),
-    )
     return made
 
 
@@ -437,7 +429,7 @@ def _entry(token_id: int, logprob: float) -> dict:
 
 
 def test_forced_decoding_reads_one_probability_per_token():
-    from credo.strength.surprisal import _parse_forced
+    from credo.models.forced import _parse_forced
 
     response = {"completion_probabilities": [_entry(5, -1.0), _entry(7, -3.0), _entry(2, -0.1)]}
     gen = _parse_forced(response, [5, 7], "ab", "t", 0.0)  # the EOS entry after is ignored
@@ -448,7 +440,7 @@ def test_forced_decoding_reads_one_probability_per_token():
 def test_forced_decoding_with_a_split_character_reports_no_surprisal():
     """llama.cpp folds a token ending inside a UTF-8 character (the first byte of "χ") into
     the next entry: its probability is lost, so h(x) is unavailable, not biased low."""
-    from credo.strength.surprisal import _parse_forced
+    from credo.models.forced import _parse_forced
 
     merged = {"completion_probabilities": [_entry(504, -8.2), _entry(225, -2.9), _entry(34, -9.4)]}
     gen = _parse_forced(merged, [504, 11446, 225, 34], "The χ2", "t", 0.0)

@@ -6,7 +6,8 @@ whether a model changes its answer when, and only when, it should.
 - :func:`linear_kappa`, :func:`agreement`: agreement with human labels (§3.4).
 - :func:`mean_surprisal`, :func:`surprisal_change`: Δh (§3.3, eq. 1).
 - :func:`parse_rating`, :func:`judge_strengths`: the LLM judge (Fig. 17).
-- :func:`run_strength`: the whole pipeline behind ``credo strength run``.
+- :func:`run_strength`: the whole pipeline behind ``credo strength run``, models from
+  the model pool; it writes nothing (:func:`credo.api.run_strength` writes the folder).
 """
 
 from credo.strength.agreement import Agreement, agreement, linear_kappa
