@@ -239,6 +239,23 @@ def test_letter_answer_from_logprobs_and_text():
     assert letter_answer(Generation(text=ANSWER_PREFIX + "E"), 4).letter is None
 
 
+def test_letter_answer_shares_the_label_probability_reading():
+    """One rule for which token is a letter and how its probability sums (002 and 003);
+    003 reads the first token even when the generated token is not a letter (App. H)."""
+    from credo.methods.label_prob import label_probabilities
+
+    first = TokenLogprob("B", math.log(0.5), (("B", math.log(0.5)), ("(C", math.log(0.2)),
+                                              ("A.", math.log(0.1))))
+    ans = letter_answer(Generation(text="B", logprobs=(first,)), 3)
+    shared = label_probabilities((first,), 3)
+    assert shared is not None and ans.probs == pytest.approx(shared.raw)
+    assert ans.letter == shared.top[0] == "B"
+    not_a_letter = TokenLogprob("The", math.log(0.5), (("The", math.log(0.5)),
+                                                       (" C", math.log(0.3))))
+    assert letter_answer(Generation(text="The", logprobs=(not_a_letter,)), 3).letter == "C"
+    assert label_probabilities((not_a_letter,), 3) is None
+
+
 # --------------------------------------------------------------------------- loaders
 
 
