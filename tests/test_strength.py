@@ -17,12 +17,12 @@ from credo.cli import main
 from credo.models.scripted import ScriptedModel
 from credo.strength import (
     agreement,
+    flip_rate_summary,
     flip_rate_table,
     flip_rates,
     linear_kappa,
     mean_surprisal,
     parse_rating,
-    self_consistency,
     surprisal_change,
     wilson_interval,
 )
@@ -55,7 +55,7 @@ def test_flip_rates_on_a_constructed_table():
     table = flip_rate_table(strengths, flipped)
     assert [(r.strength, r.n, r.flips) for r in table] == [(0, 4, 1), (1, 2, 0), (2, 1, 1),
                                                           (3, 3, 2)]
-    summary = self_consistency(table)
+    summary = flip_rate_summary(table)
     assert summary["responsive_fr3"] == pytest.approx(2 / 3)
     assert summary["robust_fr0"] == pytest.approx(0.25)
     assert summary["overall"] == pytest.approx(2 / 3 - 0.25)
@@ -65,8 +65,8 @@ def test_flip_rates_on_a_constructed_table():
 def test_flip_rate_table_marks_empty_levels_and_checks_input():
     table = flip_rate_table([0, 0], [True, False])
     assert table[3].n == 0 and math.isnan(table[3].rate) and math.isnan(table[3].low)
-    assert self_consistency(table)["responsive_fr3"] is None
-    assert self_consistency(table)["overall"] is None
+    assert flip_rate_summary(table)["responsive_fr3"] is None
+    assert flip_rate_summary(table)["overall"] is None
     with pytest.raises(ValueError, match="entries"):
         flip_rates([0, 1], [True])
     with pytest.raises(ValueError, match="not among the levels"):

@@ -89,10 +89,14 @@ def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[f
     return float(ci.low), float(ci.high)
 
 
-def self_consistency(rates: dict[int, float] | Sequence[FlipRate]) -> dict[str, float | None]:
-    """Responsive FR(3), robust FR(0) and overall FR(3) - FR(0) (003 §4.3, §4.4.2).
+def flip_rate_summary(
+    rates: dict[int, float] | Sequence[FlipRate],
+) -> dict[str, float | None]:
+    """FR(3), FR(0) and FR(3) - FR(0): what 003 §4.4 calls responsive, robust and overall
+    self-consistency (keys ``responsive_fr3``, ``robust_fr0``, ``overall``).
 
-    A level without instances gives ``None`` (and so does the overall difference).
+    Not :func:`credo.self_consistency` (agreement among n samples, 000 App. J). A level
+    without instances gives ``None`` (and so does the overall difference).
     """
     if isinstance(rates, dict):
         by_level = {s: r for s, r in rates.items() if not math.isnan(r)}
@@ -101,6 +105,11 @@ def self_consistency(rates: dict[int, float] | Sequence[FlipRate]) -> dict[str, 
     fr3, fr0 = by_level.get(3), by_level.get(0)
     overall = fr3 - fr0 if fr3 is not None and fr0 is not None else None
     return {"responsive_fr3": fr3, "robust_fr0": fr0, "overall": overall}
+
+
+self_consistency = flip_rate_summary
+"""The old name, kept only for ``credo.strength.report`` until its writer moves to
+``credo.report.strength``; not exported. Use :func:`flip_rate_summary`."""
 
 
 def _counts(
@@ -125,8 +134,8 @@ def _counts(
 __all__ = [
     "STRENGTH_LEVELS",
     "FlipRate",
+    "flip_rate_summary",
     "flip_rate_table",
     "flip_rates",
-    "self_consistency",
     "wilson_interval",
 ]
