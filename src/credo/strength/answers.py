@@ -37,7 +37,9 @@ def question_prompt(item: Item, question: str | None = None) -> str:
     return f"Question: {q}\nChoices:\n{options_text(item)}"
 
 
-def answer_messages(item: Item, question: str | None = None, cot: str | None = None):
+def answer_messages(
+    item: Item, question: str | None = None, cot: str | None = None
+) -> tuple[Message, ...]:
     """The letter prompt: the question, then the assistant turn ending in the prefix."""
     lead = f"{cot.strip()}\n{ANSWER_PREFIX}" if cot else ANSWER_PREFIX
     return (
