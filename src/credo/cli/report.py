@@ -135,10 +135,10 @@ def write_missing_similarities(runs: Sequence[RunData], embedder: str | None) ->
 
 def _load_embedder(name: str) -> Any:
     """The sentence embedder ``name``, or None (logged) when it cannot be loaded."""
-    from credo.generation.pool import shared_embedder as load_embedder
+    from credo.generation.pool import shared_embedder
 
     try:
-        return load_embedder(name)
+        return shared_embedder(name)
     except Exception as e:  # the report is still useful without the diversity figure
         log.warning("diversity check skipped: could not load embedder %r: %s", name, e)
         return None

@@ -56,7 +56,9 @@ def add_strength_parser(sub: Any) -> None:
 
 
 def cmd_strength_run(args: argparse.Namespace) -> int:
-    from credo.strength.pipeline import StrengthConfig, run_strength
+    """Run ``credo strength run``: validate the config, run, write the folder, print FR."""
+    from credo.api import run_strength
+    from credo.config import StrengthConfig
 
     try:
         cfg = StrengthConfig(
@@ -96,10 +98,9 @@ def cmd_strength_run(args: argparse.Namespace) -> int:
 
 
 def cmd_strength_agree(args: argparse.Namespace) -> int:
-    from credo.config import default_cache_dir
-    from credo.generation.executor import Executor
-    from credo.generation.store import GenerationStore
-    from credo.strength.labels import agree, load_labels, measure_strengths
+    """Run ``credo strength agree``: one measure on labelled perturbations vs the labels."""
+    from credo.generation.pool import ModelPool
+    from credo.strength.labels import agree, load_labels, measure_in_pool
     from credo.tasks.loaders import DatasetError
 
     try:
@@ -107,37 +108,9 @@ def cmd_strength_agree(args: argparse.Namespace) -> int:
     except (DatasetError, FileNotFoundError) as e:
         console.print(f"[red]cannot read labels:[/red] {e}")
         return 2
-    cache = args.cache or default_cache_dir() / "generations.sqlite"
-    owned: list[Any] = []
-    store = GenerationStore(cache)
-    try:
-        judge = scorer = embedder = None
-        if args.measure == "judge":
-            from credo.models.registry import load_model
-            from credo.strength.pipeline import DEFAULT_MODEL_OPTIONS, _is_embedded
-
-            model = load_model(
-                args.judge, **(DEFAULT_MODEL_OPTIONS if _is_embedded(args.judge) else {})
-            )
-            owned.append(model)
-            judge = Executor(model, store, args.seed, show_progress=not args.quiet)
-        elif args.measure == "surprisal":
-            from credo.strength.surprisal import load_scorer
-
-            model = load_scorer(args.surprisal_model)
-            if model is not None:
-                owned.append(model)
-                scorer = Executor(model, store, args.seed, show_progress=not args.quiet)
-        else:
-            from credo.models.embedders import load_embedder
-
-            embedder = load_embedder(args.embedder)
-        values = measure_strengths(args.measure, rows, judge=judge, embedder=embedder,
-                                   scorer=scorer)
-    finally:
-        for m in owned:
-            m.close()
-        store.close()
+    with ModelPool(cache_path=args.cache, seed=args.seed, show_progress=not args.quiet) as pool:
+        values = measure_in_pool(pool, args.measure, rows, judge=args.judge,
+                                 surprisal_model=args.surprisal_model, embedder=args.embedder)
     results = agree(args.measure, rows, values)
     title = f"{args.measure} vs human labels · {args.labels.name} · {len(rows)} rows"
     table = Table(title=title)

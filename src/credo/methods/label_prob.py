@@ -47,16 +47,33 @@ def label_probabilities(
         return None
     letters = set(LETTERS[:n_choices])
     for pos, tl in enumerate(logprobs):
-        if normalise_label_token(tl.token) not in letters:
-            continue
-        raw = dict.fromkeys(sorted(letters), 0.0)
-        for tok, lp in tl.top or ((tl.token, tl.logprob),):
-            label = normalise_label_token(tok)
-            if label in letters:
-                raw[label] += math.exp(lp)
-        mass = sum(raw.values())
-        return LabelProbabilities(raw, {k: v / mass for k, v in raw.items()}, mass, pos)
+        if normalise_label_token(tl.token) in letters:
+            return letter_distribution(tl, n_choices, pos)
     return None
+
+
+def letter_distribution(
+    token: TokenLogprob, n_choices: int, position: int = 0
+) -> LabelProbabilities | None:
+    """The option letters' probabilities at one generated token (``position`` records where).
+
+    A letter's raw probability is the sum of exp(logprob) over the token's top
+    alternatives (the token itself when it has none) that :func:`normalise_label_token`
+    turns into that letter ("B", " B", "(B" and "B." are all B); the normalised ones divide
+    by their sum, the mass. None when no alternative is an option letter (mass 0).
+    This is the one reading of letter probabilities: 002's label probability takes it at
+    the first letter token, 003's answers at the first token (``credo.strength.answers``).
+    """
+    letters = sorted(LETTERS[:n_choices])
+    raw = dict.fromkeys(letters, 0.0)
+    for tok, lp in token.top or ((token.token, token.logprob),):
+        label = normalise_label_token(tok)
+        if label in raw and math.isfinite(lp):
+            raw[label] += math.exp(lp)
+    mass = sum(raw.values())
+    if mass <= 0.0:
+        return None
+    return LabelProbabilities(raw, {k: v / mass for k, v in raw.items()}, mass, position)
 
 
 @method(

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 from credo.models.base import Model
-from credo.models.weights import EMBEDDED_MODELS
+from credo.models.weights import EMBEDDED_MODELS, is_embedded_spec
 
 Factory = Callable[..., Model]
 """``factory(argument, **options) -> Model``; ``argument`` is the name or the text after
@@ -90,6 +90,20 @@ def _embedded(name_or_path: str, **options: Any) -> Model:
     from credo.models.embedded import EmbeddedModel
 
     return EmbeddedModel(name_or_path, **options)
+
+
+@backend("forced")
+def _forced(name_or_path: str, **options: Any) -> Model:
+    """Forced decoding of given texts (003's surprisal scorer): ``forced:<embedded name,
+    .gguf path or gguf:...>``; identity ``llamacpp-forced:<weights label>``."""
+    from credo.models.forced import ForcedDecodingScorer
+
+    if not is_embedded_spec(name_or_path):
+        raise ValueError(
+            f"forced:{name_or_path}: forced decoding needs an embedded GGUF model "
+            "(a registry name, a .gguf path or gguf:<...>)"
+        )
+    return ForcedDecodingScorer(name_or_path.removeprefix("gguf:"), **options)
 
 
 @backend("openai")

@@ -157,6 +157,12 @@ def is_local_gguf(name_or_path: str | os.PathLike[str]) -> bool:
     return str(name_or_path).lower().endswith(".gguf")
 
 
+def is_embedded_spec(spec: str) -> bool:
+    """True when the model spec runs on embedded llama.cpp: a registry name of
+    :data:`EMBEDDED_MODELS`, a ``.gguf`` path or ``gguf:<name or path>``."""
+    return spec in EMBEDDED_MODELS or is_local_gguf(spec) or spec.startswith("gguf:")
+
+
 # ---------------------------------------------------------------- verification markers
 
 

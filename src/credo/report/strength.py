@@ -42,7 +42,7 @@ from credo import jsonio
 from credo.report import figures as fg
 from credo.report.markdown import fmt_number, md_table
 from credo.report.rundata import FLIP_RATE_COLUMNS
-from credo.strength.flip import STRENGTH_LEVELS, FlipRate, flip_rate_table, self_consistency
+from credo.strength.flip import STRENGTH_LEVELS, FlipRate, flip_rate_summary, flip_rate_table
 
 if TYPE_CHECKING:
     from credo.strength.pipeline import StrengthResult
@@ -124,7 +124,7 @@ def summarise(
         usable = [r for r in group if r["text_after"] is not None]
         flips = [r["flipped"] for r in usable if r["flipped"] is not None]
         entry = {
-            **self_consistency(table),
+            **flip_rate_summary(table),
             "perturbations": len(group),
             "unusable_perturbations": len(group) - len(usable),
             "judge_unparsable": sum(r["judge_rating"] is None for r in usable),

@@ -3,18 +3,20 @@
 Direct answer: the prompt ``Question: ... Choices: ...`` with the assistant turn started
 as "The single, most likely answer is (" (Tutek et al. 2025); the answer is the option
 letter with the highest probability at the first generated token (summing a letter's
-variants, "B" and " B"). After a chain of thought the assistant turn is the CoT followed
-by the same prefix. Where a backend reports no log-probabilities the first generated
-letter is read instead (``source="text"``); no letter gives ``None`` (unparsable).
+variants, "B" and " B", by :func:`credo.methods.label_prob.letter_distribution`, the
+reading 002's label probability uses too). After a chain of thought the assistant turn
+is the CoT followed by the same prefix. Where a backend reports no log-probabilities the
+first generated letter is read instead (``source="text"``); no letter gives ``None``
+(unparsable).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from credo.generation.executor import Executor, PlannedRequest
+from credo.methods.label_prob import letter_distribution
 from credo.strength.perturbations import options_text
 from credo.tasks.base import Item
 from credo.tasks.prompts import LETTERS
@@ -35,7 +37,9 @@ def question_prompt(item: Item, question: str | None = None) -> str:
     return f"Question: {q}\nChoices:\n{options_text(item)}"
 
 
-def answer_messages(item: Item, question: str | None = None, cot: str | None = None):
+def answer_messages(
+    item: Item, question: str | None = None, cot: str | None = None
+) -> tuple[Message, ...]:
     """The letter prompt: the question, then the assistant turn ending in the prefix."""
     lead = f"{cot.strip()}\n{ANSWER_PREFIX}" if cot else ANSWER_PREFIX
     return (
@@ -51,7 +55,9 @@ def cot_messages(item: Item) -> tuple[Message, ...]:
 
 @dataclass(frozen=True)
 class LetterAnswer:
-    """The chosen letter (``None`` = unparsable), its source and the letters' probabilities."""
+    """The chosen letter (``None`` = unparsable), its source and the letters' raw
+    probabilities (every valid letter, 0 for one not among the alternatives; empty when
+    read from text or when no letter was among them)."""
 
     letter: str | None
     source: str
@@ -59,26 +65,24 @@ class LetterAnswer:
 
 
 def letter_answer(gen: Generation, n_choices: int) -> LetterAnswer:
-    """The option letter a one-token generation after the prefix chooses.
+    """The option letter a one-token generation after the prefix chooses (App. H).
 
-    From log-probabilities: each valid letter's probability is the sum over the top
-    alternatives whose text, stripped of spaces and "(", is that letter; the answer is
-    the most probable letter, ``None`` when no letter is among the alternatives. Without
-    log-probabilities: the first character after the prefix, if it is a valid letter.
+    From log-probabilities: the letters' distribution at the *first* token
+    (:func:`~credo.methods.label_prob.letter_distribution`, shared with 002's label
+    probability); the answer is the most probable letter (the first in letter order on a
+    tie), ``None`` when no letter is among the alternatives. Two differences from 002's
+    :func:`~credo.methods.label_prob.label_probabilities`, both 003's: the first token
+    is read even when the generated token itself is not a letter (App. H reads the
+    probabilities right after the prefix, one token), and without log-probabilities the
+    first character after the prefix is read, if it is a valid letter.
     """
     valid = LETTERS[:n_choices]
     if gen.logprobs:
-        first = gen.logprobs[0]
-        alternatives = first.top or ((first.token, first.logprob),)
-        probs: dict[str, float] = {}
-        for token, logprob in alternatives:
-            key = token.strip().lstrip("(").strip().upper()
-            if len(key) == 1 and key in valid and math.isfinite(logprob):
-                probs[key] = probs.get(key, 0.0) + math.exp(logprob)
-        if not probs:
+        dist = letter_distribution(gen.logprobs[0], n_choices)
+        if dist is None:
             return LetterAnswer(None, "logprobs", {})
-        best = max(sorted(probs), key=lambda k: probs[k])
-        return LetterAnswer(best, "logprobs", probs)
+        letter, _ = dist.top
+        return LetterAnswer(letter, "logprobs", dist.raw)
     text = gen.text
     if text.startswith(ANSWER_PREFIX):
         text = text[len(ANSWER_PREFIX) :]

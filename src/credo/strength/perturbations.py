@@ -212,30 +212,62 @@ def write_cot_perturbations(
     """
     if mode not in ("combo", "single"):
         raise ValueError(f"CoT perturbation mode must be 'combo' or 'single', got {mode!r}")
-    plans: list[tuple[Item, str, list[str], str, tuple[int, ...]]] = []
+    plans = _cot_plans(items, cots, seed=seed, mode=mode)
+    rewritten = _rewrite_steps(executor, plans)
+    return [_apply_rewrites(plan, rewritten) for plan in plans]
+
+
+@dataclass(frozen=True)
+class _CotPlan:
+    """One CoT perturbation to write: its item, steps, kind and the steps to rewrite."""
+
+    item: Item
+    steps: list[str]
+    kind: str
+    chosen: tuple[int, ...]
+
+    def key(self, k: int) -> tuple[str, str, str]:
+        """The rewrite of step ``k``: a paraphrase is shared by every item with that step,
+        a mistake (it sees the question) is per item."""
+        return (self.kind, self.item.id if self.kind == "cot" else "", self.steps[k])
+
+
+def _cot_plans(
+    items: Sequence[Item], cots: Sequence[str], *, seed: int, mode: str
+) -> list[_CotPlan]:
+    """Which steps of which CoT to rewrite: every single step, or App. D's x of them (a
+    paraphrase of every step when x = 0)."""
+    plans: list[_CotPlan] = []
     for it, cot in zip(items, cots, strict=True):
         steps = split_steps(cot)
         if not steps:
             continue
         m = len(steps)
         if mode == "single":
-            plans.extend((it, cot, steps, "cot", (k,)) for k in range(m))
+            plans.extend(_CotPlan(it, steps, "cot", (k,)) for k in range(m))
             continue
         x, chosen = combo_choice(it.id, m, seed)
         if x == 0:
-            plans.append((it, cot, steps, "paraphrase", tuple(range(m))))
+            plans.append(_CotPlan(it, steps, "paraphrase", tuple(range(m))))
         else:
-            plans.append((it, cot, steps, "cot", chosen))
+            plans.append(_CotPlan(it, steps, "cot", chosen))
+    return plans
 
+
+def _rewrite_steps(
+    executor: Executor, plans: Sequence[_CotPlan]
+) -> dict[tuple[str, str, str], tuple[str | None, str]]:
+    """Ask the writer for every distinct step rewrite (Fig. 7 mistake or Fig. 10
+    paraphrase) once; ``{key: (parsed text or None, raw reply)}``."""
     requests: dict[tuple[str, str, str], tuple[Message, ...]] = {}
-    for it, _cot, steps, kind, chosen in plans:
-        for k in chosen:
-            key = (kind, it.id if kind == "cot" else "", steps[k])
+    for plan in plans:
+        for k in plan.chosen:
+            key = plan.key(k)
             if key not in requests:
                 requests[key] = (
-                    paraphrase_messages(steps[k])
-                    if kind == "paraphrase"
-                    else step_mistake_messages(it, steps[k])
+                    paraphrase_messages(plan.steps[k])
+                    if plan.kind == "paraphrase"
+                    else step_mistake_messages(plan.item, plan.steps[k])
                 )
     keys = list(requests)
     planned = [
@@ -251,26 +283,32 @@ def write_cot_perturbations(
         else:
             text = parse_after_prefix(reply, MISTAKE_PREFIX, required=False)
         rewritten[key] = (text, reply)
+    return rewritten
 
-    out = []
-    for it, _cot, steps, kind, chosen in plans:
-        new = list(steps)
-        raws = []
-        ok = True
-        for k in chosen:
-            text, reply = rewritten[(kind, it.id if kind == "cot" else "", steps[k])]
-            raws.append(reply)
-            if text is None:
-                ok = False
-            else:
-                new[k] = text
-        after = join_steps(new) if ok else None
-        out.append(
-            Perturbation(
-                it.id, kind, join_steps(steps), after, chosen, len(steps), "\n---\n".join(raws)
-            )
-        )
-    return out
+
+def _apply_rewrites(
+    plan: _CotPlan, rewritten: dict[tuple[str, str, str], tuple[str | None, str]]
+) -> Perturbation:
+    """The perturbed CoT: the chosen steps replaced, ``after=None`` if any is unusable."""
+    new = list(plan.steps)
+    raws = []
+    ok = True
+    for k in plan.chosen:
+        text, reply = rewritten[plan.key(k)]
+        raws.append(reply)
+        if text is None:
+            ok = False
+        else:
+            new[k] = text
+    return Perturbation(
+        plan.item.id,
+        plan.kind,
+        join_steps(plan.steps),
+        join_steps(new) if ok else None,
+        plan.chosen,
+        len(plan.steps),
+        "\n---\n".join(raws),
+    )
 
 
 __all__ = [

