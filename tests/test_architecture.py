@@ -4,6 +4,7 @@ a light command line, and a report that needs no model library."""
 from __future__ import annotations
 
 import ast
+import graphlib
 import re
 import subprocess
 import sys
@@ -133,46 +134,10 @@ def test_no_import_circle():
             )
             if target in MODULES and target != module and not named:
                 edges[module].add(target)
-    cycles = _cycles(edges)
-    assert not cycles, "import circles:\n" + "\n".join(" -> ".join(c) for c in cycles)
-
-
-def _cycles(edges: dict[str, set[str]]) -> list[list[str]]:
-    """Strongly connected components of more than one module (Tarjan)."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on: set[str] = set()
-    out: list[list[str]] = []
-    counter = [0]
-
-    def visit(v: str) -> None:
-        index[v] = low[v] = counter[0]
-        counter[0] += 1
-        stack.append(v)
-        on.add(v)
-        for w in sorted(edges[v]):
-            if w not in index:
-                visit(w)
-                low[v] = min(low[v], low[w])
-            elif w in on:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            comp = []
-            while True:
-                w = stack.pop()
-                on.discard(w)
-                comp.append(w)
-                if w == v:
-                    break
-            if len(comp) > 1:
-                out.append(sorted(comp))
-
-    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10_000))
-    for v in sorted(edges):
-        if v not in index:
-            visit(v)
-    return out
+    try:
+        graphlib.TopologicalSorter(edges).prepare()
+    except graphlib.CycleError as e:
+        pytest.fail("import circle: " + " -> ".join(e.args[1]))
 
 
 LOADERS = ("load_model", "load_embedder", "EmbeddedModel", "OpenAIModel", "SentenceTransformer",
