@@ -67,14 +67,14 @@ def cmd_report(args: argparse.Namespace) -> int:
                 if a not in r.methods or b not in r.methods:
                     raise ValueError(f"--pairs {a}:{b}: {r.path} has methods {r.methods}")
         flips = load_flip_rates(args.strength)
+        opts = ReportOptions(
+            n_resamples=args.resamples, confidence=args.confidence, seed=args.seed,
+            pairs=pairs, reference=args.reference, c3_method=args.c3_method, flip_rates=flips,
+        )
     except (RunFolderError, ValueError, FileNotFoundError) as e:
         console.print(f"[red]error:[/red] {e}")
         return 2
     write_missing_similarities(runs, args.embedder)
-    opts = ReportOptions(
-        n_resamples=args.resamples, confidence=args.confidence, seed=args.seed, pairs=pairs,
-        reference=args.reference, c3_method=args.c3_method, flip_rates=flips,
-    )
     if len(runs) == 1 and args.out is None:
         page = write_run_report(runs[0].path, opts)
     else:

@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 from jinja2 import Environment, PackageLoader, Undefined, select_autoescape
+from pydantic import BaseModel, ConfigDict, Field
 
 from credo.evaluate.metrics import ece, ece_discrete
 from credo.evaluate.paired import PairedDifference
@@ -44,17 +45,19 @@ log = logging.getLogger(__name__)
 RUN_PAGE = "report.html"
 
 
-@dataclass
-class ReportOptions:
-    """Knobs of a report; the defaults follow 002 §3.7 (95%, 1000 resamples)."""
+class ReportOptions(BaseModel):
+    """Knobs of a report (``credo report`` flags, validated here); the defaults follow
+    002 §3.7 (95%, 1000 resamples)."""
 
-    n_resamples: int = 1000
-    confidence: float = 0.95
-    seed: int = 0
+    model_config = ConfigDict(extra="forbid")
+
+    n_resamples: int = Field(1000, ge=1, description="bootstrap resamples")
+    confidence: float = Field(0.95, gt=0.0, lt=1.0, description="CI level")
+    seed: int = Field(0, ge=0, description="bootstrap seed")
     pairs: list[tuple[str, str]] | None = None
     reference: str | None = None
     c3_method: str = "c3"
-    flip_rates: list[tuple[str, list[dict[str, Any]]]] = field(default_factory=list)
+    flip_rates: list[tuple[str, list[dict[str, Any]]]] = Field(default_factory=list)
 
 
 @dataclass

@@ -1,0 +1,61 @@
+"""The command line: every flag goes through the same pydantic config as the YAML."""
+
+from __future__ import annotations
+
+import pytest
+
+from credo.cli import _parser, main
+from credo.cli.run import run_config_from_args
+
+
+def _args(*argv: str):
+    return _parser().parse_args(["run", *argv])
+
+
+def test_flags_write_over_the_yaml_and_keep_its_other_fields(tmp_path):
+    cfg_file = tmp_path / "c.yaml"
+    cfg_file.write_text(
+        "task: gsm8k\nn: 8\nsampling: {min_p: 0.05, max_tokens: 48}\n"
+        "model_options: {max_concurrency: 8}\nbaselines: {logprobs: 0}\n",
+        encoding="utf-8",
+    )
+    cfg = run_config_from_args(_args("--config", str(cfg_file), "--max-tokens", "64", "--n", "5",
+                                     "--base-url", "http://127.0.0.1:9/v1", "--followups", "2"))
+    assert cfg.n == 5 and cfg.sampling.max_tokens == 64 and cfg.sampling.min_p == 0.05
+    assert cfg.model_options == {"max_concurrency": 8, "base_url": "http://127.0.0.1:9/v1"}
+    assert cfg.baselines.followups == 2 and cfg.baselines.logprobs == 0
+
+
+@pytest.mark.parametrize("flags, field", [
+    (["--max-tokens", "0"], "max_tokens"),
+    (["--max-tokens", "-5"], "max_tokens"),
+    (["--followups", "0"], "followups"),
+    (["--n", "1"], "n"),
+    (["--methods", "c3,telepathy"], "unknown methods"),
+])
+def test_bad_flags_fail_like_bad_yaml(flags, field, capsys):
+    assert main(["run", *flags]) == 2
+    out = capsys.readouterr().out
+    assert "invalid configuration" in out and field in out
+
+
+def test_a_nested_yaml_value_is_validated_like_its_flag(tmp_path, capsys):
+    cfg_file = tmp_path / "c.yaml"
+    cfg_file.write_text("sampling: {max_tokens: 0}\n", encoding="utf-8")
+    assert main(["run", "--config", str(cfg_file)]) == 2
+    assert "max_tokens" in capsys.readouterr().out
+
+
+def test_report_flags_are_validated(tmp_path, capsys):
+    from credo.report.html import ReportOptions
+
+    with pytest.raises(ValueError, match="confidence"):
+        ReportOptions(confidence=1.5)
+    with pytest.raises(ValueError, match="n_resamples"):
+        ReportOptions(n_resamples=0)
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "metrics.json").write_text('{"methods": {}}', encoding="utf-8")
+    (run_dir / "scores.jsonl").write_text("", encoding="utf-8")
+    assert main(["report", str(run_dir), "--confidence", "1.5", "--embedder", "none"]) == 2
+    assert "confidence" in capsys.readouterr().out
