@@ -113,7 +113,8 @@ def _factscore(tmp: Path, embedder) -> Path:
 
 
 def _strength(tmp: Path, embedder) -> Path:
-    from credo.strength.pipeline import StrengthConfig, run_strength
+    from credo.api import run_strength
+    from credo.config import StrengthConfig
 
     cfg = StrengthConfig(task="mmlu:high_school_statistics", limit=3,
                          models=["scripted-a"], writer="scripted-w", judge="scripted-j",
@@ -121,7 +122,8 @@ def _strength(tmp: Path, embedder) -> Path:
     models = {s: ScriptedModel(_respond, name=s, logprobs_fn=_letters)
               for s in ("scripted-a", "scripted-w", "scripted-j")}
     scorer = ScriptedModel(lambda m, s: m[-1].content, name="scorer", logprobs_fn=_word_logprobs)
-    run_strength(cfg, models=models, embedder=embedder, scorer=scorer, show_progress=False)
+    run_strength(cfg, models=models, embedder=embedder, scorer=scorer, show_progress=False,
+                 write=False)
     return cfg.cache
 
 

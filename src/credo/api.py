@@ -75,19 +75,22 @@ def run_strength(
 
     ``models`` (model specs to ready backends), ``embedder``, ``scorer`` (the surprisal
     scorer) and ``task`` replace what ``config`` names (tests pass scripted models);
-    nothing passed in is modified or closed (:func:`credo.strength.pipeline.run_strength`).
+    nothing passed in is modified or closed.
     With ``write`` the folder ``config.out`` is written (:mod:`credo.report.strength`).
     """
-    from credo.strength import pipeline
+    from credo.generation.pool import ModelPool
+    from credo.strength.pipeline import assign_roles, run_strength_pipeline, strength_task
 
-    result = pipeline.run_strength(
-        config,
-        models=models,
-        embedder=embedder,
-        scorer=scorer,
-        task=task,
+    task = strength_task(config, task)  # a bad task fails before the cache is opened
+    with ModelPool(
+        cache_path=config.cache_path,
+        seed=config.seed,
+        max_block=config.max_block,
         show_progress=show_progress,
-    )
+        embedder=embedder,
+    ) as pool:
+        assign_roles(pool, config, models, scorer)
+        result = run_strength_pipeline(config, pool, task)
     if write:
         from credo.report.strength import write_strength_run
 

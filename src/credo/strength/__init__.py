@@ -6,8 +6,9 @@ whether a model changes its answer when, and only when, it should.
 - :func:`linear_kappa`, :func:`agreement`: agreement with human labels (§3.4).
 - :func:`mean_surprisal`, :func:`surprisal_change`: Δh (§3.3, eq. 1).
 - :func:`parse_rating`, :func:`judge_strengths`: the LLM judge (Fig. 17).
-- :func:`run_strength`: the whole pipeline behind ``credo strength run``, models from
-  the model pool; it writes nothing (:func:`credo.api.run_strength` writes the folder).
+- :func:`run_strength_pipeline`: the whole pipeline behind ``credo strength run``, models
+  from a model pool; it writes nothing (:func:`credo.api.run_strength` opens the pool
+  and writes the folder).
 """
 
 from credo.strength.agreement import Agreement, agreement, linear_kappa
@@ -20,7 +21,7 @@ from credo.strength.flip import (
     wilson_interval,
 )
 from credo.strength.judge import judge_strengths, parse_rating
-from credo.strength.pipeline import StrengthConfig, StrengthResult, run_strength
+from credo.strength.pipeline import StrengthConfig, StrengthResult, run_strength_pipeline
 from credo.strength.surprisal import mean_surprisal, surprisal_change
 
 __all__ = [
@@ -37,7 +38,7 @@ __all__ = [
     "linear_kappa",
     "mean_surprisal",
     "parse_rating",
-    "run_strength",
+    "run_strength_pipeline",
     "surprisal_change",
     "wilson_interval",
 ]

@@ -97,35 +97,6 @@ class StrengthResult:
     identities: dict[str, str] = field(default_factory=dict)
 
 
-def run_strength(
-    config: StrengthConfig,
-    *,
-    models: Mapping[str, Model] | None = None,
-    embedder: Embedder | None = None,
-    scorer: Model | None = None,
-    task: Task | None = None,
-    show_progress: bool = True,
-) -> StrengthResult:
-    """Run the strength pipeline over a model pool of its own and return the rows.
-
-    ``models`` maps model specs (``config.models``, ``writer``, ``judge``) to ready
-    backends (tests pass scripted ones); the pool loads the others and closes them at
-    the end. ``scorer`` replaces the surprisal scorer (a backend whose generations carry
-    a text's token logprobs); ``embedder`` the sentence embedder; ``task`` the task
-    ``config`` names. Writes nothing (:func:`credo.api.run_strength` writes the folder).
-    """
-    task = strength_task(config, task)  # a bad task fails before the cache is opened
-    with ModelPool(
-        cache_path=config.cache_path,
-        seed=config.seed,
-        max_block=config.max_block,
-        show_progress=show_progress,
-        embedder=embedder,
-    ) as pool:
-        assign_roles(pool, config, models, scorer)
-        return run_strength_pipeline(config, pool, task)
-
-
 def run_strength_pipeline(
     config: StrengthConfig, pool: ModelPool, task: Task | None = None
 ) -> StrengthResult:
@@ -385,7 +356,6 @@ __all__ = [
     "judge_role",
     "model_options",
     "model_role",
-    "run_strength",
     "run_strength_pipeline",
     "strength_task",
     "writer_role",
