@@ -25,7 +25,7 @@ from rich.progress import (
 
 from credo.generation.store import GenerationStore, request_key, sample_seed
 from credo.models.base import Model
-from credo.types import Generation, GenerationRequest
+from credo.types import Generation, GenerationError, GenerationRequest
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +41,9 @@ class PlannedRequest:
 
 @dataclass
 class ExecutionStats:
-    """What one ``execute`` call did."""
+    """What one ``execute`` call did. ``retries`` are the backend calls it retried
+    (rate limits, server errors, malformed replies), ``failed_requests`` the requests whose
+    retries ran out (nothing of them is cached)."""
 
     requested_samples: int = 0
     cached_samples: int = 0
@@ -49,6 +51,41 @@ class ExecutionStats:
     backend_calls: int = 0
     completion_tokens: int = 0
     seconds: float = 0.0
+    retries: int = 0
+    failed_requests: int = 0
+
+
+class RequestsFailed(RuntimeError):
+    """Some planned requests could not be completed after the backend's retries.
+
+    Raised by :meth:`Executor.execute` after every other request of the call completed
+    and was cached. ``results`` is aligned with the planned requests: the generations of
+    each complete one, ``None`` for each that is missing samples; ``failed`` holds the
+    indices of the latter and ``errors`` one message per failed backend call. A caller
+    that can go on without those requests (the run marks their items incomplete) catches
+    this; otherwise it ends the run, and a rerun generates only what is missing.
+    """
+
+    def __init__(
+        self,
+        planned: Sequence[PlannedRequest],
+        results: list[list[Generation] | None],
+        errors: list[str],
+    ) -> None:
+        self.planned = list(planned)
+        self.results = results
+        self.failed = [i for i, r in enumerate(results) if r is None]
+        self.errors = errors
+        first = errors[0] if errors else "samples missing"
+        super().__init__(
+            f"{len(self.failed)} of {len(results)} requests failed after the backend's retries"
+            f" (first: {first})"
+        )
+
+    @property
+    def failed_labels(self) -> list[str]:
+        """The labels of the failed planned requests (``<item id>/<set>`` by convention)."""
+        return [self.planned[i].label for i in self.failed]
 
 
 class Executor:
@@ -109,8 +146,9 @@ class Executor:
                 req = template[k].model_copy(update={"seed": sample_seed(k, start), "n": size})
                 blocks.append((k, start, req))
 
+        errors: list[str] = []
         if blocks:
-            self._run_blocks(blocks, description, stats)
+            errors = self._run_blocks(blocks, description, stats)
         self.history.append(stats)
         log.info(
             "%s: %d samples requested, %d cached, %d generated in %d calls (%.1f s)",
@@ -121,14 +159,23 @@ class Executor:
             stats.backend_calls,
             stats.seconds,
         )
-        return [self.store.get(k, range(p.n)) for k, p in zip(keys, planned, strict=True)]
+        if not errors:
+            return [self.store.get(k, range(p.n)) for k, p in zip(keys, planned, strict=True)]
+        results: list[list[Generation] | None] = []
+        for k, p in zip(keys, planned, strict=True):
+            have = self.store.cached_indices(k)
+            results.append(self.store.get(k, range(p.n)) if have >= set(range(p.n)) else None)
+        raise RequestsFailed(planned, results, errors)
 
     def _run_blocks(
         self,
         blocks: list[tuple[str, int, GenerationRequest]],
         description: str,
         stats: ExecutionStats,
-    ) -> None:
+    ) -> list[str]:
+        """Run the blocks, commit each as it completes; the messages of failed blocks."""
+        errors: list[str] = []
+        retries_before = int(getattr(self.model, "retries", 0) or 0)
         total = sum(r.n for _, _, r in blocks)
         t0 = time.perf_counter()
         with Progress(
@@ -145,6 +192,11 @@ class Executor:
             task = progress.add_task(description, total=total, rate=0.0)
             for idx, gens in self.model.generate([r for _, _, r in blocks]):
                 key, start, req = blocks[idx]
+                if isinstance(gens, GenerationError):
+                    stats.failed_requests += 1
+                    errors.append(str(gens))
+                    log.warning("request failed after retries: %s", gens)
+                    continue
                 if len(gens) != req.n:
                     raise RuntimeError(
                         f"backend {self.model.identity} returned {len(gens)} samples for a"
@@ -158,6 +210,8 @@ class Executor:
                 done = progress.tasks[0].completed + len(gens)
                 progress.update(task, advance=len(gens), rate=done / max(elapsed, 1e-9))
         stats.seconds = time.perf_counter() - t0
+        stats.retries = int(getattr(self.model, "retries", 0) or 0) - retries_before
+        return errors
 
 
 def _blocks(indices: list[int], max_block: int) -> list[tuple[int, int]]:

@@ -234,7 +234,7 @@ def build_judge_kernel(ctx: KernelContext) -> VerdictTable:
     parse the verdicts (000 App. D.5). Code is compared canonicalised: the judge sees the
     signature (the prompt without its docstring) and the programs without comments, which
     halves every prompt (:func:`credo.tasks.humaneval.canonical_code`)."""
-    from credo.generation.executor import PlannedRequest
+    from credo.generation.executor import PlannedRequest, RequestsFailed
     from credo.generation.pool import JUDGE
     from credo.plan.samples import ORIGINAL, PERTURBED
     from credo.tasks.base import AnswerFormat
@@ -256,9 +256,17 @@ def build_judge_kernel(ctx: KernelContext) -> VerdictTable:
     replies: list[str] = []
     if planned:
         executor = ctx.pool.executor(JUDGE)
-        replies = [g[0].text for g in executor.execute(planned, "judging answer pairs")]
+        try:
+            gens: list = executor.execute(planned, "judging answer pairs")
+        except RequestsFailed as e:
+            gens = e.results
         generated = executor.history[-1].generated_samples
         cached = executor.history[-1].cached_samples
+        for p, g in zip(pairs, gens, strict=True):
+            if g is None:
+                ctx.incomplete[p.item_id] = "judge verdicts missing (requests failed)"
+        pairs = [p for p, g in zip(pairs, gens, strict=True) if g is not None]
+        replies = [g[0].text for g in gens if g is not None]
     table = build_verdict_table(pairs, replies, canonical)
     naive = sum(
         naive_comparisons(len(s.sets.get(ORIGINAL, ())), len(s.sets.get(PERTURBED, ())))

@@ -48,13 +48,16 @@ class SameForEveryItem:
 @dataclass
 class KernelContext:
     """What a kernel builder reads: the run's config and task, every item's answer
-    samples (original, perturbed, paraphrased), the model pool, and the run's stats."""
+    samples (original, perturbed, paraphrased), the model pool, and the run's stats. A
+    builder that could not get what an item needs (a judge request whose retries ran
+    out) says why in ``incomplete``; the run leaves that item out and marks it."""
 
     config: RunConfig
     task: Task
     samples: Sequence[ItemSamples]
     pool: ModelPool
     stats: dict[str, int | float | str] = field(default_factory=dict)
+    incomplete: dict[str, str] = field(default_factory=dict)
 
     @property
     def items(self) -> Mapping[str, Item]:

@@ -61,6 +61,13 @@ class Model(Protocol):
     model name plus a weights hash where one is known. ``generate`` yields
     ``(request_index, generations)`` as each request completes (in any order), so the
     caller can checkpoint continuously; ``len(generations) == request.n``.
+
+    Failures. A backend that retries (a served model: 429, 5xx, malformed replies) yields
+    ``(request_index, GenerationError)`` for a request whose retries ran out and goes on
+    with the others, so one bad request never costs the rest of a run; it may count the
+    calls it retried in an ``int`` attribute ``retries`` (cumulative). Nothing from a
+    failed request is cached. An error that no retry can mend (a prompt longer than the
+    context) may still be raised.
     """
 
     @property
@@ -71,6 +78,6 @@ class Model(Protocol):
 
     def generate(
         self, requests: Sequence[GenerationRequest]
-    ) -> Iterator[tuple[int, list[Generation]]]: ...
+    ) -> Iterator[tuple[int, list[Generation] | GenerationError]]: ...
 
     def close(self) -> None: ...

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from credo.config import PerturbationConfig
-from credo.generation.executor import Executor, PlannedRequest
+from credo.generation.executor import Executor, PlannedRequest, RequestsFailed
 from credo.models.embedders import Embedder
 from credo.tasks.base import Item
 from credo.types import GenerationRequest, Message
@@ -179,7 +179,9 @@ def generate_perturbations(
     Round r asks every item still short of ``m`` kept prefixes for more candidates (the
     same request, later sample indices), then re-runs the deterministic filter over all
     candidates in sample order. Stops after ``config.max_rounds``, except for items with no
-    usable candidate at all, which get up to ``config.max_rounds`` more rounds.
+    usable candidate at all, which get up to ``config.max_rounds`` more rounds. An item
+    whose candidates could not be generated (the backend's retries ran out) has no entry:
+    the run marks it incomplete and a rerun tries again.
     """
     requests = {
         it.id: GenerationRequest(messages=perturbation_messages(it, domain), params=config.sampling)
@@ -193,7 +195,7 @@ def generate_perturbations(
     # so that no item has to be dropped from the run.
     for rnd in range(2 * config.max_rounds):
         if rnd >= config.max_rounds:
-            pending = [it for it in pending if not result[it.id].kept]
+            pending = [it for it in pending if it.id in result and not result[it.id].kept]
             if not pending:
                 break
         planned = []
@@ -202,13 +204,19 @@ def generate_perturbations(
             extra = config.candidates_per_round or math.ceil(1.5 * missing)
             drawn[it.id] += max(extra, missing)
             planned.append(PlannedRequest(requests[it.id], drawn[it.id], label=it.id))
-        gens = executor.execute(planned, description=f"perturbations (round {rnd + 1})")
+        try:
+            gens = executor.execute(planned, description=f"perturbations (round {rnd + 1})")
+        except RequestsFailed as e:  # their items are left out; the run marks them incomplete
+            gens = e.results
         for it, g in zip(pending, gens, strict=True):
+            if g is None:
+                result.pop(it.id, None)
+                continue
             result[it.id] = _filter_item(it, [x.text for x in g], m, embedder, config.threshold)
-        pending = [it for it in pending if len(result[it.id].kept) < m]
+        pending = [it for it in pending if it.id in result and len(result[it.id].kept) < m]
         if not pending:
             break
-    short = [it.id for it in items if len(result[it.id].kept) < m]
+    short = [it.id for it in items if it.id in result and len(result[it.id].kept) < m]
     if short:
         log.warning(
             "%d of %d items have fewer than m=%d distinct perturbations (kept ones are reused"

@@ -13,7 +13,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 
-from credo.generation.executor import Executor, PlannedRequest
+from credo.generation.executor import Executor, PlannedRequest, RequestsFailed
 from credo.tasks.base import Item
 from credo.types import GenerationRequest, Message, SamplingParams
 
@@ -73,7 +73,11 @@ def generate_paraphrases(
     sampling: SamplingParams,
     candidates: int | None = None,
 ) -> dict[str, ParaphraseSet]:
-    """Up to ``count`` paraphrases per item from ``candidates`` (default 2 * count) samples."""
+    """Up to ``count`` paraphrases per item from ``candidates`` (default 2 * count) samples.
+
+    An item whose paraphrases could not be generated (the backend's retries ran out) has
+    no entry: the run marks it incomplete.
+    """
     if count < 1:
         raise ValueError(f"count must be >= 1, got {count}")
     k = candidates or 2 * count
@@ -85,9 +89,14 @@ def generate_paraphrases(
         )
         for it in items
     ]
-    gens = executor.execute(planned, description="writing paraphrases")
+    try:
+        gens = executor.execute(planned, description="writing paraphrases")
+    except RequestsFailed as e:  # their items are left out; the run marks them incomplete
+        gens = e.results
     out: dict[str, ParaphraseSet] = {}
     for it, g in zip(items, gens, strict=True):
+        if g is None:
+            continue
         kept: list[str] = []
         examined = 0
         for gen in g:

@@ -21,7 +21,7 @@ import numpy as np
 
 from credo.config import RunConfig
 from credo.evaluate.tables import evaluate_items, evaluate_responses, unavailable_reasons
-from credo.generation.executor import Executor
+from credo.generation.executor import Executor, RequestsFailed
 from credo.generation.pool import GRADER, JUDGE, MODEL, PARAPHRASER, WRITER, ModelPool
 from credo.kernels.registry import ItemKernels, KernelContext, build_kernel
 from credo.methods import get_method
@@ -35,7 +35,7 @@ from credo.plan.samples import ORIGINAL, PARAPHRASED, PERTURBED, ItemSamples, Sa
 from credo.tasks.base import Item, Task
 from credo.tasks.builtin import load_task
 from credo.tasks.grading import GradingContext, grade_originals
-from credo.types import SamplingParams
+from credo.types import Generation, SamplingParams
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +68,9 @@ class RunResult:
     #: Pairwise cosine similarities of each item's kept prefixes (000 App. A.2), computed
     #: by the perturbation stage with its embedder; the run folder keeps them for the report.
     perturbation_similarity: dict[str, Any] = field(default_factory=dict)
+    #: Items left out because some of their requests failed after the backend's retries
+    #: (item id -> what is missing); a rerun generates only what is missing.
+    incomplete: dict[str, str] = field(default_factory=dict)
 
     @property
     def accuracy(self) -> float:
@@ -123,18 +126,21 @@ def run_pipeline(config: RunConfig, pool: ModelPool, task: Task | None = None) -
         get_sample_set(name)  # unknown sets fail before any generation
     before = {f: pool.total(f) for f in _TOTALS}
 
-    psets, paras, similarity = _perturbations(task, config, needs, pool)
+    incomplete: dict[str, str] = {}  # item id -> why some of its requests are missing
+    psets, paras, similarity = _perturbations(task, config, needs, pool, incomplete)
     t_perturb = time.perf_counter()
-    task, dropped = _drop_unperturbed(task, psets)
+    task, dropped = _drop_unperturbed(_without(task, incomplete), psets)
     ctx = PlanContext(task, config, caps.logprobs, caps.grammar, psets, paras)
     runners = {
         r: pool.executor(RUNNER_ROLES[r]) for r in {get_sample_set(n).runner for n in needs}
     }
-    generated = _generate(task, ctx, needs, runners)
+    generated = _generate(task, ctx, needs, runners, incomplete)
+    task = _without(task, incomplete)
     answers = _answer_samples(task, generated)
     stats: dict[str, int | float | str] = {}
-    kernels = _kernels(config, specs, task, answers, pool, stats)
-    graded = _grade(config, task, answers, pool, stats)
+    kernels = _kernels(config, specs, task, answers, pool, stats, incomplete)
+    graded = _grade(config, task, answers, pool, stats, incomplete)
+    task = _without(task, incomplete)
     t_sample = time.perf_counter()
 
     items = score_items(
@@ -158,6 +164,7 @@ def run_pipeline(config: RunConfig, pool: ModelPool, task: Task | None = None) -
             1 for r in items for s in (*r.original, *r.perturbed) if not s.answer.parsed
         ),
         "items_dropped_without_perturbations": len(dropped),
+        "items_incomplete": len(incomplete),
         "items_with_reused_perturbations": sum(
             1 for p in psets.values() if len(p.kept) < config.m
         ),
@@ -168,6 +175,7 @@ def run_pipeline(config: RunConfig, pool: ModelPool, task: Task | None = None) -
     return RunResult(
         config, task, pool.model(MODEL).identity, items, metrics, run_stats, psets,
         response_metrics, unavailable_reasons(items, config.methods), paras, similarity,
+        incomplete,
     )
 
 
@@ -179,6 +187,8 @@ _TOTALS = {
     "cached_samples": "cached_samples",
     "completion_tokens": "generated_tokens",
     "backend_calls": "backend_calls",
+    "retries": "request_retries",
+    "failed_requests": "request_failures",
 }
 """Executor counters summed over the run (every model of the pool), and their names."""
 
@@ -188,10 +198,11 @@ def _applies(spec: MethodSpec, task: Task, logprobs: bool) -> bool:
 
 
 def _perturbations(
-    task: Task, config: RunConfig, needs: set[str], pool: ModelPool
+    task: Task, config: RunConfig, needs: set[str], pool: ModelPool, incomplete: dict[str, str]
 ) -> tuple[dict[str, PerturbationSet], dict[str, ParaphraseSet], dict[str, Any]]:
     """The perturbation stage: context prefixes (000 §3) with the pairwise similarities of
-    the kept ones (App. A.2), and paraphrases, as needed."""
+    the kept ones (App. A.2), and paraphrases, as needed. Items whose writer requests
+    failed go into ``incomplete``."""
     psets: dict[str, PerturbationSet] = {}
     paras: dict[str, ParaphraseSet] = {}
     similarity: dict[str, Any] = {}
@@ -209,7 +220,20 @@ def _perturbations(
             task.items, config.baselines.paraphrases, pool.executor(PARAPHRASER),
             config.baselines.paraphrase_sampling, config.baselines.paraphrase_candidates,
         )
+    for name, made in ((PERTURBED, psets), (PARAPHRASED, paras)):
+        if name in needs:
+            for it in task.items:
+                if it.id not in made:
+                    incomplete.setdefault(it.id, f"{name} prompts missing (requests failed)")
     return psets, paras, similarity
+
+
+def _without(task: Task, incomplete: dict[str, str]) -> Task:
+    """The task without its incomplete items."""
+    if not any(it.id in incomplete for it in task.items):
+        return task
+    kept = tuple(it for it in task.items if it.id not in incomplete)
+    return Task(task.name, kept, task.format, task.domain)
 
 
 def _drop_unperturbed(
@@ -228,16 +252,21 @@ def _drop_unperturbed(
 
 
 def _generate(
-    task: Task, ctx: PlanContext, needs: set[str], runners: dict[str, Executor]
+    task: Task,
+    ctx: PlanContext,
+    needs: set[str],
+    runners: dict[str, Executor],
+    incomplete: dict[str, str],
 ) -> dict[str, dict[str, tuple[tuple[Sample, ...], tuple[bool | None, ...]]]]:
     """Generate every needed sample set: phase 1, then the follow-ups of phase 2.
 
-    All plans of one phase and one model go to the executor in one call.
+    All plans of one phase and one model go to the executor in one call. An item with a
+    request that failed after the backend's retries goes into ``incomplete`` and gets no
+    more requests; every other item is generated in full.
     """
     out: dict[str, dict[str, tuple[tuple[Sample, ...], tuple[bool | None, ...]]]] = {
         it.id: {} for it in task.items
     }
-    labels = {1: "sampling answers", 2: "follow-up questions"}
     for phase in (1, 2):
         names = sorted(
             (n for n in needs if get_sample_set(n).phase == phase),
@@ -247,20 +276,43 @@ def _generate(
         for name in names:
             spec = get_sample_set(name)
             for it in task.items:
-                grouped[spec.runner].append((it, name, spec.planner(it, ctx)))
+                if it.id not in incomplete:
+                    grouped[spec.runner].append((it, name, spec.planner(it, ctx)))
         for runner, entries in grouped.items():
-            planned = [r for _, _, plan in entries for r in plan.requests]
-            desc = "NLI judgments" if runner == "judge" else labels[phase]
-            gens = runners[runner].execute(planned, description=desc)
-            k = 0
-            for it, name, plan in entries:
-                chunk = gens[k : k + len(plan.requests)]
-                k += len(plan.requests)
-                samples = plan.build(chunk)
-                out[it.id][name] = (samples, tuple(plan.correct(s) for s in samples))
+            desc = "NLI judgments" if runner == "judge" else _PHASES[phase]
+            _run_plans(runners[runner], entries, desc, out, incomplete)
         if phase == 1:
-            ctx.originals = {i: sets[ORIGINAL][0] for i, sets in out.items()}
-    return out
+            ctx.originals = {
+                i: sets[ORIGINAL][0] for i, sets in out.items() if i not in incomplete
+            }
+    return {i: sets for i, sets in out.items() if i not in incomplete}
+
+
+_PHASES = {1: "sampling answers", 2: "follow-up questions"}
+
+
+def _run_plans(
+    executor: Executor,
+    entries: list[tuple[Item, str, Any]],
+    description: str,
+    out: dict[str, dict[str, tuple[tuple[Sample, ...], tuple[bool | None, ...]]]],
+    incomplete: dict[str, str],
+) -> None:
+    """Execute the plans of ``entries`` in one call and build their sample sets."""
+    planned = [r for _, _, plan in entries for r in plan.requests]
+    try:
+        gens: list[list[Generation] | None] = list(executor.execute(planned, description))
+    except RequestsFailed as e:  # every other request is done; those items are incomplete
+        gens = e.results
+    k = 0
+    for it, name, plan in entries:
+        chunk = gens[k : k + len(plan.requests)]
+        k += len(plan.requests)
+        if any(g is None for g in chunk):
+            incomplete.setdefault(it.id, f"{name} samples missing (requests failed)")
+            continue
+        samples = plan.build(chunk)
+        out[it.id][name] = (samples, tuple(plan.correct(s) for s in samples))
 
 
 def _answer_samples(task: Task, generated: GeneratedSets) -> list[ItemSamples]:
@@ -283,9 +335,10 @@ def _kernels(
     answers: list[ItemSamples],
     pool: ModelPool,
     stats: dict[str, int | float | str],
+    incomplete: dict[str, str],
 ) -> dict[str, ItemKernels]:
     """Every kernel the selected methods name, built for this run (000 App. H)."""
-    ctx = KernelContext(config, task, answers, pool, stats)
+    ctx = KernelContext(config, task, answers, pool, stats, incomplete)
     names = sorted({spec.kernel or config.kernel for spec in specs})
     return {name: build_kernel(name, ctx) for name in names}
 
@@ -296,6 +349,7 @@ def _grade(
     answers: list[ItemSamples],
     pool: ModelPool,
     stats: dict[str, int | float | str],
+    incomplete: dict[str, str],
 ) -> dict[str, tuple[bool | float, ...]]:
     """The grading stage: correctness of every original sample (``config.grader``, or
     the judge, grades what needs a judge)."""
@@ -305,5 +359,6 @@ def _grade(
         judge=lambda: pool.executor(GRADER),
         params=SamplingParams(temperature=0.0, max_tokens=settings.max_tokens),
         stats=stats,
+        incomplete=incomplete,
     )
     return grade_originals(ctx, {s.item_id: s.sets[ORIGINAL] for s in answers})

@@ -319,6 +319,8 @@ def _run_facts(run: RunData) -> dict[str, Any]:
         "threshold": pert.get("threshold"),
         "embedder": pert.get("embedder"),
         "stats": m.get("stats") or {},
+        "status": run.status,
+        "incomplete": m.get("incomplete") or {},
     }
 
 

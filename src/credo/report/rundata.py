@@ -24,7 +24,11 @@ import numpy as np
 import yaml
 
 SIMILARITY_FILE = "perturbation_similarity.json"
-OPTIONAL_JSON = ("topic_check.json", "threshold_calibration.json", SIMILARITY_FILE)
+STATUS_FILE = "run_status.json"
+"""Written last by the run writer: ``{"status": "complete" | "incomplete", ...}``."""
+OPTIONAL_JSON = (
+    "topic_check.json", "threshold_calibration.json", SIMILARITY_FILE, STATUS_FILE
+)
 FLIP_RATE_COLUMNS = ("model", "perturbation_type", "strength", "n", "flips", "rate", "low", "high")
 
 
@@ -43,6 +47,14 @@ class RunData:
     samples: list[dict[str, Any]]
     perturbations: list[dict[str, Any]]
     extras: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def status(self) -> str:
+        """``complete``, ``incomplete`` (items whose requests failed; a rerun completes
+        them) or ``interrupted`` (no status marker: the writer did not finish, or an older
+        credo wrote the folder)."""
+        marker = self.extras.get(STATUS_FILE)
+        return str(marker.get("status", "interrupted")) if marker else "interrupted"
 
     @property
     def name(self) -> str:

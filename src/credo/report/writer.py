@@ -14,6 +14,8 @@ Files
 ``perturbation_similarity.json``  pairwise cosine similarities of the kept perturbations
                         (000 App. A.2), when the result carries them
 ``report.md``           the tables a reader wants first
+``run_status.json``     written last: complete, or incomplete (items whose requests failed;
+                        a rerun completes them); absent when writing was interrupted
 ``report.html``         the self-contained HTML report with figures (credo.report.html)
 ``scores.parquet``, ``samples.parquet``  the same tables for pandas / polars
 """
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import math
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -30,7 +33,7 @@ import yaml
 
 from credo import jsonio
 from credo.report.markdown import fmt_number, md_cell, md_table
-from credo.report.rundata import SIMILARITY_FILE
+from credo.report.rundata import SIMILARITY_FILE, STATUS_FILE
 
 if TYPE_CHECKING:
     from credo.pipeline.runner import RunResult
@@ -49,15 +52,23 @@ CI_METRICS = ("ece", "auroc", "auprc_pos", "auprc_neg")
 
 
 def write_run(result: RunResult, out: str | Path) -> Path:
-    """Write every file of the run folder ``out`` and return its path."""
+    """Write every file of the run folder ``out`` and return its path.
+
+    Each file is written atomically (:func:`credo.jsonio.write_text`). The status marker
+    ``run_status.json`` is removed first and written once the run's data and report.md
+    are on disk, so a folder without it was interrupted while being written (or comes
+    from a credo before the marker); report.html and the Parquet exports follow, derived
+    from those files (``credo report`` rewrites them).
+    """
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
+    (out / STATUS_FILE).unlink(missing_ok=True)
     cfg = result.config.model_dump(mode="json")
     cfg["cache"] = str(result.config.cache_path)
-    (out / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False), encoding="utf-8")
-    _write_jsonl(out / "scores.jsonl", _score_rows(result))
-    _write_jsonl(out / "samples.jsonl", _sample_rows(result))
-    _write_jsonl(
+    jsonio.write_text(out / "config.yaml", yaml.safe_dump(cfg, sort_keys=False))
+    jsonio.write_jsonl(out / "scores.jsonl", _score_rows(result))
+    jsonio.write_jsonl(out / "samples.jsonl", _sample_rows(result))
+    jsonio.write_jsonl(
         out / "perturbations.jsonl",
         (
             {
@@ -80,14 +91,19 @@ def write_run(result: RunResult, out: str | Path) -> Path:
         "unavailable": result.unavailable,
         "stats": result.stats,
     }
-    (out / "metrics.json").write_text(
-        jsonio.dumps(metrics, indent=2), encoding="utf-8"
-    )
+    if result.incomplete:
+        metrics["incomplete"] = result.incomplete
+    jsonio.write_text(out / "metrics.json", jsonio.dumps(metrics, indent=2))
     if result.perturbation_similarity:
-        (out / SIMILARITY_FILE).write_text(
-            jsonio.dumps(result.perturbation_similarity), encoding="utf-8"
-        )
-    (out / "report.md").write_text(render_markdown(result), encoding="utf-8")
+        jsonio.write_text(out / SIMILARITY_FILE, jsonio.dumps(result.perturbation_similarity))
+    jsonio.write_text(out / "report.md", render_markdown(result))
+    status = {
+        "status": "incomplete" if result.incomplete else "complete",
+        "items": len(result.items),
+        "items_incomplete": len(result.incomplete),
+        "written": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
+    jsonio.write_text(out / STATUS_FILE, jsonio.dumps(status, indent=2))
     _write_html_report(out)
     return out
 
@@ -288,6 +304,17 @@ def _unavailable_section(result: RunResult) -> list[str]:
         lines += ["## Methods without a score on some items", ""]
         lines += [f"- {m}: {why}" for m, why in result.unavailable.items()]
         lines.append("")
+    if result.incomplete:
+        lines += [
+            "## Incomplete items",
+            "",
+            f"{len(result.incomplete)} items are left out of every table: some of their requests"
+            " failed after the backend's retries. Rerun the same config: it generates only what"
+            " is missing.",
+            "",
+            *(f"- {md_cell(i)}: {why}" for i, why in result.incomplete.items()),
+            "",
+        ]
     return lines
 
 
@@ -334,10 +361,4 @@ def _answer_summary(values: list[str | None]) -> str:
     top = sorted(counts.items(), key=lambda kv: -kv[1])[:3]
     return ", ".join(f"{k}×{n}" for k, n in top)
 
-
-def _write_jsonl(path: Path, rows) -> None:
-    """One strict-JSON object per line: NaN (unknown correctness, no score) becomes null."""
-    with path.open("w", encoding="utf-8") as f:
-        for row in rows:
-            f.write(jsonio.dumps(row, ensure_ascii=False) + "\n")
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -313,17 +314,19 @@ def grade_simpleqa(ctx: GradingContext, originals: Mapping[str, Sequence[Graded]
     ]
     generated = cached = 0
     if planned:
-        executor = ctx.judge()
-        gens = executor.execute(planned, "grading answers")
-        generated = executor.history[-1].generated_samples
-        cached = executor.history[-1].cached_samples
+        gens = ctx.ask(planned, "grading answers")
+        last = ctx.judge().history[-1]
+        generated, cached = last.generated_samples, last.cached_samples
         for key, g in zip(todo, gens, strict=True):
-            grades[key] = parse_grade(g[0].text)
+            if g is not None:
+                grades[key] = parse_grade(g[0].text)
+    complete = {i: orig for i, orig in originals.items() if i not in ctx.incomplete}
     out: GradeMap = {
         i: tuple(grades[(i, s.text.strip())] is Grade.CORRECT for s in orig)
-        for i, orig in originals.items()
+        for i, orig in complete.items()
     }
-    counts = Counter(grades[(i, s.text.strip())] for i, orig in originals.items() for s in orig)
+    out.update({i: tuple(math.nan for _ in o) for i, o in originals.items() if i not in complete})
+    counts = Counter(grades[(i, s.text.strip())] for i, orig in complete.items() for s in orig)
     ctx.stats.update(
         {f"graded_{g.value}": counts.get(g, 0) for g in Grade},
         grading_unique_answers=len(grades),

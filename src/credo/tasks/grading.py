@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from credo.tasks.answers import Answer, normalise_gold, normalise_text, numbers_equal
 from credo.tasks.base import AnswerFormat, Item, Task
-from credo.types import SamplingParams
+from credo.types import Generation, SamplingParams
 
 if TYPE_CHECKING:
     from credo.generation.executor import Executor
@@ -119,7 +119,8 @@ class GradingContext:
     ``judge`` returns the grader model's cached executor, loaded on first call (a run
     whose answers need no judge loads none); ``params`` are its decoding parameters (T =
     0); ``knowledge`` replaces the knowledge source a FActScore item names; graders add
-    their counts to ``stats``.
+    their counts to ``stats``, and an item they could not grade (judge requests whose
+    retries ran out) to ``incomplete`` with the reason, grading it NaN.
     """
 
     task: Task
@@ -129,6 +130,22 @@ class GradingContext:
     )
     knowledge: Any = None
     stats: dict[str, int | float | str] = field(default_factory=dict)
+    incomplete: dict[str, str] = field(default_factory=dict)
+
+    def ask(
+        self, planned: list[Any], description: str
+    ) -> list[list[Generation] | None]:
+        """The judge's generations for ``planned`` (``None`` for a request whose retries
+        ran out, whose item is then recorded in ``incomplete`` by its label)."""
+        from credo.generation.executor import RequestsFailed
+
+        try:
+            return list(self.judge().execute(planned, description))
+        except RequestsFailed as e:
+            for i in e.failed:
+                item_id = planned[i].label.rsplit("/", 1)[0]  # "<item id>/<what>"
+                self.incomplete[item_id] = "grades missing (requests failed)"
+            return e.results
 
     @property
     def items(self) -> Mapping[str, Item]:

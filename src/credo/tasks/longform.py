@@ -285,6 +285,9 @@ def grade_factscore(ctx: GradingContext, originals: Mapping[str, Sequence[Graded
     verdicts = _check_claims(ctx, list(plan), sources)
     no_claims = 0
     for i in sources:
+        if i in ctx.incomplete:
+            out[i] = tuple(math.nan for _ in originals[i])
+            continue
         scores = []
         for s in originals[i]:
             cs = claims(s.answer.value)
@@ -324,8 +327,10 @@ def _check_claims(
                 label=f"{i}/support",
             )
         )
-    gens = ctx.judge().execute(requests, "checking claims")
-    return {key: parse_support(g[0].text) for key, g in zip(plan, gens, strict=True)}
+    gens = ctx.ask(requests, "checking claims")
+    return {
+        key: parse_support(g[0].text) for key, g in zip(plan, gens, strict=True) if g is not None
+    }
 
 
 def _folder_source(item: Item, known: Mapping[str, KnowledgeSource]) -> KnowledgeSource | None:
