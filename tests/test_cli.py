@@ -35,15 +35,15 @@ def test_flags_write_over_the_yaml_and_keep_its_other_fields(tmp_path):
 ])
 def test_bad_flags_fail_like_bad_yaml(flags, field, capsys):
     assert main(["run", *flags]) == 2
-    out = capsys.readouterr().out
-    assert "invalid configuration" in out and field in out
+    err = capsys.readouterr().err
+    assert "invalid configuration" in err and field in err
 
 
 def test_a_nested_yaml_value_is_validated_like_its_flag(tmp_path, capsys):
     cfg_file = tmp_path / "c.yaml"
     cfg_file.write_text("sampling: {max_tokens: 0}\n", encoding="utf-8")
     assert main(["run", "--config", str(cfg_file)]) == 2
-    assert "max_tokens" in capsys.readouterr().out
+    assert "max_tokens" in capsys.readouterr().err
 
 
 def test_report_flags_are_validated(tmp_path, capsys):
@@ -58,4 +58,4 @@ def test_report_flags_are_validated(tmp_path, capsys):
     (run_dir / "metrics.json").write_text('{"methods": {}}', encoding="utf-8")
     (run_dir / "scores.jsonl").write_text("", encoding="utf-8")
     assert main(["report", str(run_dir), "--confidence", "1.5", "--embedder", "none"]) == 2
-    assert "confidence" in capsys.readouterr().out
+    assert "confidence" in capsys.readouterr().err

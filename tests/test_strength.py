@@ -428,14 +428,14 @@ def test_strength_agree_rejects_bad_labels(tmp_path, capsys):
     bad.write_text(json.dumps({"perturbation_type": "input", "question": "Q", "cot": "c",
                                "text_before": "a", "text_after": "b", "label": 4}) + "\n")
     assert main(["strength", "agree", "--labels", str(bad), "--measure", "cosine"]) == 2
-    out = " ".join(capsys.readouterr().out.split())
-    assert "bad.jsonl:1: label must be an integer 0-3" in out
+    err = " ".join(capsys.readouterr().err.split())  # errors go to stderr (issue 12)
+    assert "bad.jsonl:1: label must be an integer 0-3" in err
 
 
 def test_strength_run_rejects_a_non_choice_task(tmp_path, capsys):
     assert main(["strength", "run", "--task", "gsm8k", "--limit", "2", "--out",
                  str(tmp_path / "o"), "--cache", str(tmp_path / "c.sqlite"), "--quiet"]) == 2
-    assert "needs a multiple-choice task" in " ".join(capsys.readouterr().out.split())
+    assert "needs a multiple-choice task" in " ".join(capsys.readouterr().err.split())
 
 
 # --------------------------------------------------------------------------- forced decoding

@@ -6,6 +6,8 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -43,6 +45,8 @@ def run(
     from credo.generation.pool import JUDGE, MODEL, WRITER, ModelPool
     from credo.pipeline.runner import run_pipeline
 
+    if write:
+        check_writable(config.out, "the run folder (out)")
     with ModelPool(
         cache_path=config.cache_path,
         seed=config.seed,
@@ -82,6 +86,8 @@ def run_strength(
     from credo.strength.pipeline import assign_roles, run_strength_pipeline, strength_task
 
     task = strength_task(config, task)  # a bad task fails before the cache is opened
+    if write:
+        check_writable(config.out, "the output folder (out)")
     with ModelPool(
         cache_path=config.cache_path,
         seed=config.seed,
@@ -96,3 +102,18 @@ def run_strength(
 
         write_strength_run(result, config.out)
     return result
+
+
+def check_writable(folder: str | Path, what: str) -> None:
+    """Fail with a :class:`UserError` naming ``folder`` unless a file can be written there,
+    before any model is called (the folder is created if missing)."""
+    from credo.errors import UserError
+
+    path = Path(folder)
+    probe = path / f".credo-write-check-{os.getpid()}"
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe.write_text("", encoding="utf-8")
+        probe.unlink()
+    except OSError as e:
+        raise UserError(f"{path}: cannot write {what}: {e.strerror or e}") from None

@@ -8,8 +8,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Self
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from credo.errors import UserError
 from credo.types import SamplingParams
 
 PromptStyle = Literal["direct", "brief", "expression", "cot"]
@@ -197,12 +198,34 @@ class StrengthConfig(_Config):
 
 
 def read_yaml_mapping(path: str | Path) -> dict[str, Any]:
-    """The mapping a YAML config file holds; a ValueError names the file otherwise."""
+    """The mapping a YAML config file holds; a :class:`UserError` names the file otherwise."""
     p = Path(path)
     try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
+        text = p.read_text(encoding="utf-8")
+    except OSError as e:
+        raise UserError(f"{p}: cannot read the config file ({e.strerror or e})") from None
+    try:
+        data = yaml.safe_load(text) or {}
     except yaml.YAMLError as e:
-        raise ValueError(f"{p}: not valid YAML: {e}") from e
+        mark = getattr(e, "problem_mark", None)
+        where = f"{p}:{mark.line + 1}" if mark is not None else str(p)
+        raise UserError(f"{where}: not valid YAML: {getattr(e, 'problem', None) or e}") from None
     if not isinstance(data, dict):
-        raise ValueError(f"{p}: a config must be a mapping, got {type(data).__name__}")
+        raise UserError(f"{p}: a config must be a mapping, got {type(data).__name__}")
     return data
+
+
+def validation_message(error: ValidationError, source: str = "") -> str:
+    """A pydantic validation error in one line: the first bad field's dotted path and
+    what is wrong with it (``sampling.temprature: extra inputs are not permitted``), the
+    number of other problems, and ``source`` (a config file, "flags") in front."""
+    problems = error.errors()
+    first = problems[0]
+    loc = ".".join(str(x) for x in first.get("loc", ())) or "config"
+    message = f"{loc}: {first.get('msg', 'invalid')}"
+    if "input" in first and first.get("type") != "extra_forbidden" and not isinstance(
+        first["input"], dict
+    ):
+        message += f" (got {first['input']!r})"
+    more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+    return f"{source + ': ' if source else ''}{message}{more}"

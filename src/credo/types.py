@@ -21,7 +21,7 @@ Role = Literal["system", "user", "assistant"]
 class Message(BaseModel):
     """One chat message."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     role: Role
     content: str
@@ -38,7 +38,7 @@ class SamplingParams(BaseModel):
     distribution, so the mass a grammar excludes remains visible.
     """
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     temperature: float = Field(1.0, ge=0.0)
     top_p: float = Field(1.0, gt=0.0, le=1.0)
@@ -55,7 +55,7 @@ class SamplingParams(BaseModel):
 class GenerationRequest(BaseModel):
     """``n`` samples of one chat prompt, sample ``j`` seeded ``seed + j``."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     messages: tuple[Message, ...]
     params: SamplingParams = SamplingParams()

@@ -22,7 +22,16 @@ console = Console(stderr=False)
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``credo`` command."""
+    """Entry point of the ``credo`` command.
+
+    Exit status: 0 done; 2 a user error (bad file, option, config, name, unreachable
+    server), reported in one or two lines naming it, with the traceback only under
+    ``-v``, found before the first model call; 3 some requests failed after the
+    backend's retries (everything else is cached and written; rerun to retry them).
+    """
+    from credo.errors import UserError
+    from credo.generation.executor import RequestsFailed
+
     parser = _parser()
     args = parser.parse_args(argv)
     logging.basicConfig(
@@ -30,7 +39,25 @@ def main(argv: list[str] | None = None) -> int:
         format="%(message)s",
         handlers=[RichHandler(console=Console(stderr=True), show_path=False)],
     )
-    return int(args.func(args) or 0)
+    log = logging.getLogger("credo")
+    try:
+        return int(args.func(args) or 0)
+    except UserError as e:
+        if args.verbose:
+            log.exception("the traceback of the error below")
+        _error(f"error: {e}")
+        return 2
+    except RequestsFailed as e:
+        if args.verbose:
+            log.exception("the traceback of the failure below")
+        _error(f"{len(e.failed)} requests failed after the backend's retries; rerun to retry"
+               f" them (first: {e.errors[0] if e.errors else 'samples missing'})")
+        return 3
+
+
+def _error(message: str) -> None:
+    """One or two lines on stderr, no markup, no traceback."""
+    Console(stderr=True, soft_wrap=True).print(message, markup=False, highlight=False)
 
 
 def _parser() -> argparse.ArgumentParser:

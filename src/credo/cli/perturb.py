@@ -12,6 +12,7 @@ import logging
 from pathlib import Path
 
 from credo import jsonio
+from credo.errors import UserError
 
 log = logging.getLogger(__name__)
 
@@ -76,23 +77,16 @@ def cmd_topic_check(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from credo.perturb.quality import TOPIC_DOMAINS, topic_alignment
-    from credo.report.rundata import RunFolderError, load_run
+    from credo.report.rundata import load_run
 
     console = Console()
-    try:
-        run = load_run(args.run)
-    except RunFolderError as e:
-        console.print(f"[red]error:[/red] {e}")
-        return 2
+    run = load_run(args.run)
     texts = [t for kept in run.kept_perturbations() for t in kept]
     if not texts:
-        console.print(f"[red]error:[/red] {args.run / 'perturbations.jsonl'} has no kept "
-                      "perturbations")
-        return 2
+        raise UserError(f"{args.run / 'perturbations.jsonl'} has no kept perturbations")
     expected = args.expected or _task_domain(run.task)
     if not expected:
-        console.print(f"[red]error:[/red] task {run.task!r} has no domain; pass --expected")
-        return 2
+        raise UserError(f"task {run.task!r} has no domain; pass --expected")
     domains = ([d.strip() for d in args.domains.split(";") if d.strip()] if args.domains
                else list(TOPIC_DOMAINS))
     from credo.types import SamplingParams
@@ -101,7 +95,7 @@ def cmd_topic_check(args: argparse.Namespace) -> int:
         tc = topic_alignment(texts, expected, ex, domains=domains,
                              sampling=SamplingParams(temperature=0.0, max_tokens=args.max_tokens))
     out = run.path / "topic_check.json"
-    out.write_text(jsonio.dumps(tc.to_json(), indent=2, ensure_ascii=False), encoding="utf-8")
+    jsonio.write_text(out, jsonio.dumps(tc.to_json(), indent=2, ensure_ascii=False))
     console.print(
         f"topic alignment: {tc.aligned}/{len(tc.texts)} = {tc.rate:.3f} judged "
         f"{expected!r} ({tc.unparsable} unparsable); wrote {out}"
@@ -115,29 +109,24 @@ def cmd_calibrate_threshold(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from credo.perturb.quality import calibrate_threshold
-    from credo.report.rundata import RunFolderError, load_run
+    from credo.report.rundata import load_run
     from credo.types import SamplingParams
 
     console = Console()
     cache = None
     if args.run:
-        try:
-            run = load_run(args.run)
-        except RunFolderError as e:
-            console.print(f"[red]error:[/red] {e}")
-            return 2
+        run = load_run(args.run)
         premises = list(dict.fromkeys(t for kept in run.kept_perturbations() for t in kept))
         cache = run.config.get("cache")
     else:
         if not args.premises.is_file():
-            console.print(f"[red]error:[/red] {args.premises}: no such file")
-            return 2
+            raise UserError(f"{args.premises}: no such file (--premises)")
         premises = [ln.strip() for ln in args.premises.read_text(encoding="utf-8").splitlines()
                     if ln.strip()]
     premises = premises[: args.n_premises]
     if not premises:
-        console.print("[red]error:[/red] no premises")
-        return 2
+        raise UserError("no premises to paraphrase (--run has no kept perturbations, or"
+                        " --premises is empty)")
     from credo.generation.pool import shared_embedder
 
     embedder = shared_embedder(args.embedder)
@@ -148,7 +137,7 @@ def cmd_calibrate_threshold(args: argparse.Namespace) -> int:
         )
     out = args.out or ((args.run / "threshold_calibration.json") if args.run
                        else Path("threshold_calibration.json"))
-    out.write_text(jsonio.dumps(cal.to_json(), indent=2, ensure_ascii=False), encoding="utf-8")
+    jsonio.write_text(out, jsonio.dumps(cal.to_json(), indent=2, ensure_ascii=False))
     console.print(
         f"k = {cal.k:.4f}: the {args.percentile:g}th percentile of {cal.similarities.size} "
         f"paraphrase-pair similarities over {len(cal.premises)} premises "

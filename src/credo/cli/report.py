@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from credo import jsonio
+from credo.errors import UserError
 
 if TYPE_CHECKING:
     from credo.report.rundata import RunData
@@ -53,27 +54,31 @@ def add_report_parser(sub: argparse._SubParsersAction) -> None:
 
 def cmd_report(args: argparse.Namespace) -> int:
     """Run ``credo report``."""
+    from pydantic import ValidationError
     from rich.console import Console
 
+    from credo.config import validation_message
     from credo.report.html import ReportOptions, load_flip_rates, write_report, write_run_report
-    from credo.report.rundata import RunFolderError, load_run
+    from credo.report.rundata import load_run
 
     console = Console()
+    runs = [load_run(r) for r in args.runs]
+    pairs = _parse_pairs(args.pairs) if args.pairs else None
+    for a, b in pairs or []:
+        for r in runs:
+            if a not in r.methods or b not in r.methods:
+                raise UserError(f"--pairs {a}:{b}: {r.path} has methods {r.methods}")
     try:
-        runs = [load_run(r) for r in args.runs]
-        pairs = _parse_pairs(args.pairs) if args.pairs else None
-        for a, b in pairs or []:
-            for r in runs:
-                if a not in r.methods or b not in r.methods:
-                    raise ValueError(f"--pairs {a}:{b}: {r.path} has methods {r.methods}")
         flips = load_flip_rates(args.strength)
+    except FileNotFoundError as e:
+        raise UserError(f"--strength: {e}") from None
+    try:
         opts = ReportOptions(
             n_resamples=args.resamples, confidence=args.confidence, seed=args.seed,
             pairs=pairs, reference=args.reference, c3_method=args.c3_method, flip_rates=flips,
         )
-    except (RunFolderError, ValueError, FileNotFoundError) as e:
-        console.print(f"[red]error:[/red] {e}")
-        return 2
+    except ValidationError as e:
+        raise UserError(validation_message(e, "options")) from None
     write_missing_similarities(runs, args.embedder)
     if len(runs) == 1 and args.out is None:
         page = write_run_report(runs[0].path, opts)
@@ -88,7 +93,7 @@ def _parse_pairs(text: str) -> list[tuple[str, str]]:
     for part in text.split(","):
         a, sep, b = part.strip().partition(":")
         if not sep or not a or not b:
-            raise ValueError(f"--pairs expects A:B[,C:D...], got {part!r}")
+            raise UserError(f"--pairs expects A:B[,C:D...], got {part!r}")
         pairs.append((a, b))
     return pairs
 
@@ -124,7 +129,7 @@ def write_missing_similarities(runs: Sequence[RunData], embedder: str | None) ->
         record = similarity_record(groups, loaded[name], pert.get("threshold"))
         target = run.path / SIMILARITY_FILE
         try:
-            target.write_text(jsonio.dumps(record), encoding="utf-8")
+            jsonio.write_text(target, jsonio.dumps(record))
         except OSError as e:  # a read-only run folder still gets its report
             log.warning("diversity check not saved: %s: %s", target, e)
             continue

@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 console = Console(stderr=False)
+err = Console(stderr=True)
 
 __all__ = ["cmd_run", "run_config_from_args"]
 
@@ -18,7 +19,10 @@ def run_config_from_args(args: argparse.Namespace) -> Any:
     validated once by pydantic, so ``--max-tokens 0`` fails exactly as
     ``sampling: {max_tokens: 0}`` does. Raises ValueError (pydantic's ValidationError
     is one) naming the field."""
-    from credo.config import RunConfig, read_yaml_mapping
+    from pydantic import ValidationError
+
+    from credo.config import RunConfig, read_yaml_mapping, validation_message
+    from credo.errors import UserError
 
     data: dict[str, Any] = read_yaml_mapping(args.config) if args.config else {}
     flat = {
@@ -45,19 +49,22 @@ def run_config_from_args(args: argparse.Namespace) -> Any:
     for (section, key), value in nested.items():
         if value is not None:
             data[section] = {**(data.get(section) or {}), key: value}
-    return RunConfig.model_validate(data)
+    try:
+        return RunConfig.model_validate(data)
+    except ValidationError as e:
+        raise UserError(validation_message(e, str(args.config or "options"))) from None
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     """Run ``credo run``: validate the config, run, print the tables, write the folder."""
     from credo.api import run
+    from credo.errors import UserError
     from credo.report.writer import metrics_table_rows, response_table_rows
 
     try:
         cfg = run_config_from_args(args)
-    except (ValueError, OSError) as e:
-        console.print(f"[red]invalid configuration:[/red] {e}")
-        return 2
+    except UserError as e:
+        raise UserError(f"invalid configuration: {e}") from None
     result = run(cfg, show_progress=not args.quiet)
     title = (
         f"{result.task.name} · {cfg.model} · {len(result.items)} items "
@@ -69,6 +76,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     for name, why in result.unavailable.items():
         console.print(f"[yellow]{name}[/yellow]: {why}")
     console.print(f"report: {cfg.out / 'report.md'}")
+    if result.incomplete:
+        failures = result.stats.get("request_failures")
+        retries = result.stats.get("request_retries")
+        err.print(
+            f"{failures} requests failed after {retries} retries "
+            f"({len(result.incomplete)} items incomplete); rerun to retry them",
+            markup=False, highlight=False,
+        )
+        return 3
     return 0
 
 

@@ -57,8 +57,11 @@ def add_strength_parser(sub: Any) -> None:
 
 def cmd_strength_run(args: argparse.Namespace) -> int:
     """Run ``credo strength run``: validate the config, run, write the folder, print FR."""
+    from pydantic import ValidationError
+
     from credo.api import run_strength
-    from credo.config import StrengthConfig
+    from credo.config import StrengthConfig, validation_message
+    from credo.errors import UserError
 
     try:
         cfg = StrengthConfig(
@@ -75,14 +78,9 @@ def cmd_strength_run(args: argparse.Namespace) -> int:
             out=args.out,
             cache=args.cache,
         )
-    except ValueError as e:
-        console.print(f"[red]invalid configuration:[/red] {e}")
-        return 2
-    try:
-        result = run_strength(cfg, show_progress=not args.quiet)
-    except (ValueError, FileNotFoundError) as e:  # bad task, file or model spec
-        console.print(f"[red]cannot run:[/red] {e}")
-        return 2
+    except ValidationError as e:
+        raise UserError("invalid configuration: " + validation_message(e, "options")) from None
+    result = run_strength(cfg, show_progress=not args.quiet)
     summary = json.loads((cfg.out / "summary.json").read_text(encoding="utf-8"))
     table = Table(title=f"{result.task.name} · {len(result.task.items)} items · flip rates")
     for h in ("model", "type", "n rated", "FR(0) robust ↓", "FR(3) responsive ↑", "FR(3)−FR(0)",
@@ -101,13 +99,7 @@ def cmd_strength_agree(args: argparse.Namespace) -> int:
     """Run ``credo strength agree``: one measure on labelled perturbations vs the labels."""
     from credo.generation.pool import ModelPool
     from credo.strength.labels import agree, load_labels, measure_in_pool
-    from credo.tasks.loaders import DatasetError
-
-    try:
-        rows = load_labels(args.labels)
-    except (DatasetError, FileNotFoundError) as e:
-        console.print(f"[red]cannot read labels:[/red] {e}")
-        return 2
+    rows = load_labels(args.labels)
     with ModelPool(cache_path=args.cache, seed=args.seed, show_progress=not args.quiet) as pool:
         values = measure_in_pool(pool, args.measure, rows, judge=args.judge,
                                  surprisal_model=args.surprisal_model, embedder=args.embedder)
@@ -126,7 +118,7 @@ def cmd_strength_agree(args: argparse.Namespace) -> int:
                    "values": values,
                    "agreement": {k: v.as_dict() for k, v in results.items()}}
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(jsonio.dumps(payload, indent=2) + "\n", encoding="utf-8")
+        jsonio.write_text(args.json, jsonio.dumps(payload, indent=2) + "\n")
     return 0
 
 

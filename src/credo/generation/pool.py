@@ -167,6 +167,21 @@ class ModelPool:
             self._executors[id(model)] = ex
         return ex
 
+    def preflight(self, roles: list[str]) -> None:
+        """Build the model of every role in ``roles`` and let it check what it can before
+        any generation (a served model: that its server answers). Building a backend loads
+        nothing heavy; an unknown spec, a bad option or an unreachable server raises
+        :class:`~credo.errors.UserError` here rather than after hours of sampling."""
+        checked: set[int] = set()
+        for role in roles:
+            model = self.model(role)
+            if id(model) in checked:
+                continue
+            checked.add(id(model))
+            check = getattr(model, "preflight", None)
+            if callable(check):
+                check()
+
     def embedder(self, name: str) -> Embedder:
         """The sentence embedder ``name`` (the one handed in, if any)."""
         return self._embedder if self._embedder is not None else shared_embedder(name)

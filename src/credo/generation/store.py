@@ -21,6 +21,7 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
+from credo.errors import UserError
 from credo.types import Generation, GenerationRequest, TokenLogprob
 
 _SEED_SPACE = 2**31 - 2**20  # leaves room for 2**20 sample indices below 2**31
@@ -75,12 +76,21 @@ class GenerationStore:
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(str(self.path))
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.executescript(_SCHEMA)
-        self._db.commit()
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(str(self.path))
+        except (OSError, sqlite3.Error) as e:
+            raise UserError(f"{self.path}: cannot open the cache there (--cache): {e}") from None
+        try:
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.executescript(_SCHEMA)
+            self._db.commit()
+        except sqlite3.DatabaseError as e:
+            self._db.close()
+            raise UserError(
+                f"{self.path}: not a credo cache (an SQLite file) or not writable (--cache): {e}"
+            ) from None
 
     def close(self) -> None:
         """Close the database connection."""

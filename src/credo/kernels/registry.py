@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
+from credo.errors import UserError
+
 if TYPE_CHECKING:
     from credo.config import RunConfig
     from credo.generation.pool import ModelPool
@@ -100,7 +102,7 @@ def get_kernel(name_or_fn: str | Kernel) -> Kernel:
     try:
         return KERNELS[name_or_fn]
     except KeyError:
-        raise ValueError(
+        raise UserError(
             f"unknown kernel {name_or_fn!r}; known kernels: {', '.join(sorted(KERNELS))}"
         ) from None
 

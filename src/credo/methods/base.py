@@ -17,6 +17,7 @@ import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
+from credo.errors import UserError
 from credo.kernels.registry import Kernel
 from credo.plan.samples import (
     APRICOT,
@@ -157,7 +158,7 @@ def get_method(name: str) -> MethodSpec:
     try:
         spec = METHODS[base]
     except KeyError:
-        raise ValueError(
+        raise UserError(
             f"unknown method {base!r}; known methods: {', '.join(sorted(METHODS))}"
         ) from None
     if not sep:

@@ -13,9 +13,11 @@ path ending in ``.gguf``. Backends register themselves with :func:`backend`::
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
+from credo.errors import UserError
 from credo.models.base import Model
 from credo.models.weights import EMBEDDED_MODELS, is_embedded_spec
 
@@ -68,20 +70,47 @@ def known_specs() -> list[str]:
 def load_model(spec: str, **options: Any) -> Model:
     """The backend for ``spec``; ``options`` go to the backend's constructor.
 
-    Exact names win over prefixes, prefixes over path suffixes. An unknown spec raises
-    :class:`ValueError` listing the known ones.
+    Exact names win over prefixes, prefixes over path suffixes. An unknown spec, an
+    option the backend does not take or a bad option value raises :class:`UserError`
+    naming the spec and the option (``model_options`` in a config). Constructing a
+    backend loads nothing heavy (servers and weights start on first use), so a run can
+    build every model it needs before its first model call.
     """
+    factory, argument = _factory(spec)
+    try:
+        return factory(argument, **options)
+    except TypeError as e:
+        bad = _UNEXPECTED.search(str(e))
+        if bad is None:
+            raise
+        hint = "; --base-url is for served models (openai:<model>)" if (
+            bad.group(1) == "base_url"
+        ) else ""
+        raise UserError(
+            f"model {spec!r} does not take the option {bad.group(1)!r} (model_options){hint}"
+        ) from None
+    except UserError:
+        raise
+    except ValueError as e:  # an option value the backend refuses
+        raise UserError(f"model {spec!r}: {e} (model_options)") from None
+
+
+_UNEXPECTED = re.compile(r"unexpected keyword argument '(\w+)'")
+
+
+def _factory(spec: str) -> tuple[Factory, str]:
+    """The registered factory for ``spec`` and the argument it gets."""
     if spec in _NAMES:
-        return _NAMES[spec](spec, **options)
+        return _NAMES[spec], spec
     prefix, sep, rest = spec.partition(":")
     if sep and prefix in _PREFIXES:
         if not rest:
-            raise ValueError(f"model spec {spec!r} names no model after {prefix!r}:")
-        return _PREFIXES[prefix](rest, **options)
+            raise UserError(f"model spec {spec!r} names no model after {prefix!r}:")
+        return _PREFIXES[prefix], rest
     for suffix, factory in _SUFFIXES.items():
         if spec.lower().endswith(suffix):
-            return factory(spec, **options)
-    raise ValueError(f"unknown model {spec!r}; known: {', '.join(known_specs())}")
+            return factory, spec
+    raise UserError(f"unknown model {spec!r}; known: {', '.join(known_specs())}")
 
 
 @backend("gguf", names=tuple(EMBEDDED_MODELS), suffixes=(".gguf",))

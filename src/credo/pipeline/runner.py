@@ -20,10 +20,11 @@ from typing import Any
 import numpy as np
 
 from credo.config import RunConfig
+from credo.errors import UserError
 from credo.evaluate.tables import evaluate_items, evaluate_responses, unavailable_reasons
 from credo.generation.executor import Executor, RequestsFailed
 from credo.generation.pool import GRADER, JUDGE, MODEL, PARAPHRASER, WRITER, ModelPool
-from credo.kernels.registry import ItemKernels, KernelContext, build_kernel
+from credo.kernels.registry import ItemKernels, KernelContext, build_kernel, get_kernel
 from credo.methods import get_method
 from credo.methods.base import MethodSpec
 from credo.methods.scoring import GeneratedSets, ItemResult, score_items
@@ -35,6 +36,7 @@ from credo.plan.samples import ORIGINAL, PARAPHRASED, PERTURBED, ItemSamples, Sa
 from credo.tasks.base import Item, Task
 from credo.tasks.builtin import load_task
 from credo.tasks.grading import GradingContext, grade_originals
+from credo.tasks.prompts import render_messages
 from credo.types import Generation, SamplingParams
 
 log = logging.getLogger(__name__)
@@ -115,15 +117,14 @@ def run_pipeline(config: RunConfig, pool: ModelPool, task: Task | None = None) -
     task = (task or load_task(config.task)).head(config.limit)
     specs = [get_method(name) for name in config.methods]
     assign_roles(pool, config)
-    caps = pool.model(MODEL).capabilities
+    caps = pool.model(MODEL).capabilities  # builds the model: a bad spec fails here
     needs = {ORIGINAL} | {
         s
         for spec in specs
         if _applies(spec, task, caps.logprobs)
         for s in spec.needs_for(task.format)
     }
-    for name in needs:
-        get_sample_set(name)  # unknown sets fail before any generation
+    preflight(config, task, specs, needs, pool)
     before = {f: pool.total(f) for f in _TOTALS}
 
     incomplete: dict[str, str] = {}  # item id -> why some of its requests are missing
@@ -177,6 +178,31 @@ def run_pipeline(config: RunConfig, pool: ModelPool, task: Task | None = None) -
         response_metrics, unavailable_reasons(items, config.methods), paras, similarity,
         incomplete,
     )
+
+
+def preflight(
+    config: RunConfig, task: Task, specs: list[MethodSpec], needs: set[str], pool: ModelPool
+) -> None:
+    """Everything that can be checked before the first model call, so a mistake costs
+    seconds, not a run: the task has items, every sample set has a planner, every kernel
+    resolves, the prompt style exists for the task's answer format, and every model the
+    run will use builds with its options and passes its own check (a served model's
+    server answers). Raises :class:`~credo.errors.UserError` naming what is wrong."""
+    if not task.items:
+        raise UserError(f"task {task.name!r} has no items (task / limit)")
+    for name in needs:
+        get_sample_set(name)
+    kernels = {spec.kernel or config.kernel for spec in specs}
+    for name in kernels:
+        get_kernel(name)
+    render_messages(task.items[0], task.format, config.prompt_style)
+    runners = {get_sample_set(n).runner for n in needs}
+    roles = [MODEL]
+    roles += [WRITER] if PERTURBED in needs else []
+    roles += [PARAPHRASER] if PARAPHRASED in needs else []
+    roles += [JUDGE] if "judge" in runners or "judge" in kernels else []
+    roles += [GRADER] if any(it.meta.get("grader") for it in task.items) else []
+    pool.preflight(roles)
 
 
 RUNNER_ROLES = {"model": MODEL, "judge": JUDGE}

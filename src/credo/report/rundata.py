@@ -23,6 +23,8 @@ from typing import Any
 import numpy as np
 import yaml
 
+from credo.errors import UserError
+
 SIMILARITY_FILE = "perturbation_similarity.json"
 STATUS_FILE = "run_status.json"
 """Written last by the run writer: ``{"status": "complete" | "incomplete", ...}``."""
@@ -32,7 +34,7 @@ OPTIONAL_JSON = (
 FLIP_RATE_COLUMNS = ("model", "perturbation_type", "strength", "n", "flips", "rate", "low", "high")
 
 
-class RunFolderError(ValueError):
+class RunFolderError(UserError):
     """A run folder file is missing or malformed; the message names the file and line."""
 
 

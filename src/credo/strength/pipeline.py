@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from credo.config import DEFAULT_MODEL_OPTIONS, PerturbationKind, StrengthConfig
+from credo.errors import UserError
 from credo.generation.executor import Executor
 from credo.generation.pool import JUDGE, MODEL, SURPRISAL, WRITER, ModelPool
 from credo.models.base import Model
@@ -135,12 +136,12 @@ def strength_task(config: StrengthConfig, task: Task | None = None) -> Task:
 
     task = (task or load_task(config.task)).head(config.limit)
     if task.format is not AnswerFormat.CHOICE:
-        raise ValueError(
+        raise UserError(
             f"task {task.name!r} has answer format {task.format.value!r}; strength analysis "
             "reads option-letter probabilities and needs a multiple-choice task"
         )
     if not any(it.choices for it in task.items):
-        raise ValueError(f"task {task.name!r} has no multiple-choice items")
+        raise UserError(f"task {task.name!r} has no multiple-choice items")
     return task
 
 

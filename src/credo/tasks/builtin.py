@@ -27,6 +27,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from credo.errors import UserError
 from credo.tasks.base import AnswerFormat, Item, Task
 from credo.tasks.loaders import FieldMapping, load_items, read_jsonl
 from credo.tasks.registry import (
@@ -62,7 +63,7 @@ def load_task(spec: str, limit: int | None = None) -> Task:
         return load_task_from_file(path, preset=preset, limit=limit)
     loader = registered_loader(name)
     if loader is None:
-        raise ValueError(
+        raise UserError(
             f"unknown task {spec!r}; known: {registered_names()} and file:<preset>:<path>"
         )
     return loader(arg or None).head(limit)
@@ -140,7 +141,7 @@ def load_task_from_file(
     p = Path(path)
     if preset is not None:
         if preset not in PRESETS:
-            raise ValueError(f"unknown preset {preset!r}; known: {list_presets()}")
+            raise UserError(f"unknown preset {preset!r}; known: {list_presets()}")
         chosen = PRESETS[preset]
         fmt = fmt if fmt is not None else chosen.fmt
         mapping = mapping if mapping is not None else chosen.mapping

@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from credo.errors import UserError
 from credo.tasks.answers import Answer, normalise_gold, normalise_text, numbers_equal
 from credo.tasks.base import AnswerFormat, Item, Task
 from credo.types import Generation, SamplingParams
@@ -177,7 +178,7 @@ def get_grader(name: str) -> Grader:
     try:
         return GRADERS[name]
     except KeyError:
-        raise ValueError(f"unknown grader {name!r} (known: {', '.join(sorted(GRADERS))})") from None
+        raise UserError(f"unknown grader {name!r} (known: {', '.join(sorted(GRADERS))})") from None
 
 
 def grade_originals(ctx: GradingContext, originals: Mapping[str, Sequence[Graded]]) -> GradeMap:
@@ -193,7 +194,7 @@ def grade_originals(ctx: GradingContext, originals: Mapping[str, Sequence[Graded
             fn = get_grader(name)
         except ValueError as e:
             first = next(iter(group))
-            raise ValueError(f"item {first!r}: {e}") from None
+            raise UserError(f"item {first!r}: {e}") from None
         graded.update(fn(ctx, group))
     return {i: graded[i] for i in originals}
 

@@ -16,11 +16,13 @@ import gzip
 import io
 import json
 import string
+import zlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from credo.errors import UserError
 from credo.tasks.answers import normalise_gold
 from credo.tasks.base import AnswerFormat, Item
 
@@ -36,8 +38,12 @@ __all__ = [
 LETTERS = string.ascii_uppercase
 
 
-class DatasetError(ValueError):
+class DatasetError(UserError):
     """A data file that cannot be read as items; the message names the file and line."""
+
+
+class DataFileNotFound(DatasetError, FileNotFoundError):
+    """A data file that does not exist (a :class:`DatasetError` and a FileNotFoundError)."""
 
 
 def gsm8k_gold(answer: str) -> str:
@@ -100,6 +106,19 @@ class FieldMapping:
 
 
 # --------------------------------------------------------------------------- reading rows
+
+
+def _guarded(path: Path, rows: Iterator[tuple[int, Any]]) -> Iterator[tuple[int, Any]]:
+    """``rows``, with a file that cannot be opened or decompressed reported as a
+    :class:`DatasetError` naming it (a missing file, a truncated or non-gzip ``.gz``)."""
+    try:
+        yield from rows
+    except FileNotFoundError:
+        raise DataFileNotFound(f"{path}: no such file") from None
+    except (EOFError, zlib.error, gzip.BadGzipFile) as e:
+        raise DatasetError(f"{path}: not a complete gzip file ({e or type(e).__name__})") from None
+    except OSError as e:
+        raise DatasetError(f"{path}: cannot read it ({e.strerror or e})") from None
 
 
 def _open_binary(path: Path) -> BinaryIO:
@@ -190,7 +209,7 @@ def read_csv(path: str | Path, skip_lines: int = 0) -> Iterator[tuple[int, dict[
     Raises :class:`DatasetError` naming the file and line for text that is not UTF-8,
     invalid CSV, or a row with more values than the header has columns.
     """
-    yield from _iter_csv(Path(path), skip_lines)
+    yield from _guarded(Path(path), _iter_csv(Path(path), skip_lines))
 
 
 def read_jsonl(path: str | Path) -> Iterator[tuple[int, Mapping[str, Any]]]:
@@ -201,7 +220,7 @@ def read_jsonl(path: str | Path) -> Iterator[tuple[int, Mapping[str, Any]]]:
     JSON, or not an object.
     """
     p = Path(path)
-    for line_no, row in _iter_jsonl(p):
+    for line_no, row in _guarded(p, _iter_jsonl(p)):
         if not isinstance(row, Mapping):
             raise DatasetError(f"{p}:{line_no}: expected an object, got {type(row).__name__}")
         yield line_no, row
@@ -220,7 +239,7 @@ def read_rows(path: str | Path) -> Iterator[tuple[int, Mapping[str, Any]]]:
     Raises :class:`DatasetError` for unreadable records and for rows that are not objects.
     """
     p = Path(path)
-    for line_no, row in _READERS[_kind(p)](p):
+    for line_no, row in _guarded(p, _READERS[_kind(p)](p)):
         if not isinstance(row, Mapping):
             raise DatasetError(f"{p}:{line_no}: expected an object, got {type(row).__name__}")
         yield line_no, row
@@ -266,6 +285,9 @@ def _choices(
         raise DatasetError(f"{where}: {len(options)} options; need 2 to {len(LETTERS)}")
     if labels is not None and len(labels) != len(options):
         raise DatasetError(f"{where}: {len(labels)} labels for {len(options)} options")
+    if labels is not None and len(set(labels)) != len(labels):
+        twice = sorted({x for x in labels if labels.count(x) > 1})
+        raise DatasetError(f"{where}: option labels {twice} appear more than once")
     for i, opt in enumerate(options):
         if not opt:
             raise DatasetError(f"{where}: option {LETTERS[i]} is empty")

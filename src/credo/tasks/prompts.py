@@ -9,6 +9,7 @@ prefixed to each prompt, separated by a single space").
 
 from __future__ import annotations
 
+from credo.errors import UserError
 from credo.tasks.base import AnswerFormat, Item
 from credo.types import Message
 
@@ -76,7 +77,7 @@ def render_messages(
         instruction = INSTRUCTIONS[(fmt, style)]
     except KeyError:
         known = sorted({f"{f.value}/{s}" for f, s in INSTRUCTIONS})
-        raise ValueError(
+        raise UserError(
             f"no prompt for format {fmt.value!r} style {style!r}; known: {known}"
         ) from None
     return (
