@@ -14,11 +14,11 @@ import time
 from pathlib import Path
 
 import pytest
-from test_runner import TASK, respond
 
 from credo import RunConfig, run
 from credo.cli import main
 from credo.models.scripted import ScriptedModel
+from test_runner import TASK, respond
 
 TESTS = Path(__file__).parent
 
