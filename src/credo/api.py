@@ -2,6 +2,7 @@
 
 - :func:`run`: ``credo run`` (C3 and the baselines) and its run folder.
 - :func:`run_strength`: ``credo strength run`` (paper 003) and its output folder.
+- :func:`score`: ``credo score``, generations a user already has, scored and written.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
     from credo.strength.pipeline import StrengthResult
     from credo.tasks.base import Task
 
-__all__ = ["run", "run_strength"]
+__all__ = ["check_writable", "run", "run_strength", "score"]
 
 
 def run(
@@ -117,3 +118,61 @@ def check_writable(folder: str | Path, what: str) -> None:
         probe.unlink()
     except OSError as e:
         raise UserError(f"{path}: cannot write {what}: {e.strerror or e}") from None
+
+
+def score(
+    samples: str | Path,
+    config: RunConfig | None = None,
+    *,
+    answer_format: str = "short_text",
+    lm_eval_filter: str | None = None,
+    embedder: Embedder | None = None,
+    judge: Model | None = None,
+    show_progress: bool = True,
+    write: bool = True,
+) -> RunResult:
+    """Score generations a user already has (``credo score``) and write the run folder.
+
+    ``samples`` is credo's JSONL (a run folder's ``samples.jsonl`` too), an
+    lm-evaluation-harness ``--log_samples`` file or an inspect_ai eval log
+    (:mod:`credo.tasks.generations`); ``config`` gives the methods, kernel, bootstrap,
+    ``out`` and the judge/grader models (no model is called for methods that read only
+    samples); ``answer_format`` says how gold answers grade and which methods apply.
+    """
+    from credo.config import RunConfig
+    from credo.generation.pool import JUDGE, ModelPool
+    from credo.pipeline.score import score_generations
+    from credo.tasks.base import AnswerFormat
+    from credo.tasks.generations import read_generations
+
+    config = config or RunConfig()
+    try:
+        fmt = AnswerFormat(answer_format)
+    except ValueError:
+        from credo.errors import UserError
+
+        known = ", ".join(f.value for f in AnswerFormat)
+        raise UserError(
+            f"unknown answer format {answer_format!r} (--format); known: {known}"
+        ) from None
+    generations = read_generations(samples, lm_eval_filter=lm_eval_filter)
+    config = config.model_copy(
+        update={"task": str(samples), "model": f"given:{generations.layout}"}
+    )
+    if write:
+        check_writable(config.out, "the run folder (out)")
+    with ModelPool(
+        cache_path=config.cache_path,
+        seed=config.seed,
+        max_block=config.max_block,
+        show_progress=show_progress,
+        embedder=embedder,
+    ) as pool:
+        if judge is not None:
+            pool.assign(JUDGE, model=judge)
+        result = score_generations(config, generations, pool, fmt)
+    if write:
+        from credo.report.writer import write_run
+
+        write_run(result, config.out)
+    return result

@@ -105,8 +105,10 @@ def _parser() -> argparse.ArgumentParser:
 
     from credo.cli.perturb import add_perturb_parser
     from credo.cli.report import add_report_parser
+    from credo.cli.score import add_score_parser
     from credo.cli.strength import add_strength_parser
 
+    add_score_parser(sub)
     add_report_parser(sub)
     add_perturb_parser(sub)
     add_strength_parser(sub)

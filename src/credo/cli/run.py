@@ -59,13 +59,21 @@ def cmd_run(args: argparse.Namespace) -> int:
     """Run ``credo run``: validate the config, run, print the tables, write the folder."""
     from credo.api import run
     from credo.errors import UserError
-    from credo.report.writer import metrics_table_rows, response_table_rows
 
     try:
         cfg = run_config_from_args(args)
     except UserError as e:
         raise UserError(f"invalid configuration: {e}") from None
     result = run(cfg, show_progress=not args.quiet)
+    return print_result(result)
+
+
+def print_result(result: Any) -> int:
+    """The tables of a finished run (or score), its unavailable methods, the folder; the
+    exit status: 3 when items are incomplete (requests failed), else 0."""
+    from credo.report.writer import metrics_table_rows, response_table_rows
+
+    cfg = result.config
     title = (
         f"{result.task.name} · {cfg.model} · {len(result.items)} items "
         f"· n={cfg.n} m={cfg.m} · accuracy {result.accuracy:.3f}"

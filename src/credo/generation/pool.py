@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Self
 
 from credo.config import default_cache_path
+from credo.errors import UserError
 from credo.generation.executor import ExecutionStats, Executor
 from credo.generation.store import GenerationStore
 from credo.models.base import Model
@@ -190,8 +191,9 @@ class ModelPool:
         try:
             return self._roles[role]
         except KeyError:
-            raise KeyError(
-                f"no model assigned to role {role!r}; assigned: {', '.join(self._roles)}"
+            raise UserError(
+                f"no model for the {role} (set {role}.model in the config, or --{role});"
+                f" assigned: {', '.join(self._roles) or 'none'}"
             ) from None
 
     # ------------------------------------------------------------------ accounting

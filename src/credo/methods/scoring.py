@@ -65,13 +65,15 @@ def score_items(
     logprobs: bool,
     prefixes: Mapping[str, tuple[str, ...]],
     options: Mapping[str, Any],
+    available_sets: set[str] | None = None,
 ) -> list[ItemResult]:
     """One :class:`ItemResult` per task item (see the module docstring).
 
     ``graded`` is the grading stage's correctness of each item's original samples (NaN
     where unknown, kept as None per sample); ``prefixes`` the context prefix of each
     perturbed sample; ``options`` the run settings some methods read (``followups``,
-    ``ccp_min_prob``).
+    ``ccp_min_prob``). ``available_sets`` (given generations) limits the sample sets
+    there are: a method that needs another one is not available, with the reason.
     """
     results = []
     for it in task.items:
@@ -80,7 +82,8 @@ def score_items(
         correct[ORIGINAL] = tuple(None if _nan(c) else c for c in graded[it.id])
         samples = ItemSamples(it.id, sets, task.format, len(it.choices), options)
         scores = {
-            spec.name: _score(spec, samples, task, kernels, default_kernel, logprobs)
+            spec.name: _score(spec, samples, task, kernels, default_kernel, logprobs,
+                              available_sets)
             for spec in specs
         }
         results.append(
@@ -106,11 +109,18 @@ def _score(
     kernels: Mapping[str, ItemKernels],
     default_kernel: str,
     logprobs: bool,
+    available_sets: set[str] | None = None,
 ) -> Score:
     if not spec.applies_to(task.format):
         allowed = ", ".join(f.value for f in spec.formats or ())
         return Score.not_available(f"defined for {allowed} tasks only")
+    missing = [s for s in spec.needs_for(task.format)
+               if available_sets is not None and s not in available_sets]
+    if missing:
+        return Score.not_available(f"needs the {', '.join(missing)} samples; the input has none")
     if spec.logprobs and not logprobs:
+        if available_sets is not None:
+            return Score.not_available("needs token logprobs; the input has none")
         return Score.not_available("not available on this backend: it returns no token logprobs")
     kernel = kernels[spec.kernel or default_kernel].kernel_for(samples.item_id)
     return spec.score(samples, kernel)

@@ -73,6 +73,8 @@ class RunResult:
     #: Items left out because some of their requests failed after the backend's retries
     #: (item id -> what is missing); a rerun generates only what is missing.
     incomplete: dict[str, str] = field(default_factory=dict)
+    #: Where the generations came from when they were given, not sampled (``credo score``).
+    source: str = ""
 
     @property
     def accuracy(self) -> float:
@@ -139,8 +141,8 @@ def run_pipeline(config: RunConfig, pool: ModelPool, task: Task | None = None) -
     task = _without(task, incomplete)
     answers = _answer_samples(task, generated)
     stats: dict[str, int | float | str] = {}
-    kernels = _kernels(config, specs, task, answers, pool, stats, incomplete)
-    graded = _grade(config, task, answers, pool, stats, incomplete)
+    kernels = build_kernels(config, specs, task, answers, pool, stats, incomplete)
+    graded = grade_items(config, task, answers, pool, stats, incomplete)
     task = _without(task, incomplete)
     t_sample = time.perf_counter()
 
@@ -354,7 +356,7 @@ def _answer_samples(task: Task, generated: GeneratedSets) -> list[ItemSamples]:
     ]
 
 
-def _kernels(
+def build_kernels(
     config: RunConfig,
     specs: list[MethodSpec],
     task: Task,
@@ -369,7 +371,7 @@ def _kernels(
     return {name: build_kernel(name, ctx) for name in names}
 
 
-def _grade(
+def grade_items(
     config: RunConfig,
     task: Task,
     answers: list[ItemSamples],

@@ -194,15 +194,26 @@ def render_markdown(result: RunResult) -> str:
     c = result.config
     table = md_table(metrics_table_rows(result))
     labels = [r.performance >= 0.5 for r in result.items]
+    if result.source:
+        origin = [
+            f"- generations: given in `{result.source}`, scored without a model"
+            f" ({result.stats.get('given_samples', '?')} samples)",
+            f"- kernel: {c.kernel}; seed: {c.seed}",
+        ]
+    else:
+        origin = [
+            f"- samples per item: n = {c.n} original, m = {c.m} perturbed (one per perturbation),"
+            f" T = {c.sampling.temperature}, top_p = {c.sampling.top_p},"
+            f" top_k = {c.sampling.top_k}, min_p = {c.sampling.min_p},"
+            f" max_tokens = {c.sampling.max_tokens}",
+            f"- prompt style: {c.prompt_style}; kernel: {c.kernel}; seed: {c.seed}",
+        ]
     lines = [
         f"# credo run: {result.task.name} on {c.model}",
         "",
         f"- model: `{result.model_identity}`",
         f"- items: {len(result.items)} (label 1 = p̄ ≥ 0.5: {sum(labels)} items)",
-        f"- samples per item: n = {c.n} original, m = {c.m} perturbed (one per perturbation),"
-        f" T = {c.sampling.temperature}, top_p = {c.sampling.top_p}, top_k = {c.sampling.top_k},"
-        f" min_p = {c.sampling.min_p}, max_tokens = {c.sampling.max_tokens}",
-        f"- prompt style: {c.prompt_style}; kernel: {c.kernel}; seed: {c.seed}",
+        *origin,
         f"- accuracy (mean p̄ over items): {fmt_number(result.accuracy)}",
         "",
         "## Calibration and ranking (000 App. E.2)",

@@ -1,0 +1,66 @@
+"""``credo score SAMPLES``: score generations a user already has (issue 15), flags and
+YAML through the same :class:`~credo.config.RunConfig` as ``credo run``."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+__all__ = ["add_score_parser", "cmd_score"]
+
+
+def add_score_parser(sub: Any) -> None:
+    """Register ``credo score`` on the top-level subparsers."""
+    s = sub.add_parser(
+        "score",
+        help="score generations you already have (credo JSONL, lm-eval samples, inspect logs)",
+        description=(
+            "Score existing generations with credo's methods and write the run folder "
+            "`credo run` writes (so `credo report` works on it). SAMPLES is credo's JSONL "
+            "(one object per sample: item, set, answer, correct; a run's samples.jsonl too), "
+            "an lm-evaluation-harness --log_samples file, or an inspect_ai eval log (.json or "
+            ".eval). No model is called unless a method needs a judge."
+        ),
+    )
+    s.add_argument("samples", type=Path, metavar="SAMPLES")
+    s.add_argument("--config", type=Path, help="YAML run config (methods, kernel, judge, ...)")
+    s.add_argument("--methods", help="comma-separated methods (see `credo methods`)")
+    s.add_argument("--kernel", help="answer kernel: indicator, embedding, judge (000 App. H)")
+    s.add_argument("--format", default="short_text",
+                   help="answer format: number, choice, short_text, code, long_form")
+    s.add_argument("--judge", help="judge model for the judge kernel or grading")
+    s.add_argument("--lm-eval-filter", help="lm-eval filter to read (default: each doc's first)")
+    s.add_argument("--bootstrap", type=int, help="bootstrap resamples for CIs (0 = none)")
+    s.add_argument("--seed", type=int)
+    s.add_argument("--out", type=Path, help="run folder (default runs/latest)")
+    s.add_argument("--cache", type=Path, help="SQLite cache for judge calls")
+    s.add_argument("--quiet", action="store_true", help="no progress bars")
+    s.set_defaults(func=cmd_score)
+
+
+def cmd_score(args: argparse.Namespace) -> int:
+    """Run ``credo score``: validate, score, print the tables, write the folder."""
+    from pydantic import ValidationError
+
+    from credo.api import score
+    from credo.cli.run import print_result
+    from credo.config import RunConfig, read_yaml_mapping, validation_message
+    from credo.errors import UserError
+
+    data: dict[str, Any] = read_yaml_mapping(args.config) if args.config else {}
+    flat = {"kernel": args.kernel, "bootstrap": args.bootstrap, "seed": args.seed,
+            "out": args.out, "cache": args.cache}
+    data.update({k: v for k, v in flat.items() if v is not None})
+    if args.methods:
+        data["methods"] = [m.strip() for m in args.methods.split(",") if m.strip()]
+    if args.judge:
+        data["judge"] = {**(data.get("judge") or {}), "model": args.judge}
+    try:
+        config = RunConfig.model_validate(data)
+    except ValidationError as e:
+        raise UserError("invalid configuration: "
+                        + validation_message(e, str(args.config or "options"))) from None
+    result = score(args.samples, config, answer_format=args.format,
+                   lm_eval_filter=args.lm_eval_filter, show_progress=not args.quiet)
+    return print_result(result)
