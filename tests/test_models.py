@@ -533,7 +533,7 @@ def test_openai_request_mapping_and_results() -> None:
 
 def test_openai_without_n_sends_seeded_single_calls() -> None:
     client = FakeClient()
-    model = OpenAIModel("m", api_key="k", client=client, supports_n=False, max_concurrency=2)
+    model = OpenAIModel("m", client=client, supports_n=False, max_concurrency=2)
     assert model.identity == "openai:api.openai.com:m"
     out = dict(model.generate([GenerationRequest(messages=user("q"), seed=5, n=5)]))
     model.close()
@@ -544,14 +544,14 @@ def test_openai_without_n_sends_seeded_single_calls() -> None:
 
 
 def test_openai_explicit_truncation_and_errors() -> None:
-    model = OpenAIModel("m", api_key="k", client=FakeClient(), explicit_truncation=True)
+    model = OpenAIModel("m", client=FakeClient(), explicit_truncation=True)
     kwargs = model.request_kwargs(GenerationRequest(messages=user("q")), 0, 1)
     assert kwargs["extra_body"] == {"top_k": 0, "min_p": 0.0}
-    failing = OpenAIModel("m", api_key="k", client=FakeClient(fail=True))
+    failing = OpenAIModel("m", client=FakeClient(fail=True))
     with pytest.raises(OpenAIGenerationError, match=r"request 0 .*server down"):
         list(failing.generate([GenerationRequest(messages=user("q"))]))
     failing.close()
-    no_lp = OpenAIModel("m", api_key="k", client=FakeClient(), logprobs=False)
+    no_lp = OpenAIModel("m", client=FakeClient(), logprobs=False)
     asks = GenerationRequest(messages=user("q"), params=SamplingParams(top_logprobs=1))
     with pytest.raises(ValueError, match="without logprobs"):
         list(no_lp.generate([asks]))
@@ -575,7 +575,7 @@ def test_load_model_specs(tmp_path: Path) -> None:
     gguf.write_bytes(b"x")
     assert isinstance(load_model(str(gguf)), EmbeddedModel)
     assert isinstance(load_model(f"gguf:{gguf}"), EmbeddedModel)
-    remote = load_model("openai:gpt-x", api_key="k")
+    remote = load_model("openai:gpt-x", client=object())
     assert isinstance(remote, OpenAIModel) and remote.identity == "openai:api.openai.com:gpt-x"
     scripted = load_model("scripted:t", respond=lambda m, s: "x")
     assert scripted.identity == "scripted:t"

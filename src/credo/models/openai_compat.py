@@ -3,9 +3,41 @@
 Requests go through ``openai.AsyncOpenAI`` on an event loop that this object runs in a
 background thread (an ``AsyncOpenAI`` client is tied to the loop it first ran on, so one
 loop serves every :meth:`OpenAIModel.generate` call). Concurrency is bounded by an
-:class:`asyncio.Semaphore`; retries with backoff (429, 5xx, connection errors) are the
-client's own (``max_retries``). Results reach the synchronous generator through a queue,
-so they are yielded as they complete.
+:class:`asyncio.Semaphore`. Results reach the synchronous generator through a queue, so
+they are yielded as they complete.
+
+Retries are ours, not the client's (it is built with ``max_retries=0``), so each one is
+seen and counted. A call is retried up to ``max_retries`` times, after an exponential
+backoff with jitter (``retry_backoff * 2**k`` seconds times a factor in [0.5, 1], at most
+30 s) or after the server's ``Retry-After`` seconds on a 429 or 503 (also at most 30 s),
+when it fails in a way a second try can mend: HTTP 408, 429 or 5xx, a connection error
+or timeout (the client's ``APIConnectionError`` / ``APITimeoutError``; a body cut short
+arrives as one too), or a malformed reply: a body that is not JSON (the client raises
+``json.JSONDecodeError``), not a chat completion (the client does not validate: it hands
+back a string, a list or a half-empty ``ChatCompletion``), fewer or more choices than
+asked, or a choice whose ``message`` or ``content`` is missing or null. An empty string
+with a finish reason is a real sample, not a fault. Every retried call adds one to
+:attr:`OpenAIModel.retries`.
+
+Failures. Another 4xx (400, 404, 422, …) fails its request at once. A request that fails,
+or whose retries run out, is yielded as ``(index, OpenAIGenerationError)`` and the others
+go on (the protocol's contract: the executor caches the rest and the run resumes later).
+A 401 or 403 raises :class:`~credo.errors.UserError` (the key is wrong or missing; no
+request can succeed). Any other exception (a bug, or an injected client's own) is raised
+as an :class:`OpenAIGenerationError` naming the request.
+
+Preflight. :meth:`OpenAIModel.preflight` sends one ``GET {base_url}/models`` (timeout
+``preflight_timeout``) before a run's first call, so an unreachable server is a one-line
+:class:`~credo.errors.UserError` rather than a run of failed requests; any HTTP answer
+counts as reachable, except a 401/403, which is the key's error raised early.
+
+Secrets. The API key comes only from the environment: ``api_key_env`` names the variable
+(``OPENAI_API_KEY`` by default); a literal ``api_key`` option is refused, since a run
+writes its model options to its folder. Credentials in the base URL
+(``http://user:KEY@host/v1``) are taken out of it: they go as an HTTP basic
+``Authorization`` header, and the URL everything else sees (``identity``, ``repr``, log
+lines, error messages, the client, which would log them) is :func:`redact_url`'s. A URL
+without credentials is kept as it is, so identities (and cache keys) do not change.
 
 Seeds. With ``supports_n`` a request's ``n`` samples are one call with ``n`` and
 ``seed``; llama.cpp's server seeds child ``j`` with ``seed + j`` (the protocol's
@@ -21,15 +53,21 @@ server, whose own defaults are top_k=40 and min_p=0.05.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
+import math
 import os
 import queue
+import random
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import Future
+from dataclasses import dataclass
 from typing import Any
 
+from credo.errors import UserError
 from credo.models.base import ClosesOnExit
+from credo.models.urls import basic_authorization, redact_url, split_credentials
 from credo.types import (
     Capabilities,
     Generation,
@@ -43,14 +81,36 @@ from credo.types import (
 logger = logging.getLogger(__name__)
 
 MAX_TOP_LOGPROBS = 20
+MAX_RETRY_DELAY_S = 30.0
+"""The longest wait before a retry (backoff and ``Retry-After`` alike)."""
 _CLOSE_TIMEOUT_S = 10.0
 
 
 class OpenAIGenerationError(GenerationError):
-    """An OpenAI-compatible endpoint failed one request (after the client's retries)."""
+    """An OpenAI-compatible endpoint failed one request (after our retries)."""
 
 
 _Call = SampleBlock
+_Outcome = list[Generation] | BaseException
+
+
+@dataclass(frozen=True)
+class _Retry:
+    """A call failed in a way another try may mend; ``retry_after`` is the server's wait."""
+
+    reason: str
+    retry_after: float | None = None
+
+
+@dataclass(frozen=True)
+class _Fail:
+    """A call failed in a way no retry mends (a 4xx other than 401/403/408/429)."""
+
+    reason: str
+
+
+class _MalformedReply(Exception):
+    """The reply parsed, but is not the chat completion that was asked for."""
 
 
 def _get(obj: Any, name: str, default: Any = None) -> Any:
@@ -85,50 +145,93 @@ def parse_choice_logprobs(logprobs: Any) -> tuple[TokenLogprob, ...] | None:
     return tuple(tokens)
 
 
+def retry_after_seconds(headers: Mapping[str, str] | None) -> float | None:
+    """The ``Retry-After`` header in seconds (at most :data:`MAX_RETRY_DELAY_S`), or ``None``
+    when absent or not a number of seconds (an HTTP date is not honoured)."""
+    value = headers.get("retry-after") if headers is not None else None
+    try:
+        seconds = float(value) if value is not None else math.nan
+    except ValueError:
+        return None
+    if not math.isfinite(seconds) and seconds != math.inf:
+        return None
+    return min(max(seconds, 0.0), MAX_RETRY_DELAY_S)
+
+
+def backoff_seconds(attempt: int, base: float, rng: random.Random) -> float:
+    """The wait before retry ``attempt + 1``: ``base * 2**attempt`` times a jitter factor in
+    [0.5, 1], at most :data:`MAX_RETRY_DELAY_S`."""
+    return min(base * 2.0 ** min(attempt, 64), MAX_RETRY_DELAY_S) * (0.5 + 0.5 * rng.random())
+
+
 class OpenAIModel(ClosesOnExit):
     """A :class:`~credo.models.base.Model` over an OpenAI-compatible chat endpoint.
 
-    ``api_key`` defaults to ``$OPENAI_API_KEY``, or ``"EMPTY"`` when ``base_url`` names a
-    local server. ``client`` injects a ready ``AsyncOpenAI``-like object (tests); it must
-    offer ``await client.chat.completions.create(**kwargs)``. ``logprobs=False`` marks an
-    endpoint without logprobs (they are then never requested).
+    The API key is the environment variable named by ``api_key_env``; without it a
+    ``base_url`` server gets ``"EMPTY"`` (local servers take any key) and hosted OpenAI
+    is refused. ``api_key`` is refused: a literal key does not belong in a config.
+    ``client`` injects a ready ``AsyncOpenAI``-like object (tests); it must offer
+    ``await client.chat.completions.create(**kwargs)``, and no key is then needed.
+    ``logprobs=False`` marks an endpoint without logprobs (they are then never
+    requested). ``max_retries`` and ``retry_backoff`` (seconds) shape the retries of the
+    module docstring; ``retries`` counts the calls retried so far.
     """
 
     def __init__(
         self,
         model: str,
         base_url: str | None = None,
-        api_key: str | None = None,
+        *,
+        api_key_env: str = "OPENAI_API_KEY",
         max_concurrency: int = 8,
         timeout: float = 120,
-        max_retries: int = 3,
+        max_retries: int = 4,
+        retry_backoff: float = 1.0,
+        preflight_timeout: float = 5.0,
         supports_n: bool = True,
         supports_seed: bool = True,
         logprobs: bool = True,
-        *,
         explicit_truncation: bool = False,
+        api_key: str | None = None,
         client: Any = None,
     ) -> None:
+        if api_key is not None:
+            raise UserError(
+                f"model_options.api_key: credo takes no literal API key (the run folder would "
+                f"keep it); export {api_key_env}=<key>, and for another variable set "
+                "model_options: {api_key_env: NAME}"
+            )
         if max_concurrency < 1:
             raise ValueError(f"max_concurrency must be >= 1, got {max_concurrency}")
-        key = api_key or os.environ.get("OPENAI_API_KEY") or ("EMPTY" if base_url else None)
-        if key is None and client is None:
+        if max_retries < 0 or retry_backoff < 0:
             raise ValueError(
-                f"no API key for OpenAI model {model!r}: pass api_key= or set $OPENAI_API_KEY "
-                "(local servers: pass base_url=)"
+                f"max_retries and retry_backoff must be >= 0, got {max_retries}, {retry_backoff}"
+            )
+        url, user, password = split_credentials(base_url) if base_url else (None, None, None)
+        key = os.environ.get(api_key_env) or ("EMPTY" if base_url else None)
+        if key is None and client is None:
+            raise UserError(
+                f"no API key for OpenAI model {model!r}: export {api_key_env}=<key> "
+                "(local servers: set base_url)"
             )
         self.model = model
-        self.base_url = base_url
+        self.base_url = url
+        self.api_key_env = api_key_env
         self.max_concurrency = max_concurrency
         self.timeout = timeout
         self.max_retries = max_retries
+        self.retry_backoff = retry_backoff
+        self.preflight_timeout = preflight_timeout
         self.supports_n = supports_n
         self.supports_seed = supports_seed
         self.logprobs = logprobs
         self.explicit_truncation = explicit_truncation
+        self.retries = 0
         self._api_key = key
+        self._headers = {"Authorization": basic_authorization(user, password)} if user else {}
         self._client = client
         self._owns_client = client is None
+        self._rng = random.Random()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
@@ -138,7 +241,7 @@ class OpenAIModel(ClosesOnExit):
 
     @property
     def identity(self) -> str:
-        """``openai:<base_url or api.openai.com>:<model>``."""
+        """``openai:<base_url or api.openai.com>:<model>`` (the URL without credentials)."""
         return f"openai:{self.base_url or 'api.openai.com'}:{self.model}"
 
     @property
@@ -190,19 +293,17 @@ class OpenAIModel(ClosesOnExit):
 
     def generate(
         self, requests: Sequence[GenerationRequest]
-    ) -> Iterator[tuple[int, list[Generation]]]:
+    ) -> Iterator[tuple[int, list[Generation] | GenerationError]]:
         """Send every request's calls concurrently; yield each request once all its calls end.
 
-        An error in any call raises :class:`OpenAIGenerationError` naming the request and
+        A request whose call failed (retries run out, or a 4xx no retry mends) is yielded
+        once as ``(index, OpenAIGenerationError)``, as soon as that call gives up; the
+        other requests go on. A 401/403 raises :class:`~credo.errors.UserError`; any
+        other exception raises :class:`OpenAIGenerationError` naming the request. Either
         cancels the calls not yet finished.
         """
         requests = list(requests)
-        for index, request in enumerate(requests):
-            if request.params.top_logprobs > 0 and not self.logprobs:
-                raise ValueError(
-                    f"request {index} asks for top_logprobs={request.params.top_logprobs}, "
-                    f"but {self.identity} was declared without logprobs"
-                )
+        self._check_logprobs(requests)
         calls = [
             _Call(index, offset, size)
             for index, request in enumerate(requests)
@@ -213,9 +314,7 @@ class OpenAIModel(ClosesOnExit):
         if not calls:
             return
         loop = self._ensure_loop()
-        results: queue.Queue[tuple[_Call, list[Generation] | None, BaseException | None]] = (
-            queue.Queue()
-        )
+        results: queue.Queue[tuple[_Call | None, _Outcome]] = queue.Queue()
         remaining = {index: 0 for index in range(len(requests))}
         for call in calls:
             remaining[call.request_index] += 1
@@ -223,26 +322,62 @@ class OpenAIModel(ClosesOnExit):
             self._run_all(requests, calls, results), loop
         )
         partial: dict[int, dict[int, list[Generation]]] = {}
+        received = 0
         try:
-            for _ in range(len(calls)):
-                call, generations, error = results.get()
-                if error is not None:
-                    raise OpenAIGenerationError(
-                        f"request {call.request_index} (samples {call.offset}.."
-                        f"{call.offset + call.n - 1}) to {self.identity} failed: "
-                        f"{type(error).__name__}: {error}",
-                        call.request_index,
-                    ) from error
-                assert generations is not None
-                blocks = partial.setdefault(call.request_index, {})
-                blocks[call.offset] = generations
-                remaining[call.request_index] -= 1
-                if remaining[call.request_index] == 0:
-                    del partial[call.request_index]
-                    yield call.request_index, [g for o in sorted(blocks) for g in blocks[o]]
+            while received < len(calls):
+                call, outcome = results.get()
+                received += 1
+                self._raise_unless_outcome(call, outcome)
+                assert call is not None
+                index = call.request_index
+                if remaining[index] < 0:
+                    continue  # a call of a request that already failed
+                if isinstance(outcome, OpenAIGenerationError):
+                    remaining[index] = -1
+                    partial.pop(index, None)
+                    yield index, outcome
+                    continue
+                assert not isinstance(outcome, BaseException)
+                blocks = partial.setdefault(index, {})
+                blocks[call.offset] = outcome
+                remaining[index] -= 1
+                if remaining[index] == 0:
+                    del partial[index]
+                    yield index, [g for o in sorted(blocks) for g in blocks[o]]
         finally:
-            if not runner.done():
+            if received < len(calls) and not runner.done():  # left early: stop the rest
                 runner.cancel()
+
+    def preflight(self) -> None:
+        """One ``GET {base_url}/models``: raise :class:`~credo.errors.UserError` when the
+        server cannot be reached (refused, unknown host, no answer within
+        ``preflight_timeout`` seconds) or refuses the key (401/403); any other HTTP answer
+        passes. Nothing is checked for hosted OpenAI (no ``base_url``) or an injected
+        client."""
+        if self.base_url is None or not self._owns_client:
+            return
+        import openai
+
+        client = openai.OpenAI(
+            api_key=self._api_key,
+            base_url=self.base_url,
+            timeout=self.preflight_timeout,
+            max_retries=0,
+            default_headers=self._headers,
+        )
+        try:
+            client.models.list()
+        except openai.APIConnectionError as exc:  # APITimeoutError included
+            raise UserError(
+                f"cannot reach the OpenAI-compatible server at {self.base_url}: {self._reason(exc)}"
+            ) from exc
+        except openai.APIStatusError as exc:
+            if exc.status_code in (401, 403):
+                raise self._key_refused(exc.status_code) from None
+        except (openai.OpenAIError, ValueError):
+            pass  # an HTTP answer that is not a model list: the server is there
+        finally:
+            client.close()
 
     def close(self) -> None:
         """Close the client (if this object made it) and stop the event loop thread."""
@@ -252,10 +387,8 @@ class OpenAIModel(ClosesOnExit):
             self._closed = True
         if loop is None:
             return
-        if self._client is not None and self._owns_client:
-            closing = asyncio.run_coroutine_threadsafe(self._client.close(), loop)
-            closing.result(timeout=_CLOSE_TIMEOUT_S)
-            self._client = None
+        closing = asyncio.run_coroutine_threadsafe(self._shut_down(), loop)
+        closing.result(timeout=_CLOSE_TIMEOUT_S)
         loop.call_soon_threadsafe(loop.stop)
         if thread is not None:
             thread.join(timeout=_CLOSE_TIMEOUT_S)
@@ -265,6 +398,30 @@ class OpenAIModel(ClosesOnExit):
         return f"OpenAIModel({self.model!r}, base_url={self.base_url!r})"
 
     # ------------------------------------------------------------------ internals
+
+    def _check_logprobs(self, requests: list[GenerationRequest]) -> None:
+        """Refuse a request for logprobs from an endpoint declared without them."""
+        for index, request in enumerate(requests):
+            if request.params.top_logprobs > 0 and not self.logprobs:
+                raise ValueError(
+                    f"request {index} asks for top_logprobs={request.params.top_logprobs}, "
+                    f"but {self.identity} was declared without logprobs"
+                )
+
+    def _raise_unless_outcome(self, call: _Call | None, outcome: _Outcome) -> None:
+        """Raise ``outcome`` unless it is generations or a request's failure to yield
+        (``call`` is ``None`` when the runner itself failed)."""
+        if not isinstance(outcome, BaseException):
+            return
+        if isinstance(outcome, UserError) or call is None:
+            raise outcome
+        if isinstance(outcome, OpenAIGenerationError):
+            return
+        raise OpenAIGenerationError(
+            f"request {call.request_index} (samples {call.offset}..{call.offset + call.n - 1}) "
+            f"to {self.identity} failed: {type(outcome).__name__}: {outcome}",
+            call.request_index,
+        ) from outcome
 
     def _ensure_loop(self) -> asyncio.AbstractEventLoop:
         """Start the background event loop thread once."""
@@ -280,8 +437,19 @@ class OpenAIModel(ClosesOnExit):
                 self._loop, self._thread = loop, thread
             return self._loop
 
+    async def _shut_down(self) -> None:
+        """Cancel the calls still running (an abandoned ``generate``), close our client."""
+        tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        if self._client is not None and self._owns_client:
+            await self._client.close()
+            self._client = None
+
     def _get_client(self) -> Any:
-        """The injected client, or an ``AsyncOpenAI`` made on the loop thread."""
+        """The injected client, or an ``AsyncOpenAI`` made on the loop thread (no retries
+        of its own: they are ours)."""
         if self._client is None:
             from openai import AsyncOpenAI
 
@@ -289,7 +457,8 @@ class OpenAIModel(ClosesOnExit):
                 api_key=self._api_key,
                 base_url=self.base_url,
                 timeout=self.timeout,
-                max_retries=self.max_retries,
+                max_retries=0,
+                default_headers=self._headers,
             )
         return self._client
 
@@ -297,46 +466,135 @@ class OpenAIModel(ClosesOnExit):
         self,
         requests: list[GenerationRequest],
         calls: list[_Call],
-        results: queue.Queue[tuple[_Call, list[Generation] | None, BaseException | None]],
+        results: queue.Queue[tuple[_Call | None, _Outcome]],
     ) -> None:
         """Run ``calls`` at most ``max_concurrency`` at a time, posting each outcome."""
-        semaphore = asyncio.Semaphore(self.max_concurrency)
-        client = self._get_client()
+        try:
+            semaphore = asyncio.Semaphore(self.max_concurrency)
+            client = self._get_client()
+        except Exception as exc:  # handed to the consumer, which raises it
+            results.put((None, exc))
+            return
 
         async def one(call: _Call) -> None:
-            async with semaphore:
-                request = requests[call.request_index]
-                try:
-                    generations = await self._call(client, request, call)
-                except Exception as exc:  # handed to the consumer, which raises it
-                    results.put((call, None, exc))
-                else:
-                    results.put((call, generations, None))
+            try:
+                outcome: _Outcome = await self._call_with_retries(
+                    client, semaphore, requests[call.request_index], call
+                )
+            except Exception as exc:  # handed to the consumer (yielded or raised)
+                outcome = exc
+            results.put((call, outcome))
 
         await asyncio.gather(*(one(call) for call in calls))
 
+    async def _call_with_retries(
+        self, client: Any, semaphore: asyncio.Semaphore, request: GenerationRequest, call: _Call
+    ) -> list[Generation]:
+        """One call, retried as the module docstring says; :class:`OpenAIGenerationError`
+        when it gives up. The semaphore is held per attempt, not while waiting."""
+        attempt = 0
+        while True:
+            async with semaphore:
+                try:
+                    return await self._call(client, request, call)
+                except _MalformedReply as exc:
+                    verdict: _Retry | _Fail = _Retry(f"malformed reply: {exc}")
+                except Exception as exc:
+                    verdict = self._classify(exc)  # raises what no retry concerns
+            if isinstance(verdict, _Fail) or attempt >= self.max_retries:
+                tries = f"{attempt + 1} attempt{'s' if attempt else ''}"
+                raise OpenAIGenerationError(
+                    f"request {call.request_index} (samples {call.offset}.."
+                    f"{call.offset + call.n - 1}) to {self.identity} failed after {tries}: "
+                    f"{verdict.reason}",
+                    call.request_index,
+                )
+            delay = (
+                verdict.retry_after
+                if verdict.retry_after is not None
+                else backoff_seconds(attempt, self.retry_backoff, self._rng)
+            )
+            logger.debug(
+                "retrying request %d (samples %d..%d) to %s in %.2f s: %s",
+                call.request_index,
+                call.offset,
+                call.offset + call.n - 1,
+                self.identity,
+                delay,
+                verdict.reason,
+            )
+            with self._lock:
+                self.retries += 1
+            attempt += 1
+            await asyncio.sleep(delay)
+
+    def _classify(self, exc: Exception) -> _Retry | _Fail:
+        """What to do about a failed call; raises ``exc`` itself when it is none of the
+        client's (a bug, an injected client's own error) and UserError on 401/403."""
+        import openai
+
+        if isinstance(exc, openai.APIStatusError):
+            status = exc.status_code
+            if status in (401, 403):
+                raise self._key_refused(status) from None
+            reason = f"HTTP {status}: {exc.message}"
+            if status in (408, 429) or status >= 500:
+                wait = retry_after_seconds(exc.response.headers) if status in (429, 503) else None
+                return _Retry(reason, wait)
+            return _Fail(reason)
+        if isinstance(exc, openai.APIConnectionError):  # APITimeoutError included
+            return _Retry(self._reason(exc))
+        if isinstance(exc, openai.APIResponseValidationError | json.JSONDecodeError):
+            return _Retry(f"malformed reply: {type(exc).__name__}: {exc}")
+        if isinstance(exc, openai.APIError):
+            return _Fail(f"{type(exc).__name__}: {exc}")
+        raise exc
+
+    def _reason(self, exc: Exception) -> str:
+        """A connection error in words: its cause (refused, unknown host) or the timeout."""
+        import openai
+
+        if isinstance(exc, openai.APITimeoutError):
+            return f"no answer within the timeout ({type(exc.__cause__).__name__})"
+        cause = exc.__cause__
+        if cause is not None and str(cause):
+            return f"{type(cause).__name__}: {cause}"
+        return f"{type(exc).__name__}: {exc}"
+
+    def _key_refused(self, status: int) -> UserError:
+        """The error of a 401/403: the key is missing or wrong."""
+        sent = (
+            f"${self.api_key_env} is not set"
+            if self._api_key in (None, "EMPTY") and not self._headers
+            else f"the key from ${self.api_key_env} was refused"
+        )
+        return UserError(
+            f"the OpenAI-compatible server at {self.base_url or 'api.openai.com'} answered "
+            f"HTTP {status}: {sent}; export {self.api_key_env}=<key>, or name another "
+            "variable with model_options: {api_key_env: NAME}"
+        )
+
     async def _call(self, client: Any, request: GenerationRequest, call: _Call) -> list[Generation]:
-        """One ``chat.completions.create`` call → ``call.n`` generations."""
+        """One ``chat.completions.create`` call → ``call.n`` generations; a reply that is
+        not ``call.n`` well-formed choices raises :class:`_MalformedReply`."""
         loop = asyncio.get_running_loop()
         start = loop.time()
         response = await client.chat.completions.create(
             **self.request_kwargs(request, call.offset, call.n)
         )
         seconds = loop.time() - start
-        choices = sorted(_get(response, "choices") or (), key=lambda c: _get(c, "index") or 0)
-        if len(choices) != call.n:
-            raise OpenAIGenerationError(
-                f"asked for {call.n} samples, got {len(choices)}", call.request_index
-            )
+        choices = _checked_choices(response, call.n)
         usage = _get(response, "usage")
-        prompt_tokens = int(_get(usage, "prompt_tokens") or 0) if usage is not None else 0
-        total_completion = int(_get(usage, "completion_tokens") or 0) if usage is not None else 0
+        prompt_tokens = _count(_get(usage, "prompt_tokens")) if usage is not None else 0
+        total_completion = _count(_get(usage, "completion_tokens")) if usage is not None else 0
         generations = []
         for choice in choices:
-            message = _get(choice, "message")
-            text = _get(message, "content") if message is not None else None
+            text = _get(_get(choice, "message"), "content")
             finish = _get(choice, "finish_reason") or "stop"
-            logprobs = parse_choice_logprobs(_get(choice, "logprobs"))
+            try:
+                logprobs = parse_choice_logprobs(_get(choice, "logprobs"))
+            except (TypeError, ValueError, AttributeError) as exc:
+                raise _MalformedReply(f"unreadable logprobs ({exc})") from exc
             if logprobs is not None:
                 completion_tokens = len(logprobs)
             elif call.n == 1:
@@ -347,7 +605,7 @@ class OpenAIModel(ClosesOnExit):
                 completion_tokens = 0  # per-choice counts are not reported
             generations.append(
                 Generation(
-                    text=text or "",
+                    text=text,
                     finish_reason=str(finish),
                     completion_tokens=completion_tokens,
                     prompt_tokens=prompt_tokens,
@@ -358,4 +616,44 @@ class OpenAIModel(ClosesOnExit):
         return generations
 
 
-__all__ = ["OpenAIGenerationError", "OpenAIModel", "parse_choice_logprobs"]
+def _count(value: Any) -> int:
+    """A token count from ``usage`` (0 when absent or not a number)."""
+    try:
+        return int(value or 0)
+    except (TypeError, ValueError):
+        return 0
+
+
+def _checked_choices(response: Any, n: int) -> list[Any]:
+    """The ``n`` choices of a chat completion in index order, each with a string content;
+    anything else raises :class:`_MalformedReply` (the client does not validate replies)."""
+    if isinstance(response, str | bytes | list | tuple) or response is None:
+        raise _MalformedReply(f"not a chat completion ({type(response).__name__})")
+    choices = _get(response, "choices")
+    if not isinstance(choices, list | tuple):
+        raise _MalformedReply(f"no list of choices ({type(choices).__name__})")
+    if len(choices) != n:
+        raise _MalformedReply(f"asked for {n} choices, got {len(choices)}")
+    indices = [_get(c, "index") for c in choices]
+    if all(isinstance(i, int) for i in indices):
+        if sorted(indices) != list(range(n)):
+            raise _MalformedReply(f"choice indices {sorted(indices)} are not 0..{n - 1}")
+        choices = [c for _, c in sorted(zip(indices, choices, strict=True), key=lambda p: p[0])]
+    for position, choice in enumerate(choices):
+        message = _get(choice, "message")
+        if message is None:
+            raise _MalformedReply(f"choice {position} has no message")
+        if not isinstance(_get(message, "content"), str):
+            raise _MalformedReply(f"choice {position} has no text content")
+    return list(choices)
+
+
+__all__ = [
+    "MAX_RETRY_DELAY_S",
+    "OpenAIGenerationError",
+    "OpenAIModel",
+    "backoff_seconds",
+    "parse_choice_logprobs",
+    "redact_url",
+    "retry_after_seconds",
+]
