@@ -26,12 +26,13 @@ import logging
 import math
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import yaml
 
 from credo import jsonio
+from credo.models.urls import redact_url
 from credo.report.markdown import fmt_number, md_cell, md_table
 from credo.report.rundata import SIMILARITY_FILE, STATUS_FILE
 
@@ -63,7 +64,7 @@ def write_run(result: RunResult, out: str | Path) -> Path:
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     (out / STATUS_FILE).unlink(missing_ok=True)
-    cfg = result.config.model_dump(mode="json")
+    cfg = _without_credentials(result.config.model_dump(mode="json"))
     cfg["cache"] = str(result.config.cache_path)
     jsonio.write_text(out / "config.yaml", yaml.safe_dump(cfg, sort_keys=False))
     jsonio.write_jsonl(out / "scores.jsonl", _score_rows(result))
@@ -106,6 +107,20 @@ def write_run(result: RunResult, out: str | Path) -> Path:
     jsonio.write_text(out / STATUS_FILE, jsonio.dumps(status, indent=2))
     _write_html_report(out)
     return out
+
+
+def _without_credentials(value: Any) -> Any:
+    """``value`` (a config dump) with the userinfo of every URL in it removed
+    (``http://user:KEY@host/v1`` -> ``http://host/v1``): no secret is written to a file.
+    A rerun from that config.yaml needs the credentials again (an environment variable
+    named by ``model_options.api_key_env``, or the URL given on the command line)."""
+    if isinstance(value, dict):
+        return {k: _without_credentials(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_without_credentials(v) for v in value]
+    if isinstance(value, str) and "@" in value and "://" in value:
+        return redact_url(value)
+    return value
 
 
 def _write_html_report(out: Path) -> None:
