@@ -6,6 +6,7 @@ import pytest
 
 from credo import RunConfig, run
 from credo.config import BaselineConfig, JudgeConfig
+from credo.errors import UserError
 from credo.generation.pool import GRADER, JUDGE, MODEL, WRITER, ModelPool
 from credo.models import registry
 from credo.models.scripted import ScriptedModel
@@ -61,7 +62,7 @@ def test_handed_in_models_win_and_stay_open(tmp_path, loads):
 def test_unassigned_role_names_the_assigned_ones(tmp_path):
     with ModelPool(cache_path=tmp_path / "c.sqlite", show_progress=False) as pool:
         pool.assign(MODEL, model=ScriptedModel(lambda m, s: "A"))
-        with pytest.raises(KeyError, match=r"judge.*assigned: model"):
+        with pytest.raises(UserError, match=r"judge.*assigned: model"):
             pool.model(JUDGE)
         with pytest.raises(ValueError, match="give a model"):
             pool.assign(WRITER)
