@@ -1,8 +1,9 @@
 """A catalogue of hostile programs against the code sandbox (credo.tasks.sandbox).
 
-Each program runs in two kinds of variant: ``default`` is ``run_python`` as credo uses it
+Each program runs in three kinds of variant: ``default`` is ``run_python`` as credo uses it
 (the strongest mode here plus the audit hook); ``<mode>-os`` runs it in one mode *without*
-the audit hook, so that only the operating system's layers stand in the way. A variant is
+the audit hook, so that only the operating system's layers stand in the way; ``hook-only``
+runs it with the audit hook and no operating-system layer (mode ``none``). A variant is
 skipped where the layer a case needs is not among that variant's guarantees (as
 ``sandbox_guarantees`` states them), never silently passed. Every case checks that
 nothing in a world-writable directory outside the sandbox was created or changed (only
@@ -47,7 +48,11 @@ def _starts(mode: str) -> bool:
         return False
 
 
+# default: as credo runs it; <mode>-os: that mode without the hook; hook-only: mode
+# "none" with the hook, the second layer on its own
 VARIANTS = ["default"] + [f"{m}-os" for m in GUARANTEES if _starts(m)]
+if _starts("none"):
+    VARIANTS.append("hook-only")
 
 
 @pytest.fixture(params=VARIANTS)
@@ -55,6 +60,12 @@ def sandbox(request) -> tuple[Callable[[str, SandboxLimits], SandboxResult], dic
     """(run, guarantees) for one variant."""
     if request.param == "default":
         return run_python, sandbox_guarantees()
+    if request.param == "hook-only":
+
+        def hooked(program: str, limits: SandboxLimits) -> SandboxResult:
+            return execute(program, limits, "none")
+
+        return hooked, guarantees_of("none")
     mode = request.param.removesuffix("-os")
 
     def run(program: str, limits: SandboxLimits) -> SandboxResult:
@@ -225,6 +236,25 @@ for path in ('{outside}/victim.txt', '{Path.cwd()}/pyproject.toml', '/etc/passwd
     result = _checked_run(run, program, outside)
     assert f"read {outside}" not in result.stderr and f"read {Path.cwd()}" not in result.stderr
     assert "read /etc/passwd" in result.stderr  # the system directories are there
+
+
+def test_its_directory_cannot_fill_the_disk(sandbox, outside):
+    run, guarantees = sandbox
+    _need(guarantees, "read_only_filesystem", hook_stops_it=False)
+    limits = SandboxLimits(cpu_seconds=2, wall_seconds=6.0, memory_bytes=512 << 20,
+                           file_bytes=1 << 20)  # fmt: skip
+    program = """
+n = 0
+try:
+    while n < 100:
+        open(f'f{n}', 'wb').write(bytes(512 << 10))
+        n += 1
+except OSError as e:
+    print('stopped', n, e.errno, file=sys.stderr)
+"""
+    result = _checked_run(run, program, outside, limits)
+    made, errno = (int(x) for x in result.stderr.split("stopped")[1].split()[:2])
+    assert errno == 28 and 12 <= made <= 16  # ENOSPC at 8 MiB in all: 16 half-MiB files
 
 
 # ------------------------------------------------------------------ processes

@@ -11,10 +11,10 @@ REPORT_FD: ``<wait status of the program>\\t<timed out 0/1>\\t<setup error>``.
 
 *Stage 1* takes a new session; in the namespace modes it enters new mount, network and IPC
 namespaces and builds the file system the program sees (a tmpfs root holding the system
-directories and Python's own directories bound read-only, a fresh ``/proc``, and
-``DIR/work``, the only writable place), then drops privileges (MODE ``root`` and ``uid``:
-``setresuid`` to UID, a uid of its own; ``userns``: every capability) and sets the resource
-limits. In a PID namespace it stays as PID 1 (its death kills every process in the
+directories and Python's own directories bound read-only, a fresh ``/proc``, and a small
+tmpfs at ``DIR/work``, the only writable place), then drops privileges (MODE ``root`` and
+``uid``: ``setresuid`` to UID, a uid of its own; ``userns``: every capability) and sets
+the resource limits. In a PID namespace it stays as PID 1 (its death kills every process in the
 namespace) and forks the program; otherwise it becomes the program.
 
 The *program* runs in this interpreter (no second start-up), behind the audit hook when
@@ -240,7 +240,11 @@ def _build_root(cfg: Config, python_dirs: list[str]) -> None:
             _bind(f"/dev/{name}", f"{new}/dev/{name}")
     os.mkdir(new + "/proc")
     _mount("proc", new + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
-    _bind(cfg.work, new + cfg.work, recursive=False)
+    # its directory: a tmpfs of its own, 8 file-size limits at most in all
+    owner = cfg.uid if cfg.mode == "root" else SANDBOX_UID_INSIDE
+    size = f"size={8 * cfg.fsize},nr_inodes=4096,mode=0700,uid={owner},gid={owner}"
+    os.makedirs(new + cfg.work, 0o755)
+    _mount("tmpfs", new + cfg.work, "tmpfs", MS_NOSUID | MS_NODEV, size)
     os.chdir(new)
     _syscall(0, b".", b".")  # pivot_root(".", "."): the old root lies on top of the new
     _check(_libc().umount2(b".", MNT_DETACH), "umount2")  # ... and is gone

@@ -23,8 +23,9 @@ output going to files) started by :mod:`credo.tasks._sandbox_child`, under these
 * **no write access outside its directory**: a private mount namespace whose root is an
   empty tmpfs holding the system directories (``/usr``, ``/etc``, ``/bin``, ``/lib*``),
   Python's own directories and a few ``/dev`` nodes, all bound **read-only** (and
-  ``nosuid``); the program's temporary directory, its working directory and ``HOME``, is
-  the only writable place, and no other file of the host is even visible.
+  ``nosuid``); the program's temporary directory (its working directory and ``HOME``, a
+  tmpfs of at most 8 × :attr:`SandboxLimits.file_bytes`) is the only writable place, and
+  no other file of the host is even visible.
 * **no network**: an empty network namespace (loopback down), and its own IPC namespace.
 * **resource limits** set before the code starts: CPU seconds (``RLIMIT_CPU``, killed by
   ``SIGXCPU``), address space (``RLIMIT_AS``: ``MemoryError``), written file size
@@ -140,14 +141,16 @@ class SandboxLimits:
     ``cpu_seconds`` is CPU time (an infinite loop), ``wall_seconds`` real time (a sleep),
     ``memory_bytes`` the address space of each process, ``file_bytes`` the largest file it
     may write (its captured output included), ``processes`` how many processes and threads
-    it may have at once (where :func:`sandbox_guarantees` has ``process_limit``).
+    it may have at once (where :func:`sandbox_guarantees` has ``process_limit``). Memory
+    and CPU time are limits per process; in the namespace modes its directory holds at
+    most ``8 * file_bytes`` in all.
     """
 
     cpu_seconds: int = 5
     wall_seconds: float = 15.0
     memory_bytes: int = 1 << 30
     file_bytes: int = 8 << 20
-    processes: int = 64
+    processes: int = 32
 
     def __post_init__(self) -> None:
         if self.cpu_seconds < 1 or self.wall_seconds <= 0:
