@@ -388,3 +388,20 @@ def test_guarantees_are_stated():
     assert all(isinstance(v, bool) for v in g.values())
     if sys.platform.startswith("linux") and os.geteuid() == 0 and _starts("root"):
         assert all(g.values())  # root on Linux with namespaces: every layer
+
+
+def test_a_fallback_says_once_what_it_does_not_enforce(monkeypatch, caplog):
+    from credo.tasks import sandbox as sb
+
+    monkeypatch.setattr(sb, "_candidates", lambda: ["none"])
+    sb.sandbox_mode.cache_clear()
+    try:
+        with caplog.at_level("WARNING", logger="credo.tasks.sandbox"):
+            assert sb.sandbox_mode() == "none" and sb.sandbox_mode() == "none"
+            g = sb.sandbox_guarantees()
+    finally:
+        sb.sandbox_mode.cache_clear()
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 1 and "container" in warnings[0]
+    for layer in ("read_only_filesystem", "hidden_processes", "no_network", "process_limit"):
+        assert not g[layer] and layer in warnings[0]

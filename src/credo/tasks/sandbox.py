@@ -211,7 +211,9 @@ def sandbox_mode() -> Mode:
     than ``root`` or ``userns`` is logged once at WARNING with what it does not enforce.
     """
     mode = next((m for m in _candidates() if mode_works(m)), "none")
-    missing = [k for k, v in guarantees_of(mode).items() if not v and k != "own_user"]
+    # a user namespace is what "own user" means to a user who is not root
+    missing = [k for k, v in guarantees_of(mode).items() if not v]
+    missing = [k for k in missing if not (mode == "userns" and k == "own_user")]
     if missing:
         log.warning(
             "credo sandbox: mode %r (the strongest available here); not enforced: %s. "
