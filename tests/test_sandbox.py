@@ -13,6 +13,7 @@ run is alive afterwards.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
@@ -405,3 +406,59 @@ def test_a_fallback_says_once_what_it_does_not_enforce(monkeypatch, caplog):
     assert len(warnings) == 1 and "container" in warnings[0]
     for layer in ("read_only_filesystem", "hidden_processes", "no_network", "process_limit"):
         assert not g[layer] and layer in warnings[0]
+
+
+UNPRIVILEGED = r"""
+import importlib.util, json, sys
+spec = importlib.util.spec_from_file_location("sb", sys.argv[1])
+sb = importlib.util.module_from_spec(spec)
+sys.modules["sb"] = sb
+spec.loader.exec_module(sb)
+limits = sb.SandboxLimits(cpu_seconds=2, wall_seconds=6.0, memory_bytes=512 << 20, processes=20)
+bomb = sb.execute(sys.argv[2], limits, "userns", audit_hook=False)
+print(json.dumps({"mode": sb.sandbox_mode(), "guarantees": sb.sandbox_guarantees(),
+                  "stderr": bomb.stderr}))
+"""
+
+
+def test_an_unprivileged_user_gets_the_user_namespace_layers(outside):
+    # credo run by a user who is not root: the user-namespace mode, with its own
+    # process count (Linux 5.14+) and read-only file system; run here as uid 65534 with a
+    # system Python (the sandbox module needs only the standard library)
+    python, setpriv = shutil.which("python3", path="/usr/bin:/bin"), shutil.which("setpriv")
+    source = Path(__file__).parents[1] / "src" / "credo" / "tasks" / "sandbox.py"
+    if os.geteuid() != 0 or not python or not setpriv:
+        pytest.skip("needs root, setpriv and a system python3 to become another user")
+    bomb = PRELUDE + f"""
+import time
+made = 0
+for _ in range(500):
+    try:
+        pid = os.fork()
+    except OSError:
+        break
+    if pid == 0:
+        time.sleep(30)
+        os._exit(0)
+    made += 1
+try:
+    open('{outside}/x', 'w')
+except OSError as e:
+    print('refused', e.errno, file=sys.stderr)
+print('forks', made, file=sys.stderr)
+"""
+    cmd = [setpriv, "--reuid", "65534", "--regid", "65534", "--clear-groups", python, "-I"]
+    done = subprocess.run(
+        [*cmd, "-c", UNPRIVILEGED, str(source), bomb], capture_output=True, text=True, timeout=60,
+        cwd="/",
+    )  # fmt: skip
+    if done.returncode != 0:
+        pytest.skip(f"uid 65534 cannot run the sandbox module here: {done.stderr[-300:]}")
+    report = json.loads(done.stdout)
+    if report["mode"] != "userns":
+        pytest.skip(f"no unprivileged user namespaces here (mode {report['mode']})")
+    made = int(report["stderr"].split("forks")[1].split()[0])
+    assert report["guarantees"]["read_only_filesystem"] and "refused" in report["stderr"]
+    if report["guarantees"]["process_limit"]:
+        assert 0 < made < 20
+    assert _survivors(_top(SandboxResult("passed", 0, report["stderr"], 0.0))) == []
