@@ -68,7 +68,7 @@ def main(argv: list[str]) -> tuple[str, Config] | None:
     with open(os.path.join(cfg.dir, "program.py"), encoding="utf-8") as f:
         source = f.read()
     _prctl(PR_SET_CHILD_SUBREAPER, 1)
-    python_dirs = _python_dirs()
+    python_dirs = _python_dirs(cfg.dir)
     err_r, err_w = os.pipe()
     try:
         _enter_user_and_pid_namespaces(cfg)
@@ -243,7 +243,7 @@ def _build_root(cfg: Config, python_dirs: list[str]) -> None:
     # its directory: a tmpfs of its own, 8 file-size limits at most in all
     owner = cfg.uid if cfg.mode == "root" else SANDBOX_UID_INSIDE
     size = f"size={8 * cfg.fsize},nr_inodes=4096,mode=0700,uid={owner},gid={owner}"
-    os.makedirs(new + cfg.work, 0o755)
+    os.makedirs(new + cfg.work, 0o755, exist_ok=True)
     _mount("tmpfs", new + cfg.work, "tmpfs", MS_NOSUID | MS_NODEV, size)
     os.chdir(new)
     _syscall(0, b".", b".")  # pivot_root(".", "."): the old root lies on top of the new
@@ -253,17 +253,22 @@ def _build_root(cfg: Config, python_dirs: list[str]) -> None:
     _mount_setattr(cfg.work, 0, 0, MOUNT_ATTR_RDONLY)
 
 
-def _python_dirs() -> list[str]:
-    """This interpreter's directories outside the system ones, outermost only."""
+def _python_dirs(sandbox: str) -> list[str]:
+    """This interpreter's directories outside the system ones, outermost only, and none
+    that holds ``sandbox`` (that would show the host's files around it)."""
     found = set()
     for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, *sys.path):
         if p and os.path.isdir(p):
             found.update({os.path.abspath(p), os.path.realpath(p)})
     keep: list[str] = []
     for p in sorted(found):
-        if not any(p == q or p.startswith(q.rstrip("/") + "/") for q in (*SYSTEM_DIRS, *keep)):
+        if not any(_within(p, q) for q in (*SYSTEM_DIRS, *keep)) and not _within(sandbox, p):
             keep.append(p)
     return keep
+
+
+def _within(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
 
 
 def _bind(src: str, target: str, recursive: bool = True) -> None:
