@@ -104,6 +104,10 @@ Status = Literal["passed", "failed", "timeout", "memory"]
 Mode = Literal["root", "userns", "uid", "none"]
 
 #: What each mode enforces (see the module docstring); the audit hook is on in all.
+#: own_user: a uid no other process has; process_limit: RLIMIT_NPROC bounds the sandbox;
+#: kills_all_descendants: nothing it started outlives it; read_only_filesystem: no write
+#: outside its directory; hidden_files: only system and Python directories visible;
+#: hidden_processes: no other process visible; no_network: an empty network namespace.
 GUARANTEES: dict[str, dict[str, bool]] = {
     "root": dict.fromkeys(
         ("own_user", "process_limit", "kills_all_descendants", "read_only_filesystem",
@@ -207,8 +211,8 @@ def guarantees_of(mode: Mode) -> dict[str, bool]:
 def sandbox_mode() -> Mode:
     """The strongest mode that works here: ``root``, ``userns``, ``uid`` or ``none``.
 
-    Chosen once per process by running a small program in each candidate; a mode other
-    than ``root`` or ``userns`` is logged once at WARNING with what it does not enforce.
+    Chosen once per process by running a small program in each candidate, strongest
+    first; a mode that leaves a layer unenforced is logged once at WARNING, naming them.
     """
     mode = next((m for m in _candidates() if mode_works(m)), "none")
     # a user namespace is what "own user" means to a user who is not root
