@@ -34,7 +34,7 @@ from credo.perturb.quality import similarity_record
 from credo.plan.sample_sets import PlanContext, get_sample_set
 from credo.plan.samples import ORIGINAL, PARAPHRASED, PERTURBED, ItemSamples, Sample
 from credo.tasks.base import Item, Task
-from credo.tasks.builtin import load_task
+from credo.tasks.builtin import load_task, load_task_file
 from credo.tasks.grading import GradingContext, grade_originals
 from credo.tasks.prompts import render_messages
 from credo.types import Generation, SamplingParams
@@ -116,7 +116,7 @@ def run_pipeline(config: RunConfig, pool: ModelPool, task: Task | None = None) -
     replaces the one ``config`` names. Writes nothing; nothing passed in is closed.
     """
     t0 = time.perf_counter()
-    task = (task or load_task(config.task)).head(config.limit)
+    task = (task or _configured_task(config)).head(config.limit)
     specs = [get_method(name) for name in config.methods]
     assign_roles(pool, config)
     caps = pool.model(MODEL).capabilities  # builds the model: a bad spec fails here
@@ -180,6 +180,13 @@ def run_pipeline(config: RunConfig, pool: ModelPool, task: Task | None = None) -
         response_metrics, unavailable_reasons(items, config.methods), paras, similarity,
         incomplete,
     )
+
+
+def _configured_task(config: RunConfig) -> Task:
+    """The task ``config`` names: its ``task_file`` section when set, else ``task``."""
+    if config.task_file is not None:
+        return load_task_file(config.task_file)
+    return load_task(config.task)
 
 
 def preflight(
