@@ -101,7 +101,7 @@ def test_task_file_config_is_validated(fields, message):
 
 def test_task_file_defaults_change_nothing():
     cfg = RunConfig()
-    assert cfg.task_file is None
+    assert cfg.task_file is None and cfg.perturbation.corpus is None
     assert "task_file" not in cfg.model_fields_set
 
 
@@ -111,7 +111,7 @@ def test_cli_flags_write_the_task_file_section(tmp_path):
     args = _parser().parse_args([
         "run", "--config", str(yaml_file), "--question-field", "Body,Question",
         "--gold-field", "label", "--gold-is-index", "--id-field", "uid",
-        "--domain", "school science",
+        "--domain", "school science", "--corpus", "noise.txt",
     ])
     cfg = run_config_from_args(args)
     tf = cfg.task_file
@@ -119,6 +119,7 @@ def test_cli_flags_write_the_task_file_section(tmp_path):
     assert (tf.question, tf.gold, tf.gold_is_index, tf.id, tf.domain) == (
         ["Body", "Question"], "label", True, "uid", "school science"
     )
+    assert cfg.perturbation.corpus == Path("noise.txt")
     flags = _parser().parse_args([
         "run", "--task-file", "x.csv", "--answer-format", "short_text", "--grader", "simpleqa",
     ])
@@ -141,7 +142,7 @@ def test_run_reads_the_task_file(tmp_path, bow_embedder):
     cfg = RunConfig(
         task_file=TaskFileConfig(path=path, format="short_text", question="q", gold="a",
                                  id="id", domain="geography"),
-        n=4, m=3, limit=None, bootstrap=0,
+        perturbation={"corpus": None}, n=4, m=3, limit=None, bootstrap=0,
         methods=["self_consistency"], out=tmp_path / "run", cache=tmp_path / "c.sqlite",
     )
     result = run(cfg, model=ScriptedModel(_answer_paris), embedder=bow_embedder,

@@ -45,6 +45,11 @@ class PerturbationConfig(BaseModel):
     Candidates are drawn ``candidates_per_round`` at a time (at least the number still
     missing) for at most ``max_rounds`` rounds; when fewer than m survive, the kept ones
     are reused in turn and the report says so.
+
+    ``corpus`` replaces the writer with snippets of a text file (000 App. F's web-sourced
+    noise; :mod:`credo.perturb.corpus`): one or two sentences of 8-40 words, drawn per
+    item with the run's seed, cleaned and filtered like written ones; no writer model is
+    used then.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -57,6 +62,11 @@ class PerturbationConfig(BaseModel):
     max_rounds: int = Field(4, ge=1)
     candidates_per_round: int = Field(0, ge=0, description="0 = 1.5 x the missing count")
     sampling: SamplingParams = SamplingParams(temperature=1.0, max_tokens=64)
+    corpus: Path | None = Field(
+        None,
+        description="a text file whose snippets are the context prefixes instead of a "
+        "writer model's sentences (000 App. F); None = written by the generator",
+    )
 
 
 AnswerFormatName = Literal["number", "choice", "short_text", "code", "long_form"]

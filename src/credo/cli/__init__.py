@@ -91,6 +91,8 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--out", type=Path, help="run folder (default runs/latest)")
     r.add_argument("--cache", type=Path, help="SQLite cache (default ~/.cache/credo)")
     r.add_argument("--quiet", action="store_true", help="no progress bars")
+    r.add_argument("--corpus", type=Path,
+                   help="text file whose snippets are the context prefixes (000 App. F)")
     f = r.add_argument_group(
         "a task from any JSONL/JSON/CSV file (the config's task_file section; replaces --task)"
     )

@@ -45,6 +45,7 @@ def run_config_from_args(args: argparse.Namespace) -> Any:
         ("sampling", "max_tokens"): args.max_tokens,
         ("model_options", "base_url"): args.base_url,
         ("baselines", "followups"): args.followups,
+        ("perturbation", "corpus"): args.corpus,
         **{("task_file", key): value for key, value in _task_file_flags(args).items()},
     }
     for (section, key), value in nested.items():
