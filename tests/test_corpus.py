@@ -184,6 +184,10 @@ def test_run_with_corpus_noise(tmp_path, corpus_file, bow_embedder):
         i: list(p.kept) for i, p in result.perturbation_sets.items()
     }
 
+    assert "generator none (snippets of the corpus corpus.txt)" in (
+        (cfg.out / "report.html").read_text()
+    )
+
     again_model = ScriptedModel(_respond)
     again = run(cfg, model=again_model, embedder=bow_embedder, task=TASK, show_progress=False)
     assert again_model.samples == 0  # the same snippets, so every answer is cached
