@@ -183,6 +183,23 @@ def test_simpleqa_loaders_read_both_layouts():
     assert verified.items[1].gold == "George Eliot" and verified.items[1].meta["topic"] == "Art"
 
 
+def test_simpleqa_loader_reads_question_and_true_answer_columns(tmp_path):
+    path = tmp_path / "simpleqa_export.csv"
+    path.write_text(
+        'question,true_answer,true_reasoning\n"Who wrote Middlemarch?",George Eliot,\n',
+        encoding="utf-8",
+    )
+    item = load_simpleqa(path).items[0]
+    assert (item.id, item.question, item.gold) == (
+        "simpleqa-0", "Who wrote Middlemarch?", "George Eliot"
+    )
+    assert gold_answers(item) == ["George Eliot"] and item.meta["grader"] == "simpleqa"
+    other = tmp_path / "other.csv"
+    other.write_text("prompt,target\nWhy?,Because\n", encoding="utf-8")
+    with pytest.raises(DatasetError, match=r"other\.csv:2: .*'question' and 'true_answer'"):
+        load_simpleqa(other)
+
+
 def test_simpleqa_loader_names_file_and_line(tmp_path):
     bad = tmp_path / "bad.csv"
     bad.write_text("problem,answer\nWhat?,\n", encoding="utf-8")

@@ -45,6 +45,11 @@ class PerturbationConfig(BaseModel):
     Candidates are drawn ``candidates_per_round`` at a time (at least the number still
     missing) for at most ``max_rounds`` rounds; when fewer than m survive, the kept ones
     are reused in turn and the report says so.
+
+    ``corpus`` replaces the writer with snippets of a text file (000 App. F's web-sourced
+    noise; :mod:`credo.perturb.corpus`): one or two sentences of 8-40 words, drawn per
+    item with the run's seed, cleaned and filtered like written ones; no writer model is
+    used then.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -57,6 +62,60 @@ class PerturbationConfig(BaseModel):
     max_rounds: int = Field(4, ge=1)
     candidates_per_round: int = Field(0, ge=0, description="0 = 1.5 x the missing count")
     sampling: SamplingParams = SamplingParams(temperature=1.0, max_tokens=64)
+    corpus: Path | None = Field(
+        None,
+        description="a text file whose snippets are the context prefixes instead of a "
+        "writer model's sentences (000 App. F); None = written by the generator",
+    )
+
+
+AnswerFormatName = Literal["number", "choice", "short_text", "code", "long_form"]
+"""The values of :class:`credo.tasks.base.AnswerFormat` (config sits below the tasks)."""
+
+
+class TaskFileConfig(BaseModel):
+    """A task read from any JSON Lines, JSON or CSV file (``.gz`` too) by naming its
+    fields (``credo run --task-file``); it replaces ``RunConfig.task``, and the task is
+    named after the file's stem.
+
+    ``question`` is one field or several joined with a space (SVAMP: ``[Body,
+    Question]``); ``choices`` one field holding a list of options (or ARC's ``{label,
+    text}``), or one field per option, and is required exactly for the ``choice``
+    format; ``gold`` holds a letter, an option label, or a 0-based index with
+    ``gold_is_index``. ``id`` None numbers the items ``<stem>-<line>``. ``domain`` is the
+    perturbation writer's topic (000 §3). ``grader`` names a registered grader (e.g.
+    ``simpleqa``: SimpleQA-style grades by the judge, the gold as the accepted answer);
+    ``rel_tol`` grades a ``number`` within that relative error (SciBench: 0.05);
+    ``gold_transform`` names one of ``credo.tasks.loaders.GOLD_TRANSFORMS`` (``gsm8k``).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    path: Path
+    format: AnswerFormatName
+    question: str | list[str] = "question"
+    choices: str | list[str] | None = None
+    gold: str = "answer"
+    gold_is_index: bool = False
+    id: str | None = None
+    domain: str = ""
+    grader: str | None = None
+    rel_tol: float | None = Field(None, ge=0.0, lt=1.0)
+    gold_transform: str | None = None
+
+    @model_validator(mode="after")
+    def _check_fields(self) -> TaskFileConfig:
+        if isinstance(self.question, list) and not self.question:
+            raise ValueError("question: name at least one field")
+        if isinstance(self.choices, list) and len(self.choices) < 2:
+            raise ValueError("choices: name one field holding the options, or two or more")
+        if (self.format == "choice") != (self.choices is not None):
+            raise ValueError("choices is required for format 'choice' and only for it")
+        if self.gold_is_index and self.format != "choice":
+            raise ValueError("gold_is_index applies to format 'choice' only")
+        if self.rel_tol is not None and self.format != "number":
+            raise ValueError("rel_tol applies to format 'number' only")
+        return self
 
 
 class JudgeConfig(BaseModel):
@@ -128,6 +187,9 @@ class RunConfig(_Config):
     """Everything a run needs. ``credo run --config file.yaml`` reads this as YAML."""
 
     task: str = "gsm8k"
+    task_file: TaskFileConfig | None = Field(
+        None, description="a task from any JSONL/JSON/CSV file by field names; replaces task"
+    )
     limit: int | None = Field(20, ge=1)
     model: str = "qwen2.5-coder-1.5b"
     model_options: dict[str, Any] = Field(default_factory=dict)

@@ -91,6 +91,23 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--out", type=Path, help="run folder (default runs/latest)")
     r.add_argument("--cache", type=Path, help="SQLite cache (default ~/.cache/credo)")
     r.add_argument("--quiet", action="store_true", help="no progress bars")
+    r.add_argument("--corpus", type=Path,
+                   help="text file whose snippets are the context prefixes (000 App. F)")
+    f = r.add_argument_group(
+        "a task from any JSONL/JSON/CSV file (the config's task_file section; replaces --task)"
+    )
+    f.add_argument("--task-file", type=Path, help="the data file")
+    f.add_argument("--answer-format",
+                   choices=["number", "choice", "short_text", "code", "long_form"])
+    f.add_argument("--question-field", help="field of the question (a,b: joined with a space)")
+    f.add_argument("--choices-field",
+                   help="field holding the options, or one field per option: a,b,c,d")
+    f.add_argument("--gold-field", help="field of the reference answer (default: answer)")
+    f.add_argument("--gold-is-index", action="store_true", default=None,
+                   help="the gold is a 0-based option index")
+    f.add_argument("--id-field", help="field of a unique id (default: <stem>-<line>)")
+    f.add_argument("--domain", help="the perturbation writer's topic, e.g. 'school science'")
+    f.add_argument("--grader", help="grader of the answers, e.g. simpleqa (default: exact)")
     r.set_defaults(func=cmd_run)
 
     c = sub.add_parser("cache", help="inspect the generation cache")

@@ -84,7 +84,8 @@ def cmd_topic_check(args: argparse.Namespace) -> int:
     texts = [t for kept in run.kept_perturbations() for t in kept]
     if not texts:
         raise UserError(f"{args.run / 'perturbations.jsonl'} has no kept perturbations")
-    expected = args.expected or _task_domain(run.task)
+    task_file = run.config.get("task_file") or {}
+    expected = args.expected or task_file.get("domain") or _task_domain(run.task)
     if not expected:
         raise UserError(f"task {run.task!r} has no domain; pass --expected")
     domains = ([d.strip() for d in args.domains.split(";") if d.strip()] if args.domains

@@ -45,6 +45,8 @@ def run_config_from_args(args: argparse.Namespace) -> Any:
         ("sampling", "max_tokens"): args.max_tokens,
         ("model_options", "base_url"): args.base_url,
         ("baselines", "followups"): args.followups,
+        ("perturbation", "corpus"): args.corpus,
+        **{("task_file", key): value for key, value in _task_file_flags(args).items()},
     }
     for (section, key), value in nested.items():
         if value is not None:
@@ -53,6 +55,29 @@ def run_config_from_args(args: argparse.Namespace) -> Any:
         return RunConfig.model_validate(data)
     except ValidationError as e:
         raise UserError(validation_message(e, str(args.config or "options"))) from None
+
+
+def _task_file_flags(args: argparse.Namespace) -> dict[str, Any]:
+    """The ``task_file`` section's keys the flags give (None where a flag is absent);
+    ``a,b`` in a field flag names several fields."""
+
+    def fields(value: str | None) -> str | list[str] | None:
+        if value is None:
+            return None
+        names = [v.strip() for v in value.split(",") if v.strip()]
+        return names[0] if len(names) == 1 else names
+
+    return {
+        "path": args.task_file,
+        "format": args.answer_format,
+        "question": fields(args.question_field),
+        "choices": fields(args.choices_field),
+        "gold": args.gold_field,
+        "gold_is_index": args.gold_is_index,
+        "id": args.id_field,
+        "domain": args.domain,
+        "grader": args.grader,
+    }
 
 
 def cmd_run(args: argparse.Namespace) -> int:

@@ -133,19 +133,29 @@ def clean_candidate(
     end = _SENTENCE_END.search(s)
     if end:  # keep the first sentence only
         s = s[: end.start() + 1].strip("\"'“”*` ")
-    if not s or "?" in s:
-        return None
-    words = s.split()
-    if not (min_words <= len(words) <= max_words):
-        return None
-    low, q = _norm(s), _norm(question)
-    if low in q or q in low or _META.match(s) or re.search(r"\d", s):
-        return None
-    if (_names(question) | _EXAMPLE_NAMES) & _names(s, keep_common=True):
+    if not is_neutral_context(s, question, min_words, max_words):
         return None
     if s[-1] not in ".!":
         s += "."
     return s
+
+
+def is_neutral_context(
+    text: str, question: str, min_words: int = 4, max_words: int = 40
+) -> bool:
+    """The rules a context prefix must pass, whoever wrote it (000 App. A.1): not empty,
+    not a question, ``min_words`` to ``max_words`` words, not a restatement of the
+    question nor contained in it, not talk about the prompt, no digit, and no name of
+    the question's (or of the writer's examples) in it. :func:`clean_candidate` applies
+    them to a writer's sentence, :mod:`credo.perturb.corpus` to corpus snippets."""
+    if not text or "?" in text:
+        return False
+    if not (min_words <= len(text.split()) <= max_words):
+        return False
+    low, q = _norm(text), _norm(question)
+    if low in q or q in low or _META.match(text) or re.search(r"\d", text):
+        return False
+    return not (_names(question) | _EXAMPLE_NAMES) & _names(text, keep_common=True)
 
 
 def diversity_filter(

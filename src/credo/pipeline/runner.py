@@ -15,6 +15,7 @@ import math
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -29,12 +30,13 @@ from credo.methods import get_method
 from credo.methods.base import MethodSpec
 from credo.methods.scoring import GeneratedSets, ItemResult, score_items
 from credo.perturb.context import PerturbationSet, generate_perturbations
+from credo.perturb.corpus import corpus_perturbations, load_corpus
 from credo.perturb.paraphrase import ParaphraseSet, generate_paraphrases
 from credo.perturb.quality import similarity_record
 from credo.plan.sample_sets import PlanContext, get_sample_set
 from credo.plan.samples import ORIGINAL, PARAPHRASED, PERTURBED, ItemSamples, Sample
 from credo.tasks.base import Item, Task
-from credo.tasks.builtin import load_task
+from credo.tasks.builtin import load_task, load_task_file
 from credo.tasks.grading import GradingContext, grade_originals
 from credo.tasks.prompts import render_messages
 from credo.types import Generation, SamplingParams
@@ -116,7 +118,7 @@ def run_pipeline(config: RunConfig, pool: ModelPool, task: Task | None = None) -
     replaces the one ``config`` names. Writes nothing; nothing passed in is closed.
     """
     t0 = time.perf_counter()
-    task = (task or load_task(config.task)).head(config.limit)
+    task = (task or _configured_task(config)).head(config.limit)
     specs = [get_method(name) for name in config.methods]
     assign_roles(pool, config)
     caps = pool.model(MODEL).capabilities  # builds the model: a bad spec fails here
@@ -182,6 +184,13 @@ def run_pipeline(config: RunConfig, pool: ModelPool, task: Task | None = None) -
     )
 
 
+def _configured_task(config: RunConfig) -> Task:
+    """The task ``config`` names: its ``task_file`` section when set, else ``task``."""
+    if config.task_file is not None:
+        return load_task_file(config.task_file)
+    return load_task(config.task)
+
+
 def preflight(
     config: RunConfig, task: Task, specs: list[MethodSpec], needs: set[str], pool: ModelPool
 ) -> None:
@@ -198,9 +207,12 @@ def preflight(
     for name in kernels:
         get_kernel(name)
     render_messages(task.items[0], task.format, config.prompt_style)
+    corpus = config.perturbation.corpus
+    if PERTURBED in needs and corpus is not None and not Path(corpus).is_file():
+        raise UserError(f"{corpus}: no such corpus file (perturbation.corpus)")
     runners = {get_sample_set(n).runner for n in needs}
     roles = [MODEL]
-    roles += [WRITER] if PERTURBED in needs else []
+    roles += [WRITER] if PERTURBED in needs and corpus is None else []
     roles += [PARAPHRASER] if PARAPHRASED in needs else []
     roles += [JUDGE] if "judge" in runners or "judge" in kernels else []
     roles += [GRADER] if any(it.meta.get("grader") for it in task.items) else []
@@ -228,18 +240,25 @@ def _applies(spec: MethodSpec, task: Task, logprobs: bool) -> bool:
 def _perturbations(
     task: Task, config: RunConfig, needs: set[str], pool: ModelPool, incomplete: dict[str, str]
 ) -> tuple[dict[str, PerturbationSet], dict[str, ParaphraseSet], dict[str, Any]]:
-    """The perturbation stage: context prefixes (000 §3) with the pairwise similarities of
-    the kept ones (App. A.2), and paraphrases, as needed. Items whose writer requests
-    failed go into ``incomplete``."""
+    """The perturbation stage: context prefixes (000 §3; or corpus snippets, App. F, when
+    ``perturbation.corpus`` is set) with the pairwise similarities of the kept ones
+    (App. A.2), and paraphrases, as needed. Items whose writer requests failed go into
+    ``incomplete``."""
     psets: dict[str, PerturbationSet] = {}
     paras: dict[str, ParaphraseSet] = {}
     similarity: dict[str, Any] = {}
     if PERTURBED in needs:
         embedder = pool.embedder(config.perturbation.embedder)
-        psets = generate_perturbations(
-            task.items, config.m, task.domain, pool.executor(WRITER), embedder,
-            config.perturbation,
-        )
+        if config.perturbation.corpus is not None:
+            psets = corpus_perturbations(
+                task.items, config.m, load_corpus(config.perturbation.corpus), embedder,
+                config.perturbation, config.seed,
+            )
+        else:
+            psets = generate_perturbations(
+                task.items, config.m, task.domain, pool.executor(WRITER), embedder,
+                config.perturbation,
+            )
         groups = [p.kept for p in psets.values() if len(p.kept) >= 2]
         if groups:
             similarity = similarity_record(groups, embedder, config.perturbation.threshold)

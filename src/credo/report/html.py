@@ -315,7 +315,8 @@ def _run_facts(run: RunData) -> dict[str, Any]:
         "sampling": c.get("sampling") or {},
         "prompt_style": c.get("prompt_style"),
         "kernel": c.get("kernel"),
-        "generator": pert.get("generator") or c.get("model"),
+        "generator": (f"none (snippets of the corpus {Path(pert['corpus']).name})"
+                      if pert.get("corpus") else pert.get("generator") or c.get("model")),
         "threshold": pert.get("threshold"),
         "embedder": pert.get("embedder"),
         "stats": m.get("stats") or {},

@@ -8,7 +8,8 @@ from credo.tasks import builtin as _builtin  # noqa: F401  (gsm8k, mmlu, truthfu
 from credo.tasks import factual as _factual  # noqa: F401  (freshqa, simpleqa)
 from credo.tasks import humaneval as _humaneval  # noqa: F401  (humaneval)
 from credo.tasks import longform as _longform  # noqa: F401  (factscore)
-from credo.tasks import mcqa as _mcqa  # noqa: F401  (arc, openbookqa, strategyqa, bbh)
+from credo.tasks import mcqa as _mcqa  # noqa: F401  (arc, openbookqa, strategyqa, bbh, csqa)
+from credo.tasks import science as _science  # noqa: F401  (sciq, scibench)
 from credo.tasks.builtin import list_tasks, load_task
 
 __all__ = ["list_tasks", "load_task"]

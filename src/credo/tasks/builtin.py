@@ -12,7 +12,9 @@ Built-in tasks (:func:`load_task`, names from :func:`list_tasks`):
 * ``file:<preset>:<path>``: a user's copy of a public benchmark in a known layout
   (:data:`PRESETS`: ``gsm8k``, ``svamp``, ``mmlu_csv``, ``arc``).
 
-Other layouts: :func:`load_task_from_file` with a :class:`~credo.tasks.loaders.FieldMapping`.
+Other layouts: :func:`load_task_from_file` with a :class:`~credo.tasks.loaders.FieldMapping`,
+or a run's ``task_file`` section (:class:`~credo.config.TaskFileConfig`) through
+:func:`load_task_file`.
 The packages are located with :func:`importlib.util.find_spec` and never imported.
 """
 
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 import random
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -27,9 +30,11 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from credo.config import TaskFileConfig
 from credo.errors import UserError
 from credo.tasks.base import AnswerFormat, Item, Task
-from credo.tasks.loaders import FieldMapping, load_items, read_jsonl
+from credo.tasks.grading import REL_TOL, get_grader
+from credo.tasks.loaders import GOLD_TRANSFORMS, FieldMapping, load_items, read_jsonl
 from credo.tasks.registry import (
     list_tasks,
     package_data,
@@ -44,6 +49,7 @@ __all__ = [
     "list_presets",
     "list_tasks",
     "load_task",
+    "load_task_file",
     "load_task_from_file",
     "package_data",
     "task_loader",
@@ -151,6 +157,58 @@ def load_task_from_file(
     items = load_items(p, fmt, mapping)
     task = Task(name or p.name.split(".", 1)[0], tuple(items), AnswerFormat(fmt), domain)
     return task.head(limit)
+
+
+def load_task_file(cfg: TaskFileConfig, limit: int | None = None) -> Task:
+    """The task a run's ``task_file`` section describes (``credo run --task-file``).
+
+    Builds a :class:`FieldMapping` from the section and reads the file with
+    :func:`~credo.tasks.loaders.load_items`; a row that does not fit raises
+    :class:`~credo.tasks.loaders.DatasetError` naming ``file:line``, an unknown grader
+    or gold transform a :class:`~credo.errors.UserError`. With ``grader``, every item
+    carries ``meta["grader"]`` and, for SHORT_TEXT, its raw gold text as the accepted
+    answer (``meta["gold_answers"]``, as the ``simpleqa`` grader reads it); with
+    ``rel_tol``, ``meta["rel_tol"]`` (the NUMBER rule's tolerance). The task is named
+    after the file's stem.
+    """
+    if cfg.grader is not None:
+        get_grader(cfg.grader)
+    if cfg.gold_transform is not None and cfg.gold_transform not in GOLD_TRANSFORMS:
+        raise UserError(
+            f"task_file.gold_transform: unknown {cfg.gold_transform!r}; "
+            f"known: {sorted(GOLD_TRANSFORMS)}"
+        )
+    fmt = AnswerFormat(cfg.format)
+    single = isinstance(cfg.question, str)
+    mapping = FieldMapping(
+        question=cfg.question if isinstance(cfg.question, str) else cfg.question[0],
+        gold=cfg.gold,
+        id=cfg.id,
+        choices=tuple(cfg.choices) if isinstance(cfg.choices, list) else cfg.choices,
+        gold_is_index=cfg.gold_is_index,
+        question_parts=None if single else tuple(cfg.question),
+        gold_transform=cfg.gold_transform,
+        meta=(cfg.gold,) if cfg.grader is not None else (),
+    )
+    items = load_items(cfg.path, fmt, mapping)
+    if cfg.grader is not None or cfg.rel_tol is not None:
+        items = [dataclasses.replace(it, meta=_task_file_meta(it, cfg, mapping)) for it in items]
+    name = Path(cfg.path).name.split(".", 1)[0]
+    return Task(name, tuple(items), fmt, cfg.domain).head(limit)
+
+
+def _task_file_meta(item: Item, cfg: TaskFileConfig, mapping: FieldMapping) -> dict[str, str]:
+    """An item's meta under a ``task_file`` section: its grader (and, for short text, the
+    gold as the accepted answer) and its tolerance."""
+    meta: dict[str, str] = {}
+    if cfg.rel_tol is not None:
+        meta[REL_TOL] = repr(cfg.rel_tol)
+    if cfg.grader is not None:
+        meta["grader"] = cfg.grader
+        if AnswerFormat(cfg.format) is AnswerFormat.SHORT_TEXT:
+            gold = mapping.transform(item.meta[cfg.gold]).strip()
+            meta["gold_answers"] = json.dumps([gold], ensure_ascii=False)
+    return meta
 
 
 # --------------------------------------------------------------------------- gsm8k

@@ -13,6 +13,7 @@ its acceptable answers as a JSON list in ``meta["gold_answers"]``):
 * ``simpleqa:<path>``: SimpleQA's ``simple_qa_test_set.csv`` (``metadata, problem,
   answer``) and ``simpleqa_verified:<path>``: SimpleQA Verified's CSV (``original_index,
   problem, answer, topic, answer_type, ...``; 000's benchmark), for users who have them.
+  Re-exports with ``question`` and ``true_answer`` columns are read too.
 
 Grading asks a model: :func:`grading_messages` writes the grader's prompt,
 :func:`parse_grade` reads its reply strictly, and the ``simpleqa`` grader
@@ -135,7 +136,8 @@ def _simpleqa_verified(arg: str | None) -> Task:
 
 
 def load_simpleqa(path: str | Path, name: str = "simpleqa") -> Task:
-    """A SimpleQA or SimpleQA Verified CSV: columns ``problem`` and ``answer``.
+    """A SimpleQA or SimpleQA Verified CSV: columns ``problem`` and ``answer`` (or
+    ``question`` and ``true_answer``, :data:`SIMPLEQA_COLUMNS`).
 
     Ids come from ``original_index`` (Verified) or the row number (``<name>-<row>``,
     0-based as in the file). ``metadata`` (SimpleQA: a Python-literal dict with topic
@@ -144,18 +146,27 @@ def load_simpleqa(path: str | Path, name: str = "simpleqa") -> Task:
     p = Path(path)
     items = []
     for k, (line_no, row) in enumerate(_csv_rows(p, skip_lines=0)):
-        for col in ("problem", "answer"):
-            if col not in row:
-                raise DatasetError(
-                    f"{p}:{line_no}: no column {col!r}; SimpleQA CSVs have 'problem' and 'answer'"
-                )
-        question, answer = row["problem"].strip(), row["answer"].strip()
+        q_col, a_col = _simpleqa_columns(row, f"{p}:{line_no}")
+        question, answer = row[q_col].strip(), row[a_col].strip()
         if not question or not answer:
-            raise DatasetError(f"{p}:{line_no}: empty problem or answer")
+            raise DatasetError(f"{p}:{line_no}: empty {q_col} or {a_col}")
         index = row.get("original_index", "").strip() or str(k)
         extra = {c: row[c].strip() for c in ("topic", "answer_type", "metadata") if row.get(c)}
         items.append(_graded_item(f"{name}-{index}", question, [answer], f"{p}:{line_no}", **extra))
     return Task(name, tuple(items), AnswerFormat.SHORT_TEXT, "short-form factual recall")
+
+
+SIMPLEQA_COLUMNS = (("problem", "answer"), ("question", "true_answer"))
+"""The (question, answer) column pairs of SimpleQA CSVs: OpenAI's and Verified's
+``problem``/``answer``; re-exports with ``question``/``true_answer``."""
+
+
+def _simpleqa_columns(row: Mapping[str, str], where: str) -> tuple[str, str]:
+    for pair in SIMPLEQA_COLUMNS:
+        if all(c in row for c in pair):
+            return pair
+    known = " or ".join(f"{q!r} and {a!r}" for q, a in SIMPLEQA_COLUMNS)
+    raise DatasetError(f"{where}: no question and answer columns; SimpleQA CSVs have {known}")
 
 
 def _graded_item(

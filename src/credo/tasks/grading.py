@@ -26,7 +26,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from credo.errors import UserError
-from credo.tasks.answers import Answer, normalise_gold, normalise_text, numbers_equal
+from credo.tasks.answers import (
+    Answer,
+    normalise_gold,
+    normalise_text,
+    numbers_equal,
+    parse_number,
+)
 from credo.tasks.base import AnswerFormat, Item, Task
 from credo.types import Generation, SamplingParams
 
@@ -43,6 +49,7 @@ __all__ = [
     "grade_originals",
     "grader",
     "is_correct",
+    "within_rel_tol",
 ]
 
 DEFAULT_GRADER = "exact"
@@ -77,7 +84,8 @@ def correctness(fmt: AnswerFormat) -> Callable[[Correctness], Correctness]:
 def is_correct(answer: Answer, item: Item, fmt: AnswerFormat) -> bool:
     """Whether ``answer`` matches ``item.gold``; an unparsed answer is wrong.
 
-    NUMBER uses :func:`~credo.tasks.answers.numbers_equal`, CHOICE letter equality,
+    NUMBER uses :func:`~credo.tasks.answers.numbers_equal` (or, for an item with
+    ``meta["rel_tol"]``, :func:`within_rel_tol`), CHOICE letter equality,
     SHORT_TEXT equality after :func:`~credo.tasks.answers.normalise_text`, CODE runs the
     item's tests in a sandbox (:func:`credo.tasks.humaneval.code_is_correct`). LONG_FORM
     answers need a knowledge source and a judge (the ``factscore`` grader) and raise
@@ -93,9 +101,34 @@ def is_correct(answer: Answer, item: Item, fmt: AnswerFormat) -> bool:
     return rule(answer, item)
 
 
+REL_TOL = "rel_tol"
+"""``item.meta[REL_TOL]``: a relative tolerance for a NUMBER item (SciBench: "0.05")."""
+
+
 @correctness(AnswerFormat.NUMBER)
 def _number_correct(answer: Answer, item: Item) -> bool:
-    return answer.value is not None and numbers_equal(answer.value, item.gold)
+    """Numbers by value (:func:`~credo.tasks.answers.numbers_equal`: integers exactly,
+    as GSM8K's rule), or, for an item whose ``meta["rel_tol"]`` is set, within that
+    relative error of the gold (:func:`within_rel_tol`; SciBench's rule)."""
+    if answer.value is None:
+        return False
+    tol = item.meta.get(REL_TOL)
+    if tol:
+        return within_rel_tol(answer.value, item.gold, tol)
+    return numbers_equal(answer.value, item.gold)
+
+
+def within_rel_tol(value: str | float, gold: str | float, rel_tol: str | float) -> bool:
+    """Whether ``|value - gold| <= rel_tol * |gold|``, computed exactly on the parsed
+    numbers (a gold of 0 needs exactly 0). Unparsable input is never within tolerance;
+    a ``rel_tol`` that is not a number in [0, 1) raises :class:`ValueError`."""
+    tol = parse_number(rel_tol)
+    if tol is None or not 0 <= tol < 1:
+        raise ValueError(f"rel_tol must be a number in [0, 1), got {rel_tol!r}")
+    x, y = parse_number(value), parse_number(gold)
+    if x is None or y is None:
+        return False
+    return abs(x - y) <= tol * abs(y)
 
 
 @correctness(AnswerFormat.CHOICE)

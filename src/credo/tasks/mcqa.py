@@ -1,5 +1,6 @@
 """Loaders for the multiple-choice benchmarks of paper 003 (§3.1): ARC-Challenge,
-OpenBookQA, StrategyQA and BIG-Bench(-Hard) sports understanding, from users' files.
+OpenBookQA, StrategyQA and BIG-Bench(-Hard) sports understanding, and paper 000's
+CommonsenseQA (§4, App. I), from users' files.
 
 Registered as tasks that take the file path as argument (``load_task("strategyqa:/data/
 strategyqa/test.jsonl")``). Layouts read (JSON Lines; OpenBookQA's ``.json`` files that
@@ -15,6 +16,11 @@ hold one object per line are read as JSON Lines too):
 * ``bbh_sports``: ``id``, ``question`` (a sentence), ``answer`` (1/0, or
   ``target`` "yes"/"no" in the BBH file) → "Is the following sentence plausible?"
   with options A) plausible B) implausible.
+* ``commonsenseqa``: the Hugging Face layout ``id``, ``question`` (text),
+  ``question_concept``, ``choices {label, text}``, ``answerKey``; or the original
+  release's ``id``, ``question {stem, question_concept, choices [{label, text}]}``,
+  ``answerKey``. The public test split has no answer keys (an empty ``answerKey`` is an
+  error naming the row): use the validation split.
 
 A malformed row raises :class:`~credo.tasks.loaders.DatasetError` naming ``file:line``.
 """
@@ -31,6 +37,8 @@ from credo.tasks.registry import task_loader
 
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 SPORTS_PROMPT = "Is the following sentence plausible? "
+COMMONSENSE_DOMAIN = "commonsense reasoning"
+"""CommonsenseQA's perturbation domain: 000 App. A.4's name for the benchmark's domain."""
 
 RowParser = Callable[[Mapping[str, Any], str], tuple[str, str, tuple[str, ...], str]]
 """``parse(row, where) -> (id, question, choices, gold letter)``."""
@@ -137,6 +145,20 @@ def parse_openbookqa(row: Mapping[str, Any], where: str) -> tuple[str, str, tupl
     return parse_arc(flat, where)
 
 
+def parse_commonsenseqa(
+    row: Mapping[str, Any], where: str
+) -> tuple[str, str, tuple[str, ...], str]:
+    """CommonsenseQA: the Hugging Face layout or the original (AI2-style) one."""
+    if not str(row.get("answerKey") or "").strip():
+        raise DatasetError(
+            f"{where}: empty answerKey (CommonsenseQA's test split is unlabelled; "
+            "use the validation split)"
+        )
+    if isinstance(row.get("question"), Mapping):
+        return parse_openbookqa(row, where)
+    return parse_arc(row, where)
+
+
 def parse_strategyqa(row: Mapping[str, Any], where: str) -> tuple[str, str, tuple[str, ...], str]:
     """StrategyQA: a yes/no question as options A) Yes B) No."""
     answer = _bool(row.get("answer"), where, "answer")
@@ -186,6 +208,14 @@ def _openbookqa(arg: str | None) -> Task:
     )
 
 
+@task_loader("commonsenseqa")
+def _commonsenseqa(arg: str | None) -> Task:
+    """CommonsenseQA (000 §4) from a Hugging Face- or original-layout JSON Lines file."""
+    return load_mc_file(
+        _path("commonsenseqa", arg), parse_commonsenseqa, "commonsenseqa", COMMONSENSE_DOMAIN
+    )
+
+
 @task_loader("strategyqa")
 def _strategyqa(arg: str | None) -> Task:
     """StrategyQA yes/no questions as two-option multiple choice."""
@@ -205,6 +235,7 @@ def _bbh_sports(arg: str | None) -> Task:
 __all__ = [
     "load_mc_file",
     "parse_arc",
+    "parse_commonsenseqa",
     "parse_openbookqa",
     "parse_sports",
     "parse_strategyqa",

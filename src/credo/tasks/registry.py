@@ -1,8 +1,8 @@
 """The task registry: ``@task_loader("name")`` registers a benchmark's loader.
 
-Task modules (:mod:`credo.tasks.builtin`, ``mcqa``, ``factual``, ``humaneval``,
-``longform``) register themselves with :func:`task_loader`; ``credo.tasks`` imports them
-all, so ``from credo.tasks import load_task`` (or ``credo.tasks.builtin.load_task``)
+Task modules (:mod:`credo.tasks.builtin`, ``mcqa``, ``factual``, ``science``,
+``humaneval``, ``longform``) register themselves with :func:`task_loader`; ``credo.tasks``
+imports them all, so ``from credo.tasks import load_task`` (or ``credo.tasks.builtin.load_task``)
 knows every task. This module imports nothing else of credo's tasks, so no task module
 imports another one back.
 """
