@@ -212,7 +212,7 @@ def _answer_for(user: str, seed: int) -> str:
 
 def responder(messages, seed):
     system, user = messages[0].content, messages[-1].content
-    if system.startswith("You write one short sentence"):
+    if system.startswith("You write one"):  # the writer, any prompt version
         return CONTEXTS[seed % len(CONTEXTS)]
     if system == PARAPHRASE_SYSTEM_PROMPT:
         return f"Put differently (variant {'abcd'[seed % 4]}): {user}"

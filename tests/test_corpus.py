@@ -15,7 +15,7 @@ from credo import RunConfig, run
 from credo.config import PerturbationConfig
 from credo.errors import UserError
 from credo.models.scripted import ScriptedModel
-from credo.perturb.context import PERTURBATION_SYSTEM_PROMPT, is_neutral_context
+from credo.perturb.context import PROMPTS, is_neutral_context
 from credo.perturb.corpus import MAX_WORDS, MIN_WORDS, corpus_perturbations, load_corpus
 from credo.tasks.base import AnswerFormat, Item, Task
 
@@ -155,7 +155,7 @@ TASK = Task(
 
 
 def _respond(messages, seed):
-    assert messages[0].content != PERTURBATION_SYSTEM_PROMPT, "no writer model is asked"
+    assert messages[0].content not in PROMPTS.values(), "no writer model is asked"
     user = messages[-1].content
     if "Tom" in user:
         return "Answer: 5"

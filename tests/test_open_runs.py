@@ -10,7 +10,7 @@ from credo import RunConfig, c3, run, self_consistency
 from credo.kernels.embedding import EmbeddingKernel
 from credo.kernels.judge import JUDGE_SYSTEM_PROMPT, naive_comparisons
 from credo.models.scripted import ScriptedModel
-from credo.perturb.context import PERTURBATION_SYSTEM_PROMPT
+from credo.perturb.context import PROMPTS
 from credo.tasks.base import Task
 from credo.tasks.builtin import load_task
 from credo.tasks.factual import GRADER_SYSTEM_PROMPT, load_simpleqa
@@ -42,7 +42,7 @@ def _judge_reply(user: str) -> str:
 
 def code_respond(messages, seed):
     system, user = messages[0].content, messages[-1].content
-    if system == PERTURBATION_SYSTEM_PROMPT:
+    if system in PROMPTS.values():
         return CONTEXTS[seed % len(CONTEXTS)]
     if system == JUDGE_SYSTEM_PROMPT:
         return _judge_reply(user)
@@ -136,7 +136,7 @@ def test_humaneval_run_with_embedding_and_judge_kernels(tmp_path, bow_embedder, 
 
 def qa_respond(messages, seed):
     system, user = messages[0].content, messages[-1].content
-    if system == PERTURBATION_SYSTEM_PROMPT:
+    if system in PROMPTS.values():
         return ["Maps of the world show many countries.", "Old atlases list capitals.",
                 "Quiz shows ask about geography.", "Travel guides describe famous cities.",
                 "Encyclopedias have articles on every country."][seed % 5]
@@ -224,7 +224,7 @@ def test_simpleqa_grader_model_is_separate_from_the_judge(tmp_path, bow_embedder
 
 def bio_respond(messages, seed):
     system, user = messages[0].content, messages[-1].content
-    if system == PERTURBATION_SYSTEM_PROMPT:
+    if system in PROMPTS.values():
         return ["Biographies often start with birthplaces.", "Many people write memoirs.",
                 "Libraries keep records of famous lives.", "Historians study letters."][seed % 4]
     if system.startswith("Reply with one word: True or False"):

@@ -125,7 +125,7 @@ def test_cli_topic_check_and_calibration(tmp_path, monkeypatch, bow_embedder):
     """Both commands end to end on a scripted run folder, with the model loader patched."""
     from credo import RunConfig, run
     from credo.cli import main
-    from credo.perturb.context import PERTURBATION_SYSTEM_PROMPT
+    from credo.perturb.context import PROMPTS
     from credo.tasks.base import AnswerFormat, Item, Task
 
     contexts = ["The mean of a sample summarises its values.",
@@ -133,7 +133,7 @@ def test_cli_topic_check_and_calibration(tmp_path, monkeypatch, bow_embedder):
                 "Surveys ask many people the same question."]
 
     def respond(messages, seed):
-        if messages[0].content == PERTURBATION_SYSTEM_PROMPT:
+        if messages[0].content in PROMPTS.values():
             return contexts[seed % 3]
         if messages[0].content == PARAPHRASE_SYSTEM_PROMPT:
             return paraphraser(messages, seed)
@@ -143,8 +143,10 @@ def test_cli_topic_check_and_calibration(tmp_path, monkeypatch, bow_embedder):
 
     task = Task("toy", (Item("q1", "Which is a measure of spread?", "B", ("Mean", "Range")),),
                 AnswerFormat.CHOICE, domain="statistical reasoning")
+    # the first context names an option ("Mean"), which the strict rules reject; this test
+    # is about the checks that read a run's kept prefixes, so the run keeps the basic rules
     cfg = RunConfig(task="toy", n=3, m=3, limit=None, out=tmp_path / "run",
-                    cache=tmp_path / "cache.sqlite")
+                    cache=tmp_path / "cache.sqlite", perturbation={"rules": "basic"})
     run(cfg, model=ScriptedModel(respond), embedder=bow_embedder, task=task, show_progress=False)
     monkeypatch.setattr("credo.models.registry.load_model",
                         lambda spec, **kw: ScriptedModel(respond, name=spec))

