@@ -255,3 +255,19 @@ def test_a_metric_undefined_on_most_resamples_has_no_interval():
     cis = bootstrap_cis(s, q, n_resamples=100)
     assert all(math.isnan(v) for v in cis["auroc"] + cis["prr"] + cis["auprc_neg"])
     assert cis["auprc_pos"] == (1.0, 1.0) and not math.isnan(cis["ece"][0])
+
+
+def test_worker_threads_do_not_change_the_distribution(monkeypatch):
+    import credo.evaluate.weighted as w
+
+    rng = np.random.default_rng(8)
+    s = rng.random(3000)
+    y = (rng.random(3000) < s).astype(float)
+    sample = WeightedSample(s, y, y)
+    monkeypatch.setattr(w, "_BATCH_ELEMENTS", 3000 * 16)  # 16 resamples a batch: 19 batches
+    monkeypatch.setattr(w, "THREADS", 1)
+    one = w.weighted_bootstrap(sample, FAST_METRICS, 300, seed=5)
+    monkeypatch.setattr(w, "THREADS", 2)
+    two = w.weighted_bootstrap(sample, FAST_METRICS, 300, seed=5)
+    for m in FAST_METRICS:
+        np.testing.assert_array_equal(one[m], two[m])

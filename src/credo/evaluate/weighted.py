@@ -32,7 +32,9 @@ batches (the stream is the same) so that memory stays at a few (batch, N) matric
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
 from scipy import sparse
@@ -56,6 +58,8 @@ LABEL_METRICS = frozenset({"brier", "auroc", "auprc_pos", "auprc_neg"})
 
 _BATCH_ELEMENTS = 1 << 21
 """Resample rows per batch = this / N (at least 1): ~16 MB per (batch, N) float matrix."""
+THREADS = 2
+"""Worker threads of :func:`weighted_bootstrap` on jobs of more than one batch."""
 
 
 def resample_indices(n: int, n_resamples: int, seed: int = 0) -> Iterator[np.ndarray]:
@@ -75,13 +79,38 @@ def weighted_bootstrap(
     sample: WeightedSample, metrics: Sequence[str], n_resamples: int, seed: int = 0
 ) -> dict[str, np.ndarray]:
     """The ``n_resamples`` values of each of ``metrics`` on the resamples of
-    :func:`resample_indices` (NaN where a metric is undefined on a resample)."""
+    :func:`resample_indices` (NaN where a metric is undefined on a resample).
+
+    Batches are drawn in order in this thread and evaluated by up to :data:`THREADS`
+    worker threads (numpy releases the GIL in its array loops); each batch's values are
+    independent of the others', so the result does not depend on the threads.
+    """
     parts: dict[str, list[np.ndarray]] = {m: [] for m in metrics}
-    for idx in resample_indices(sample.n, n_resamples, seed):
-        values = sample.evaluate(sample.weights(idx), metrics)
+
+    def collect(values: dict[str, np.ndarray]) -> None:
         for m in metrics:
             parts[m].append(values[m])
+
+    batches = resample_indices(sample.n, n_resamples, seed)
+    if THREADS < 2 or sample.n * n_resamples < _BATCH_ELEMENTS:
+        for idx in batches:
+            collect(sample.evaluate(sample.weights(idx), metrics))
+    else:
+        with ThreadPoolExecutor(THREADS) as pool:
+            pending: deque[Future[dict[str, np.ndarray]]] = deque()
+            for idx in batches:  # at most THREADS + 1 batches of indices in memory
+                pending.append(pool.submit(_evaluate_indices, sample, idx, metrics))
+                if len(pending) > THREADS:
+                    collect(pending.popleft().result())
+            while pending:
+                collect(pending.popleft().result())
     return {m: np.concatenate(v) if v else np.zeros(0) for m, v in parts.items()}
+
+
+def _evaluate_indices(
+    sample: WeightedSample, idx: np.ndarray, metrics: Sequence[str]
+) -> dict[str, np.ndarray]:
+    return sample.evaluate(sample.weights(idx), metrics)
 
 
 class WeightedSample:
@@ -242,6 +271,9 @@ class _Stats:
     def _compute_cum_pos(self) -> np.ndarray:
         return np.cumsum(self._get("pos"), axis=1)
 
+    def _compute_cum_neg(self) -> np.ndarray:
+        return self._get("cum_count") - self._get("cum_pos")
+
     def _compute_cum_qual(self) -> np.ndarray:
         if self.sample.quality_is_labels:
             return self._get("cum_pos")
@@ -268,12 +300,9 @@ class _Stats:
         """Weighted Mann-Whitney: Σ_g pos_g (negatives scored lower + ½ negatives tied)."""
         pos = self._get("pos")
         n_pos = self._get("cum_pos")[:, -1]
-        n_neg = self.total - n_pos
-        # Σ pos_g (n_neg − cum_neg_g + ½ neg_g) with cum_neg = cum_count − cum_pos;
-        # with no tied scores pos_g·neg_g = 0
-        wins = n_pos * n_neg - _rowdot(pos, self._get("cum_count")) + _rowdot(
-            pos, self._get("cum_pos")
-        )
+        n_neg = self._get("cum_neg")[:, -1]
+        # Σ pos_g (n_neg − cum_neg_g + ½ neg_g); with no tied scores pos_g·neg_g = 0
+        wins = n_pos * n_neg - _rowdot(pos, self._get("cum_neg"))
         if not self.sample.singletons:
             wins += 0.5 * _rowdot(pos, self._get("count") - pos)
         with np.errstate(invalid="ignore", divide="ignore"):
@@ -302,7 +331,7 @@ class _Stats:
             count = np.add.reduceat(count[:, ::-1], self.sample.neg_starts, axis=1)
             tn, seen = np.cumsum(neg, axis=1), np.cumsum(count, axis=1)
         else:
-            tn = _before(n_neg, self._get("cum_count") - self._get("cum_pos"))
+            tn = _before(n_neg, self._get("cum_neg"))
             seen = _before(self.total, self._get("cum_count"))
         np.maximum(seen, 1.0, out=seen)  # 0 only past the last item
         np.divide(tn, seen, out=tn)
