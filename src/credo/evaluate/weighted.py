@@ -20,8 +20,9 @@ Why a second implementation of these formulas: the plain functions of
 they are what :func:`credo.evaluate.bootstrap.bootstrap_ci` uses for any other metric.
 But per-generation evaluation reaches 10^5 rows (200 items × 30 samples × methods), and
 1000 resamples of the plain functions on 100,000 rows took 13.5 s for ECE and 19 s for
-AUROC alone, per method. On the same data this engine evaluates all eight metrics of one
-method in about 2 s (``benchmarks/bootstrap_weighted.py``; ``docs/benchmarks.md``).
+AUROC alone, per method (6–36 s CPU per metric measured here, ~160 s for all eight). On
+the same data this engine evaluates all eight metrics of one method in ~3.3 s on two
+shared vCPUs (``benchmarks/bootstrap_weighted.py``; ``docs/benchmarks.md``).
 ``tests/test_bootstrap.py`` shows it equal, to 1e-12 and on the same resample indices,
 to the plain functions evaluated on every resample (ties, one class, equal scores).
 
