@@ -112,3 +112,87 @@ def test_row_functions_give_every_row_its_own_value():
     for i in range(2, 8):
         assert auprc_pos(s[i], y[i]) == average_precision_rows(s, y)[i]
         assert auprc_neg(s[i], y[i]) == auprc_neg_rows(s, y)[i]
+
+
+# ------------------------------------------------- MCE, Brier, AUARC, PRR (issue 15)
+
+
+def test_mce_is_the_largest_gap_over_non_empty_bins():
+    from credo import mce
+
+    # the bins of the ECE hand case: gaps .05, .85, .2 -> MCE .85
+    scores = [0.05, 0.15, 0.95, 0.95]
+    perf = [0.0, 1.0, 1.0, 0.5]
+    assert mce(scores, perf) == pytest.approx(0.85)
+    assert mce([0.3, 0.3, 0.7], [0.0, 1.0, 1.0], levels=np.linspace(0, 1, 11)) == pytest.approx(0.3)
+    assert mce([1.0, 1.0], [1.0, 1.0]) == 0.0
+    assert math.isnan(mce([], []))
+
+
+def test_brier_is_scikit_learns():
+    from sklearn.metrics import brier_score_loss
+
+    from credo import brier
+
+    rng = np.random.default_rng(5)
+    s, y = rng.random(40), rng.integers(0, 2, 40)
+    assert brier(s, y) == pytest.approx(brier_score_loss(y, s))
+    assert brier([0.9, 0.8], [1, 1]) == pytest.approx((0.01 + 0.04) / 2)  # one class: defined
+    with pytest.raises(ValueError, match="labels"):
+        brier([0.1], [0.5])
+
+
+def _auarc_loop(s, q):
+    """Mean quality of the kept items at every rejection level, by brute force over all
+    orders of the tied items (the expectation the tie rule stands for)."""
+    from itertools import permutations
+
+    n = len(s)
+    curves = []
+    for perm in permutations(range(n)):
+        order = sorted(perm, key=lambda i: -s[i])  # stable: ties in the order of perm
+        curves.append([np.mean([q[i] for i in order[: n - j]]) for j in range(n)])
+    return float(np.mean(curves))
+
+
+def test_auarc_by_hand_and_with_ties():
+    from credo import auarc
+
+    # keep 3: (1+0+1)/3, keep 2: 1/2, keep 1: 1
+    assert auarc([0.9, 0.8, 0.1], [1, 0, 1]) == pytest.approx((2 / 3 + 1 / 2 + 1) / 3)
+    # a tie group shares its mean quality: keep 1 -> 0.5, keep 2 -> 0.5
+    assert auarc([0.5, 0.5], [1, 0]) == pytest.approx(0.5)
+    rng = np.random.default_rng(6)
+    for _ in range(5):
+        s = list(rng.integers(0, 3, 6) / 2)
+        q = list(rng.integers(0, 4, 6) / 3)
+        assert auarc(s, q) == pytest.approx(_auarc_loop(s, q))
+    assert math.isnan(auarc([], []))
+
+
+def test_prr_is_one_for_the_oracle_zero_for_no_information_and_nan_when_undefined():
+    from credo import auarc, prr
+
+    q = np.array([0.0, 0.2, 0.6, 1.0, 1.0])
+    assert prr(q, q) == pytest.approx(1.0)
+    assert prr(np.full(5, 0.5), q) == pytest.approx(0.0)  # one tie group: random
+    assert prr(1 - q, q) < 0
+    s = np.array([0.9, 0.1, 0.5, 0.7, 0.3])
+    oracle, random = auarc(q, q), q.mean()
+    assert prr(s, q) == pytest.approx((auarc(s, q) - random) / (oracle - random))
+    assert math.isnan(prr([0.1, 0.9], [1.0, 1.0]))
+
+
+def test_new_row_functions_give_every_row_its_own_value():
+    from credo.evaluate.metrics import auarc_rows, brier_rows, mce_rows, prr_rows
+
+    rng = np.random.default_rng(7)
+    s = rng.integers(0, 4, (6, 9)) / 3
+    q = rng.integers(0, 3, (6, 9)) / 2
+    q[0] = 0.5  # constant quality: PRR undefined
+    y = (q >= 0.5).astype(int)
+    for fn, t in ((auarc_rows, q), (prr_rows, q), (mce_rows, q), (brier_rows, y)):
+        together = fn(s, t)
+        alone = np.array([fn(s[i : i + 1], t[i : i + 1])[0] for i in range(6)])
+        np.testing.assert_allclose(together, alone, rtol=0, atol=1e-15)
+    assert np.isnan(prr_rows(s, q)[0]) and not np.isnan(prr_rows(s, q)[1:]).any()

@@ -325,6 +325,26 @@ def test_paired_bootstrap_uses_the_same_indices_for_both_methods():
     assert d["auroc"].low == d["auroc"].high == 0.0
 
 
+def test_paired_replicates_on_the_weighted_engine_equal_the_row_functions():
+    """The replicates equal auroc_rows / ece_rows on the resampled items (issue 15)."""
+    rng = np.random.default_rng(6)
+    perf = rng.integers(0, 5, 30) / 4
+    a, b = np.round(rng.uniform(0, 1, 30), 1), rng.uniform(0, 1, 30)
+    y = (perf >= 0.5).astype(int)
+    lv = np.linspace(0, 1, 11)
+    d = paired_bootstrap(a, b, perf, n_resamples=300, seed=4, levels_a=lv)
+    idx = np.random.default_rng(4).integers(0, 30, (300, 30))
+    reps = {
+        "auroc": auroc_rows(a[idx], y[idx]) - auroc_rows(b[idx], y[idx]),
+        "ece": ece_rows(a[idx], perf[idx], levels=lv) - ece_rows(b[idx], perf[idx], 10),
+    }
+    for name, rep in reps.items():
+        rep = rep[~np.isnan(rep)]
+        assert d[name].n_valid == rep.size
+        assert (d[name].low, d[name].high) == pytest.approx(
+            tuple(np.quantile(rep, [0.025, 0.975])), abs=1e-12)
+
+
 def test_vectorised_metrics_equal_sklearn_and_metrics():
     rng = np.random.default_rng(3)
     s = rng.integers(0, 6, (50, 30)) / 5

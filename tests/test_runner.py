@@ -112,3 +112,39 @@ def test_cli_cache_stats_counts_the_run(config, bow_embedder, capsys):
     samples = int(out.split(" samples")[0].rsplit(" ", 1)[1])
     assert samples == 4 * 12 + candidates
     assert main(["cache", "stats", "--cache", str(config.cache.parent / "nope.sqlite")]) == 1
+
+
+def test_graph_estimators_new_metrics_and_calibration_in_the_run_folder(config, bow_embedder):
+    """Issue 15 end to end: the estimators score from the original samples, every table
+    has MCE, Brier, AUARC, PRR with CIs, and --calibrate adds the cross-fitted ECE."""
+    import math
+
+    import yaml
+
+    from credo import semantic_entropy
+    from credo.evaluate.tables import METRICS
+
+    estimators = ["semantic_entropy", "num_semantic_sets", "eigv", "degree", "eccentricity",
+                  "kle"]
+    cfg = config.model_copy(update={"methods": ["self_consistency", *estimators],
+                                    "bootstrap": 40, "calibrate": "isotonic"})
+    result = run(cfg, model=ScriptedModel(respond), embedder=bow_embedder, task=TASK,
+                 show_progress=False)
+    for r in result.items:
+        answers = [s.answer.value for s in r.original]
+        assert r.scores["semantic_entropy"] == pytest.approx(
+            1 - semantic_entropy(answers) / math.log(6))
+        assert all(0.0 <= r.scores[m] <= 1.0 for m in estimators)
+    metrics = json.loads((cfg.out / "metrics.json").read_text())
+    for m in ["self_consistency", *estimators]:
+        d = metrics["methods"][m]
+        assert {f"{k}_low" for k in METRICS} <= set(d)
+        assert "ece_calibrated" in d and "brier_calibrated" in d
+    assert {"degree", "eccentricity"} <= set(metrics["responses"])
+    assert "prr_high" in metrics["responses"]["degree"]
+    report = (cfg.out / "report.md").read_text()
+    for header in ("MCE ↓", "Brier ↓", "AUARC ↑", "PRR ↑", "ECE cal. ↓", "isotonic"):
+        assert header in report
+    assert yaml.safe_load((cfg.out / "config.yaml").read_text())["calibrate"] == "isotonic"
+    page = (cfg.out / "report.html").read_text()
+    assert "PRR ↑" in page and "AUARC ↑" in page and "ece calibrated" in page

@@ -4,8 +4,12 @@ Public API (000 = Cross-Contextual Consistency paper):
 
 - :func:`c3`, :func:`c3_cross`, :func:`self_consistency`: per-item scores from answers.
 - :func:`answer_consistency`: per-generation agreement (002 App. A.11.2).
-- :func:`ece`, :func:`auroc`, :func:`auprc_pos`, :func:`auprc_neg`: evaluation metrics;
-  :func:`bootstrap_ci`: their 95% bootstrap intervals (002 §3.7).
+- :func:`semantic_entropy`, :func:`eigv`, :func:`degree`, :func:`eccentricity`,
+  :func:`kle`: uncertainty estimators on the similarity graph of the samples (Farquhar
+  et al. 2024; Lin et al. 2024; Nikitin et al. 2024).
+- :func:`ece`, :func:`mce`, :func:`brier`, :func:`auroc`, :func:`auprc_pos`,
+  :func:`auprc_neg`, :func:`auarc`, :func:`prr`: evaluation metrics; :func:`bootstrap_ci`:
+  their 95% bootstrap intervals (002 §3.7).
 - :func:`run`: the whole pipeline from a :class:`RunConfig`.
 - :func:`flip_rates`, :func:`linear_kappa`: flip rate by perturbation strength and
   weighted kappa (003 eq. 2, §3.4).
@@ -23,8 +27,19 @@ if TYPE_CHECKING:
     from credo.api import run
     from credo.config import PerturbationConfig, RunConfig
     from credo.evaluate.bootstrap import bootstrap_ci
-    from credo.evaluate.metrics import auprc_neg, auprc_pos, auroc, ece
-    from credo.methods import answer_consistency, c3, c3_cross, mmd2_unbiased, self_consistency
+    from credo.evaluate.metrics import auarc, auprc_neg, auprc_pos, auroc, brier, ece, mce, prr
+    from credo.methods import (
+        answer_consistency,
+        c3,
+        c3_cross,
+        degree,
+        eccentricity,
+        eigv,
+        kle,
+        mmd2_unbiased,
+        self_consistency,
+        semantic_entropy,
+    )
     from credo.methods.scoring import ItemResult
     from credo.pipeline.runner import RunResult
     from credo.strength import flip_rates, linear_kappa
@@ -35,18 +50,27 @@ _EXPORTS = {
     "RunConfig": "credo.config",
     "RunResult": "credo.pipeline.runner",
     "answer_consistency": "credo.methods",
+    "auarc": "credo.evaluate.metrics",
     "auprc_neg": "credo.evaluate.metrics",
     "auprc_pos": "credo.evaluate.metrics",
     "auroc": "credo.evaluate.metrics",
     "bootstrap_ci": "credo.evaluate.bootstrap",
+    "brier": "credo.evaluate.metrics",
     "c3": "credo.methods",
     "c3_cross": "credo.methods",
+    "degree": "credo.methods",
+    "eccentricity": "credo.methods",
+    "eigv": "credo.methods",
     "ece": "credo.evaluate.metrics",
     "flip_rates": "credo.strength",
+    "kle": "credo.methods",
     "linear_kappa": "credo.strength",
+    "mce": "credo.evaluate.metrics",
     "mmd2_unbiased": "credo.methods",
+    "prr": "credo.evaluate.metrics",
     "run": "credo.api",
     "self_consistency": "credo.methods",
+    "semantic_entropy": "credo.methods",
 }
 
 __all__ = [
@@ -55,18 +79,27 @@ __all__ = [
     "RunConfig",
     "RunResult",
     "answer_consistency",
+    "auarc",
     "auprc_neg",
     "auprc_pos",
     "auroc",
     "bootstrap_ci",
+    "brier",
     "c3",
     "c3_cross",
+    "degree",
+    "eccentricity",
     "ece",
+    "eigv",
     "flip_rates",
+    "kle",
     "linear_kappa",
+    "mce",
     "mmd2_unbiased",
+    "prr",
     "run",
     "self_consistency",
+    "semantic_entropy",
 ]
 
 __version__ = "0.1.0"

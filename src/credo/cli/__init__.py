@@ -80,6 +80,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     r.add_argument("--bootstrap", type=int, help="bootstrap resamples for CIs (0 = none)")
     r.add_argument(
+        "--calibrate",
+        metavar="{none,isotonic,platt}",
+        help="also report ECE and Brier after a post-hoc calibration map cross-fitted over"
+        " 5 folds of items (isotonic regression or Platt scaling)",
+    )
+    r.add_argument(
         "--followups",
         type=int,
         help="original samples per item asked follow-ups (verbalized, P(True), CCP)",

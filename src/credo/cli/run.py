@@ -37,6 +37,7 @@ def run_config_from_args(args: argparse.Namespace) -> Any:
         "cache": args.cache,
         "kernel": args.kernel,
         "bootstrap": args.bootstrap,
+        "calibrate": args.calibrate,
     }
     data.update({k: v for k, v in flat.items() if v is not None})
     if args.methods:

@@ -8,24 +8,32 @@ from credo.evaluate.bootstrap import (
     polarisation_entropy,
 )
 from credo.evaluate.metrics import (
+    auarc,
     auprc_neg,
     auprc_pos,
     auroc,
+    brier,
     ece,
     ece_discrete,
     labels_from_performance,
+    mce,
+    prr,
 )
 
 __all__ = [
+    "auarc",
     "auprc_neg",
     "auprc_pos",
     "auroc",
     "bootstrap_ci",
     "bootstrap_distribution",
+    "brier",
     "calibration_correlation",
     "calibration_curve",
     "ece",
     "ece_discrete",
     "labels_from_performance",
+    "mce",
     "polarisation_entropy",
+    "prr",
 ]

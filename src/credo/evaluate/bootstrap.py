@@ -2,7 +2,11 @@
 
 002 §3.7: "we estimate bootstrap confidence intervals at the 95% confidence level over
 calibration curves and representative ECE values using 1000 resamples". The resampling is
-scipy's (:func:`scipy.stats.bootstrap`, paired over items, percentile intervals).
+scipy's (:func:`scipy.stats.bootstrap`, paired over items, percentile intervals). The
+named metrics (ECE, MCE, Brier, AUROC, AUPRC-P/N, AUARC, PRR) are evaluated on the same
+resample indices by the weighted engine of :mod:`credo.evaluate.weighted`, all metrics of
+one method from one set of weights (:func:`bootstrap_cis`); any other metric callable
+goes through scipy's loop.
 
 Polarisation (002 §4, Fig. A.2 tables) is read from the normalised entropy of the bucket
 counts of a calibration plot: 1 when scores spread evenly over the bins, 0 when every
@@ -22,25 +26,44 @@ from scipy import stats
 
 from credo.evaluate.binning import bin_index, number_of_bins
 from credo.evaluate.metrics import (
+    auarc,
+    auarc_rows,
     auprc_neg,
     auprc_neg_rows,
     auprc_pos,
     auroc,
     auroc_rows,
     average_precision_rows,
+    brier,
+    brier_rows,
     ece,
     ece_rows,
+    mce,
+    mce_rows,
+    prr,
+    prr_rows,
+)
+from credo.evaluate.weighted import (
+    FAST_METRICS,
+    LABEL_METRICS,
+    WeightedSample,
+    weighted_bootstrap,
 )
 
 ArrayLike = Sequence[float] | np.ndarray
 Metric = Callable[[np.ndarray, np.ndarray], float]
 
-#: Metrics a name can select in :func:`bootstrap_ci`; targets are p̄ for ECE, labels else.
+#: Metrics a name can select in :func:`bootstrap_ci`; targets are the quality (p̄ or 0/1
+#: correctness) for ECE, MCE, AUARC and PRR, 0/1 labels for the rest.
 NAMED_METRICS: dict[str, Metric] = {
     "ece": ece,
+    "mce": mce,
+    "brier": brier,
     "auroc": auroc,
     "auprc_pos": auprc_pos,
     "auprc_neg": auprc_neg,
+    "auarc": auarc,
+    "prr": prr,
 }
 
 
@@ -74,8 +97,10 @@ def bootstrap_ci(
 
     Items are resampled with replacement, scores and targets together (scipy's paired
     bootstrap), ``n_resamples`` times. ``metric`` is a callable ``(scores, targets) ->
-    float`` or one of ``"ece"`` (targets = per-item performance in [0, 1]), ``"auroc"``,
-    ``"auprc_pos"``, ``"auprc_neg"`` (targets = 0/1 labels).
+    float`` or one of ``"ece"``, ``"mce"``, ``"auarc"``, ``"prr"`` (targets = per-item
+    performance in [0, 1]), ``"brier"``, ``"auroc"``, ``"auprc_pos"``, ``"auprc_neg"``
+    (targets = 0/1 labels); a name runs on the weighted engine (10 ECE/MCE bins; see
+    :func:`bootstrap_cis` for other bins and several metrics at once).
 
     A resample on which the metric is undefined (NaN: e.g. AUROC on a resample holding
     one class) is left out of the percentiles; if more than half are undefined the
@@ -85,22 +110,56 @@ def bootstrap_ci(
     -------
     (low, high) : the ``(1 - confidence) / 2`` and ``(1 + confidence) / 2`` percentiles.
     """
-    fn = _resolve(metric)
-    s = np.asarray(scores, dtype=float)
-    t = np.asarray(targets, dtype=float)
-    if s.ndim != 1 or t.ndim != 1 or s.shape != t.shape:
-        raise ValueError(
-            f"scores and targets must be 1-d of equal length, got {s.shape}, {t.shape}"
-        )
-    if not 0.0 < confidence < 1.0:
-        raise ValueError(f"confidence must lie in (0, 1), got {confidence}")
-    if n_resamples < 1:
-        raise ValueError(f"n_resamples must be >= 1, got {n_resamples}")
+    _resolve(metric)
+    s, t = _paired(scores, targets, "targets")
+    _check_resampling(n_resamples, confidence)
     if s.size < 2:
         return (math.nan, math.nan)
-    dist = bootstrap_distribution(fn, s, t, n_resamples, seed)
+    dist = bootstrap_distribution(metric, s, t, n_resamples, seed)
+    return percentile_interval(dist, confidence)
+
+
+def bootstrap_cis(
+    scores: ArrayLike,
+    quality: ArrayLike,
+    labels: ArrayLike | None = None,
+    metrics: Sequence[str] = FAST_METRICS,
+    *,
+    n_bins: int = 10,
+    levels: ArrayLike | None = None,
+    n_resamples: int = 1000,
+    confidence: float = 0.95,
+    seed: int = 0,
+) -> dict[str, tuple[float, float]]:
+    """Percentile bootstrap CIs of several metrics of one method, from the same resamples.
+
+    Every resample (the indices of :func:`bootstrap_ci` with the same ``seed``) is
+    evaluated for all ``metrics`` at once by :mod:`credo.evaluate.weighted`. ``quality``
+    is the target of ECE, MCE, AUARC and PRR (p̄ at item level, 0/1 correctness per
+    generation); ``labels`` (0/1) that of Brier, AUROC and AUPRC-P/N, by default
+    ``quality`` itself. ECE and MCE use ``n_bins`` equal-width bins or one per discrete
+    level. A metric undefined on more than half of the resamples gets ``(nan, nan)``.
+    """
+    s, q = _paired(scores, quality, "quality")
+    if labels is None:
+        labels = q
+    _, y = _paired(s, labels, "labels")
+    _check_resampling(n_resamples, confidence)
+    unknown = set(metrics) - set(FAST_METRICS)
+    if unknown:
+        raise ValueError(f"unknown metrics {sorted(unknown)}; known: {list(FAST_METRICS)}")
+    if s.size < 2:
+        return {m: (math.nan, math.nan) for m in metrics}
+    sample = WeightedSample(s, q, y, n_bins=n_bins, levels=levels)
+    dist = weighted_bootstrap(sample, metrics, n_resamples, seed)
+    return {m: percentile_interval(dist[m], confidence) for m in metrics}
+
+
+def percentile_interval(dist: np.ndarray, confidence: float = 0.95) -> tuple[float, float]:
+    """The two-sided percentile interval of a bootstrap distribution, NaN resamples left
+    out; ``(nan, nan)`` when more than half are NaN (002 §3.7)."""
     finite = dist[np.isfinite(dist)]
-    if finite.size * 2 < dist.size:
+    if finite.size == 0 or finite.size * 2 < dist.size:
         return (math.nan, math.nan)
     alpha = (1.0 - confidence) / 2.0
     low, high = np.percentile(finite, [100 * alpha, 100 * (1 - alpha)])
@@ -116,12 +175,18 @@ def bootstrap_distribution(
 ) -> np.ndarray:
     """The ``n_resamples`` values of ``metric`` on paired item resamples (NaN where undefined).
 
-    A :class:`RowMetric` gets all resamples in one call, as (B, N) matrices; any other
-    callable is called once per resample. The resamples are the same either way.
+    A metric name runs on the weighted engine (:mod:`credo.evaluate.weighted`; targets
+    as in :func:`bootstrap_ci`); a :class:`RowMetric` gets all resamples in one call, as
+    (B, N) matrices; any other callable is called once per resample. The resamples are
+    the same in all three cases.
     """
     fn = _resolve(metric)
     s = np.asarray(scores, dtype=float)
     t = np.asarray(targets, dtype=float)
+    if isinstance(metric, str):
+        labels = t if metric in LABEL_METRICS else None
+        sample = WeightedSample(s, t, labels)
+        return weighted_bootstrap(sample, [metric], n_resamples, seed)[metric]
     rows = fn.rows if isinstance(fn, RowMetric) else None
 
     def statistic(a: np.ndarray, b: np.ndarray, axis: int = -1) -> float | np.ndarray:
@@ -207,20 +272,42 @@ def polarisation_entropy(
 
 
 def row_metrics(n_bins: int = 10) -> dict[str, RowMetric]:
-    """ECE, AUROC, AUPRC-P, AUPRC-N as :class:`RowMetric` functions of (scores, targets).
+    """The metrics of :data:`NAMED_METRICS` as :class:`RowMetric` functions of (scores,
+    targets), in the order of :data:`credo.evaluate.weighted.FAST_METRICS`.
 
     The row functions of :mod:`credo.evaluate.metrics` (the one implementation of each
-    formula: ECE with ``n_bins`` equal-width bins, scikit-learn's ROC and average
-    precision) without the input checks of the public metrics, so the bootstrap
-    evaluates all resamples in one call. Targets are p̄ for ECE and 0/1 labels for the
-    rest (000 App. E.2); NaN where undefined.
+    formula: ECE and MCE with ``n_bins`` equal-width bins, scikit-learn's ROC, average
+    precision and Brier score) without the input checks of the public metrics. Targets
+    are p̄ for ECE, MCE, AUARC and PRR and 0/1 labels for the rest (000 App. E.2); NaN
+    where undefined.
     """
-    return {
+    rows = {
         "ece": RowMetric(partial(ece_rows, n_bins=n_bins)),
+        "mce": RowMetric(partial(mce_rows, n_bins=n_bins)),
+        "brier": RowMetric(brier_rows),
         "auroc": RowMetric(auroc_rows),
         "auprc_pos": RowMetric(average_precision_rows),
         "auprc_neg": RowMetric(auprc_neg_rows),
+        "auarc": RowMetric(auarc_rows),
+        "prr": RowMetric(prr_rows),
     }
+    return {m: rows[m] for m in FAST_METRICS}
+
+
+def _paired(a: ArrayLike, b: ArrayLike, name: str) -> tuple[np.ndarray, np.ndarray]:
+    s = np.asarray(a, dtype=float)
+    t = np.asarray(b, dtype=float)
+    if s.ndim != 1 or t.ndim != 1 or s.shape != t.shape:
+        raise ValueError(f"scores and {name} must be 1-d of equal length, got {s.shape}, "
+                         f"{t.shape}")
+    return s, t
+
+
+def _check_resampling(n_resamples: int, confidence: float) -> None:
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must lie in (0, 1), got {confidence}")
+    if n_resamples < 1:
+        raise ValueError(f"n_resamples must be >= 1, got {n_resamples}")
 
 
 def _resolve(metric: str | Metric) -> Metric:

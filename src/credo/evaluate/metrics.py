@@ -1,18 +1,23 @@
-"""Calibration and ranking metrics of 000 App. E.2.
+"""Calibration, ranking and selective-prediction metrics (000 App. E.2; LM-Polygraph).
 
 Per benchmark item ``i`` the evaluation has a score ``s_i`` in [0, 1] (a method's
 credibility) and an empirical performance ``p̄_i`` (mean correctness over the ``n``
-original samples). Ranking metrics use the binary label ``y_i = 1[p̄_i >= 0.5]``.
+original samples). Ranking metrics use the binary label ``y_i = 1[p̄_i >= 0.5]``; the
+rejection metrics (AUARC, PRR) use the quality ``p̄_i`` itself (000 App. E.2's per-item
+performance). Per generation, label and quality are the 0/1 correctness.
 
-ROC and precision-recall areas come from scikit-learn; ECE is written here because it is
-one line of binning that scikit-learn does not provide, with the bins of
-:mod:`credo.evaluate.binning`.
+ROC and precision-recall areas and the Brier score come from scikit-learn; ECE, MCE and
+the accuracy-rejection area are written here because scikit-learn does not provide them,
+with the bins of :mod:`credo.evaluate.binning`.
 
 Each formula has one implementation, vectorised over the rows of a (B, N) matrix so that
-bootstrap resamples are evaluated together: :func:`ece_rows`, :func:`auroc_rows` and
-:func:`average_precision_rows`. The public one-sample functions (:func:`ece`,
+bootstrap resamples are evaluated together: :func:`ece_rows`, :func:`mce_rows`,
+:func:`auroc_rows`, :func:`average_precision_rows`, :func:`brier_rows`,
+:func:`auarc_rows`, :func:`prr_rows`. The public one-sample functions (:func:`ece`,
 :func:`auroc`, ...) check their inputs at the door (sklearn-style) and call them on one
-row; the bootstrap and the paired tests call the row functions on inputs already checked.
+row; the paired tests and the generic bootstrap call the row functions on inputs already
+checked. The bootstrap of the named metrics runs on the weighted engine of
+:mod:`credo.evaluate.weighted`, tested equal to these functions on every resample.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from typing import Any
 
 import numpy as np
 from sklearn import config_context
-from sklearn.metrics import average_precision_score, roc_auc_score
+from sklearn.metrics import average_precision_score, brier_score_loss, roc_auc_score
 
 from credo.evaluate.binning import bin_index, number_of_bins
 
@@ -117,6 +122,82 @@ def auprc_neg(scores: ArrayLike, labels: ArrayLike) -> float:
     return float(auprc_neg_rows(s[None, :], y[None, :])[0])
 
 
+def mce(
+    scores: ArrayLike, performance: ArrayLike, n_bins: int = 10, levels: ArrayLike | None = None
+) -> float:
+    """Maximum Calibration Error: the largest gap over the non-empty bins.
+
+    ``MCE = max_{b : |I_b| > 0} |perf(I_b) − score(I_b)|`` with the bins of :func:`ece`
+    (``n_bins`` equal-width bins, or one per discrete level when ``levels`` is given;
+    :mod:`credo.evaluate.binning`). Naeini et al. (AAAI 2015) define it beside ECE.
+
+    Returns
+    -------
+    float in [0, 1]; NaN when N == 0.
+    """
+    s = _as_unit_interval(scores, "scores")
+    p = _as_unit_interval(performance, "performance")
+    _check_same_length(s, p, "scores", "performance")
+    number_of_bins(n_bins, levels)
+    if s.size == 0:
+        return math.nan
+    return float(mce_rows(s[None, :], p[None, :], n_bins, levels)[0])
+
+
+def brier(scores: ArrayLike, labels: ArrayLike) -> float:
+    """Brier score ``1/N Σ_i (s_i − y_i)²`` of confidences against 0/1 labels (lower is better).
+
+    scikit-learn's ``brier_score_loss(labels, scores)``. At item level the labels are
+    ``1[p̄ ≥ 0.5]``, per generation the generation's correctness. NaN when N == 0.
+    """
+    s, y = _scores_labels(scores, labels)
+    if s.size == 0:
+        return math.nan
+    return float(brier_rows(s[None, :], y[None, :])[0])
+
+
+def auarc(scores: ArrayLike, quality: ArrayLike) -> float:
+    """Area under the accuracy-rejection curve (Nadeem et al. 2009; LM-Polygraph).
+
+    Items are rejected lowest score first; at rejection level ``j/N``
+    (``j = 0, 1, …, N − 1``) the ``N − j`` items with the highest scores are kept and
+    their mean quality is read off. AUARC is the mean of those N values,
+    ``1/N Σ_{k=1..N} Q_k / k`` with ``Q_k`` the total quality of the top k. Tied scores
+    cannot be ordered, so the items of a tie group share the group's mean quality (the
+    expected curve over every order of the ties). Quality: p̄ at item level, 0/1
+    correctness per generation.
+
+    Returns
+    -------
+    float in [0, 1]; NaN when N == 0.
+    """
+    s = _as_unit_interval(scores, "scores")
+    q = _as_unit_interval(quality, "quality")
+    _check_same_length(s, q, "scores", "quality")
+    if s.size == 0:
+        return math.nan
+    return float(auarc_rows(s[None, :], q[None, :])[0])
+
+
+def prr(scores: ArrayLike, quality: ArrayLike) -> float:
+    """Prediction rejection ratio, LM-Polygraph's headline metric (Malinin et al. 2017;
+    Vashurin et al., TACL 2025).
+
+    ``PRR = (AUARC(s) − AUARC(random)) / (AUARC(oracle) − AUARC(random))`` where
+    AUARC(random) is the mean quality (a random order keeps the mean at every level) and
+    the oracle rejects the lowest-quality items first (``AUARC(quality, quality)``).
+    1 = the scores order the items as well as their quality, 0 = no better than chance,
+    negative = worse. NaN when N == 0 or every item has the same quality (the oracle
+    equals random).
+    """
+    s = _as_unit_interval(scores, "scores")
+    q = _as_unit_interval(quality, "quality")
+    _check_same_length(s, q, "scores", "quality")
+    if s.size == 0:
+        return math.nan
+    return float(prr_rows(s[None, :], q[None, :])[0])
+
+
 # ----------------------------------------------------------- row-vectorised formulas
 
 
@@ -144,6 +225,79 @@ def ece_rows(
     flat = (np.arange(rows)[:, None] * n_b + bin_index(s, n_bins, levels)).ravel()
     gap = np.bincount(flat, weights=(p - s).ravel(), minlength=rows * n_b)
     return np.abs(gap).reshape(rows, n_b).sum(axis=1) / n
+
+
+def mce_rows(
+    scores: np.ndarray,
+    performance: np.ndarray,
+    n_bins: int = 10,
+    levels: ArrayLike | None = None,
+) -> np.ndarray:
+    """MCE of every row of a (B, N) score matrix: ``max_b |Σ_{i∈b} (p̄_i − s_i)| / |I_b|``
+    over the non-empty bins of :func:`credo.evaluate.binning.bin_index`. No range
+    checks. NaN for every row when N == 0."""
+    s = np.asarray(scores, dtype=float)
+    p = np.asarray(performance, dtype=float)
+    if s.shape != p.shape or s.ndim != 2:
+        raise ValueError(f"scores and performance must be equal (B, N) matrices, got {s.shape}")
+    rows, n = s.shape
+    n_b = number_of_bins(n_bins, levels)
+    if n == 0:
+        return np.full(rows, np.nan)
+    flat = (np.arange(rows)[:, None] * n_b + bin_index(s, n_bins, levels)).ravel()
+    gap = np.bincount(flat, weights=(p - s).ravel(), minlength=rows * n_b).reshape(rows, n_b)
+    count = np.bincount(flat, minlength=rows * n_b).reshape(rows, n_b)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        per_bin = np.where(count > 0, np.abs(gap) / count, -np.inf)
+    return per_bin.max(axis=1)
+
+
+def brier_rows(scores: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """Brier score of every row of a (B, N) score matrix against 0/1 labels:
+    scikit-learn's ``brier_score_loss`` per row. NaN for every row when N == 0."""
+    s, y = _rows(scores, labels)
+    if s.shape[1] == 0:
+        return np.full(s.shape[0], np.nan)
+    with config_context(skip_parameter_validation=True):
+        return np.array([brier_score_loss(yy, ss) for ss, yy in zip(s, y, strict=True)])
+
+
+def auarc_rows(scores: np.ndarray, quality: np.ndarray) -> np.ndarray:
+    """AUARC of every row of a (B, N) score matrix against the (B, N) quality (see
+    :func:`auarc`): per row, sort by score (descending), give each tie group its mean
+    quality, and average the running mean quality ``Q_k / k`` over k = 1..N. No range
+    checks. NaN for every row when N == 0."""
+    s = np.asarray(scores, dtype=float)
+    q = np.asarray(quality, dtype=float)
+    if s.shape != q.shape or s.ndim != 2:
+        raise ValueError(f"scores and quality must be equal (B, N) matrices, got {s.shape}")
+    rows, n = s.shape
+    if n == 0:
+        return np.full(rows, np.nan)
+    order = np.argsort(-s, axis=1, kind="stable")
+    s_sorted = np.take_along_axis(s, order, axis=1)
+    q_sorted = np.take_along_axis(q, order, axis=1)
+    new_group = np.ones_like(s_sorted, dtype=bool)
+    new_group[:, 1:] = s_sorted[:, 1:] != s_sorted[:, :-1]
+    group = np.cumsum(new_group.ravel()) - 1  # tie groups, numbered across the rows
+    size = np.bincount(group)
+    tied = (np.bincount(group, weights=q_sorted.ravel()) / size)[group].reshape(rows, n)
+    return (np.cumsum(tied, axis=1) / np.arange(1, n + 1)).mean(axis=1)
+
+
+def prr_rows(scores: np.ndarray, quality: np.ndarray) -> np.ndarray:
+    """PRR of every row (see :func:`prr`): ``(AUARC − mean q) / (AUARC(q, q) − mean q)``,
+    NaN for rows whose quality is constant. No range checks."""
+    s = np.asarray(scores, dtype=float)
+    q = np.asarray(quality, dtype=float)
+    model = auarc_rows(s, q)
+    if s.shape[1] == 0:
+        return model
+    oracle = auarc_rows(q, q)
+    random = q.mean(axis=1)
+    constant = q.max(axis=1) == q.min(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(constant, np.nan, (model - random) / (oracle - random))
 
 
 def auroc_rows(scores: np.ndarray, labels: np.ndarray) -> np.ndarray:

@@ -16,27 +16,35 @@ from typing import Any
 import numpy as np
 
 from credo.evaluate.bootstrap import (
-    bootstrap_ci,
+    bootstrap_cis,
     calibration_correlation,
     polarisation_entropy,
-    row_metrics,
 )
+from credo.evaluate.calibration import Calibration, cross_fitted
 from credo.evaluate.metrics import (
+    auarc,
     auprc_neg,
     auprc_pos,
     auroc,
+    brier,
     ece,
     ece_discrete,
     labels_from_performance,
+    mce,
+    prr,
 )
+from credo.evaluate.weighted import FAST_METRICS
 from credo.methods.scoring import ItemResult
 
 __all__ = ["METRICS", "RESPONSE_CI_METRICS", "evaluate_items", "evaluate_responses",
            "unavailable_reasons"]
 
-METRICS = ("ece", "auroc", "auprc_pos", "auprc_neg")
-#: Metrics that get bootstrap CIs at the response level (002 §3.7 reports ECE and AUROC).
-RESPONSE_CI_METRICS = ("ece", "auroc")
+#: Metrics of every table, each with a bootstrap CI: calibration (ECE, MCE, Brier),
+#: ranking (AUROC, AUPRC-P, AUPRC-N) and rejection (AUARC, PRR).
+METRICS = FAST_METRICS
+#: Metrics that get bootstrap CIs at the response level: all of them, now that the
+#: weighted bootstrap makes 10^5 responses cheap (002 §3.7 reports ECE and AUROC).
+RESPONSE_CI_METRICS = FAST_METRICS
 
 
 def evaluate_items(
@@ -45,14 +53,19 @@ def evaluate_items(
     n_bins: int = 10,
     n_resamples: int = 0,
     seed: int = 0,
+    calibrate: Calibration = "none",
 ) -> dict[str, dict[str, float]]:
     """Item-level evaluation per method (000 App. E.2): score vs p̄ and vs 1[p̄ ≥ 0.5].
 
-    ECE, AUROC, AUPRC-P, AUPRC-N, mean score, Pearson calibration correlation and the
-    polarisation entropy (002 Fig. 4, §4), over the items the method scored
-    (``n_items``); with ``n_resamples`` > 0 also 95% bootstrap CIs as ``<metric>_low``
-    and ``<metric>_high`` (002 §3.7). Extras a method reports (e.g. label mass) are
-    averaged.
+    ECE and MCE against p̄, Brier, AUROC, AUPRC-P and AUPRC-N against the label
+    1[p̄ ≥ 0.5], AUARC and PRR with p̄ as the quality, the mean score, Pearson calibration
+    correlation and the polarisation entropy (002 Fig. 4, §4), over the items the method
+    scored (``n_items``); with ``n_resamples`` > 0 also 95% bootstrap CIs as
+    ``<metric>_low`` and ``<metric>_high`` (002 §3.7), all metrics of a method from the
+    same resamples. With ``calibrate`` "isotonic" or "platt", ``ece_calibrated`` and
+    ``brier_calibrated`` are the same metrics of the scores mapped by a calibrator
+    cross-fitted over items (:mod:`credo.evaluate.calibration`, folds seeded by
+    ``seed``). Extras a method reports (e.g. label mass) are averaged.
     """
     out: dict[str, dict[str, float]] = {}
     # A metric undefined on one class is NaN and shown as n/a in the report; no warning.
@@ -69,11 +82,11 @@ def evaluate_items(
             d = _metrics(s, perf, labels, n_bins, None)
             d["n_items"] = len(rows)
             if n_resamples and len(rows) >= 2:
-                fns = row_metrics(n_bins)  # ECE with the run's bins, as the point value
-                for metric in METRICS:
-                    target = perf if metric == "ece" else labels
-                    lo, hi = bootstrap_ci(fns[metric], s, target, n_resamples, seed=seed)
-                    d[f"{metric}_low"], d[f"{metric}_high"] = lo, hi
+                cis = bootstrap_cis(s, perf, labels, n_bins=n_bins, n_resamples=n_resamples,
+                                    seed=seed)
+                _add_cis(d, cis)
+            if calibrate != "none":
+                d.update(_calibrated(s, perf, labels, n_bins, calibrate, seed, None))
             extras: dict[str, list[float]] = defaultdict(list)
             for r in rows:
                 for k, v in r.method_scores[name].extras.items():
@@ -89,12 +102,17 @@ def evaluate_responses(
     n_bins: int = 10,
     n_resamples: int = 0,
     seed: int = 0,
+    calibrate: Calibration = "none",
 ) -> dict[str, dict[str, float]]:
     """Response-level evaluation (002 §3.5–3.7): each generation's confidence against
     that generation's own correctness, for methods that score generations.
 
-    Discrete-valued scores (Answer Consistency) use one ECE bin per value (002 App.
-    A.11.3). Bootstrap CIs resample responses.
+    The metrics of :func:`evaluate_items` with the 0/1 correctness as target, label and
+    quality. Discrete-valued scores (Answer Consistency) use one ECE/MCE bin per value
+    (002 App. A.11.3). Bootstrap CIs resample responses. Calibrated ECE and Brier
+    (``calibrate``) are cross-fitted over items: all generations of an item are held out
+    together; their ECE uses ``n_bins`` equal-width bins (the calibrated scores leave the
+    discrete levels).
     """
     out: dict[str, dict[str, float]] = {}
     with warnings.catch_warnings():
@@ -102,8 +120,9 @@ def evaluate_responses(
         for name in methods:
             conf: list[float] = []
             corr: list[float] = []
+            owner: list[int] = []
             levels = None
-            for r in items:
+            for k, r in enumerate(items):
                 sc = r.method_scores[name]
                 if not sc.responses:
                     continue
@@ -112,6 +131,7 @@ def evaluate_responses(
                     if value is not None and ok is not None:
                         conf.append(value)
                         corr.append(float(ok))
+                        owner.append(k)
             if not conf:
                 continue
             s, c = np.array(conf), np.array(corr)
@@ -119,10 +139,11 @@ def evaluate_responses(
             d["n_responses"] = len(conf)
             d["accuracy"] = float(c.mean())
             if n_resamples and len(conf) >= 2:
-                for metric in RESPONSE_CI_METRICS:
-                    fn = _discrete_ece(levels) if metric == "ece" and levels else metric
-                    lo, hi = bootstrap_ci(fn, s, c, n_resamples, seed=seed)
-                    d[f"{metric}_low"], d[f"{metric}_high"] = lo, hi
+                cis = bootstrap_cis(s, c, c, RESPONSE_CI_METRICS, n_bins=n_bins, levels=levels,
+                                    n_resamples=n_resamples, seed=seed)
+                _add_cis(d, cis)
+            if calibrate != "none":
+                d.update(_calibrated(s, c, c, n_bins, calibrate, seed, np.array(owner)))
             out[name] = d
     return out
 
@@ -134,20 +155,39 @@ def _metrics(
         return {k: math.nan for k in (*METRICS, "mean_score", "pearson", "polarisation")}
     return {
         "ece": ece_discrete(s, target, levels) if levels else ece(s, target, n_bins),
+        "mce": mce(s, target, n_bins, levels),
+        "brier": brier(s, labels),
         "auroc": auroc(s, labels),
         "auprc_pos": auprc_pos(s, labels),
         "auprc_neg": auprc_neg(s, labels),
+        "auarc": auarc(s, target),
+        "prr": prr(s, target),
         "mean_score": float(s.mean()),
         "pearson": calibration_correlation(s, target, n_bins, levels),
         "polarisation": polarisation_entropy(s, n_bins, levels),
     }
 
 
-def _discrete_ece(levels: tuple[float, ...]):
-    def metric(s: np.ndarray, c: np.ndarray) -> float:
-        return ece_discrete(s, c, levels)
+def _add_cis(d: dict[str, float], cis: dict[str, tuple[float, float]]) -> None:
+    for metric, (lo, hi) in cis.items():
+        d[f"{metric}_low"], d[f"{metric}_high"] = lo, hi
 
-    return metric
+
+def _calibrated(
+    s: np.ndarray,
+    target: np.ndarray,
+    labels: np.ndarray,
+    n_bins: int,
+    method: Calibration,
+    seed: int,
+    items: np.ndarray | None,
+) -> dict[str, float]:
+    """ECE and Brier of the cross-fitted calibrated scores (NaN below 2 items)."""
+    cal = cross_fitted(s, target, method, items=items, seed=seed)
+    if s.size == 0 or np.isnan(cal).any():
+        return {"ece_calibrated": math.nan, "brier_calibrated": math.nan}
+    cal = np.clip(cal, 0.0, 1.0)
+    return {"ece_calibrated": ece(cal, target, n_bins), "brier_calibrated": brier(cal, labels)}
 
 
 def unavailable_reasons(items: Sequence[ItemResult], methods: Sequence[str]) -> dict[str, str]:

@@ -177,9 +177,11 @@ def run_pipeline(config: RunConfig, pool: ModelPool, task: Task | None = None) -
         options={"followups": config.baselines.followups,
                  "ccp_min_prob": config.baselines.ccp_min_prob},
     )
-    metrics = evaluate_items(items, config.methods, config.ece_bins, config.bootstrap, config.seed)
+    metrics = evaluate_items(
+        items, config.methods, config.ece_bins, config.bootstrap, config.seed, config.calibrate
+    )
     response_metrics = evaluate_responses(
-        items, config.methods, config.ece_bins, config.bootstrap, config.seed
+        items, config.methods, config.ece_bins, config.bootstrap, config.seed, config.calibrate
     )
     run_stats: dict[str, float | int | str] = {
         "items": len(items),

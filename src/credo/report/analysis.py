@@ -7,15 +7,13 @@ written by the perturbation stage or by ``credo report`` with the embedder avail
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from scipy.stats import DegenerateDataWarning
 
-from credo.evaluate.bootstrap import bootstrap_ci, row_metrics
+from credo.evaluate.bootstrap import bootstrap_cis, row_metrics
 from credo.evaluate.convergence import Convergence, ItemTrials, trial_convergence
 from credo.evaluate.metrics import (
     labels_from_performance,
@@ -28,11 +26,17 @@ from credo.report.rundata import SIMILARITY_FILE, RunData
 
 CI_METRICS: dict[str, str] = {
     "ece": "ECE ↓",
+    "mce": "MCE ↓",
+    "brier": "Brier ↓",
     "auroc": "AUROC ↑",
     "auprc_pos": "AUPRC-P ↑",
     "auprc_neg": "AUPRC-N ↑",
+    "auarc": "AUARC ↑",
+    "prr": "PRR ↑",
 }
-LOWER_IS_BETTER = frozenset({"ece"})
+LOWER_IS_BETTER = frozenset({"ece", "mce", "brier"})
+#: Metrics read against the quality p̄; the others against the label 1[p̄ ≥ 0.5].
+QUALITY_TARGET = frozenset({"ece", "mce", "auarc", "prr"})
 
 
 @dataclass(frozen=True)
@@ -59,14 +63,16 @@ class MethodSummary:
 def method_summaries(
     run: RunData, *, n_resamples: int = 1000, confidence: float = 0.95, seed: int = 0
 ) -> list[MethodSummary]:
-    """ECE, AUROC, AUPRC-P and AUPRC-N with bootstrap CIs for every method of ``run``.
+    """The metrics of :data:`CI_METRICS` with bootstrap CIs for every method of ``run``.
 
-    Recomputed from scores.jsonl (000 App. E.2: targets p̄ for ECE, labels 1[p̄ ≥ 0.5]
-    for the rest; ECE with the run's ``ece_bins`` equal-width bins) so point and interval
-    come from the same function; CIs by :func:`credo.evaluate.bootstrap.bootstrap_ci`
-    (002 §3.7: 95%, 1000 resamples) with :func:`~credo.evaluate.bootstrap.row_metrics`.
-    Other numeric entries of metrics.json (Pearson calibration correlation, polarisation,
-    mean score, ...) are carried as ``extra``.
+    Recomputed from scores.jsonl (000 App. E.2: targets p̄ for ECE, MCE, AUARC and PRR,
+    labels 1[p̄ ≥ 0.5] for the rest; ECE and MCE with the run's ``ece_bins``
+    equal-width bins) so point and interval come from the same data; points from
+    :func:`~credo.evaluate.bootstrap.row_metrics`, CIs from
+    :func:`~credo.evaluate.bootstrap.bootstrap_cis` (002 §3.7: 95%, 1000 resamples; all
+    metrics of a method from the same resamples, as in metrics.json). Other numeric
+    entries of metrics.json (Pearson calibration correlation, polarisation, mean score,
+    calibrated ECE, ...) are carried as ``extra``.
     """
     perf = run.performance
     n_bins = int(run.config.get("ece_bins") or 10)
@@ -77,17 +83,17 @@ def method_summaries(
         ok = ~(np.isnan(s) | np.isnan(perf))
         s_ok, p_ok = s[ok], perf[ok]
         y = labels_from_performance(p_ok).astype(float) if p_ok.size else np.zeros(0)
-        est: dict[str, Estimate] = {}
-        for name, fn in fns.items():
-            target = p_ok if name == "ece" else y
-            value = fn(s_ok, target) if s_ok.size else math.nan
-            if math.isnan(value):
-                est[name] = Estimate(math.nan)
-                continue
-            with warnings.catch_warnings():  # scipy warns on a degenerate resample set
-                warnings.simplefilter("ignore", DegenerateDataWarning)
-                low, high = bootstrap_ci(fn, s_ok, target, n_resamples, confidence, seed)
-            est[name] = Estimate(float(value), low, high)
+        values = {
+            name: fn(s_ok, p_ok if name in QUALITY_TARGET else y) if s_ok.size else math.nan
+            for name, fn in fns.items()
+        }
+        defined = [k for k in CI_METRICS if not math.isnan(values[k])]
+        cis: dict[str, tuple[float, float]] = {}
+        if defined and n_resamples > 0:
+            cis = bootstrap_cis(s_ok, p_ok, y, defined, n_bins=n_bins, n_resamples=n_resamples,
+                                confidence=confidence, seed=seed)
+        est = {k: Estimate(float(values[k]), *cis.get(k, (math.nan, math.nan)))
+               for k in CI_METRICS}
         extra = {
             k: float(v)
             for k, v in ((run.metrics.get("methods") or {}).get(m) or {}).items()

@@ -4,10 +4,12 @@ Files
 -----
 ``config.yaml``         the run's configuration (with the cache it used)
 ``scores.jsonl``        one row per item: id, gold, p̄, each method's score, answers
-``metrics.json``        per method, item level: ECE, AUROC, AUPRC-P, AUPRC-N with bootstrap
-                        CIs (``<metric>_low`` / ``_high``), Pearson calibration correlation,
-                        polarisation, mean score, items scored; ``responses``: the same per
-                        generation (002 §3.5-3.7); ``unavailable``: why a method has no score
+``metrics.json``        per method, item level: ECE, MCE, Brier, AUROC, AUPRC-P, AUPRC-N,
+                        AUARC, PRR with bootstrap CIs (``<metric>_low`` / ``_high``),
+                        Pearson calibration correlation, polarisation, mean score, items
+                        scored, and with ``calibrate`` the cross-fitted ``ece_calibrated``
+                        and ``brier_calibrated``; ``responses``: the same per generation
+                        (002 §3.5-3.7); ``unavailable``: why a method has no score
 ``samples.jsonl``       every sample of every set (set, index, ref, prefix, text, extracted
                         answer, correctness, the method confidences given to it)
 ``perturbations.jsonl`` the kept context prefixes per item and the filter's counts
@@ -43,13 +45,21 @@ log = logging.getLogger(__name__)
 
 METRIC_LABELS = {
     "ece": "ECE ↓",
+    "mce": "MCE ↓",
+    "brier": "Brier ↓",
     "auroc": "AUROC ↑",
     "auprc_pos": "AUPRC-P ↑",
     "auprc_neg": "AUPRC-N ↑",
+    "auarc": "AUARC ↑",
+    "prr": "PRR ↑",
     "mean_score": "mean score",
+    "ece_calibrated": "ECE cal. ↓",
+    "brier_calibrated": "Brier cal. ↓",
 }
 
-CI_METRICS = ("ece", "auroc", "auprc_pos", "auprc_neg")
+#: The metrics with bootstrap CIs, in table order (credo.evaluate.tables.METRICS).
+CI_METRICS = ("ece", "mce", "brier", "auroc", "auprc_pos", "auprc_neg", "auarc", "prr")
+CALIBRATED = ("ece_calibrated", "brier_calibrated")
 
 
 def write_run(result: RunResult, out: str | Path) -> Path:
@@ -138,56 +148,43 @@ def _write_html_report(out: Path) -> None:
 
 
 def metrics_table_rows(result: RunResult) -> list[list[str]]:
-    """Header plus one row per method: method, items scored, ECE, AUROC, AUPRC-P,
-    AUPRC-N (each with its 95% bootstrap CI when computed), Pearson calibration
-    correlation, polarisation, mean score."""
-    keys = ["ece", "auroc", "auprc_pos", "auprc_neg"]
-    rows = [
-        [
-            "method",
-            "items",
-            *(METRIC_LABELS[k] for k in keys),
-            "Pearson ↑",
-            "polarisation",
-            "mean score",
-        ]
-    ]
-    for method, d in result.metrics.items():
-        rows.append(
-            [
-                method,
-                str(d.get("n_items", "")),
-                *(_with_ci(d, k) for k in keys),
-                fmt_number(d.get("pearson")),
-                fmt_number(d.get("polarisation")),
-                fmt_number(d.get("mean_score")),
-            ]
-        )
-    return rows
+    """Header plus one row per method: method, items scored, ECE, MCE, Brier, AUROC,
+    AUPRC-P, AUPRC-N, AUARC, PRR (each with its 95% bootstrap CI when computed), the
+    calibrated ECE and Brier when the run calibrates, Pearson calibration correlation,
+    polarisation, mean score."""
+    return _table_rows(result.metrics, "items", "n_items")
 
 
 def response_table_rows(result: RunResult) -> list[list[str]]:
-    """002-style rows: each generation's confidence against its own correctness."""
+    """002-style rows: each generation's confidence against its own correctness (the
+    metrics of :func:`metrics_table_rows`, plus the accuracy)."""
+    return _table_rows(result.response_metrics, "responses", "n_responses", accuracy=True)
+
+
+def _table_rows(
+    metrics: dict[str, dict[str, float]], count_label: str, count_key: str, accuracy: bool = False
+) -> list[list[str]]:
+    calibrated = [k for k in CALIBRATED if any(k in d for d in metrics.values())]
     rows = [
         [
             "method",
-            "responses",
-            "accuracy",
-            "ECE ↓",
-            "AUROC ↑",
+            count_label,
+            *(["accuracy"] if accuracy else []),
+            *(METRIC_LABELS[k] for k in CI_METRICS),
+            *(METRIC_LABELS[k] for k in calibrated),
             "Pearson ↑",
             "polarisation",
             "mean score",
         ]
     ]
-    for method, d in result.response_metrics.items():
+    for method, d in metrics.items():
         rows.append(
             [
                 method,
-                str(d.get("n_responses", "")),
-                fmt_number(d.get("accuracy")),
-                _with_ci(d, "ece"),
-                _with_ci(d, "auroc"),
+                str(d.get(count_key, "")),
+                *([fmt_number(d.get("accuracy"))] if accuracy else []),
+                *(_with_ci(d, k) for k in CI_METRICS),
+                *(fmt_number(d.get(k)) for k in calibrated),
                 fmt_number(d.get("pearson")),
                 fmt_number(d.get("polarisation")),
                 fmt_number(d.get("mean_score")),
@@ -233,9 +230,13 @@ def render_markdown(result: RunResult) -> str:
         "",
         "## Calibration and ranking (000 App. E.2)",
         "",
-        "Scores against per-item performance p̄ (ECE, 10 equal-width bins) and against the",
-        "label 1[p̄ ≥ 0.5] (AUROC, AUPRC-P; AUPRC-N with labels 1 − y and scores 1 − s).",
+        f"Scores against per-item performance p̄ (ECE and MCE, {c.ece_bins} equal-width bins)",
+        "and against the label 1[p̄ ≥ 0.5] (Brier, AUROC, AUPRC-P; AUPRC-N with labels 1 − y",
+        "and scores 1 − s). AUARC: mean of p̄ over the items kept when rejecting the",
+        "lowest-scored first, averaged over rejection levels; PRR = (AUARC − random) /",
+        "(oracle − random) (LM-Polygraph).",
         f"Brackets: 95% bootstrap CIs over items ({c.bootstrap} resamples, 002 §3.7).",
+        *_calibration_note(c.calibrate),
         "n/a: undefined (all items share one label) or not available (see below).",
         "",
         *table,
@@ -274,6 +275,14 @@ def render_markdown(result: RunResult) -> str:
                       *(fmt_number(r.scores[m]) for m in c.methods), md_cell(answers, 120)])
     lines += ["", "## Items", "", *md_table(items)]
     return "\n".join(lines) + "\n"
+
+
+def _calibration_note(method: str) -> list[str]:
+    if method == "none":
+        return []
+    how = "isotonic regression" if method == "isotonic" else "Platt scaling"
+    return [f"Cal.: ECE and Brier after {how} of each method's scores, cross-fitted over 5",
+            "folds of items (no item is scored by a map fitted on it)."]
 
 
 def _response_section(result: RunResult) -> list[str]:

@@ -1,0 +1,46 @@
+"""Degree matrix uncertainty and confidence, U_Deg and C_Deg (Lin et al., TMLR 2024,
+"Generating with Confidence", §4.2-4.3)."""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+
+import numpy as np
+
+from credo.kernels.registry import Kernel
+from credo.methods.base import ORIGINAL, ItemSamples, Score, method
+from credo.methods.graph import similarity_graph
+
+
+def degree(answers: Sequence[Hashable | None], kernel: str | Kernel = "indicator") -> float:
+    """``U_Deg = tr(K·I − D) / K² = 1 − Σ_ij W_ij / K²`` with D the degree matrix of the
+    answers' similarity graph W (:func:`credo.methods.graph.similarity_graph`, W_ii = 1).
+
+    Range [0, 1 − 1/K]: 0 when all K answers are equivalent (W all ones), 1 − 1/K when
+    none is similar to another (W = I). With the indicator kernel ``1 − U_Deg = Σ_c
+    p_c²``, the probability that two samples drawn with replacement agree. Needs K >= 2.
+    """
+    w = similarity_graph(answers, kernel)
+    return float(1.0 - w.sum() / w.shape[0] ** 2)
+
+
+def degree_confidences(
+    answers: Sequence[Hashable | None], kernel: str | Kernel = "indicator"
+) -> np.ndarray:
+    """``C_Deg(y_j) = D_jj / K`` per answer (Lin et al. §4.3): its mean similarity to the
+    K answers, itself included, in [1/K, 1]; their mean is ``1 − U_Deg``."""
+    w = similarity_graph(answers, kernel)
+    return w.sum(axis=1) / w.shape[0]
+
+
+@method(
+    "degree",
+    needs=(ORIGINAL,),
+    summary="1 − U_Deg, mean degree of the similarity graph / K (Lin et al. 2024)",
+)
+def score_degree(samples: ItemSamples, kernel: Kernel) -> Score:
+    """Confidence ``1 − U_Deg`` in [1/K, 1], not rescaled: rescaled to [0, 1] as
+    ``(1 − U_Deg − 1/K) / (1 − 1/K)`` it is exactly self-consistency (000 eq. 2), so the
+    paper's own quantity is kept. Per generation: ``C_Deg(y_j) = D_jj / K``."""
+    conf = degree_confidences(samples.answers(ORIGINAL), kernel)
+    return Score(float(conf.mean()), tuple(float(c) for c in conf), ORIGINAL)

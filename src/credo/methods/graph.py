@@ -1,0 +1,72 @@
+"""The similarity graph of one item's samples, shared by the graph estimators.
+
+Lin et al. (TMLR 2024, "Generating with Confidence", §4) and Nikitin et al. (NeurIPS
+2024, "Kernel Language Entropy") read uncertainty off a weighted graph whose nodes are
+the K sampled answers and whose weights are their pairwise similarities. Here the weights
+come from the run's kernel (indicator, embedding or judge; 000 App. H):
+
+- :func:`similarity_graph`: ``W = (K + Kᵀ)/2`` clipped to [0, 1] with ``W_ii = 1`` (Lin
+  et al. symmetrise and put ones on the diagonal). An unparsable answer (``None``)
+  matches nothing, so it is an isolated node: its own cluster, not a node of degree 0.
+- :func:`semantic_clusters`: the connected components of the graph with an edge where
+  both ``k(y_i, y_j) ≥ 0.5`` and ``k(y_j, y_i) ≥ 0.5`` (Kuhn et al., ICLR 2023:
+  bidirectional entailment; with the indicator kernel, equal answers).
+- :func:`normalized_laplacian`: ``L = I − D^{−1/2} W D^{−1/2}``, ``D = diag(W 1)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+
+import numpy as np
+from scipy.sparse.csgraph import connected_components
+
+from credo.kernels.registry import Kernel, get_kernel
+
+__all__ = ["normalized_laplacian", "semantic_clusters", "similarity_graph"]
+
+EDGE = 0.5
+"""Similarity at or above which two answers are in one semantic cluster."""
+
+
+def similarity_graph(
+    answers: Sequence[Hashable | None], kernel: str | Kernel = "indicator"
+) -> np.ndarray:
+    """The (K, K) weight matrix W of the answers (module docstring). Needs K >= 2."""
+    k = _check(answers)
+    gram = np.asarray(get_kernel(kernel)(answers, answers), dtype=float)
+    w = np.clip((gram + gram.T) / 2.0, 0.0, 1.0)
+    none = np.array([a is None for a in answers])
+    w[none, :] = 0.0
+    w[:, none] = 0.0
+    w[np.arange(k), np.arange(k)] = 1.0
+    return w
+
+
+def semantic_clusters(
+    answers: Sequence[Hashable | None], kernel: str | Kernel = "indicator"
+) -> np.ndarray:
+    """The cluster number of every answer (0-based, in order of first appearance)."""
+    _check(answers)
+    gram = np.asarray(get_kernel(kernel)(answers, answers), dtype=float)
+    edges = (gram >= EDGE) & (gram.T >= EDGE)
+    none = np.array([a is None for a in answers])
+    edges[none, :] = False
+    edges[:, none] = False
+    _, labels = connected_components(edges, directed=False)
+    first: dict[int, int] = {}
+    return np.array([first.setdefault(int(c), len(first)) for c in labels], dtype=int)
+
+
+def normalized_laplacian(w: np.ndarray) -> np.ndarray:
+    """``L = I − D^{−1/2} W D^{−1/2}`` of a weight matrix with positive row sums."""
+    d = 1.0 / np.sqrt(w.sum(axis=1))
+    lap = np.eye(w.shape[0]) - d[:, None] * w * d[None, :]
+    return (lap + lap.T) / 2.0  # exactly symmetric for eigh
+
+
+def _check(answers: Sequence[Hashable | None]) -> int:
+    k = len(answers)
+    if k < 2:
+        raise ValueError(f"the graph estimators need at least 2 samples, got {k}")
+    return k
