@@ -8,7 +8,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Self
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from credo.errors import UserError
 from credo.types import SamplingParams
@@ -85,6 +92,12 @@ class PerturbationConfig(BaseModel):
         description="000 App. A.3's check after sampling: when the CI of the mean Δ excludes "
         "0, warn (one line and the report), fail (exit 4 after writing the run), or off",
     )
+
+    @field_validator("neutrality", mode="before")
+    @classmethod
+    def _yaml_off(cls, value: Any) -> Any:
+        """YAML reads a bare ``off`` as false; it means "off" here."""
+        return "off" if value is False else value
 
 
 AnswerFormatName = Literal["number", "choice", "short_text", "code", "long_form"]

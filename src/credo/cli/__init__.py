@@ -27,7 +27,8 @@ def main(argv: list[str] | None = None) -> int:
     Exit status: 0 done; 2 a user error (bad file, option, config, name, unreachable
     server), reported in one or two lines naming it, with the traceback only under
     ``-v``, found before the first model call; 3 some requests failed after the
-    backend's retries (everything else is cached and written; rerun to retry them).
+    backend's retries (everything else is cached and written; rerun to retry them); 4 the
+    prefixes failed the neutrality test under ``perturbation.neutrality: fail``.
     """
     from credo.errors import UserError
     from credo.generation.executor import RequestsFailed

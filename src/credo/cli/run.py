@@ -97,7 +97,13 @@ def cmd_run(args: argparse.Namespace) -> int:
 def print_result(result: Any) -> int:
     """The tables of a finished run (or score), its unavailable methods, the folder; the
     exit status: 3 when items are incomplete (requests failed), else 0."""
-    from credo.report.writer import metrics_table_rows, response_table_rows
+    from credo.report.writer import (
+        FEW_NOTE,
+        few_in_class,
+        metrics_table_rows,
+        neutrality_line,
+        response_table_rows,
+    )
 
     cfg = result.config
     title = (
@@ -107,9 +113,18 @@ def print_result(result: Any) -> int:
     console.print(_table(metrics_table_rows(result), title + " · per item"))
     if result.response_metrics:
         console.print(_table(response_table_rows(result), "per generation (002)"))
+    if few_in_class(result.metrics) or few_in_class(result.response_metrics):
+        console.print(FEW_NOTE, markup=False, highlight=False)
     for name, why in result.unavailable.items():
         console.print(f"[yellow]{name}[/yellow]: {why}")
     console.print(f"report: {cfg.out / 'report.md'}")
+    gate = cfg.perturbation.neutrality
+    if result.neutrality and not result.neutrality["neutral"] and gate != "off":
+        line = neutrality_line(result.neutrality)
+        err.print(("error: " if gate == "fail" else "warning: ") + line,
+                  markup=False, highlight=False, soft_wrap=True)
+        if gate == "fail" and not result.incomplete:
+            return 4
     if result.incomplete:
         failures = result.stats.get("request_failures")
         retries = result.stats.get("request_retries")

@@ -399,3 +399,15 @@ def _check_same_length(a: np.ndarray, b: np.ndarray, na: str, nb: str) -> None:
 
 def _warn_one_class(metric: str) -> None:
     warnings.warn(f"{metric} is undefined with a single class; returning NaN", stacklevel=3)
+
+
+FEW_IN_CLASS = 5
+"""A ranking metric (AUROC, AUPRC) whose smaller class has fewer items than this rests on
+those few items alone: reports mark it and paired tests on it say so (issue 16)."""
+
+
+def smaller_class(labels: ArrayLike) -> int:
+    """The number of items in the smaller of the two classes of 0/1 ``labels``."""
+    y = np.asarray(labels)
+    positives = int((y == 1).sum())
+    return min(positives, int(y.size) - positives)

@@ -80,3 +80,33 @@ def _mean_ci(x: np.ndarray, confidence: float, n_resamples: int, seed: int) -> t
         rng=np.random.default_rng(seed),
     )
     return float(res.confidence_interval.low), float(res.confidence_interval.high)
+
+
+def neutrality_record(
+    items: Sequence[tuple[str, Sequence[object], Sequence[object]]], seed: int = 0
+) -> dict[str, float | int | bool] | None:
+    """App. A.3's test of a run as a JSON record, or None when no item has both original
+    and perturbed correctness: ``items`` are ``(item id, original flags, perturbed
+    flags)``; only items whose flags are all bools count. ``neutral`` is whether the
+    95% CI of the mean Δ contains 0 (when it does not, the prefixes shift correctness
+    and C3 is confounded by them)."""
+    orig = {i: list(o) for i, o, p in items if _bools(o) and _bools(p)}
+    pert = {i: list(p) for i, o, p in items if _bools(o) and _bools(p)}
+    try:
+        nt = neutrality(orig, pert, seed=seed)
+    except ValueError:
+        return None
+    defined = not (math.isnan(nt.low) or math.isnan(nt.high))
+    return {
+        "mean_delta": nt.mean,
+        "low": nt.low,
+        "high": nt.high,
+        "items": len(nt.item_ids),
+        "samples_per_set": nt.samples_per_set,
+        "confidence": nt.confidence,
+        "neutral": (not defined) or nt.low <= 0.0 <= nt.high,
+    }
+
+
+def _bools(flags: Sequence[object]) -> bool:
+    return bool(flags) and all(isinstance(f, bool) for f in flags)

@@ -25,16 +25,18 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from credo.evaluate.metrics import (
+    FEW_IN_CLASS,
     _as_unit_interval,
     auroc_rows,
     average_precision,
     ece_rows,
     labels_from_performance,
+    smaller_class,
 )
 from credo.evaluate.weighted import WeightedSample
 
@@ -64,11 +66,19 @@ class PairedDifference:
     n_resamples: int
     n_valid: int
     confidence: float
+    #: Items in the smaller class of the labels 1[p̄ ≥ 0.5] (-1: not counted). A ΔAUROC on
+    #: fewer than :data:`~credo.evaluate.metrics.FEW_IN_CLASS` is decided by those items.
+    smaller_class: int = -1
 
     @property
     def significant(self) -> bool:
         """True when the CI excludes 0."""
         return bool(self.low > 0.0 or self.high < 0.0)
+
+    @property
+    def few(self) -> bool:
+        """Whether a ranking Δ rests on fewer than ``FEW_IN_CLASS`` items of one class."""
+        return self.metric == "auroc" and 0 <= self.smaller_class < FEW_IN_CLASS
 
 
 def paired_bootstrap(
@@ -133,8 +143,10 @@ def paired_bootstrap(
         else:
             full_a = ece_rows(a[None, :], p[None, :], n_bins, levels_a)[0] if a.size else math.nan
             full_b = ece_rows(b[None, :], p[None, :], n_bins, levels_b)[0] if a.size else math.nan
-        out[name] = _summarise(
-            name, method_a, method_b, full_a - full_b, reps[name], a.size, n_resamples, confidence
+        out[name] = replace(
+            _summarise(name, method_a, method_b, full_a - full_b, reps[name], a.size,
+                       n_resamples, confidence),
+            smaller_class=smaller_class(y),
         )
     return out
 

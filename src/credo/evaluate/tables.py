@@ -32,6 +32,7 @@ from credo.evaluate.metrics import (
     labels_from_performance,
     mce,
     prr,
+    smaller_class,
 )
 from credo.evaluate.weighted import FAST_METRICS
 from credo.methods.scoring import ItemResult
@@ -163,6 +164,7 @@ def _metrics(
         "auarc": auarc(s, target),
         "prr": prr(s, target),
         "mean_score": float(s.mean()),
+        "smaller_class": smaller_class(labels),
         "pearson": calibration_correlation(s, target, n_bins, levels),
         "polarisation": polarisation_entropy(s, n_bins, levels),
     }

@@ -22,6 +22,7 @@ import numpy as np
 
 from credo.config import RunConfig
 from credo.errors import UserError
+from credo.evaluate.neutrality import neutrality_record
 from credo.evaluate.tables import evaluate_items, evaluate_responses, unavailable_reasons
 from credo.generation.executor import Executor, RequestsFailed
 from credo.generation.pool import GRADER, JUDGE, MODEL, PARAPHRASER, WRITER, ModelPool
@@ -78,6 +79,9 @@ class RunResult:
     incomplete: dict[str, str] = field(default_factory=dict)
     #: Where the generations came from when they were given, not sampled (``credo score``).
     source: str = ""
+    #: 000 App. A.3's neutrality test of the prefixes (mean Δ with its CI, ``neutral``);
+    #: empty when it was not run (``perturbation.neutrality: off``, or no perturbed set).
+    neutrality: dict[str, Any] = field(default_factory=dict)
 
     @property
     def accuracy(self) -> float:
@@ -201,10 +205,11 @@ def run_pipeline(config: RunConfig, pool: ModelPool, task: Task | None = None) -
     }
     for name in sorted(needs - {ORIGINAL}):
         run_stats[f"samples_{name}"] = sum(len(r.sets.get(name, ())) for r in items)
+    neutral = _neutrality(items, config) if PERTURBED in needs else {}
     return RunResult(
         config, task, pool.model(MODEL).identity, items, metrics, run_stats, psets,
         response_metrics, unavailable_reasons(items, config.methods), paras, similarity,
-        incomplete,
+        incomplete, neutrality=neutral,
     )
 
 
@@ -255,6 +260,23 @@ _TOTALS = {
     "failed_requests": "request_failures",
 }
 """Executor counters summed over the run (every model of the pool), and their names."""
+
+
+def _neutrality(items: list[ItemResult], config: RunConfig) -> dict[str, Any]:
+    """App. A.3's test on the run's own samples: Δ = #correct perturbed − #correct
+    original per item, mean with a bootstrap CI (``perturbation.neutrality`` off: none)."""
+    if config.perturbation.neutrality == "off":
+        return {}
+    rows = [(r.item.id, r.set_correct.get(ORIGINAL, ()), r.set_correct.get(PERTURBED, ()))
+            for r in items]
+    record = neutrality_record(rows, seed=config.seed)
+    if record is not None and not record["neutral"]:
+        log.info(
+            "the prefixes are not neutral for this model: mean Δ = %+.2f of %d samples, 95%% CI"
+            " [%+.2f, %+.2f] (000 App. A.3); C3 is confounded by them",
+            record["mean_delta"], record["samples_per_set"], record["low"], record["high"],
+        )
+    return record or {}
 
 
 def _applies(spec: MethodSpec, task: Task, logprobs: bool) -> bool:

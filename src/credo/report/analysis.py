@@ -16,7 +16,9 @@ import numpy as np
 from credo.evaluate.bootstrap import bootstrap_cis, row_metrics
 from credo.evaluate.convergence import Convergence, ItemTrials, trial_convergence
 from credo.evaluate.metrics import (
+    FEW_IN_CLASS,
     labels_from_performance,
+    smaller_class,
 )
 from credo.evaluate.neutrality import Neutrality, neutrality
 from credo.evaluate.paired import PairedDifference, paired_bootstrap
@@ -58,6 +60,14 @@ class MethodSummary:
     extra: dict[str, float] = field(default_factory=dict)
     levels: np.ndarray | None = None
     note: str = ""
+    #: Items in the smaller class of 1[p̄ ≥ 0.5]: ranking metrics on fewer than
+    #: FEW_IN_CLASS are marked (issue 16).
+    smaller_class: int = -1
+
+    @property
+    def few(self) -> bool:
+        """Whether its AUROC / AUPRC rest on a class of fewer than FEW_IN_CLASS items."""
+        return 0 <= self.smaller_class < FEW_IN_CLASS
 
 
 def method_summaries(
@@ -98,10 +108,12 @@ def method_summaries(
             k: float(v)
             for k, v in ((run.metrics.get("methods") or {}).get(m) or {}).items()
             if isinstance(v, int | float) and not isinstance(v, bool) and k not in fns
-            and k not in ("items", "n_items") and not k.endswith(("_low", "_high"))
+            and k not in ("items", "n_items", "smaller_class")
+            and not k.endswith(("_low", "_high"))
         }
         out.append(
-            MethodSummary(m, int(ok.sum()), est, extra, discrete_levels(s_ok), run.method_note(m))
+            MethodSummary(m, int(ok.sum()), est, extra, discrete_levels(s_ok), run.method_note(m),
+                          smaller_class(y))
         )
     return out
 

@@ -32,7 +32,7 @@ import numpy as np
 from jinja2 import Environment, PackageLoader, Undefined, select_autoescape
 from pydantic import BaseModel, ConfigDict, Field
 
-from credo.evaluate.metrics import ece, ece_discrete
+from credo.evaluate.metrics import FEW_IN_CLASS, ece, ece_discrete
 from credo.evaluate.paired import PairedDifference
 from credo.evaluate.quadrants import REGION_COLORS, REGIONS, Quadrants
 from credo.report import analysis as an
@@ -470,7 +470,9 @@ def _environment() -> Environment:
     )
     env.filters["fmt"] = _fmt
     env.tests["nan"] = _is_nan
-    env.globals.update(ci_metrics=an.CI_METRICS, regions=REGIONS, region_colors=REGION_COLORS)
+    env.globals.update(ci_metrics=an.CI_METRICS, regions=REGIONS, region_colors=REGION_COLORS,
+                       ranking_metrics=("auroc", "auprc_pos", "auprc_neg"),
+                       few_in_class=FEW_IN_CLASS)
     return env
 
 

@@ -34,6 +34,7 @@ import numpy as np
 import yaml
 
 from credo import jsonio
+from credo.evaluate.metrics import FEW_IN_CLASS
 from credo.models.urls import redact_url
 from credo.report.markdown import fmt_number, md_cell, md_table
 from credo.report.rundata import SIMILARITY_FILE, STATUS_FILE
@@ -88,6 +89,7 @@ def write_run(result: RunResult, out: str | Path) -> Path:
                 "candidates": p.candidates,
                 "rejected_invalid": p.rejected_invalid,
                 "rejected_similar": p.rejected_similar,
+                "rejected_by": p.rejected_by,
             }
             for p in result.perturbation_sets.values()
         ),
@@ -104,6 +106,8 @@ def write_run(result: RunResult, out: str | Path) -> Path:
     }
     if result.incomplete:
         metrics["incomplete"] = result.incomplete
+    if result.neutrality:
+        metrics["neutrality"] = result.neutrality
     jsonio.write_text(out / "metrics.json", jsonio.dumps(metrics, indent=2))
     if result.perturbation_similarity:
         jsonio.write_text(out / SIMILARITY_FILE, jsonio.dumps(result.perturbation_similarity))
@@ -183,7 +187,7 @@ def _table_rows(
                 method,
                 str(d.get(count_key, "")),
                 *([fmt_number(d.get("accuracy"))] if accuracy else []),
-                *(_with_ci(d, k) for k in CI_METRICS),
+                *(_with_ci(d, k) + _few_mark(d, k) for k in CI_METRICS),
                 *(fmt_number(d.get(k)) for k in calibrated),
                 fmt_number(d.get("pearson")),
                 fmt_number(d.get("polarisation")),
@@ -191,6 +195,25 @@ def _table_rows(
             ]
         )
     return rows
+
+
+RANKING_METRICS = ("auroc", "auprc_pos", "auprc_neg")
+FEW_MARK = " †"
+FEW_NOTE = (
+    f"†: the smaller class has fewer than {FEW_IN_CLASS} items; this ranking metric rests on"
+    " them alone."
+)
+
+
+def _few_mark(d: dict[str, float], key: str) -> str:
+    """``FEW_MARK`` on a ranking metric whose smaller class has under FEW_IN_CLASS items."""
+    few = d.get("smaller_class")
+    return FEW_MARK if key in RANKING_METRICS and few is not None and few < FEW_IN_CLASS else ""
+
+
+def few_in_class(metrics: dict[str, dict[str, float]]) -> bool:
+    """Whether any method's ranking metrics rest on a class of fewer than FEW_IN_CLASS."""
+    return any(_few_mark(d, "auroc") for d in metrics.values())
 
 
 def _with_ci(d: dict[str, float], key: str) -> str:
@@ -241,6 +264,8 @@ def render_markdown(result: RunResult) -> str:
         "",
         *table,
         "",
+        *([FEW_NOTE, ""] if few_in_class(result.metrics) else []),
+        *_neutrality_section(result),
         *_response_section(result),
         *_histogram_section(result),
         *_unavailable_section(result),
@@ -259,6 +284,8 @@ def render_markdown(result: RunResult) -> str:
             "",
             f"- candidates drawn: {cand}; rejected by the rules: {inval}; rejected as too"
             f" similar (cosine ≥ {c.perturbation.threshold}): {sim}",
+            f"- rejections per rule ({c.perturbation.rules} rules, writer prompt"
+            f" {c.perturbation.prompt}): " + _rule_counts(result),
             f"- kept per item: min {min(kept)}, max {max(kept)} (m = {c.m})",
             "",
             "Examples (first item):",
@@ -283,6 +310,38 @@ def _calibration_note(method: str) -> list[str]:
     how = "isotonic regression" if method == "isotonic" else "Platt scaling"
     return [f"Cal.: ECE and Brier after {how} of each method's scores, cross-fitted over 5",
             "folds of items (no item is scored by a map fitted on it)."]
+
+
+def neutrality_line(record: dict[str, Any]) -> str:
+    """000 App. A.3's verdict on the run's prefixes in one line."""
+    stated = (
+        f"mean Δ = {record['mean_delta']:+.2f} of {record['samples_per_set']} samples per item,"
+        f" {int(record['confidence'] * 100)}% CI [{record['low']:+.2f}, {record['high']:+.2f}]"
+        f" over {record['items']} items"
+    )
+    if record["neutral"]:
+        return f"The prefixes pass the neutrality test (000 App. A.3): {stated}."
+    return (
+        f"The prefixes are not neutral for this model (000 App. A.3): {stated}; C3 is"
+        " confounded by non-neutral prefixes (a stronger writer, stricter rules or corpus"
+        " noise may help)."
+    )
+
+
+def _rule_counts(result: RunResult) -> str:
+    totals: dict[str, int] = {}
+    for p in result.perturbation_sets.values():
+        for rule, k in p.rejected_by.items():
+            totals[rule] = totals.get(rule, 0) + k
+    return ", ".join(f"{r} {k}" for r, k in sorted(totals.items(), key=lambda x: -x[1])) or "none"
+
+
+def _neutrality_section(result: RunResult) -> list[str]:
+    if not result.neutrality:
+        return []
+    return ["## Neutrality of the prefixes (000 App. A.3)", "",
+            "Δ = #correct under a prefix − #correct without, per item; neutral prefixes keep it"
+            " centred at 0.", "", neutrality_line(result.neutrality), ""]
 
 
 def _response_section(result: RunResult) -> list[str]:
