@@ -211,3 +211,52 @@ def test_rule_rejections_are_counted_per_rule(tmp_path, bow_embedder):
         for k, v in r["rejected_by"].items():
             totals[k] = totals.get(k, 0) + v
     assert set(totals) <= {"length", "digit"} and totals.get("digit", 0) > 0
+
+
+# --------------------------------------------------------------------------- calibrate-prompt
+
+OPTIONS = ("apples", "pears", "plums", "figs")
+FRUIT = Task("fruit", tuple(
+    Item(f"f{i}", f"Question {i}: which fruit did the grocer sell most this week?", "B", OPTIONS)
+    for i in range(12)
+), AnswerFormat.CHOICE, domain="everyday commerce")
+
+
+def _respond_fruit(messages, seed):
+    """A v1 writer names option A in its prefix, and the answerer follows a named option;
+    a v2 writer (told the options) writes neutral sentences."""
+    system, user = messages[0].content, messages[-1].content
+    if system in PROMPTS.values():
+        if "Options (do not name" in user:
+            return CONTEXTS[seed % len(CONTEXTS)]
+        return f"Everyone agrees that {OPTIONS[0]} matter a great deal at markets {seed % 7}x."[
+            :-4].rstrip() + " today."
+    if OPTIONS[0] in user.split("Question")[0]:
+        return "Answer: A"
+    return "Answer: B" if seed % 4 else "Answer: C"
+
+
+def test_calibrate_prompt_picks_the_most_neutral_setting(tmp_path, monkeypatch, bow_embedder,
+                                                        capsys):
+    _patch_models(monkeypatch, bow_embedder, _respond_fruit)
+    monkeypatch.setattr("credo.pipeline.runner.load_task", lambda spec, limit=None: FRUIT)
+    cfg = tmp_path / "run.yaml"
+    cfg.write_text(f"model: scripted-x\ntask: fruit\nlimit: 2\nn: 4\nm: 4\n"
+                   f"cache: {tmp_path / 'c.sqlite'}\nperturbation: {{prompt: v1, rules: basic}}\n")
+    out = tmp_path / "chosen.yaml"
+    assert main(["perturb", "calibrate-prompt", "--config", str(cfg), "--items", "6",
+                 "--write-config", str(out), "--quiet"]) == 0
+    import yaml
+
+    chosen = yaml.safe_load(out.read_text())
+    assert chosen["perturbation"]["prompt"] == "v2"
+    assert chosen["limit"] == 2 and chosen["model"] == "scripted-x"  # the rest is kept
+    table = capsys.readouterr().out
+    assert "v1" in table and "v2" in table
+    from credo.api import calibrate_prompt
+
+    (_, _), rows = calibrate_prompt(RunConfig.model_validate(yaml.safe_load(cfg.read_text())),
+                                    6, show_progress=False)
+    by = {(r["prompt"], r["rules"]): r for r in rows}
+    assert by[("v1", "basic")]["mean_delta"] < -1.0  # prefixes naming option A cost answers
+    assert abs(by[("v2", "strict")]["mean_delta"]) < abs(by[("v1", "basic")]["mean_delta"])

@@ -3,13 +3,17 @@
 - :func:`run`: ``credo run`` (C3 and the baselines) and its run folder.
 - :func:`run_strength`: ``credo strength run`` (paper 003) and its output folder.
 - :func:`score`: ``credo score``, generations a user already has, scored and written.
+- :func:`calibrate_prompt`: ``credo perturb calibrate-prompt``, the most neutral prefix
+  setting on a calibration split (issue 16).
 """
 
 from __future__ import annotations
 
+import math
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -21,7 +25,7 @@ if TYPE_CHECKING:
     from credo.strength.pipeline import StrengthResult
     from credo.tasks.base import Task
 
-__all__ = ["check_writable", "run", "run_strength", "score"]
+__all__ = ["calibrate_prompt", "check_writable", "run", "run_strength", "score"]
 
 
 def run(
@@ -176,3 +180,63 @@ def score(
 
         write_run(result, config.out)
     return result
+
+
+PREFIX_SETTINGS: tuple[tuple[str, str], ...] = (
+    ("v2", "strict"), ("v2", "basic"), ("v1", "strict"), ("v1", "basic")
+)
+"""The writer prompts and rule sets credo ships, in order of preference on a tie."""
+
+
+def calibrate_prompt(
+    config: RunConfig,
+    items: int = 10,
+    *,
+    settings: Sequence[tuple[str, str]] = PREFIX_SETTINGS,
+    show_progress: bool = True,
+) -> tuple[tuple[str, str], list[dict[str, Any]]]:
+    """The writer prompt and rule set whose prefixes are most neutral for this model.
+
+    Runs C3's sample sets on a calibration split of the task, the ``items`` items that
+    follow the run's own ``limit`` (disjoint from the items it evaluates), once per
+    (prompt, rules) in ``settings`` over one model pool and one cache, and picks the one
+    whose mean Δ (000 App. A.3) is closest to 0. Returns the choice and one row per
+    setting (``prompt``, ``rules``, ``mean_delta``, ``low``, ``high``, ``items``,
+    ``kept``: the mean number of distinct prefixes kept per item).
+    """
+    from credo.errors import UserError
+    from credo.generation.pool import ModelPool
+    from credo.pipeline.runner import configured_task, run_pipeline
+    from credo.tasks.base import Task
+
+    full = configured_task(config)
+    start = config.limit or 0
+    split = full.items[start : start + items]
+    if len(split) < 2:
+        raise UserError(
+            f"task {full.name!r} has {len(full.items)} items: no calibration split of {items}"
+            f" after the run's {start} (lower --items or the config's limit)"
+        )
+    task = Task(full.name, tuple(split), full.format, full.domain)
+    rows: list[dict[str, Any]] = []
+    with ModelPool(cache_path=config.cache_path, seed=config.seed, max_block=config.max_block,
+                   show_progress=show_progress) as pool:
+        for prompt, rules in settings:
+            perturbation = config.perturbation.model_copy(
+                update={"prompt": prompt, "rules": rules, "neutrality": "warn"}
+            )
+            cfg = config.model_copy(update={"perturbation": perturbation, "methods": ["c3"],
+                                            "bootstrap": 0, "limit": None})
+            result = run_pipeline(cfg, pool, task)
+            record = result.neutrality or {}
+            kept = [len(p.kept) for p in result.perturbation_sets.values()]
+            rows.append({"prompt": prompt, "rules": rules,
+                         "mean_delta": record.get("mean_delta", math.nan),
+                         "low": record.get("low", math.nan), "high": record.get("high", math.nan),
+                         "items": record.get("items", 0),
+                         "kept": sum(kept) / len(kept) if kept else 0.0})
+    usable = [r for r in rows if not math.isnan(r["mean_delta"])]
+    if not usable:
+        raise UserError("no setting gave both original and perturbed correctness to compare")
+    best = min(usable, key=lambda r: abs(r["mean_delta"]))
+    return (best["prompt"], best["rules"]), rows

@@ -100,6 +100,12 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--quiet", action="store_true", help="no progress bars")
     r.add_argument("--corpus", type=Path,
                    help="text file whose snippets are the context prefixes (000 App. F)")
+    r.add_argument("--writer", help="model writing the context prefixes (default: the "
+                   "strongest embedded model, or a served model under test itself)")
+    r.add_argument("--writer-prompt", help="the writer prompt: v2 (default) or v1")
+    r.add_argument("--prefix-rules", help="neutrality rules a prefix must pass: strict "
+                   "(default) or basic")
+    r.add_argument("--neutrality", help="000 App. A.3's gate: warn (default), fail, off")
     f = r.add_argument_group(
         "a task from any JSONL/JSON/CSV file (the config's task_file section; replaces --task)"
     )

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import logging
 from pathlib import Path
+from typing import Any
 
 from credo import jsonio
 from credo.errors import UserError
@@ -64,6 +65,63 @@ def add_perturb_parser(sub: argparse._SubParsersAction) -> None:
                    help="JSON result (default RUN/threshold_calibration.json or ./...)")
     _common(c)
     c.set_defaults(func=cmd_calibrate_threshold)
+    _add_calibrate_prompt(psub)
+
+
+def _add_calibrate_prompt(psub: Any) -> None:
+    k = psub.add_parser(
+        "calibrate-prompt",
+        help="the writer prompt and prefix rules most neutral for a model (000 App. A.3)",
+        description=(
+            "Run C3's samples on a calibration split of the task (the items after the run's "
+            "limit) once per writer prompt and rule set credo ships, and pick the one whose "
+            "mean Δ (#correct under a prefix − #correct without) is closest to 0. Writes the "
+            "run config with that choice (--write-config) or prints it."
+        ),
+    )
+    k.add_argument("--config", type=Path, required=True, help="the run's YAML config")
+    k.add_argument("--items", type=int, default=10, help="calibration items (10)")
+    k.add_argument("--write-config", type=Path,
+                   help="write the config with the chosen perturbation.prompt / rules here")
+    k.add_argument("--quiet", action="store_true", help="no progress bars")
+    k.set_defaults(func=cmd_calibrate_prompt)
+
+
+def cmd_calibrate_prompt(args: argparse.Namespace) -> int:
+    """Run ``credo perturb calibrate-prompt``."""
+    import yaml
+    from pydantic import ValidationError
+    from rich.console import Console
+    from rich.table import Table
+
+    from credo.api import calibrate_prompt
+    from credo.config import RunConfig, read_yaml_mapping, validation_message
+
+    data = read_yaml_mapping(args.config)
+    try:
+        config = RunConfig.model_validate(data)
+    except ValidationError as e:
+        raise UserError(validation_message(e, str(args.config))) from None
+    if args.items < 2:
+        raise UserError(f"--items must be at least 2, got {args.items}")
+    (prompt, rules), rows = calibrate_prompt(config, args.items, show_progress=not args.quiet)
+    table = Table(title=f"prefix settings on {args.items} calibration items (000 App. A.3)")
+    for h in ("prompt", "rules", "mean Δ", "95% CI", "items", "prefixes kept / item"):
+        table.add_column(h)
+    for r in rows:
+        table.add_row(r["prompt"], r["rules"], f"{r['mean_delta']:+.2f}",
+                      f"[{r['low']:+.2f}, {r['high']:+.2f}]", str(r["items"]), f"{r['kept']:.1f}")
+    console = Console()
+    console.print(table)
+    data["perturbation"] = {**(data.get("perturbation") or {}), "prompt": prompt, "rules": rules}
+    if args.write_config:
+        jsonio.write_text(args.write_config, yaml.safe_dump(data, sort_keys=False))
+        console.print(f"chose prompt {prompt}, rules {rules}; wrote {args.write_config}")
+    else:
+        console.print(f"chose prompt {prompt}, rules {rules}:")
+        console.print(yaml.safe_dump({"perturbation": data["perturbation"]}, sort_keys=False),
+                      markup=False, highlight=False)
+    return 0
 
 
 def _common(p: argparse.ArgumentParser) -> None:

@@ -47,6 +47,10 @@ def run_config_from_args(args: argparse.Namespace) -> Any:
         ("model_options", "base_url"): args.base_url,
         ("baselines", "followups"): args.followups,
         ("perturbation", "corpus"): args.corpus,
+        ("perturbation", "generator"): args.writer,
+        ("perturbation", "prompt"): args.writer_prompt,
+        ("perturbation", "rules"): args.prefix_rules,
+        ("perturbation", "neutrality"): args.neutrality,
         **{("task_file", key): value for key, value in _task_file_flags(args).items()},
     }
     for (section, key), value in nested.items():

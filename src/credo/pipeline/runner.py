@@ -135,7 +135,7 @@ def run_pipeline(config: RunConfig, pool: ModelPool, task: Task | None = None) -
     replaces the one ``config`` names. Writes nothing; nothing passed in is closed.
     """
     t0 = time.perf_counter()
-    task = (task or _configured_task(config)).head(config.limit)
+    task = (task or configured_task(config)).head(config.limit)
     specs = [get_method(name) for name in config.methods]
     assign_roles(pool, config)
     caps = pool.model(MODEL).capabilities  # builds the model: a bad spec fails here
@@ -177,7 +177,8 @@ def run_pipeline(config: RunConfig, pool: ModelPool, task: Task | None = None) -
     items = score_items(
         task, generated, graded, specs, kernels,
         default_kernel=config.kernel, logprobs=caps.logprobs,
-        prefixes={i: tuple(p.prefixes(config.m)) for i, p in psets.items()},
+        prefixes={it.id: tuple(psets[it.id].prefixes(config.m))
+                  for it in task.items if it.id in psets},
         options={"followups": config.baselines.followups,
                  "ccp_min_prob": config.baselines.ccp_min_prob},
     )
@@ -213,7 +214,7 @@ def run_pipeline(config: RunConfig, pool: ModelPool, task: Task | None = None) -
     )
 
 
-def _configured_task(config: RunConfig) -> Task:
+def configured_task(config: RunConfig) -> Task:
     """The task ``config`` names: its ``task_file`` section when set, else ``task``."""
     if config.task_file is not None:
         return load_task_file(config.task_file)
