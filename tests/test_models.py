@@ -503,7 +503,7 @@ class FakeClient:
 def test_openai_request_mapping_and_results() -> None:
     client = FakeClient()
     model = OpenAIModel("m", base_url="http://localhost:8000/v1", client=client)
-    assert model.identity == "openai:http://localhost:8000/v1:m"
+    assert model.identity == "openai:m"  # never the URL
     params = SamplingParams(max_tokens=16, stop=("\n",), top_logprobs=2)
     requests = [
         GenerationRequest(messages=user("a"), params=params, seed=3, n=2),
@@ -534,7 +534,7 @@ def test_openai_request_mapping_and_results() -> None:
 def test_openai_without_n_sends_seeded_single_calls() -> None:
     client = FakeClient()
     model = OpenAIModel("m", client=client, supports_n=False, max_concurrency=2)
-    assert model.identity == "openai:api.openai.com:m"
+    assert model.identity == "openai:m"
     out = dict(model.generate([GenerationRequest(messages=user("q"), seed=5, n=5)]))
     model.close()
     assert [g.text for g in out[0]] == [f"q#{s}" for s in range(5, 10)]
@@ -576,7 +576,7 @@ def test_load_model_specs(tmp_path: Path) -> None:
     assert isinstance(load_model(str(gguf)), EmbeddedModel)
     assert isinstance(load_model(f"gguf:{gguf}"), EmbeddedModel)
     remote = load_model("openai:gpt-x", client=object())
-    assert isinstance(remote, OpenAIModel) and remote.identity == "openai:api.openai.com:gpt-x"
+    assert isinstance(remote, OpenAIModel) and remote.identity == "openai:gpt-x"
     scripted = load_model("scripted:t", respond=lambda m, s: "x")
     assert scripted.identity == "scripted:t"
 
