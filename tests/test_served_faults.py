@@ -20,7 +20,9 @@ from fault_server import FaultServer
 
 FAULTS = {"malformed_json": 0.05, "null_content": 0.05, "fewer_choices": 0.05,
           "truncated_body": 0.05, "http_429": 0.05, "http_500": 0.05}
-FAST = {"retry_backoff": 0.001, "max_retries": 8, "max_concurrency": 4}
+FAST = {"retry_backoff": 0.001, "max_retries": 8, "max_concurrency": 4, "probe": False}
+# no probe: its requests would draw faults the run's retry count does not see
+# (tests/test_served.py probes)
 
 
 def _task_file(tmp: Path, items: int = 12) -> Path:

@@ -11,6 +11,14 @@ naming one model share one server), gives every distinct model one
 loaded. Models handed in (tests, library users with a model already open) are used as
 they are and never closed.
 
+Served models are probed (:mod:`credo.generation.probes`): when the pool loads a model
+that can be probed (an OpenAI-compatible backend, unless its ``probe`` option is false),
+it takes the model's stored probe, or checks that the server answers and probes it once
+(a handful of tiny requests) and stores the answers beside the cache; the model then
+sets from them what its options left open (one call per sample where the children of a
+call break the seed contract, no logprob methods where the server returns none, the
+grammar field the server obeys). What deserves a warning is logged.
+
 This is the only module outside :mod:`credo.models` that loads a model or an embedder
 (docs/architecture.md).
 """
@@ -26,9 +34,11 @@ from typing import Any, Self
 from credo.config import default_cache_path
 from credo.errors import UserError
 from credo.generation.executor import ExecutionStats, Executor
+from credo.generation.probes import ProbeStore, probes_path
 from credo.generation.store import GenerationStore
-from credo.models.base import Model
+from credo.models.base import Model, ServedModel
 from credo.models.embedders import Embedder
+from credo.models.openai_probe import ServerProbe
 
 log = logging.getLogger(__name__)
 
@@ -110,6 +120,7 @@ class ModelPool:
     ) -> None:
         self._owns_store = store is None
         self.store = store if store is not None else GenerationStore(default_cache_path(cache_path))
+        self.probes = ProbeStore(probes_path(self.store.path))
         self.seed = seed
         self.max_block = max_block
         self.show_progress = show_progress
@@ -161,8 +172,40 @@ class ModelPool:
             from credo.models.registry import load_model
 
             log.info("loading %s for %s", spec.name, role)
-            self._loaded[key] = load_model(spec.name, **dict(spec.options))
+            model = self._loaded[key] = load_model(spec.name, **dict(spec.options))
+            # auto_probe first: isinstance reads every member (a weights hash, for some)
+            if getattr(model, "auto_probe", False) and isinstance(model, ServedModel):
+                self._use_probe(model)
         return self._loaded[key]
+
+    def probe(self, role: str) -> ServerProbe:
+        """Probe the server of ``role``'s model now (its server must answer), store the
+        answers if the probe is complete, and return them; :class:`UserError` when the
+        model is not a served one."""
+        model = self.model(role)
+        if not (hasattr(model, "auto_probe") and isinstance(model, ServedModel)):
+            raise UserError(
+                f"{model.identity} is not a served model: only openai:<model> backends "
+                "are probed"
+            )
+        model.preflight()
+        found = model.probe()
+        if found.complete:
+            self.probes.put(found)
+        return found
+
+    def _use_probe(self, model: ServedModel) -> None:
+        """Give a freshly loaded model its stored probe, probing its server first when
+        none is stored; log what the model warns about."""
+        found = self.probes.get(model.identity)
+        if found is None:
+            log.info("probing the server of %s", model.identity)
+            model.preflight()
+            found = model.probe()
+            if found.complete:
+                self.probes.put(found)
+        for warning in model.apply_probe(found):
+            log.warning("%s", warning)
 
     def executor(self, role: str) -> Executor:
         """The cached executor of ``role``'s model (one per distinct model)."""

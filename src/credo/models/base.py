@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Protocol, Self, runtime_checkable
 
+from credo.models.openai_probe import ServerProbe
 from credo.types import (
     Capabilities,
     Generation,
@@ -37,6 +38,7 @@ __all__ = [
     "Model",
     "SampleBlock",
     "SamplingParams",
+    "ServedModel",
     "TokenLogprob",
 ]
 
@@ -81,3 +83,20 @@ class Model(Protocol):
     ) -> Iterator[tuple[int, list[Generation] | GenerationError]]: ...
 
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class ServedModel(Model, Protocol):
+    """A model behind a server (the OpenAI-compatible backend): it can check that its
+    server answers (``preflight``), ask the server what it does with ``n``, seeds,
+    logprobs and grammars (``probe``), and take the answers (``apply_probe``, which
+    returns the warnings a user should see). ``auto_probe`` False: the pool does not
+    probe it before use."""
+
+    auto_probe: bool
+
+    def preflight(self) -> None: ...
+
+    def probe(self) -> ServerProbe: ...
+
+    def apply_probe(self, probe: ServerProbe) -> list[str]: ...
