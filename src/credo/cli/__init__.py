@@ -70,7 +70,12 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--config", type=Path, help="YAML run config; flags below override it")
     r.add_argument("--task", help="gsm8k, mmlu:<subject>, truthfulqa_mc1 (see `credo tasks`)")
     r.add_argument("--model", help="embedded model name, a .gguf path, or openai:<model>")
-    r.add_argument("--base-url", help="OpenAI-compatible server URL (with --model openai:...)")
+    r.add_argument(
+        "--base-url", action="append",
+        help="OpenAI-compatible server URL (with --model openai:...); repeat it or separate "
+        "URLs by commas for replicas of one model",
+    )
+    r.add_argument("--label", help="served model label for its identity: openai:<model>@LABEL")
     r.add_argument("--n", type=int, help="samples from the original prompt (paper: 30)")
     r.add_argument("--m", type=int, help="perturbed samples, one per perturbation (paper: 30)")
     r.add_argument("--limit", type=int, help="first N items of the task")
@@ -134,6 +139,7 @@ def _parser() -> argparse.ArgumentParser:
     m.set_defaults(func=_cmd_methods)
 
     from credo.cli.perturb import add_perturb_parser
+    from credo.cli.probe import add_probe_parser
     from credo.cli.report import add_report_parser
     from credo.cli.score import add_score_parser
     from credo.cli.strength import add_strength_parser
@@ -142,6 +148,7 @@ def _parser() -> argparse.ArgumentParser:
     add_report_parser(sub)
     add_perturb_parser(sub)
     add_strength_parser(sub)
+    add_probe_parser(sub)
     return p
 
 

@@ -21,6 +21,7 @@ def run_config_from_args(args: argparse.Namespace) -> Any:
     is one) naming the field."""
     from pydantic import ValidationError
 
+    from credo.cli.probe import base_url_option
     from credo.config import RunConfig, read_yaml_mapping, validation_message
     from credo.errors import UserError
 
@@ -44,7 +45,8 @@ def run_config_from_args(args: argparse.Namespace) -> Any:
         data["methods"] = [s.strip() for s in args.methods.split(",") if s.strip()]
     nested = {
         ("sampling", "max_tokens"): args.max_tokens,
-        ("model_options", "base_url"): args.base_url,
+        ("model_options", "base_url"): base_url_option(args.base_url),
+        ("model_options", "label"): args.label,
         ("baselines", "followups"): args.followups,
         ("perturbation", "corpus"): args.corpus,
         ("perturbation", "generator"): args.writer,

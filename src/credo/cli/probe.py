@@ -1,0 +1,99 @@
+"""``credo probe``: ask a served model's server what it does with ``n``, seeds, logprobs
+and grammars, show the answers and store them for later runs."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+__all__ = ["add_probe_parser", "base_url_option", "cmd_probe"]
+
+console = Console(stderr=False)
+
+
+def add_probe_parser(sub: Any) -> None:
+    """Register ``credo probe`` on the top-level subparsers."""
+    p = sub.add_parser(
+        "probe",
+        help="what a served model's server does with n, seeds, logprobs and grammars",
+        description=(
+            "Send a handful of tiny requests to an OpenAI-compatible server and report "
+            "whether it honours n, whether a seed reproduces its sample, whether child j "
+            "of a call with seed s is the single call with seed s + j (credo's seed "
+            "contract), whether it returns logprobs (how many alternatives) and whether it "
+            "obeys a GBNF grammar. The answers are stored per model identity in probes.json "
+            "beside the cache; `credo run` uses them (one call per sample where the "
+            "contract is broken, no logprob methods without logprobs)."
+        ),
+    )
+    p.add_argument("--model", required=True, help="openai:<served model name>")
+    p.add_argument(
+        "--base-url", action="append", required=True,
+        help="server URL; repeat it or separate URLs by commas for replicas (the first is asked)",
+    )
+    p.add_argument("--label", help="what the name does not say (a weights revision): openai:<m>@L")
+    p.add_argument("--api-key-env", help="environment variable holding the key (OPENAI_API_KEY)")
+    p.add_argument("--cache", type=Path, help="SQLite cache whose folder keeps probes.json")
+    p.set_defaults(func=cmd_probe)
+
+
+def _uses(found: Any) -> list[str]:
+    """What ``credo run`` does with the answers (explicit model_options still win)."""
+    if not found.complete:
+        return []
+    together = found.honours_n and found.seed_contract is not False
+    lines = ["one call with n per request" if together
+             else "one call per sample, seeded seed + j"]
+    if found.deterministic is False:
+        lines.append("samples are not reproducible (the cache still holds them)")
+    if not found.logprobs:
+        lines.append("methods that need logprobs are not available")
+    if found.grammar:
+        lines.append(f"label answers restricted by a grammar (field {found.grammar})")
+    return lines
+
+
+def base_url_option(values: list[str] | None) -> str | list[str] | None:
+    """``--base-url`` given once or more, each maybe comma-separated: one URL stays a
+    string (as in a YAML config), several are a list of replicas."""
+    urls = [u.strip() for v in values or () for u in v.split(",") if u.strip()]
+    if not urls:
+        return None
+    return urls[0] if len(urls) == 1 else urls
+
+
+def cmd_probe(args: argparse.Namespace) -> int:
+    """Probe, print the answers, store them: exit 0, or 3 when the probe did not finish
+    (nothing is stored then)."""
+    from credo.config import default_cache_path
+    from credo.errors import UserError
+    from credo.generation.pool import MODEL, ModelPool
+
+    if not args.model.startswith("openai:"):
+        raise UserError(f"--model {args.model!r}: credo probe asks served models (openai:<m>)")
+    options: dict[str, Any] = {"base_url": base_url_option(args.base_url), "probe": False}
+    if args.label:
+        options["label"] = args.label
+    if args.api_key_env:
+        options["api_key_env"] = args.api_key_env
+    with ModelPool(cache_path=default_cache_path(args.cache), show_progress=False) as pool:
+        pool.assign(MODEL, args.model, options)
+        found = pool.probe(MODEL)
+        where = pool.probes.path
+    table = Table(title=f"{found.identity} · {found.requests} requests · {found.seconds:.1f} s")
+    table.add_column("question")
+    table.add_column("answer")
+    for question, answer in found.rows():
+        table.add_row(question, answer)
+    console.print(table)
+    for line in _uses(found):
+        console.print(f"credo run: {line}", highlight=False)
+    if not found.complete:
+        console.print(f"[red]the probe did not finish[/red]: {found.errors[0]}", highlight=False)
+        return 3
+    console.print(f"stored in {where}", highlight=False)
+    return 0
