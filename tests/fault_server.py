@@ -13,11 +13,24 @@ background thread::
         server.retryable_faults  # those a client should retry (= its retries if none ran out)
         server.model_listings    # GET /v1/models
         server.authorizations    # every Authorization header seen (None: absent)
+        server.max_in_flight     # most chat requests handled at once
+        server.bodies            # every chat request body received (parsed)
 
 Answers. Choice ``j`` of a reply is a pure function of (the messages, ``seed + j``): one
 of ``answers`` picked by a hash, cut to ``max_tokens`` words (finish reason ``length``);
 ``usage`` counts words; ``logprobs: true`` adds deterministic ``top_logprobs``. A request
 without ``seed`` is seeded 0.
+
+Servers that differ (``credo probe`` tells them apart): ``seed_mode`` "contract" (the
+default, llama.cpp's server) seeds child ``j`` with ``seed + j``; "scrambled" with
+``seed * 7 + j`` (deterministic, but child ``j`` is not the single call with ``seed + j``);
+"ignored" draws a fresh seed for every request (nothing is reproducible).
+``honour_n=False`` answers one choice whatever ``n``; ``logprobs=False`` never returns
+logprobs; ``grammar=True`` obeys a llama.cpp ``grammar`` of the form
+``root ::= "a" | "b" | ...`` (one alternative, picked by the child's seed), and answers
+400 to any other grammar; ``max_n`` refuses a larger ``n`` with llama.cpp's 400 ("Field
+'n': Value must be between 1 <= value <= 4, but got 5"). ``latency`` seconds pass before
+every chat reply.
 
 Faults. ``faults`` maps a kind of :data:`FAULT_KINDS` (or any ``http_<status>``) to the
 probability that a request gets it. The draw is a hash of (``fault_seed``, the request
@@ -104,7 +117,15 @@ class FaultServer:
         retry_after: str | None = "0",
         slow_seconds: float = 0.5,
         port: int = 0,
+        seed_mode: str = "contract",
+        honour_n: bool = True,
+        logprobs: bool = True,
+        grammar: bool = False,
+        max_n: int | None = None,
+        latency: float = 0.0,
     ) -> None:
+        if seed_mode not in SEED_MODES:
+            raise ValueError(f"unknown seed_mode {seed_mode!r}; known: {SEED_MODES}")
         faults = dict(faults or {})
         for kind, rate in faults.items():
             if kind not in FAULT_KINDS and not _status_of(kind):
@@ -119,6 +140,16 @@ class FaultServer:
         self.require_authorization = require_authorization
         self.retry_after = retry_after
         self.slow_seconds = slow_seconds
+        self.seed_mode = seed_mode
+        self.honour_n = honour_n
+        self.logprobs = logprobs
+        self.grammar = grammar
+        self.max_n = max_n
+        self.latency = latency
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self.bodies: list[dict[str, Any]] = []
+        self._fresh_seeds = 0
         self.requests = 0
         self.model_listings = 0
         self.served = 0
@@ -227,23 +258,42 @@ class FaultServer:
     # ------------------------------------------------------------------ answers
 
     def completion(self, body: Mapping[str, Any], fault: str | None = None) -> dict[str, Any]:
-        """The reply to a chat request ``body`` (with a content fault applied)."""
-        return completion(body, self.answers, fault)
+        """The reply to a chat request ``body`` (with a content fault applied), as this
+        server's ``seed_mode``, ``honour_n``, ``logprobs`` and ``grammar`` make it."""
+        body = dict(body)
+        if not self.honour_n:
+            body["n"] = 1
+        if not self.logprobs:
+            body.pop("logprobs", None)
+        if not self.grammar:
+            body.pop("grammar", None)
+        if self.seed_mode == "ignored":
+            with self._lock:
+                self._fresh_seeds += 1
+                body["seed"] = _digest("fresh", self._fresh_seeds) % 2**31
+        return completion(body, self.answers, fault, self.seed_mode)
 
 
 def completion(
-    body: Mapping[str, Any], answers: Sequence[str] = DEFAULT_ANSWERS, fault: str | None = None
+    body: Mapping[str, Any],
+    answers: Sequence[str] = DEFAULT_ANSWERS,
+    fault: str | None = None,
+    seed_mode: str = "contract",
 ) -> dict[str, Any]:
     """The reply of a :class:`FaultServer` with ``answers`` to a chat request ``body``
-    (with a content ``fault`` applied): what a clean server answers when ``fault`` is None."""
+    (with a content ``fault`` applied): what a clean server answers when ``fault`` is None.
+    A ``grammar`` in the body is obeyed (see the module docstring)."""
     messages = body.get("messages") or []
     n = int(body.get("n") or 1)
     seed = int(body.get("seed") or 0)
     max_tokens = body.get("max_tokens")
     top = int(body.get("top_logprobs") or 0) if body.get("logprobs") else -1
+    allowed = _grammar_words(body.get("grammar")) if body.get("grammar") else None
     choices = []
     for j in range(n):
-        text = answers[_digest("answer", messages, seed + j) % len(answers)]
+        child = seed * 7 + j if seed_mode == "scrambled" else seed + j
+        vocabulary = allowed or answers
+        text = vocabulary[_digest("answer", messages, child) % len(vocabulary)]
         words = text.split(" ")
         words = [w if i == 0 else " " + w for i, w in enumerate(words)]
         finish = "stop"
@@ -258,7 +308,7 @@ def completion(
             "logprobs": None,
         }
         if top >= 0:
-            choice["logprobs"] = {"content": _logprobs(words, messages, seed + j, top)}
+            choice["logprobs"] = {"content": _logprobs(words, messages, child, top)}
         choices.append(choice)
     if fault == "null_content":
         choices[-1]["message"]["content"] = None
@@ -282,6 +332,21 @@ def completion(
             "total_tokens": prompt_tokens + completion_tokens,
         },
     }
+
+
+SEED_MODES = ("contract", "scrambled", "ignored")
+"""How a :class:`FaultServer` seeds the children of a call (see the module docstring)."""
+
+
+def _grammar_words(grammar: str) -> tuple[str, ...]:
+    """The alternatives of a ``root ::= "a" | "b"`` grammar; ValueError for any other."""
+    head, sep, rest = str(grammar).partition("::=")
+    parts = [p.strip() for p in rest.split("|")]
+    if head.strip() != "root" or not sep or not all(
+        len(p) >= 2 and p[0] == p[-1] == '"' and '"' not in p[1:-1] for p in parts
+    ):
+        raise ValueError(f"unsupported grammar {grammar!r}")
+    return tuple(p[1:-1] for p in parts)
 
 
 def _status_of(kind: str) -> int:
@@ -352,7 +417,29 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError:
             self._json(400, {"error": {"message": "body is not JSON"}})
             return
-        self._reply(body, fault._draw(raw))
+        with fault._lock:
+            fault.bodies.append(body)
+            fault.in_flight += 1
+            fault.max_in_flight = max(fault.max_in_flight, fault.in_flight)
+        try:
+            if fault.latency:
+                threading.Event().wait(fault.latency)
+            n = int(body.get("n") or 1)
+            if fault.max_n is not None and n > fault.max_n:
+                message = (f"Field 'n': Value must be between 1 <= value <= {fault.max_n}, "
+                           f"but got {n}")
+                self._json(400, {"error": {"message": message}})
+                return
+            if fault.grammar and body.get("grammar"):
+                try:
+                    _grammar_words(body["grammar"])
+                except ValueError as exc:
+                    self._json(400, {"error": {"message": str(exc)}})
+                    return
+            self._reply(body, fault._draw(raw))
+        finally:
+            with fault._lock:
+                fault.in_flight -= 1
 
     def _authorized(self) -> bool:
         """Record the Authorization header; answer 401 when it is not the required one."""
@@ -414,4 +501,11 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.flush()
 
 
-__all__ = ["DEFAULT_ANSWERS", "FAULT_KINDS", "RETRYABLE_KINDS", "FaultServer", "completion"]
+__all__ = [
+    "DEFAULT_ANSWERS",
+    "FAULT_KINDS",
+    "RETRYABLE_KINDS",
+    "SEED_MODES",
+    "FaultServer",
+    "completion",
+]
