@@ -60,8 +60,8 @@ def _config(tmp: Path, url: str, name: str) -> Path:
         "model_options: {max_concurrency: 4}\n"
         "n: 3\nm: 3\nsampling: {max_tokens: 8}\nbootstrap: 0\n"
         f"methods: {json.dumps(METHODS)}\n"
-        "perturbation: {max_rounds: 2, sampling: {max_tokens: 32}}\n"
-        "baselines: {followups: 2}\n"
+        "perturbation: {prompt: v1, rules: basic, max_rounds: 2, sampling: {max_tokens: 32}}\n"
+        "baselines: {followups: 1}\n"
         f"judge: {{model: openai:smollm2, model_options: {{base_url: '{url}'}}}}\n",
         encoding="utf-8",
     )
