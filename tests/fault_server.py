@@ -15,11 +15,15 @@ background thread::
         server.authorizations    # every Authorization header seen (None: absent)
         server.max_in_flight     # most chat requests handled at once
         server.bodies            # every chat request body received (parsed)
+        server.usage             # Counter: prompt_tokens, completion_tokens, replies sent
 
 Answers. Choice ``j`` of a reply is a pure function of (the messages, ``seed + j``): one
 of ``answers`` picked by a hash, cut to ``max_tokens`` words (finish reason ``length``);
-``usage`` counts words; ``logprobs: true`` adds deterministic ``top_logprobs``. A request
-without ``seed`` is seeded 0.
+``usage`` counts words: the prompt's (split on whitespace) and the words generated, one
+token each (as ``logprobs`` and the ``max_tokens`` cut count them), summed over the
+choices; ``logprobs: true`` adds deterministic ``top_logprobs``. A request without
+``seed`` is seeded 0. ``usage`` of the server adds up the ``usage`` of every chat
+completion it sent whole (content faults included), with ``replies`` counting them.
 
 Servers that differ (``credo probe`` tells them apart): ``seed_mode`` "contract" (the
 default, llama.cpp's server) seeds child ``j`` with ``seed + j``; "scrambled" with
@@ -155,6 +159,7 @@ class FaultServer:
         self.served = 0
         self.faults: Counter[str] = Counter()
         self.authorizations: list[str | None] = []
+        self.usage: Counter[str] = Counter()
         self._forced: list[str] = []
         self._seen: Counter[str] = Counter()
         self._lock = threading.Lock()
@@ -290,6 +295,7 @@ def completion(
     top = int(body.get("top_logprobs") or 0) if body.get("logprobs") else -1
     allowed = _grammar_words(body.get("grammar")) if body.get("grammar") else None
     choices = []
+    tokens = []
     for j in range(n):
         child = seed * 7 + j if seed_mode == "scrambled" else seed + j
         vocabulary = allowed or answers
@@ -310,16 +316,18 @@ def completion(
         if top >= 0:
             choice["logprobs"] = {"content": _logprobs(words, messages, child, top)}
         choices.append(choice)
+        tokens.append(len(words))
     if fault == "null_content":
         choices[-1]["message"]["content"] = None
+        tokens[-1] = 0
     elif fault == "missing_content":
         del choices[-1]["message"]
+        tokens[-1] = 0
     elif fault == "fewer_choices":
         choices.pop()
+        tokens.pop()
     prompt_tokens = sum(len(str(m.get("content") or "").split()) for m in messages)
-    completion_tokens = sum(
-        len(((c.get("message") or {}).get("content") or "").split()) for c in choices
-    )
+    completion_tokens = sum(tokens)
     return {
         "id": f"chatcmpl-{_digest('id', messages, seed) % 10**12}",
         "object": "chat.completion",
@@ -472,11 +480,16 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if kind == "slow":
             threading.Event().wait(fault.slow_seconds)
-        data = json.dumps(fault.completion(body, kind)).encode()
+        reply = fault.completion(body, kind)
+        data = json.dumps(reply).encode()
         if kind == "truncated_body":
             self._send(200, data[: len(data) // 2], "application/json", length=len(data) + 100)
             self.close_connection = True
             return
+        with fault._lock:
+            fault.usage["prompt_tokens"] += reply["usage"]["prompt_tokens"]
+            fault.usage["completion_tokens"] += reply["usage"]["completion_tokens"]
+            fault.usage["replies"] += 1
         self._send(200, data, "application/json")
 
     def _json(self, status: int, payload: Any, headers: Mapping[str, str] | None = None) -> None:

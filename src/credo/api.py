@@ -1,6 +1,7 @@
 """The Python API's entry points: a pipeline plus the folder it writes.
 
 - :func:`run`: ``credo run`` (C3 and the baselines) and its run folder.
+- :func:`dry_run`: ``credo run --dry-run``, what a run would ask of its models, no call.
 - :func:`run_strength`: ``credo strength run`` (paper 003) and its output folder.
 - :func:`score`: ``credo score``, generations a user already has, scored and written.
 - :func:`calibrate_prompt`: ``credo perturb calibrate-prompt``, the most neutral prefix
@@ -21,11 +22,12 @@ if TYPE_CHECKING:
     from credo.config import RunConfig, StrengthConfig
     from credo.models.base import Model
     from credo.models.embedders import Embedder
+    from credo.pipeline.estimate import RunEstimate
     from credo.pipeline.runner import RunResult
     from credo.strength.pipeline import StrengthResult
     from credo.tasks.base import Task
 
-__all__ = ["calibrate_prompt", "check_writable", "run", "run_strength", "score"]
+__all__ = ["calibrate_prompt", "check_writable", "dry_run", "run", "run_strength", "score"]
 
 
 def run(
@@ -58,6 +60,7 @@ def run(
         max_block=config.max_block,
         show_progress=show_progress,
         embedder=embedder,
+        max_cost_usd=config.max_cost_usd,
     ) as pool:
         for role, given in ((MODEL, model), (WRITER, perturber), (JUDGE, judge)):
             if given is not None:
@@ -68,6 +71,35 @@ def run(
 
         write_run(result, config.out)
     return result
+
+
+def dry_run(
+    config: RunConfig,
+    *,
+    model: Model | None = None,
+    perturber: Model | None = None,
+    embedder: Embedder | None = None,
+    task: Task | None = None,
+    judge: Model | None = None,
+) -> RunEstimate:
+    """What :func:`run` would ask of its models for ``config``, per stage (requests,
+    samples, cached samples, calls, estimated tokens and cost), without calling a model
+    or contacting a server and without writing the run folder
+    (:func:`credo.pipeline.estimate.estimate_run`). The arguments are :func:`run`'s."""
+    from credo.generation.pool import JUDGE, MODEL, WRITER, ModelPool
+    from credo.pipeline.estimate import estimate_run
+
+    with ModelPool(
+        cache_path=config.cache_path,
+        seed=config.seed,
+        max_block=config.max_block,
+        show_progress=False,
+        embedder=embedder,
+    ) as pool:
+        for role, given in ((MODEL, model), (WRITER, perturber), (JUDGE, judge)):
+            if given is not None:
+                pool.assign(role, model=given)
+        return estimate_run(config, pool, task)
 
 
 def run_strength(

@@ -244,6 +244,14 @@ class RunConfig(_Config):
     out: Path = Path("runs/latest")
     cache: Path | None = None
     max_block: int = Field(16, ge=1)
+    max_cost_usd: float | None = Field(
+        None,
+        gt=0,
+        description="stop dispatching requests once this run's generations cost this much "
+        "(US dollars, from the price_* model options; credo.generation.ledger); the run "
+        "folder is written with the rest incomplete (exit 3) and a rerun resumes; part of "
+        "no request",
+    )
     judge: JudgeConfig = JudgeConfig()
     grader: JudgeConfig | None = Field(
         None,

@@ -27,11 +27,12 @@ def main(argv: list[str] | None = None) -> int:
     Exit status: 0 done; 2 a user error (bad file, option, config, name, unreachable
     server), reported in one or two lines naming it, with the traceback only under
     ``-v``, found before the first model call; 3 some requests failed after the
-    backend's retries (everything else is cached and written; rerun to retry them); 4 the
-    prefixes failed the neutrality test under ``perturbation.neutrality: fail``.
+    backend's retries, or the cost budget (``max_cost_usd``) was reached (everything else
+    is cached and written; rerun to retry them); 4 the prefixes failed the neutrality test
+    under ``perturbation.neutrality: fail``.
     """
     from credo.errors import UserError
-    from credo.generation.executor import RequestsFailed
+    from credo.generation.executor import BudgetReached, RequestsFailed
 
     parser = _parser()
     args = parser.parse_args(argv)
@@ -48,6 +49,9 @@ def main(argv: list[str] | None = None) -> int:
             log.exception("the traceback of the error below")
         _error(f"error: {e}")
         return 2
+    except BudgetReached as e:
+        _error(f"{e}; rerun with a higher max_cost_usd to resume")
+        return 3
     except RequestsFailed as e:
         if args.verbose:
             log.exception("the traceback of the failure below")
@@ -103,6 +107,18 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--out", type=Path, help="run folder (default runs/latest)")
     r.add_argument("--cache", type=Path, help="SQLite cache (default ~/.cache/credo)")
     r.add_argument("--quiet", action="store_true", help="no progress bars")
+    r.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the planned requests, samples, tokens and cost per stage (and what is "
+        "cached) without calling any model",
+    )
+    r.add_argument(
+        "--max-cost-usd",
+        type=float,
+        help="stop sending requests once this run's generations cost this much (US dollars, "
+        "from the price_* model options); rerun to resume",
+    )
     r.add_argument("--corpus", type=Path,
                    help="text file whose snippets are the context prefixes (000 App. F)")
     r.add_argument("--writer", help="model writing the context prefixes (default: the "

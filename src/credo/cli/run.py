@@ -11,7 +11,7 @@ from rich.table import Table
 console = Console(stderr=False)
 err = Console(stderr=True)
 
-__all__ = ["cmd_run", "run_config_from_args"]
+__all__ = ["cmd_run", "print_estimate", "print_result", "run_config_from_args"]
 
 
 def run_config_from_args(args: argparse.Namespace) -> Any:
@@ -39,6 +39,7 @@ def run_config_from_args(args: argparse.Namespace) -> Any:
         "kernel": args.kernel,
         "bootstrap": args.bootstrap,
         "calibrate": args.calibrate,
+        "max_cost_usd": args.max_cost_usd,
     }
     data.update({k: v for k, v in flat.items() if v is not None})
     if args.methods:
@@ -96,6 +97,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         cfg = run_config_from_args(args)
     except UserError as e:
         raise UserError(f"invalid configuration: {e}") from None
+    if args.dry_run:
+        from credo.api import dry_run
+
+        return print_estimate(dry_run(cfg))
     result = run(cfg, show_progress=not args.quiet)
     return print_result(result)
 
@@ -124,6 +129,17 @@ def print_result(result: Any) -> int:
     for name, why in result.unavailable.items():
         console.print(f"[yellow]{name}[/yellow]: {why}")
     console.print(f"report: {cfg.out / 'report.md'}")
+    if result.incomplete and result.stopped_by_budget:
+        from credo.report.ledger import fmt_usd
+
+        spent = fmt_usd((result.ledger.get("total") or {}).get("cost_usd") or 0.0)
+        err.print(
+            f"cost budget reached: {spent} of max_cost_usd {cfg.max_cost_usd} USD spent "
+            f"({len(result.incomplete)} items incomplete); rerun with a higher max_cost_usd "
+            "to resume",
+            markup=False, highlight=False, soft_wrap=True,
+        )
+        return 3
     gate = cfg.perturbation.neutrality
     if result.neutrality and not result.neutrality["neutral"] and gate != "off":
         line = neutrality_line(result.neutrality)
@@ -143,10 +159,59 @@ def print_result(result: Any) -> int:
     return 0
 
 
+def print_estimate(estimate: Any) -> int:
+    """The table of ``credo run --dry-run`` (a :class:`~credo.pipeline.estimate.RunEstimate`):
+    one aligned plain-text row per stage, then each stage's model and note and what the
+    numbers rest on; exit status 0."""
+    from credo.pipeline.estimate import CHARS_PER_TOKEN
+    from credo.report.ledger import fmt_usd
+
+    rows = [["stage", "basis", "requests", "samples", "cached", "calls",
+             "prompt tokens ~", "completion tokens <=", "cost USD ~"]]
+    for s in [*estimate.stages, estimate.total()]:
+        unknown = s.basis == "unknown"
+        counts = (s.requests, s.samples, s.cached_samples, s.calls, s.prompt_tokens,
+                  s.completion_tokens)
+        rows.append([
+            s.stage, s.basis if s.stage != "total" else "",
+            *("?" if unknown or v is None else str(v) for v in counts),
+            "?" if unknown else fmt_usd(s.cost_usd),
+        ])
+    lines = [f"dry run: {estimate.task} · {estimate.items} items · no model called", ""]
+    lines += _aligned(rows)
+    lines.append("")
+    lines += [f"{s.stage}: {s.model}{' · ' + s.note if s.note else ''}" for s in estimate.stages]
+    lines += [
+        "",
+        "planned: the requests the run sends (cache counted); estimated: from n, m and the "
+        "config (cache unknown, ?); unknown: depends on the samples.",
+        f"Prompt tokens: characters/{CHARS_PER_TOKEN} of the messages, once per call; "
+        "completion tokens: max_tokens per missing sample; cost: both at the price_* "
+        "model_options (- unpriced).",
+    ]
+    out = Console(soft_wrap=True)
+    for line in lines:
+        out.print(line, markup=False, highlight=False)
+    return 0
+
+
+def _aligned(rows: list[list[str]]) -> list[str]:
+    """``rows`` as lines of space-padded columns: the first two left, the rest right."""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return [
+        "  ".join(v.ljust(w) if i < 2 else v.rjust(w) for i, (v, w) in enumerate(zip(
+            row, widths, strict=True))).rstrip()
+        for row in rows
+    ]
+
+
+_TEXT_COLUMNS = ("method",)
+
+
 def _table(rows: list[list[str]], title: str) -> Table:
     table = Table(title=title)
     for h in rows[0]:
-        table.add_column(h, justify="left" if h == "method" else "right")
+        table.add_column(h, justify="left" if h in _TEXT_COLUMNS else "right")
     for row in rows[1:]:
         table.add_row(*row)
     return table

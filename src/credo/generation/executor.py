@@ -4,7 +4,9 @@ The executor is one of the two stages allowed to call a model. For every planned
 it looks up which sample indices are cached, turns the missing ones into blocks of
 consecutive indices (one backend call each, sample ``i`` seeded ``sample_seed(key, i)``),
 and commits every block as soon as it completes, so an interrupted run resumes with no
-lost and no duplicated sample.
+lost and no duplicated sample. Every call counts its requests, samples and reported
+tokens per stage in a :class:`~credo.generation.ledger.Ledger`, which may also hold a
+cost budget: once it is reached, no more blocks are dispatched.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
+from credo.generation.ledger import Ledger
 from credo.generation.store import GenerationStore, request_key, sample_seed
 from credo.models.base import Model
 from credo.types import Generation, GenerationError, GenerationRequest
@@ -32,27 +35,35 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class PlannedRequest:
-    """``n`` samples (indices ``0..n-1``) of ``request``; its ``seed`` and ``n`` are ignored."""
+    """``n`` samples (indices ``0..n-1``) of ``request``; its ``seed`` and ``n`` are ignored.
+
+    ``stage`` names the ledger stage the request counts under (``""``: the stage of the
+    :meth:`Executor.execute` call); neither it nor ``label`` is part of the request key.
+    """
 
     request: GenerationRequest
     n: int
     label: str = ""
+    stage: str = ""
 
 
 @dataclass
 class ExecutionStats:
     """What one ``execute`` call did. ``retries`` are the backend calls it retried
     (rate limits, server errors, malformed replies), ``failed_requests`` the requests whose
-    retries ran out (nothing of them is cached)."""
+    retries ran out (nothing of them is cached), ``budget_skipped`` the blocks left
+    undispatched because the run's cost budget was reached."""
 
     requested_samples: int = 0
     cached_samples: int = 0
     generated_samples: int = 0
     backend_calls: int = 0
     completion_tokens: int = 0
+    prompt_tokens: int = 0
     seconds: float = 0.0
     retries: int = 0
     failed_requests: int = 0
+    budget_skipped: int = 0
 
 
 class RequestsFailed(RuntimeError):
@@ -88,6 +99,38 @@ class RequestsFailed(RuntimeError):
         return [self.planned[i].label for i in self.failed]
 
 
+class BudgetReached(RequestsFailed):
+    """The run's cost budget (``max_cost_usd``) was reached: the executor dispatched no
+    more blocks, so the requests in ``failed`` are missing samples (everything generated
+    is cached; a rerun resumes). Caught wherever :class:`RequestsFailed` is."""
+
+    def __init__(
+        self,
+        planned: Sequence[PlannedRequest],
+        results: list[list[Generation] | None],
+        errors: list[str],
+        ledger: Ledger,
+    ) -> None:
+        super().__init__(planned, results, errors)
+        self.cost_usd = ledger.cost_usd
+        self.max_cost_usd = ledger.max_cost_usd
+        self.args = (
+            f"cost budget reached ({self.cost_usd:.6g} of max_cost_usd {self.max_cost_usd:g}"
+            f" USD): {len(self.failed)} of {len(results)} requests not generated",
+        )
+
+
+@dataclass(frozen=True)
+class _Block:
+    """Consecutive sample indices ``start..start + request.n - 1`` of key ``key``: one
+    backend call, counted under ledger stage ``stage``."""
+
+    key: str
+    start: int
+    request: GenerationRequest
+    stage: str
+
+
 class Executor:
     """Runs planned requests on ``model``, reading and writing ``store``.
 
@@ -101,6 +144,9 @@ class Executor:
         Most samples sent in one backend call (consecutive indices of one request).
     show_progress : bool
         Draw a rich progress bar (samples done, ETA) on stderr.
+    ledger : Ledger or None
+        Where requests, samples and tokens are counted per stage, with the prices and
+        the cost budget (the pool's, shared by its executors); None: a ledger of its own.
     """
 
     def __init__(
@@ -110,6 +156,7 @@ class Executor:
         run_seed: int = 0,
         max_block: int = 16,
         show_progress: bool = True,
+        ledger: Ledger | None = None,
     ) -> None:
         if max_block < 1:
             raise ValueError(f"max_block must be >= 1, got {max_block}")
@@ -118,6 +165,7 @@ class Executor:
         self.run_seed = run_seed
         self.max_block = max_block
         self.show_progress = show_progress
+        self.ledger = ledger if ledger is not None else Ledger()
         self.history: list[ExecutionStats] = []
 
     def key(self, request: GenerationRequest) -> str:
@@ -125,27 +173,22 @@ class Executor:
         return request_key(self.model.identity, request, self.run_seed)
 
     def execute(
-        self, planned: Sequence[PlannedRequest], description: str = "sampling"
+        self,
+        planned: Sequence[PlannedRequest],
+        description: str = "sampling",
+        stage: str | None = None,
     ) -> list[list[Generation]]:
-        """Generations for every planned request, ``planned[i].n`` of them, in index order."""
+        """Generations for every planned request, ``planned[i].n`` of them, in index order.
+
+        Each request counts in the ledger under its own ``stage``, else ``stage``, else
+        the stage the ledger is in (:meth:`Ledger.stage`), else ``description``. Raises
+        :class:`RequestsFailed` (:class:`BudgetReached` when the cost budget stopped
+        dispatching) after everything else was generated and cached.
+        """
         stats = ExecutionStats()
         keys = [self.key(p.request) for p in planned]
-        wanted: dict[str, int] = {}
-        template: dict[str, GenerationRequest] = {}
-        for k, p in zip(keys, planned, strict=True):
-            wanted[k] = max(wanted.get(k, 0), p.n)
-            template.setdefault(k, p.request)
-        stats.requested_samples = sum(wanted.values())
-
-        blocks: list[tuple[str, int, GenerationRequest]] = []
-        for k, n in wanted.items():
-            cached = self.store.cached_indices(k)
-            missing = [i for i in range(n) if i not in cached]
-            stats.cached_samples += n - len(missing)
-            for start, size in _blocks(missing, self.max_block):
-                req = template[k].model_copy(update={"seed": sample_seed(k, start), "n": size})
-                blocks.append((k, start, req))
-
+        default_stage = stage or self.ledger.current_stage or description
+        blocks = self._plan_blocks(planned, keys, default_stage, stats)
         errors: list[str] = []
         if blocks:
             errors = self._run_blocks(blocks, description, stats)
@@ -165,18 +208,55 @@ class Executor:
         for k, p in zip(keys, planned, strict=True):
             have = self.store.cached_indices(k)
             results.append(self.store.get(k, range(p.n)) if have >= set(range(p.n)) else None)
+        if stats.budget_skipped:
+            raise BudgetReached(planned, results, errors, self.ledger)
         raise RequestsFailed(planned, results, errors)
 
-    def _run_blocks(
+    def _plan_blocks(
         self,
-        blocks: list[tuple[str, int, GenerationRequest]],
-        description: str,
+        planned: Sequence[PlannedRequest],
+        keys: list[str],
+        default_stage: str,
         stats: ExecutionStats,
+    ) -> list[_Block]:
+        """The blocks of missing samples of every distinct key (the largest ``n`` asked
+        for it), counting requests, samples and cached samples per stage in the ledger."""
+        wanted: dict[str, int] = {}
+        template: dict[str, GenerationRequest] = {}
+        stage_of: dict[str, str] = {}
+        for k, p in zip(keys, planned, strict=True):
+            wanted[k] = max(wanted.get(k, 0), p.n)
+            template.setdefault(k, p.request)
+            stage_of.setdefault(k, p.stage or default_stage)
+        stats.requested_samples = sum(wanted.values())
+        identity = self.model.identity
+        blocks: list[_Block] = []
+        for k, n in wanted.items():
+            cached = self.store.cached_indices(k)
+            missing = [i for i in range(n) if i not in cached]
+            stats.cached_samples += n - len(missing)
+            usage = self.ledger.usage(stage_of[k], identity)
+            usage.requests += 1
+            usage.samples += n
+            usage.cached_samples += n - len(missing)
+            for start, size in sample_blocks(missing, self.max_block):
+                req = template[k].model_copy(update={"seed": sample_seed(k, start), "n": size})
+                blocks.append(_Block(k, start, req, stage_of[k]))
+        return blocks
+
+    def _run_blocks(
+        self, blocks: list[_Block], description: str, stats: ExecutionStats
     ) -> list[str]:
-        """Run the blocks, commit each as it completes; the messages of failed blocks."""
+        """Run the blocks, commit each as it completes; the messages of failed blocks.
+
+        Without a cost budget every block goes to the backend at once. With one, blocks go
+        in waves of the backend's concurrency, and no wave starts once the budget is
+        reached: at most one wave's cost goes past it.
+        """
         errors: list[str] = []
         retries_before = int(getattr(self.model, "retries", 0) or 0)
-        total = sum(r.n for _, _, r in blocks)
+        total = sum(b.request.n for b in blocks)
+        parallel = self.model.capabilities.parallel_samples
         t0 = time.perf_counter()
         with Progress(
             TextColumn("[bold]{task.description}"),
@@ -190,32 +270,79 @@ class Executor:
             disable=not self.show_progress,
         ) as progress:
             task = progress.add_task(description, total=total, rate=0.0)
-            for idx, gens in self.model.generate([r for _, _, r in blocks]):
-                key, start, req = blocks[idx]
-                if isinstance(gens, GenerationError):
-                    stats.failed_requests += 1
-                    errors.append(str(gens))
-                    log.warning("request failed after retries: %s", gens)
-                    continue
-                if len(gens) != req.n:
-                    raise RuntimeError(
-                        f"backend {self.model.identity} returned {len(gens)} samples for a"
-                        f" request of n={req.n} (key {key[:12]})"
-                    )
-                written = self.store.put(key, self.model.identity, req, start, gens)
-                stats.generated_samples += written
-                stats.backend_calls += 1
-                stats.completion_tokens += sum(g.completion_tokens for g in gens)
-                elapsed = time.perf_counter() - t0
-                done = progress.tasks[0].completed + len(gens)
-                progress.update(task, advance=len(gens), rate=done / max(elapsed, 1e-9))
+            waves = self._waves(blocks)
+            for w, wave in enumerate(waves):
+                if self.ledger.budget_reached:
+                    self._stop_for_budget(waves[w:], stats, errors)
+                    break
+                for idx, gens in self.model.generate([b.request for b in wave]):
+                    if isinstance(gens, GenerationError):
+                        stats.failed_requests += 1
+                        errors.append(str(gens))
+                        log.warning("request failed after retries: %s", gens)
+                        continue
+                    self._commit(wave[idx], gens, parallel, stats)
+                    elapsed = time.perf_counter() - t0
+                    done = progress.tasks[0].completed + len(gens)
+                    progress.update(task, advance=len(gens), rate=done / max(elapsed, 1e-9))
         stats.seconds = time.perf_counter() - t0
         stats.retries = int(getattr(self.model, "retries", 0) or 0) - retries_before
         return errors
 
+    def _waves(self, blocks: list[_Block]) -> list[list[_Block]]:
+        """All blocks in one wave without a budget; else waves of the backend's
+        ``max_concurrency`` (8 when it has none)."""
+        if self.ledger.max_cost_usd is None:
+            return [blocks]
+        size = getattr(self.model, "max_concurrency", None)
+        size = size if isinstance(size, int) and size >= 1 else 8
+        return [blocks[i : i + size] for i in range(0, len(blocks), size)]
 
-def _blocks(indices: list[int], max_block: int) -> list[tuple[int, int]]:
-    """Split sorted ``indices`` into runs of consecutive values of at most ``max_block``."""
+    def _stop_for_budget(
+        self, waves: list[list[_Block]], stats: ExecutionStats, errors: list[str]
+    ) -> None:
+        """Leave the blocks of ``waves`` undispatched: the cost budget is reached."""
+        stats.budget_skipped = sum(len(w) for w in waves)
+        self.ledger.stopped = True
+        errors.append(
+            f"cost budget reached ({self.ledger.cost_usd:.6g} of max_cost_usd"
+            f" {self.ledger.max_cost_usd:g} USD)"
+        )
+        log.info(  # the run's caller says it once (credo run: one line, exit 3)
+            "cost budget reached (%.6g of %g USD): %d blocks of samples not dispatched",
+            self.ledger.cost_usd, self.ledger.max_cost_usd, stats.budget_skipped,
+        )
+
+    def _commit(
+        self, block: _Block, gens: list[Generation], parallel: bool, stats: ExecutionStats
+    ) -> None:
+        """Cache the generations of ``block`` and count them, with their reported tokens,
+        in ``stats`` and the ledger: prompt tokens once per backend call (the block's one
+        call, or one call per sample on a backend without parallel samples)."""
+        if len(gens) != block.request.n:
+            raise RuntimeError(
+                f"backend {self.model.identity} returned {len(gens)} samples for a"
+                f" request of n={block.request.n} (key {block.key[:12]})"
+            )
+        identity = self.model.identity
+        written = self.store.put(block.key, identity, block.request, block.start, gens)
+        calls = 1 if parallel else len(gens)
+        prompt = gens[0].prompt_tokens if parallel else sum(g.prompt_tokens for g in gens)
+        completion = sum(g.completion_tokens for g in gens)
+        stats.generated_samples += written
+        stats.backend_calls += 1
+        stats.completion_tokens += completion
+        stats.prompt_tokens += prompt
+        usage = self.ledger.usage(block.stage, identity)
+        usage.generated_samples += written
+        usage.calls += calls
+        usage.prompt_tokens += prompt
+        usage.completion_tokens += completion
+
+
+def sample_blocks(indices: list[int], max_block: int) -> list[tuple[int, int]]:
+    """Split sorted ``indices`` into runs of consecutive values of at most ``max_block``:
+    the ``(start, size)`` of each backend call the executor makes for them."""
     out: list[tuple[int, int]] = []
     start = prev = None
     for i in indices:
@@ -228,3 +355,6 @@ def _blocks(indices: list[int], max_block: int) -> list[tuple[int, int]]:
     if start is not None:
         out.append((start, prev - start + 1))
     return out
+
+
+_blocks = sample_blocks  # the name before it was public

@@ -19,6 +19,12 @@ sets from them what its options left open (one call per sample where the childre
 call break the seed contract, no logprob methods where the server returns none, the
 grammar field the server obeys). What deserves a warning is logged.
 
+Prices (``price_prompt_usd_per_mtok``, ``price_completion_usd_per_mtok`` in a role's
+options) are taken out of the options before the backend is built, so no backend sees
+them and no identity or request key changes; the pool keeps them with the role and hands
+them, per model, to its :class:`~credo.generation.ledger.Ledger`, which every executor
+records into (requests, samples, tokens and cost per stage; the cost budget).
+
 This is the only module outside :mod:`credo.models` that loads a model or an embedder
 (docs/architecture.md).
 """
@@ -27,6 +33,8 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Self
@@ -34,6 +42,7 @@ from typing import Any, Self
 from credo.config import default_cache_path
 from credo.errors import UserError
 from credo.generation.executor import ExecutionStats, Executor
+from credo.generation.ledger import Ledger, Prices, split_prices
 from credo.generation.probes import ProbeStore, probes_path
 from credo.generation.store import GenerationStore
 from credo.models.base import Model, ServedModel
@@ -76,12 +85,14 @@ def shared_embedder(name: str) -> Embedder:
 
 @dataclass(frozen=True)
 class _Spec:
-    """What plays a role: a spec to load, a model handed in, or another role's model."""
+    """What plays a role: a spec to load, a model handed in, or another role's model;
+    ``prices`` price its tokens (never part of ``options``)."""
 
     name: str | None = None
     options: tuple[tuple[str, Any], ...] = ()
     model: Model | None = None
     same_as: str | None = None
+    prices: Prices | None = None
 
     @property
     def load_key(self) -> str:
@@ -106,6 +117,8 @@ class ModelPool:
         Draw progress bars.
     embedder : Embedder or None
         Used for every embedder name instead of loading one (tests pass a small one).
+    max_cost_usd : float or None
+        The cost budget of the pool's ledger (:attr:`ledger`); None: none.
     """
 
     def __init__(
@@ -117,6 +130,7 @@ class ModelPool:
         max_block: int = 16,
         show_progress: bool = True,
         embedder: Embedder | None = None,
+        max_cost_usd: float | None = None,
     ) -> None:
         self._owns_store = store is None
         self.store = store if store is not None else GenerationStore(default_cache_path(cache_path))
@@ -128,6 +142,7 @@ class ModelPool:
         self._roles: dict[str, _Spec] = {}
         self._loaded: dict[str, Model] = {}
         self._executors: dict[int, Executor] = {}
+        self.ledger = Ledger(max_cost_usd)
 
     # ------------------------------------------------------------------ roles
 
@@ -143,12 +158,19 @@ class ModelPool:
         """Say what plays ``role``: an open ``model``, a ``spec`` to load with
         ``options``, or (``spec`` None) the model of role ``same_as``. Nothing is loaded
         until the role is used; a role assigned twice keeps its first assignment, so a
-        model handed in wins over the config's spec."""
-        if role in self._roles:
+        model handed in wins over the config's spec, but takes the prices of the later
+        assignment when it has none. Price options are kept apart from the options the
+        backend is built with (the module docstring)."""
+        options, prices = split_prices(options or {}, f"{role} model_options")
+        known = self._roles.get(role)
+        if known is not None:
+            if known.prices is None and prices is not None and known.model is not None:
+                self._roles[role] = _Spec(known.name, known.options, known.model,
+                                          known.same_as, prices)
             return
         if model is None and spec is None and same_as is None:
             raise ValueError(f"role {role!r}: give a model, a spec or a role to share")
-        self._roles[role] = _Spec(spec, tuple(sorted((options or {}).items())), model, same_as)
+        self._roles[role] = _Spec(spec, tuple(sorted(options.items())), model, same_as, prices)
 
     def has(self, role: str) -> bool:
         """Whether ``role`` was assigned."""
@@ -208,13 +230,30 @@ class ModelPool:
             log.warning("%s", warning)
 
     def executor(self, role: str) -> Executor:
-        """The cached executor of ``role``'s model (one per distinct model)."""
+        """The cached executor of ``role``'s model (one per distinct model), recording
+        into the pool's ledger; the role's prices price the model there."""
         model = self.model(role)
+        self.ledger.set_prices(model.identity, self.prices(role), role)
         ex = self._executors.get(id(model))
         if ex is None:
-            ex = Executor(model, self.store, self.seed, self.max_block, self.show_progress)
+            ex = Executor(
+                model, self.store, self.seed, self.max_block, self.show_progress, self.ledger
+            )
             self._executors[id(model)] = ex
         return ex
+
+    def prices(self, role: str) -> Prices | None:
+        """The prices of ``role``'s model: its own, else those of the role it shares."""
+        spec = self._spec(role)
+        if spec.prices is None and spec.same_as is not None:
+            return self.prices(spec.same_as)
+        return spec.prices
+
+    @contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        """Count the executor calls inside the ``with`` under ledger stage ``name``."""
+        with self.ledger.stage(name):
+            yield
 
     def preflight(self, roles: list[str]) -> None:
         """Build the model of every role in ``roles`` and let it check what it can before

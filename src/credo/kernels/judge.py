@@ -257,7 +257,7 @@ def build_judge_kernel(ctx: KernelContext) -> VerdictTable:
     if planned:
         executor = ctx.pool.executor(JUDGE)
         try:
-            gens: list = executor.execute(planned, "judging answer pairs")
+            gens: list = executor.execute(planned, "judging answer pairs", "judge pairs")
         except RequestsFailed as e:
             gens = e.results
         generated = executor.history[-1].generated_samples

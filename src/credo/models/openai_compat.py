@@ -85,6 +85,7 @@ in ``extra_body`` under the field the server obeys (``grammar``: llama.cpp;
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import math
@@ -880,7 +881,7 @@ class OpenAIModel(ClosesOnExit):
             elif finish == "length":
                 completion_tokens = request.params.max_tokens
             else:
-                completion_tokens = 0  # per-choice counts are not reported
+                completion_tokens = -1  # not reported per choice: shared out below
             generations.append(
                 Generation(
                     text=text,
@@ -891,7 +892,23 @@ class OpenAIModel(ClosesOnExit):
                     seconds=seconds,
                 )
             )
+        return _share_completion_tokens(generations, total_completion)
+
+
+def _share_completion_tokens(generations: list[Generation], total: int) -> list[Generation]:
+    """The choices whose count the reply does not give (``-1``: no logprobs, ``n > 1``,
+    not cut at ``max_tokens``) share evenly what ``usage.completion_tokens`` leaves after
+    the others (the first ones one token more), so a call's samples add up to the
+    server's count (credo.generation.ledger)."""
+    unknown = [i for i, g in enumerate(generations) if g.completion_tokens < 0]
+    if not unknown:
         return generations
+    known = sum(g.completion_tokens for g in generations if g.completion_tokens >= 0)
+    share, extra = divmod(max(0, total - known), len(unknown))
+    out = list(generations)
+    for j, i in enumerate(unknown):
+        out[i] = dataclasses.replace(out[i], completion_tokens=share + (j < extra))
+    return out
 
 
 def _check_numbers(max_concurrency: int, max_retries: int, retry_backoff: float) -> None:

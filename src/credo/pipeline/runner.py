@@ -10,6 +10,7 @@ the run folder (:func:`credo.report.writer.write_run`, as :func:`credo.run` does
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import time
@@ -41,11 +42,20 @@ from credo.tasks.base import Item, Task
 from credo.tasks.builtin import load_task, load_task_file
 from credo.tasks.grading import GradingContext, grade_originals
 from credo.tasks.prompts import render_messages
-from credo.types import Generation, SamplingParams
+from credo.types import Capabilities, Generation, SamplingParams
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ANSWER_SETS", "ItemResult", "RunResult", "assign_roles", "run_pipeline"]
+__all__ = [
+    "ANSWER_SETS",
+    "ItemResult",
+    "PreparedRun",
+    "RunResult",
+    "assign_roles",
+    "prepare_run",
+    "run_pipeline",
+    "run_roles",
+]
 
 ANSWER_SETS = (ORIGINAL, PERTURBED, PARAPHRASED)
 """Sample sets whose samples are answers to the question: what kernels compare."""
@@ -82,6 +92,15 @@ class RunResult:
     #: 000 App. A.3's neutrality test of the prefixes (mean Δ with its CI, ``neutral``);
     #: empty when it was not run (``perturbation.neutrality: off``, or no perturbed set).
     neutrality: dict[str, Any] = field(default_factory=dict)
+    #: Requests, samples, reported tokens and cost per stage: the pool's ledger
+    #: (:meth:`credo.generation.ledger.Ledger.to_dict`; a pool that ran several runs
+    #: counts them all); ``metrics.json`` keeps it as ``stats.ledger``.
+    ledger: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def stopped_by_budget(self) -> bool:
+        """Whether the cost budget (``max_cost_usd``) left requests ungenerated."""
+        return bool(self.ledger.get("stopped_by_budget"))
 
     @property
     def accuracy(self) -> float:
@@ -135,17 +154,8 @@ def run_pipeline(config: RunConfig, pool: ModelPool, task: Task | None = None) -
     replaces the one ``config`` names. Writes nothing; nothing passed in is closed.
     """
     t0 = time.perf_counter()
-    task = (task or configured_task(config)).head(config.limit)
-    specs = [get_method(name) for name in config.methods]
-    assign_roles(pool, config)
-    caps = pool.model(MODEL).capabilities  # builds the model: a bad spec fails here
-    needs = {ORIGINAL} | {
-        s
-        for spec in specs
-        if _applies(spec, task, caps.logprobs)
-        for s in spec.needs_for(task.format)
-    }
-    preflight(config, task, specs, needs, pool)
+    prepared = prepare_run(config, pool, task)
+    task, specs, caps, needs = prepared.task, prepared.specs, prepared.capabilities, prepared.needs
     before = {f: pool.total(f) for f in _TOTALS}
 
     incomplete: dict[str, str] = {}  # item id -> why some of its requests are missing
@@ -210,8 +220,39 @@ def run_pipeline(config: RunConfig, pool: ModelPool, task: Task | None = None) -
     return RunResult(
         config, task, pool.model(MODEL).identity, items, metrics, run_stats, psets,
         response_metrics, unavailable_reasons(items, config.methods), paras, similarity,
-        incomplete, neutrality=neutral,
+        incomplete, neutrality=neutral, ledger=pool.ledger.to_dict(),
     )
+
+
+@dataclass
+class PreparedRun:
+    """What a run settles before its first model call: the task (cut to ``limit``), the
+    methods, the model's capabilities and the sample sets the methods need."""
+
+    task: Task
+    specs: list[MethodSpec]
+    capabilities: Capabilities
+    needs: set[str]
+
+
+def prepare_run(
+    config: RunConfig, pool: ModelPool, task: Task | None = None, *, reach: bool = True
+) -> PreparedRun:
+    """Assign the run's roles and check everything that can be checked before the first
+    model call (:func:`preflight`); with ``reach`` False no server is contacted (the
+    models are built, which loads nothing: ``credo run --dry-run``)."""
+    task = (task or configured_task(config)).head(config.limit)
+    specs = [get_method(name) for name in config.methods]
+    assign_roles(pool, config)
+    caps = pool.model(MODEL).capabilities  # builds the model: a bad spec fails here
+    needs = {ORIGINAL} | {
+        s
+        for spec in specs
+        if _applies(spec, task, caps.logprobs)
+        for s in spec.needs_for(task.format)
+    }
+    preflight(config, task, specs, needs, pool, reach=reach)
+    return PreparedRun(task, specs, caps, needs)
 
 
 def configured_task(config: RunConfig) -> Task:
@@ -222,13 +263,21 @@ def configured_task(config: RunConfig) -> Task:
 
 
 def preflight(
-    config: RunConfig, task: Task, specs: list[MethodSpec], needs: set[str], pool: ModelPool
+    config: RunConfig,
+    task: Task,
+    specs: list[MethodSpec],
+    needs: set[str],
+    pool: ModelPool,
+    *,
+    reach: bool = True,
 ) -> None:
     """Everything that can be checked before the first model call, so a mistake costs
     seconds, not a run: the task has items, every sample set has a planner, every kernel
     resolves, the prompt style exists for the task's answer format, and every model the
     run will use builds with its options and passes its own check (a served model's
-    server answers). Raises :class:`~credo.errors.UserError` naming what is wrong."""
+    server answers; skipped when ``reach`` is False). Raises
+    :class:`~credo.errors.UserError` naming what is wrong. With ``max_cost_usd``, a
+    model without prices is named in a warning: its tokens count nothing toward it."""
     if not task.items:
         raise UserError(f"task {task.name!r} has no items (task / limit)")
     for name in needs:
@@ -240,14 +289,49 @@ def preflight(
     corpus = config.perturbation.corpus
     if PERTURBED in needs and corpus is not None and not Path(corpus).is_file():
         raise UserError(f"{corpus}: no such corpus file (perturbation.corpus)")
+    roles = run_roles(config, task, specs, needs)
+    if reach:
+        pool.preflight(roles)
+    else:
+        for role in roles:
+            pool.model(role)  # builds it (its options checked); nothing is contacted
+    if config.max_cost_usd is not None:
+        _warn_unpriced(pool, roles)
+
+
+def run_roles(
+    config: RunConfig, task: Task, specs: list[MethodSpec], needs: set[str]
+) -> list[str]:
+    """The pool roles a run with these methods and sample sets uses, in stage order."""
     runners = {get_sample_set(n).runner for n in needs}
+    kernels = {spec.kernel or config.kernel for spec in specs}
     roles = [MODEL]
-    roles += [WRITER] if PERTURBED in needs and corpus is None else []
+    roles += [WRITER] if PERTURBED in needs and config.perturbation.corpus is None else []
     roles += [PARAPHRASER] if PARAPHRASED in needs else []
     roles += [JUDGE] if "judge" in runners or "judge" in kernels else []
     roles += [GRADER] if any(it.meta.get("grader") for it in task.items) else []
-    pool.preflight(roles)
+    return roles
 
+
+def _warn_unpriced(pool: ModelPool, roles: list[str]) -> None:
+    """Name each model of ``roles`` without prices: its tokens cost nothing toward
+    ``max_cost_usd``."""
+    seen: set[str] = set()
+    for role in roles:
+        identity = pool.model(role).identity
+        if identity not in seen and pool.prices(role) is None:
+            log.warning(
+                "max_cost_usd: the %s (%s) has no prices (model_options "
+                "price_prompt_usd_per_mtok, price_completion_usd_per_mtok); its tokens count "
+                "nothing toward the budget", role, identity,
+            )
+        seen.add(identity)
+
+
+WRITING_STAGE = "perturbation writing"
+PARAPHRASE_STAGE = "paraphrase writing"
+"""The ledger stages of the perturbation stage's writers (the sample sets' stages are
+their names: ``original``, ``perturbed``, ``verbalized``...)."""
 
 RUNNER_ROLES = {"model": MODEL, "judge": JUDGE}
 """The pool role that generates the sample sets of each planner ``runner``."""
@@ -307,18 +391,20 @@ def _perturbations(
                 config.perturbation, config.seed,
             )
         else:
-            psets = generate_perturbations(
-                task.items, config.m, task.domain, pool.executor(WRITER), embedder,
-                config.perturbation, answers,
-            )
+            with pool.stage(WRITING_STAGE):
+                psets = generate_perturbations(
+                    task.items, config.m, task.domain, pool.executor(WRITER), embedder,
+                    config.perturbation, answers,
+                )
         groups = [p.kept for p in psets.values() if len(p.kept) >= 2]
         if groups:
             similarity = similarity_record(groups, embedder, config.perturbation.threshold)
     if PARAPHRASED in needs:
-        paras = generate_paraphrases(
-            task.items, config.baselines.paraphrases, pool.executor(PARAPHRASER),
-            config.baselines.paraphrase_sampling, config.baselines.paraphrase_candidates,
-        )
+        with pool.stage(PARAPHRASE_STAGE):
+            paras = generate_paraphrases(
+                task.items, config.baselines.paraphrases, pool.executor(PARAPHRASER),
+                config.baselines.paraphrase_sampling, config.baselines.paraphrase_candidates,
+            )
     for name, made in ((PERTURBED, psets), (PARAPHRASED, paras)):
         if name in needs:
             for it in task.items:
@@ -410,8 +496,13 @@ def _run_plans(
     out: dict[str, dict[str, tuple[tuple[Sample, ...], tuple[bool | None, ...]]]],
     incomplete: dict[str, str],
 ) -> None:
-    """Execute the plans of ``entries`` in one call and build their sample sets."""
-    planned = [r for _, _, plan in entries for r in plan.requests]
+    """Execute the plans of ``entries`` in one call and build their sample sets; each
+    request counts in the ledger under its sample set's name."""
+    planned = [
+        dataclasses.replace(r, stage=r.stage or name)
+        for _, name, plan in entries
+        for r in plan.requests
+    ]
     try:
         gens: list[list[Generation] | None] = list(executor.execute(planned, description))
     except RequestsFailed as e:  # every other request is done; those items are incomplete

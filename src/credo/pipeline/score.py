@@ -92,7 +92,7 @@ def score_generations(
     return RunResult(
         config, task, f"given:{generations.layout}:{generations.source}", items, metrics,
         run_stats, {}, response_metrics, unavailable_reasons(items, config.methods),
-        incomplete=incomplete, source=generations.source,
+        incomplete=incomplete, source=generations.source, ledger=pool.ledger.to_dict(),
     )
 
 

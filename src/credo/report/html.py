@@ -38,6 +38,7 @@ from credo.evaluate.quadrants import REGION_COLORS, REGIONS, Quadrants
 from credo.report import analysis as an
 from credo.report import figures as fg
 from credo.report.export import write_parquet
+from credo.report.ledger import ledger_notes, ledger_table_rows
 from credo.report.rundata import RunData, load_run, read_flip_rates
 
 log = logging.getLogger(__name__)
@@ -319,9 +320,25 @@ def _run_facts(run: RunData) -> dict[str, Any]:
                       if pert.get("corpus") else pert.get("generator") or c.get("model")),
         "threshold": pert.get("threshold"),
         "embedder": pert.get("embedder"),
-        "stats": m.get("stats") or {},
+        "stats": {k: v for k, v in (m.get("stats") or {}).items() if k != "ledger"},
+        "ledger": _ledger(m.get("stats") or {}),
         "status": run.status,
         "incomplete": m.get("incomplete") or {},
+    }
+
+
+def _ledger(stats: dict[str, Any]) -> dict[str, Any] | None:
+    """The ledger table (header, rows) and its notes, from ``stats.ledger``; None for a
+    run folder without one (written before the ledger, or scored without a model)."""
+    ledger = stats.get("ledger")
+    if not isinstance(ledger, dict) or not ledger.get("stages"):
+        return None
+    rows = ledger_table_rows(ledger)
+    return {
+        "header": rows[0],
+        "rows": rows[1:],
+        "notes": ledger_notes(ledger),
+        "stopped": bool(ledger.get("stopped_by_budget")),
     }
 
 

@@ -9,7 +9,9 @@ Files
                         Pearson calibration correlation, polarisation, mean score, items
                         scored, and with ``calibrate`` the cross-fitted ``ece_calibrated``
                         and ``brier_calibrated``; ``responses``: the same per generation
-                        (002 §3.5-3.7); ``unavailable``: why a method has no score
+                        (002 §3.5-3.7); ``unavailable``: why a method has no score;
+                        ``stats``: the run's counters, with ``stats.ledger``: requests,
+                        samples, reported tokens and cost per stage (credo.generation.ledger)
 ``samples.jsonl``       every sample of every set (set, index, ref, prefix, text, extracted
                         answer, correctness, the method confidences given to it)
 ``perturbations.jsonl`` the kept context prefixes per item and the filter's counts
@@ -36,6 +38,7 @@ import yaml
 from credo import jsonio
 from credo.evaluate.metrics import FEW_IN_CLASS
 from credo.models.urls import redact_url
+from credo.report.ledger import ledger_notes, ledger_table_rows
 from credo.report.markdown import fmt_number, md_cell, md_table
 from credo.report.rundata import SIMILARITY_FILE, STATUS_FILE
 
@@ -102,7 +105,7 @@ def write_run(result: RunResult, out: str | Path) -> Path:
         "methods": result.metrics,
         "responses": result.response_metrics,
         "unavailable": result.unavailable,
-        "stats": result.stats,
+        "stats": {**result.stats, "ledger": result.ledger} if result.ledger else result.stats,
     }
     if result.incomplete:
         metrics["incomplete"] = result.incomplete
@@ -116,6 +119,7 @@ def write_run(result: RunResult, out: str | Path) -> Path:
         "status": "incomplete" if result.incomplete else "complete",
         "items": len(result.items),
         "items_incomplete": len(result.incomplete),
+        **({"stopped_by_budget": True} if result.stopped_by_budget else {}),
         "written": datetime.now(UTC).isoformat(timespec="seconds"),
     }
     jsonio.write_text(out / STATUS_FILE, jsonio.dumps(status, indent=2))
@@ -272,6 +276,7 @@ def render_markdown(result: RunResult) -> str:
         "## Run",
         "",
         *(f"- {k.replace('_', ' ')}: {v}" for k, v in result.stats.items()),
+        *_ledger_section(result.ledger),
     ]
     if result.perturbation_sets:
         kept = [len(p.kept) for p in result.perturbation_sets.values()]
@@ -302,6 +307,24 @@ def render_markdown(result: RunResult) -> str:
                       *(fmt_number(r.scores[m]) for m in c.methods), md_cell(answers, 120)])
     lines += ["", "## Items", "", *md_table(items)]
     return "\n".join(lines) + "\n"
+
+
+def _ledger_section(ledger: dict[str, Any]) -> list[str]:
+    """The ledger (requests, samples, reported tokens, cost per stage) and its notes."""
+    if not ledger or not ledger.get("stages"):
+        return []
+    return [
+        "",
+        "## Ledger",
+        "",
+        "Per stage: requests (distinct cached requests) and samples asked for, samples read",
+        "from the cache and generated, backend calls, and the tokens the server reported",
+        "for the samples generated in this run.",
+        "",
+        *md_table(ledger_table_rows(ledger)),
+        "",
+        *(f"- {line}" for line in ledger_notes(ledger)),
+    ]
 
 
 def _calibration_note(method: str) -> list[str]:
@@ -399,12 +422,17 @@ def _unavailable_section(result: RunResult) -> list[str]:
         lines += [f"- {m}: {why}" for m, why in result.unavailable.items()]
         lines.append("")
     if result.incomplete:
+        why = (
+            "the cost budget (max_cost_usd) was reached before their requests were sent."
+            " Rerun with a higher budget: it generates only what is missing."
+            if result.stopped_by_budget
+            else "some of their requests failed after the backend's retries. Rerun the same"
+            " config: it generates only what is missing."
+        )
         lines += [
             "## Incomplete items",
             "",
-            f"{len(result.incomplete)} items are left out of every table: some of their requests"
-            " failed after the backend's retries. Rerun the same config: it generates only what"
-            " is missing.",
+            f"{len(result.incomplete)} items are left out of every table: {why}",
             "",
             *(f"- {md_cell(i)}: {why}" for i, why in result.incomplete.items()),
             "",

@@ -325,7 +325,7 @@ def grade_simpleqa(ctx: GradingContext, originals: Mapping[str, Sequence[Graded]
     ]
     generated = cached = 0
     if planned:
-        gens = ctx.ask(planned, "grading answers")
+        gens = ctx.ask(planned, "grading answers", "grading")
         last = ctx.judge().history[-1]
         generated, cached = last.generated_samples, last.cached_samples
         for key, g in zip(todo, gens, strict=True):

@@ -167,14 +167,15 @@ class GradingContext:
     incomplete: dict[str, str] = field(default_factory=dict)
 
     def ask(
-        self, planned: list[Any], description: str
+        self, planned: list[Any], description: str, stage: str | None = None
     ) -> list[list[Generation] | None]:
         """The judge's generations for ``planned`` (``None`` for a request whose retries
-        ran out, whose item is then recorded in ``incomplete`` by its label)."""
+        ran out, whose item is then recorded in ``incomplete`` by its label); ``stage``
+        names the ledger stage they count under (default: ``description``)."""
         from credo.generation.executor import RequestsFailed
 
         try:
-            return list(self.judge().execute(planned, description))
+            return list(self.judge().execute(planned, description, stage))
         except RequestsFailed as e:
             for i in e.failed:
                 item_id = planned[i].label.rsplit("/", 1)[0]  # "<item id>/<what>"

@@ -327,7 +327,7 @@ def _check_claims(
                 label=f"{i}/support",
             )
         )
-    gens = ctx.ask(requests, "checking claims")
+    gens = ctx.ask(requests, "checking claims", "claims checking")
     return {
         key: parse_support(g[0].text) for key, g in zip(plan, gens, strict=True) if g is not None
     }

@@ -1,0 +1,333 @@
+"""``estimate_run(config, pool)``: what a run would ask of its models, with no model call.
+
+``credo run --dry-run`` prints it. Per stage (the ledger's stages,
+:mod:`credo.generation.ledger`): the requests and samples, how many samples are cached
+already, the backend calls the missing ones take, an estimate of their prompt tokens, a
+bound on their completion tokens, and their cost at the model's prices.
+
+What is known before sampling and what is estimated:
+
+* **planned** (exact, cache counted): the original samples, the label and APriCoT
+  requests (they depend on the item only), the perturbation writer's first round and the
+  paraphrase writer's candidates. Later writer rounds depend on the diversity filter and
+  are not counted (at most ``perturbation.max_rounds`` rounds in all).
+* **estimated** (from n, m and the config; cache unknown): perturbed samples (m per item,
+  one request per prefix, each prefix at most the writer's ``max_tokens`` long),
+  paraphrased samples, the follow-ups (verbalized, P(True): one per original sample, at
+  most ``baselines.followups``; identical samples share one, so this is an upper bound),
+  judge pairs (at most every pair of distinct answers: u(u−1)/2 per item with u ≤ n + m,
+  and u ≤ the options of a choice item) and SimpleQA grading (at most one per sample).
+* **unknown**: CCP's NLI judgments (they depend on the samples' token alternatives) and
+  FActScore claim checks (on the claims the samples make).
+
+Tokens. Prompt tokens are characters / :data:`CHARS_PER_TOKEN` of the rendered messages,
+once per backend call (as the ledger counts them); completion tokens are at most
+``max_tokens`` per sample; answers a later prompt quotes (follow-ups, judge pairs,
+grading) are taken at ``max_tokens`` too. Nothing here calls a model: the models are
+built (which loads nothing) for their identities, which the cache keys need.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from credo.config import RunConfig
+from credo.generation.executor import PlannedRequest, sample_blocks
+from credo.generation.pool import GRADER, JUDGE, MODEL, PARAPHRASER, WRITER, ModelPool
+from credo.kernels.judge import JudgePair, judge_messages
+from credo.perturb.context import PerturbationSet, perturbation_messages
+from credo.perturb.paraphrase import ParaphraseSet, paraphrase_messages
+from credo.pipeline.runner import (
+    PARAPHRASE_STAGE,
+    RUNNER_ROLES,
+    WRITING_STAGE,
+    prepare_run,
+)
+from credo.plan.sample_sets import PlanContext, get_sample_set
+from credo.plan.samples import NLI, ORIGINAL, PARAPHRASED, PERTURBED, Sample
+from credo.tasks.answers import Answer
+from credo.tasks.base import AnswerFormat, Task
+from credo.tasks.factual import SIMPLEQA, grading_messages
+from credo.tasks.longform import FACTSCORE
+from credo.types import GenerationRequest, Message, SamplingParams
+
+__all__ = ["CHARS_PER_TOKEN", "RunEstimate", "StageEstimate", "estimate_run", "prompt_tokens"]
+
+CHARS_PER_TOKEN = 4
+"""Characters per token of the prompt estimate (English text with common tokenizers)."""
+
+PLANNED = "planned"
+ESTIMATED = "estimated"
+UNKNOWN = "unknown"
+
+EXACT_SETS = ("label", "apricot")
+"""Phase-1 sample sets besides the original whose requests depend on the item only."""
+
+
+@dataclass
+class StageEstimate:
+    """What one stage would ask of one model. ``basis`` is ``planned`` (the requests the
+    run will send, cache counted), ``estimated`` (from the config; ``cached_samples``
+    None: unknown) or ``unknown`` (counts 0, ``note`` says why)."""
+
+    stage: str
+    role: str
+    model: str
+    basis: str
+    note: str = ""
+    requests: int = 0
+    samples: int = 0
+    cached_samples: int | None = 0
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float | None = None
+
+
+@dataclass
+class RunEstimate:
+    """The stages of a run as :func:`estimate_run` sees them before any model call."""
+
+    task: str
+    items: int
+    model: str
+    stages: list[StageEstimate] = field(default_factory=list)
+
+    def total(self) -> StageEstimate:
+        """The stages added up (``unknown`` stages count nothing; the cost is None when
+        no stage is priced; ``cached_samples`` counts the planned stages only)."""
+        total = StageEstimate("total", "", "", PLANNED)
+        for s in self.stages:
+            total.requests += s.requests
+            total.samples += s.samples
+            total.cached_samples = (total.cached_samples or 0) + (s.cached_samples or 0)
+            total.calls += s.calls
+            total.prompt_tokens += s.prompt_tokens
+            total.completion_tokens += s.completion_tokens
+            if s.cost_usd is not None:
+                total.cost_usd = (total.cost_usd or 0.0) + s.cost_usd
+        return total
+
+
+def estimate_run(config: RunConfig, pool: ModelPool, task: Task | None = None) -> RunEstimate:
+    """The run ``config`` describes, stage by stage, without calling a model (the module
+    docstring says what is planned and what estimated). ``pool`` supplies the models
+    (built, not called) and the cache; ``task`` replaces the configured one. Raises
+    :class:`~credo.errors.UserError` for what a run would refuse before its first call."""
+    prepared = prepare_run(config, pool, task, reach=False)
+    task, needs = prepared.task, prepared.needs
+    ctx = _dummy_context(task, config, prepared.capabilities.logprobs,
+                         prepared.capabilities.grammar)
+    est = RunEstimate(task.name, len(task.items), pool.model(MODEL).identity)
+    est.stages.append(_sample_set(pool, task, ctx, ORIGINAL, PLANNED))
+    if PERTURBED in needs and config.perturbation.corpus is None:
+        est.stages.append(_writer_round(pool, task, config))
+    if PARAPHRASED in needs:
+        est.stages.append(_paraphrase_writing(pool, task, config))
+    for name in _later_sets(needs):
+        basis = PLANNED if name in EXACT_SETS else ESTIMATED
+        est.stages.append(_sample_set(pool, task, ctx, name, basis))
+    kernels = {spec.kernel or config.kernel for spec in prepared.specs}
+    if "judge" in kernels:
+        est.stages.append(_judge_pairs(pool, task, config, needs))
+    est.stages += _grading(pool, task, config)
+    return est
+
+
+def prompt_tokens(messages: Sequence[Message]) -> int:
+    """The prompt estimate of ``messages``: their characters / :data:`CHARS_PER_TOKEN`,
+    rounded up."""
+    return math.ceil(sum(len(m.content) for m in messages) / CHARS_PER_TOKEN)
+
+
+# --------------------------------------------------------------------------- stages
+
+
+def _later_sets(needs: set[str]) -> list[str]:
+    """The needed sample sets after the original ones: phase 1, then the follow-ups."""
+    rest = needs - {ORIGINAL}
+    return sorted(
+        rest, key=lambda n: (get_sample_set(n).phase, n not in (PERTURBED, PARAPHRASED), n)
+    )
+
+
+def _sample_set(
+    pool: ModelPool, task: Task, ctx: PlanContext, name: str, basis: str
+) -> StageEstimate:
+    """Sample set ``name`` of every item, planned by its own planner (on placeholder
+    perturbations, paraphrases and original samples where it reads them)."""
+    spec = get_sample_set(name)
+    role = RUNNER_ROLES[spec.runner]
+    planned = [r for it in task.items for r in spec.planner(it, ctx).requests]
+    if name == NLI:
+        return _unknown(pool, name, role, "depends on the token alternatives of the samples")
+    note = {
+        PERTURBED: "m per item, each prefix at most the writer's max_tokens long",
+        PARAPHRASED: "one per kept paraphrase",
+    }.get(name, "" if basis == PLANNED else "one per original sample (at most)")
+    return _tally(pool, name, role, planned, basis, note)
+
+
+def _writer_round(pool: ModelPool, task: Task, config: RunConfig) -> StageEstimate:
+    """The perturbation writer's first round: as many candidates per item as
+    :func:`credo.perturb.context.generate_perturbations` draws first."""
+    p = config.perturbation
+    first = max(p.candidates_per_round or math.ceil(1.5 * config.m), config.m)
+    planned = [
+        PlannedRequest(
+            GenerationRequest(
+                messages=perturbation_messages(it, task.domain, p.prompt), params=p.sampling
+            ),
+            first,
+        )
+        for it in task.items
+    ]
+    return _tally(
+        pool, WRITING_STAGE, WRITER, planned, PLANNED,
+        f"round 1 of at most {p.max_rounds}; later rounds depend on the diversity filter",
+    )
+
+
+def _paraphrase_writing(pool: ModelPool, task: Task, config: RunConfig) -> StageEstimate:
+    """The paraphrase writer's candidates (as :func:`generate_paraphrases` asks)."""
+    b = config.baselines
+    k = b.paraphrase_candidates or 2 * b.paraphrases
+    planned = [
+        PlannedRequest(
+            GenerationRequest(messages=paraphrase_messages(it), params=b.paraphrase_sampling), k
+        )
+        for it in task.items
+    ]
+    return _tally(pool, PARAPHRASE_STAGE, PARAPHRASER, planned, PLANNED)
+
+
+def _judge_pairs(
+    pool: ModelPool, task: Task, config: RunConfig, needs: set[str]
+) -> StageEstimate:
+    """At most every pair of distinct answers of an item (the judge kernel)."""
+    answers = config.n + (config.m if PERTURBED in needs else 0)
+    answers += config.baselines.paraphrases if PARAPHRASED in needs else 0
+    long = _placeholder(config.sampling.max_tokens)
+    params = SamplingParams(temperature=0.0, max_tokens=config.judge.max_tokens)
+    est = StageEstimate(
+        "judge pairs", JUDGE, pool.model(JUDGE).identity, ESTIMATED,
+        "at most every pair of distinct answers: u(u-1)/2 per item, u <= n + m",
+        cached_samples=None,
+    )
+    for it in task.items:
+        u = min(answers, len(it.choices)) if task.format is AnswerFormat.CHOICE else answers
+        pairs = u * (u - 1) // 2
+        messages = judge_messages(JudgePair(it.id, long + "a", long + "b", it.question))
+        est.requests += pairs
+        est.samples += pairs
+        est.calls += pairs
+        est.prompt_tokens += pairs * prompt_tokens(messages)
+        est.completion_tokens += pairs * params.max_tokens
+    _price(pool, JUDGE, est)
+    return est
+
+
+def _grading(pool: ModelPool, task: Task, config: RunConfig) -> list[StageEstimate]:
+    """SimpleQA grades (at most one per original sample) and FActScore claim checks
+    (unknown) of the items whose grader asks the judge."""
+    graders = {it.meta.get("grader") for it in task.items}
+    out = []
+    if SIMPLEQA in graders:
+        settings = config.grader or config.judge
+        params = SamplingParams(temperature=0.0, max_tokens=settings.max_tokens)
+        long = _placeholder(config.sampling.max_tokens)
+        planned = [
+            PlannedRequest(
+                GenerationRequest(messages=grading_messages(it, long + str(i)), params=params), 1
+            )
+            for it in task.items
+            if it.meta.get("grader") == SIMPLEQA
+            for i in range(config.n)
+        ]
+        out.append(_tally(pool, "grading", GRADER, planned, ESTIMATED,
+                          "at most one per original sample (exact matches need none)"))
+    if FACTSCORE in graders:
+        out.append(
+            _unknown(pool, "claims checking", GRADER, "depends on the claims of the samples")
+        )
+    return out
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _tally(
+    pool: ModelPool,
+    stage: str,
+    role: str,
+    planned: list[PlannedRequest],
+    basis: str,
+    note: str = "",
+) -> StageEstimate:
+    """Count ``planned`` as the role's executor would run it: distinct keys, samples,
+    cached samples (``planned`` only), blocks of missing samples (one call each, or one
+    per sample on a backend without parallel samples), tokens and cost."""
+    ex = pool.executor(role)
+    parallel = ex.model.capabilities.parallel_samples
+    wanted: dict[str, int] = {}
+    template: dict[str, GenerationRequest] = {}
+    for p in planned:
+        k = ex.key(p.request)
+        wanted[k] = max(wanted.get(k, 0), p.n)
+        template.setdefault(k, p.request)
+    est = StageEstimate(stage, role, ex.model.identity, basis, note,
+                        cached_samples=0 if basis == PLANNED else None)
+    for k, n in wanted.items():
+        cached = pool.store.cached_indices(k) if basis == PLANNED else set()
+        missing = [i for i in range(n) if i not in cached]
+        calls = len(sample_blocks(missing, ex.max_block)) if parallel else len(missing)
+        req = template[k]
+        est.requests += 1
+        est.samples += n
+        if est.cached_samples is not None:
+            est.cached_samples += n - len(missing)
+        est.calls += calls
+        est.prompt_tokens += calls * prompt_tokens(req.messages)
+        est.completion_tokens += len(missing) * req.params.max_tokens
+    _price(pool, role, est)
+    return est
+
+
+def _unknown(pool: ModelPool, stage: str, role: str, why: str) -> StageEstimate:
+    return StageEstimate(stage, role, pool.model(role).identity, UNKNOWN, why,
+                         cached_samples=None)
+
+
+def _price(pool: ModelPool, role: str, est: StageEstimate) -> None:
+    prices = pool.prices(role)
+    if prices is not None:
+        est.cost_usd = prices.cost(est.prompt_tokens, est.completion_tokens)
+
+
+def _placeholder(tokens: int) -> str:
+    """A text of about ``tokens`` tokens by the estimate (a sample not yet drawn)."""
+    return "x" * (CHARS_PER_TOKEN * tokens)
+
+
+def _dummy_context(task: Task, config: RunConfig, logprobs: bool, grammar: bool) -> PlanContext:
+    """A plan context whose perturbations, paraphrases and original samples are
+    placeholders of their longest length, all distinct (so every request counts)."""
+    prefix = _placeholder(config.perturbation.sampling.max_tokens)
+    para = _placeholder(config.baselines.paraphrase_sampling.max_tokens)
+    answer = _placeholder(config.sampling.max_tokens)
+    ctx = PlanContext(task, config, logprobs, grammar)
+    for it in task.items:
+        ctx.perturbations[it.id] = PerturbationSet(
+            it.id, tuple(f"{prefix}{j}." for j in range(config.m)), config.m, 0, 0
+        )
+        ctx.paraphrases[it.id] = ParaphraseSet(
+            it.id, tuple(f"{para}{j}" for j in range(config.baselines.paraphrases)),
+            config.baselines.paraphrases, 0,
+        )
+        ctx.originals[it.id] = tuple(
+            Sample(f"{answer}{i}", Answer(None, f"{answer}{i}")) for i in range(config.n)
+        )
+    return ctx
+
