@@ -172,7 +172,9 @@ def _served_config(
     return RunConfig(
         task=f"file:gsm8k:{_task_file(tmp)}", model="openai:toy", n=4, m=3, limit=None,
         bootstrap=0, methods=list(methods),
-        baselines={"logprobs": 0}, model_options={"base_url": url, **FAST, **PRICES},
+        # no server probe: its handful of requests is not a stage of the run's ledger
+        baselines={"logprobs": 0},
+        model_options={"base_url": url, "probe": False, **FAST, **PRICES},
         max_block=2, out=tmp / name / "run", cache=tmp / name / "cache.sqlite", **extra,
     )
 

@@ -95,6 +95,7 @@ def dry_run(
         max_block=config.max_block,
         show_progress=False,
         embedder=embedder,
+        reach=False,
     ) as pool:
         for role, given in ((MODEL, model), (WRITER, perturber), (JUDGE, judge)):
             if given is not None:

@@ -119,6 +119,9 @@ class ModelPool:
         Used for every embedder name instead of loading one (tests pass a small one).
     max_cost_usd : float or None
         The cost budget of the pool's ledger (:attr:`ledger`); None: none.
+    reach : bool
+        Whether served models may be contacted (their server probed when loaded); False
+        for a dry run, which builds models only to know their identities.
     """
 
     def __init__(
@@ -131,8 +134,10 @@ class ModelPool:
         show_progress: bool = True,
         embedder: Embedder | None = None,
         max_cost_usd: float | None = None,
+        reach: bool = True,
     ) -> None:
         self._owns_store = store is None
+        self.reach = reach
         self.store = store if store is not None else GenerationStore(default_cache_path(cache_path))
         self.probes = ProbeStore(probes_path(self.store.path))
         self.seed = seed
@@ -196,7 +201,8 @@ class ModelPool:
             log.info("loading %s for %s", spec.name, role)
             model = self._loaded[key] = load_model(spec.name, **dict(spec.options))
             # auto_probe first: isinstance reads every member (a weights hash, for some)
-            if getattr(model, "auto_probe", False) and isinstance(model, ServedModel):
+            if (self.reach and getattr(model, "auto_probe", False)
+                    and isinstance(model, ServedModel)):
                 self._use_probe(model)
         return self._loaded[key]
 
