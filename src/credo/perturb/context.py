@@ -45,18 +45,20 @@ PERTURBATION_SYSTEM_PROMPT = (
 
 PERTURBATION_SYSTEM_PROMPT_V2 = (
     "You write one sentence of background context that will be placed before a question. "
-    "It must keep the question's meaning and its answer exactly as they are. The sentence "
-    "must:\n"
-    "1. be about the same broad topic as the question, but not about its people, objects "
-    "or events;\n"
+    "You never answer the question and never discuss its options: the sentence is general "
+    "background about the question's broad subject that a textbook might say before any "
+    "question of that subject. The sentence must:\n"
+    "1. be about the same broad topic as the question, but not about its people, objects, "
+    "events, numbers or answer options;\n"
     "2. be neutral: no numbers and no facts, hints or claims that could help answer, "
     "contradict or change the answer;\n"
-    "3. not restate, paraphrase or answer the question, not name any of its answer "
-    "options, and not be a question;\n"
+    "3. not restate, paraphrase or answer the question, and not be a question;\n"
     "4. be one complete sentence with a verb, 6 to 20 words, in the language of the "
     "question.\n"
     "Reply with the sentence only.\n"
     "Sentences like these break the rules; never write one like them:\n"
+    "- it answers the question: \"The mean always equals the sum of each value times its "
+    "probability.\"\n"
     "- it restates the question: \"A revolving door is convenient for two direction travel, "
     "but it also serves as a security measure at a museum.\"\n"
     "- it names an answer option: \"At bank tellers' booths, patients at hospital, or in "
@@ -66,8 +68,11 @@ PERTURBATION_SYSTEM_PROMPT_V2 = (
     "- it is not in the question's language: \"Muchos turistas visitan el castillo.\"\n"
     "- it talks about the task: \"Here is a context sentence for the question.\""
 )
-"""The writer prompt ``v2`` (the default): the options the writer must not name, and one
-rejected example per rule of :mod:`credo.perturb.rules`."""
+"""The writer prompt ``v2`` (the default): never answer, the options the writer must not
+name, one rejected example per rule of :mod:`credo.perturb.rules`, and a multiple-choice
+example (:data:`CHOICE_EXAMPLE`). On MMLU high-school statistics the 1.5B model kept 35
+of 60 candidates under the strict rules with it, against 45 of 331 with a first draft
+that lacked the "never answer" sentence and the choice example (issue 16)."""
 
 # One-shot examples (000 §3 shows the first one); shared by every item, so a backend
 # with prefix caching evaluates them once.
@@ -84,6 +89,17 @@ PERTURBATION_EXAMPLES: tuple[tuple[str, str, str], ...] = (
         "What EP did Rosalía release in 2019?",
         "An artist might release an EP during any year of their career.",
     ),
+)
+
+CHOICE_EXAMPLE: tuple[str, str, str] = (
+    "statistical reasoning",
+    "Which sampling method gives every member of the population the same chance of being "
+    "selected?",
+    "Surveys of large groups of people are common in public health research.",
+)
+"""The v2 prompt's multiple-choice example (shown with its options): background, no answer."""
+CHOICE_EXAMPLE_OPTIONS = (
+    "simple random sample", "convenience sample", "quota sample", "voluntary response sample"
 )
 
 PROMPTS: dict[str, str] = {"v1": PERTURBATION_SYSTEM_PROMPT, "v2": PERTURBATION_SYSTEM_PROMPT_V2}
@@ -106,8 +122,13 @@ def perturbation_messages(
             + ", ".join(sorted(PROMPTS))
         ) from None
     messages = [Message(role="system", content=system)]
-    for ex_domain, question, sentence in PERTURBATION_EXAMPLES:
-        messages.append(Message(role="user", content=_request_text(question, ex_domain)))
+    examples = [(d, q, s, ()) for d, q, s in PERTURBATION_EXAMPLES]
+    if prompt != "v1":
+        examples.append((*CHOICE_EXAMPLE, CHOICE_EXAMPLE_OPTIONS))
+    for ex_domain, question, sentence, ex_options in examples:
+        messages.append(
+            Message(role="user", content=_request_text(question, ex_domain, ex_options))
+        )
         messages.append(Message(role="assistant", content=sentence))
     options = item.choices if prompt != "v1" else ()
     messages.append(Message(role="user", content=_request_text(item.question, domain, options)))
