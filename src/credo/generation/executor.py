@@ -13,6 +13,7 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from rich.progress import (
     BarColumn,
@@ -137,14 +138,14 @@ class Executor:
             template.setdefault(k, p.request)
         stats.requested_samples = sum(wanted.values())
 
-        blocks: list[tuple[str, int, GenerationRequest]] = []
+        blocks: list[Block] = []
         for k, n in wanted.items():
             cached = self.store.cached_indices(k)
             missing = [i for i in range(n) if i not in cached]
             stats.cached_samples += n - len(missing)
             for start, size in _blocks(missing, self.max_block):
                 req = template[k].model_copy(update={"seed": sample_seed(k, start), "n": size})
-                blocks.append((k, start, req))
+                blocks.append(Block(k, start, req))
 
         errors: list[str] = []
         if blocks:
@@ -167,18 +168,63 @@ class Executor:
             results.append(self.store.get(k, range(p.n)) if have >= set(range(p.n)) else None)
         raise RequestsFailed(planned, results, errors)
 
+    def close(self) -> None:
+        """Release what the executor holds beyond the model (nothing, locally; a Ray
+        executor's actors). The model and the store belong to whoever made them."""
+
     def _run_blocks(
-        self,
-        blocks: list[tuple[str, int, GenerationRequest]],
-        description: str,
-        stats: ExecutionStats,
+        self, blocks: list[Block], description: str, stats: ExecutionStats
     ) -> list[str]:
         """Run the blocks, commit each as it completes; the messages of failed blocks."""
         errors: list[str] = []
         retries_before = int(getattr(self.model, "retries", 0) or 0)
-        total = sum(r.n for _, _, r in blocks)
         t0 = time.perf_counter()
-        with Progress(
+        with SampleProgress(description, sum(b.request.n for b in blocks),
+                            self.show_progress) as progress:
+            for idx, gens in self.model.generate([b.request for b in blocks]):
+                if isinstance(gens, GenerationError):
+                    self._failed(str(gens), stats, errors)
+                    continue
+                self._commit(blocks[idx], gens, stats)
+                progress.advance(len(gens))
+        stats.seconds = time.perf_counter() - t0
+        stats.retries = int(getattr(self.model, "retries", 0) or 0) - retries_before
+        return errors
+
+    def _commit(self, block: Block, gens: list[Generation], stats: ExecutionStats) -> None:
+        """Write one completed block to the store (one transaction) and count it."""
+        if len(gens) != block.request.n:
+            raise RuntimeError(
+                f"backend {self.model.identity} returned {len(gens)} samples for a"
+                f" request of n={block.request.n} (key {block.key[:12]})"
+            )
+        written = self.store.put(block.key, self.model.identity, block.request, block.start, gens)
+        stats.generated_samples += written
+        stats.backend_calls += 1
+        stats.completion_tokens += sum(g.completion_tokens for g in gens)
+
+    @staticmethod
+    def _failed(message: str, stats: ExecutionStats, errors: list[str]) -> None:
+        """Count one block whose request failed after the backend's retries."""
+        stats.failed_requests += 1
+        errors.append(message)
+        log.warning("request failed after retries: %s", message)
+
+
+class Block(NamedTuple):
+    """One backend call: samples ``start .. start + request.n - 1`` of request ``key``;
+    ``request.seed`` is ``sample_seed(key, start)``."""
+
+    key: str
+    start: int
+    request: GenerationRequest
+
+
+class SampleProgress:
+    """A rich progress bar of samples done (rate, ETA) on stderr; nothing when disabled."""
+
+    def __init__(self, description: str, total: int, show: bool) -> None:
+        self._progress = Progress(
             TextColumn("[bold]{task.description}"),
             BarColumn(),
             MofNCompleteColumn(),
@@ -187,31 +233,24 @@ class Executor:
             TimeElapsedColumn(),
             TextColumn("ETA"),
             TimeRemainingColumn(),
-            disable=not self.show_progress,
-        ) as progress:
-            task = progress.add_task(description, total=total, rate=0.0)
-            for idx, gens in self.model.generate([r for _, _, r in blocks]):
-                key, start, req = blocks[idx]
-                if isinstance(gens, GenerationError):
-                    stats.failed_requests += 1
-                    errors.append(str(gens))
-                    log.warning("request failed after retries: %s", gens)
-                    continue
-                if len(gens) != req.n:
-                    raise RuntimeError(
-                        f"backend {self.model.identity} returned {len(gens)} samples for a"
-                        f" request of n={req.n} (key {key[:12]})"
-                    )
-                written = self.store.put(key, self.model.identity, req, start, gens)
-                stats.generated_samples += written
-                stats.backend_calls += 1
-                stats.completion_tokens += sum(g.completion_tokens for g in gens)
-                elapsed = time.perf_counter() - t0
-                done = progress.tasks[0].completed + len(gens)
-                progress.update(task, advance=len(gens), rate=done / max(elapsed, 1e-9))
-        stats.seconds = time.perf_counter() - t0
-        stats.retries = int(getattr(self.model, "retries", 0) or 0) - retries_before
-        return errors
+            disable=not show,
+        )
+        self._task = self._progress.add_task(description, total=total, rate=0.0)
+        self._done = 0
+        self._t0 = time.perf_counter()
+
+    def __enter__(self) -> SampleProgress:
+        self._progress.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._progress.__exit__(None, None, None)
+
+    def advance(self, samples: int) -> None:
+        """Add ``samples`` done."""
+        self._done += samples
+        rate = self._done / max(time.perf_counter() - self._t0, 1e-9)
+        self._progress.update(self._task, advance=samples, rate=rate)
 
 
 def _blocks(indices: list[int], max_block: int) -> list[tuple[int, int]]:
