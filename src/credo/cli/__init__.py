@@ -125,11 +125,13 @@ def _parser() -> argparse.ArgumentParser:
     from credo.cli.report import add_report_parser
     from credo.cli.score import add_score_parser
     from credo.cli.strength import add_strength_parser
+    from credo.cli.study import add_study_parser
 
     add_score_parser(sub)
     add_report_parser(sub)
     add_perturb_parser(sub)
     add_strength_parser(sub)
+    add_study_parser(sub)
     return p
 
 
