@@ -172,9 +172,10 @@ class ExecutorConfig(BaseModel):
 
     ``local``: in this process, the backend's own concurrency. ``ray``: on ``workers``
     Ray actors per model, each holding one backend (an embedded model loaded once per
-    actor, or a client of a served model), with at most ``in_flight`` blocks outstanding
-    per actor; results stream back and this process alone writes the cache
-    (:mod:`credo.generation.ray_executor`). ``address`` None starts a local Ray instance
+    actor, or a client of a served model); blocks go in calls of at most
+    ``blocks_per_call``, at most ``in_flight`` calls outstanding per actor; results
+    stream back and this process alone writes the cache, a call's blocks in one
+    transaction (:mod:`credo.generation.ray_executor`). ``address`` None starts a local Ray instance
     with ``workers`` CPUs; ``"auto"`` joins the cluster this machine is part of.
 
     Nothing here enters a request key: either kind fills the same cache rows (keys,
@@ -188,7 +189,10 @@ class ExecutorConfig(BaseModel):
         None, description="Ray cluster address ('auto': the running cluster); None = local"
     )
     workers: int = Field(2, ge=1, description="Ray actors per model, one backend each")
-    in_flight: int = Field(2, ge=1, description="blocks outstanding per actor (backpressure)")
+    in_flight: int = Field(2, ge=1, description="calls outstanding per actor (backpressure)")
+    blocks_per_call: int = Field(
+        32, ge=1, description="most blocks sent to an actor in one call and committed together"
+    )
     num_gpus: float = Field(0.0, ge=0.0, description="GPUs each actor reserves")
 
 

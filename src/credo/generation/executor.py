@@ -193,15 +193,24 @@ class Executor:
 
     def _commit(self, block: Block, gens: list[Generation], stats: ExecutionStats) -> None:
         """Write one completed block to the store (one transaction) and count it."""
-        if len(gens) != block.request.n:
-            raise RuntimeError(
-                f"backend {self.model.identity} returned {len(gens)} samples for a"
-                f" request of n={block.request.n} (key {block.key[:12]})"
-            )
-        written = self.store.put(block.key, self.model.identity, block.request, block.start, gens)
-        stats.generated_samples += written
-        stats.backend_calls += 1
-        stats.completion_tokens += sum(g.completion_tokens for g in gens)
+        self._commit_many([(block, gens)], stats)
+
+    def _commit_many(
+        self, done: Sequence[tuple[Block, list[Generation]]], stats: ExecutionStats
+    ) -> None:
+        """Write completed blocks to the store in one transaction and count them."""
+        for block, gens in done:
+            if len(gens) != block.request.n:
+                raise RuntimeError(
+                    f"backend {self.model.identity} returned {len(gens)} samples for a"
+                    f" request of n={block.request.n} (key {block.key[:12]})"
+                )
+        identity = self.model.identity
+        stats.generated_samples += self.store.put_many(
+            [(b.key, identity, b.request, b.start, gens) for b, gens in done]
+        )
+        stats.backend_calls += len(done)
+        stats.completion_tokens += sum(g.completion_tokens for _, gens in done for g in gens)
 
     @staticmethod
     def _failed(message: str, stats: ExecutionStats, errors: list[str]) -> None:

@@ -12,16 +12,22 @@ block. Only the backend call moves:
   that its backend's identity is the driver's, so the cache keys the driver computes are
   the keys of what the actor generates. Actors are started on the first block (a fully
   cached rerun starts none) and live until :meth:`RayExecutor.close`.
-* **Backpressure.** At most ``in_flight`` blocks are outstanding per actor (a threaded
-  actor runs them concurrently on its backend); the next block goes to the least loaded
-  live actor when one of its blocks returns, so the driver never queues the whole plan
-  in Ray.
-* **Driver writes.** Results stream back as they complete (``ray.wait``) and the driver
-  commits each block in its own transaction, exactly as the local executor does:
-  resume, deduplication (``INSERT OR IGNORE`` on (key, index)) and the seed contract are
-  the store's, unchanged.
-* **Failure.** A block whose actor dies (killed, out of memory, its node lost) was never
-  written; it goes back to the queue and runs on another live actor, at most
+* **Calls and backpressure.** Blocks travel in *calls* of up to ``blocks_per_call``
+  blocks (fewer when the queue is short, so a small plan still spreads over every
+  actor): one Ray task each, which the actor runs through its backend's own concurrent
+  ``generate``. At most ``in_flight`` calls are outstanding per actor (a threaded actor
+  runs them side by side); the next call goes to the least loaded live actor when one of
+  its calls returns, so the driver never queues the whole plan in Ray.
+* **Driver writes.** Calls stream back as they complete (``ray.wait``) and the driver
+  commits the blocks of each in one transaction
+  (:meth:`~credo.generation.store.GenerationStore.put_many`): resume, deduplication
+  (``INSERT OR IGNORE`` on (key, index)) and the seed contract are the store's,
+  unchanged; an interrupted run loses at most the calls in flight. Sending blocks in
+  calls and committing them together is what keeps the driver ahead of many workers:
+  per block, Ray's dispatch and SQLite's transaction cost ~0.9 ms together on a small
+  machine, per call of 32 one-sample blocks ~30 µs a block (docs/benchmarks.md, "Scale").
+* **Failure.** The blocks of a call whose actor dies (killed, out of memory, its node
+  lost) were never written; they go back to the queue and run on other live actors, at most
   :data:`MAX_ATTEMPTS` times (a block that kills every actor it touches must not kill
   them all). A block whose backend gave up after its retries is a failed request, as
   locally (:class:`~credo.generation.executor.RequestsFailed`, exit 3, resumable); so is
@@ -148,16 +154,16 @@ class BackendActor:
         """The backend's identity (the driver checks it against its own)."""
         return self._model.identity
 
-    def generate(self, request: Any) -> tuple[list[Generation] | str, int]:
-        """One block: its generations (or the failure's message when the backend gave up
-        after its retries) and the backend's retries since the previous answer."""
-        outcome: list[Generation] | str = "the backend returned nothing"
-        for _, gens in self._model.generate([request]):
-            outcome = str(gens) if isinstance(gens, GenerationError) else gens
+    def generate(self, requests: list[Any]) -> tuple[list[list[Generation] | str], int]:
+        """One call: per block its generations (or the failure's message when the backend
+        gave up after its retries), and the backend's retries since the previous answer."""
+        outcomes: list[list[Generation] | str] = ["the backend returned nothing"] * len(requests)
+        for i, gens in self._model.generate(requests):
+            outcomes[i] = str(gens) if isinstance(gens, GenerationError) else gens
         with self._lock:
             total = int(getattr(self._model, "retries", 0) or 0)
             retries, self._retries_reported = total - self._retries_reported, total
-        return outcome, retries
+        return outcomes, retries
 
     def close(self) -> None:
         """Close the backend (a served client's loop, an embedded server)."""
@@ -169,8 +175,8 @@ class RayExecutor(Executor):
 
     ``model`` is the driver's copy of the backend (identity, capabilities; it generates
     nothing); ``source`` says how each actor builds its own; ``session`` connects to Ray.
-    ``workers`` actors with at most ``in_flight`` blocks each come from the session's
-    :class:`~credo.config.ExecutorConfig`.
+    ``workers`` actors with at most ``in_flight`` calls of up to ``blocks_per_call``
+    blocks each come from the session's :class:`~credo.config.ExecutorConfig`.
     """
 
     def __init__(
@@ -189,6 +195,7 @@ class RayExecutor(Executor):
         self.session = session
         self.workers = session.config.workers
         self.in_flight = session.config.in_flight
+        self.blocks_per_call = session.config.blocks_per_call
         self.actors: list[Any] = []
         self.lost_actors = 0
         self.reassigned_blocks = 0
@@ -246,58 +253,64 @@ class RayExecutor(Executor):
     def _run_blocks(
         self, blocks: list[Block], description: str, stats: ExecutionStats
     ) -> list[str]:
-        """Send the blocks to the actors with backpressure, commit each as it returns."""
+        """Send the blocks to the actors in calls with backpressure, commit each call's
+        blocks as it returns."""
         ray = self.session.ensure()
         self.start_actors()
-        run = _Dispatch(ray, self.actors, self.in_flight, len(blocks))
+        run = _Dispatch(ray, self.actors, self.in_flight, self.blocks_per_call, len(blocks))
         errors: list[str] = []
         t0 = time.perf_counter()
         with SampleProgress(description, sum(b.request.n for b in blocks),
                             self.show_progress) as progress:
             while run.pending or run.running:
-                run.fill(lambda actor, b: actor.generate.remote(blocks[b].request))
+                run.fill(lambda actor, bs: actor.generate.remote([blocks[b].request for b in bs]))
                 if not run.running:  # no live actor is left
                     for b in run.drain():
                         self._failed(f"no Ray worker left to run a block of {blocks[b].key[:12]}"
                                      f" ({self.lost_actors} lost)", stats, errors)
                     break
-                for b, outcome in run.collect():
-                    self._settle(blocks[b], b, outcome, run, stats, errors, progress)
+                for call, outcome in run.collect():
+                    self._settle(blocks, call, outcome, run, stats, errors, progress)
         self.actors = run.live_actors()
         stats.seconds = time.perf_counter() - t0
         return errors
 
     def _settle(
         self,
-        block: Block,
-        b: int,
+        blocks: list[Block],
+        call: list[int],
         outcome: Any,
         run: _Dispatch,
         stats: ExecutionStats,
         errors: list[str],
         progress: SampleProgress,
     ) -> None:
-        """Commit, fail or requeue one returned block."""
+        """Commit the blocks of one returned call; fail or requeue them."""
         if isinstance(outcome, _ActorLost):
             self.lost_actors += outcome.newly_lost
-            if run.attempts[b] >= MAX_ATTEMPTS:
-                self._failed(f"block of {block.key[:12]} lost with {run.attempts[b]} Ray"
-                             f" workers: {outcome.reason}", stats, errors)
-            else:
-                self.reassigned_blocks += 1
-                run.requeue(b)
+            for b in call:
+                if run.attempts[b] >= MAX_ATTEMPTS:
+                    self._failed(f"block of {blocks[b].key[:12]} lost with {run.attempts[b]}"
+                                 f" Ray workers: {outcome.reason}", stats, errors)
+                else:
+                    self.reassigned_blocks += 1
+                    run.requeue(b)
             return
-        gens, retries = outcome
+        results, retries = outcome
         stats.retries += retries
-        if isinstance(gens, str):
-            self._failed(gens, stats, errors)
-            return
-        self._commit(block, gens, stats)
-        progress.advance(len(gens))
+        done = []
+        for b, gens in zip(call, results, strict=True):
+            if isinstance(gens, str):
+                self._failed(gens, stats, errors)
+            else:
+                done.append((blocks[b], gens))
+        if done:
+            self._commit_many(done, stats)
+            progress.advance(sum(len(gens) for _, gens in done))
 
 
 class _ActorLost:
-    """The outcome of a block whose actor died before answering."""
+    """The outcome of a call whose actor died before answering."""
 
     def __init__(self, reason: str, newly_lost: int) -> None:
         self.reason = reason
@@ -305,35 +318,43 @@ class _ActorLost:
 
 
 class _Dispatch:
-    """Which block runs on which actor: a queue of block indices, the refs in flight,
-    each actor's load (at most ``in_flight``), and the actors known dead."""
+    """Which blocks run on which actor: a queue of block indices, the calls in flight,
+    each actor's load (at most ``in_flight`` calls), and the actors known dead."""
 
-    def __init__(self, ray: Any, actors: list[Any], in_flight: int, n_blocks: int) -> None:
+    def __init__(
+        self, ray: Any, actors: list[Any], in_flight: int, per_call: int, n_blocks: int
+    ) -> None:
         self.ray = ray
         self.actors = list(actors)
         self.in_flight = in_flight
+        self.per_call = per_call
         self.pending: deque[int] = deque(range(n_blocks))
-        self.running: dict[Any, tuple[int, int]] = {}  # ref -> (actor slot, block)
+        self.running: dict[Any, tuple[int, list[int]]] = {}  # ref -> (actor slot, blocks)
         self.load = [0] * len(actors)
         self.dead: set[int] = set()
         self.attempts: Counter[int] = Counter()
 
     def fill(self, submit: Any) -> None:
-        """Give pending blocks to the least loaded live actors, up to ``in_flight`` each."""
+        """Give pending blocks to the least loaded live actors, up to ``in_flight`` calls
+        each; a call takes at most ``per_call`` blocks and no more than an even share of
+        the queue over the free call slots."""
         while self.pending:
             slots = [s for s in range(len(self.actors))
                      if s not in self.dead and self.load[s] < self.in_flight]
             if not slots:
                 return
+            free = sum(self.in_flight - self.load[s] for s in slots)
+            size = min(self.per_call, -(-len(self.pending) // free))
             slot = min(slots, key=self.load.__getitem__)
-            b = self.pending.popleft()
-            self.attempts[b] += 1
-            self.running[submit(self.actors[slot], b)] = (slot, b)
+            call = [self.pending.popleft() for _ in range(size)]
+            for b in call:
+                self.attempts[b] += 1
+            self.running[submit(self.actors[slot], call)] = (slot, call)
             self.load[slot] += 1
 
-    def collect(self) -> list[tuple[int, Any]]:
-        """Wait for at least one block; every block that is back: (block, outcome), the
-        outcome being the actor's answer or :class:`_ActorLost`."""
+    def collect(self) -> list[tuple[list[int], Any]]:
+        """Wait for at least one call; every call that is back: (its blocks, outcome),
+        the outcome being the actor's answer or :class:`_ActorLost`."""
         refs = list(self.running)
         ready, rest = self.ray.wait(refs, num_returns=1)
         if rest:
@@ -341,12 +362,12 @@ class _Dispatch:
             ready += more
         out = []
         for ref in ready:
-            slot, b = self.running.pop(ref)
+            slot, call = self.running.pop(ref)
             self.load[slot] -= 1
             try:
-                out.append((b, self.ray.get(ref)))
+                out.append((call, self.ray.get(ref)))
             except self.ray.exceptions.RayActorError as e:
-                out.append((b, _ActorLost(_first_line(e), self._lose(slot))))
+                out.append((call, _ActorLost(_first_line(e), self._lose(slot))))
             except self.ray.exceptions.RayTaskError as e:  # the backend raised
                 cause = getattr(e, "cause", None)
                 raise (cause if isinstance(cause, Exception) else e) from None
