@@ -129,6 +129,45 @@ def test_a_killed_actor_loses_nothing_and_writes_nothing_twice(tmp_path, local_r
     assert [[g.text for g in gs] for gs in gens] == [[g.text for g in gs] for gs in want]
 
 
+def test_failed_requests_through_ray_are_requests_failed_and_a_rerun_completes(
+    tmp_path, local_ray
+):
+    """A block whose backend gives up (HTTP 500, no retries left) fails its request as
+    locally: the rest is committed, ``RequestsFailed`` holds the partial results, and a
+    rerun asks only what is missing."""
+    from credo.generation.executor import RequestsFailed
+
+    planned = [PlannedRequest(r, 3) for r in _requests(8, "fail")]
+    with FaultServer() as server, ModelPool(cache_path=tmp_path / "ray.sqlite", max_block=1,
+                                            show_progress=False, executor=RAY) as pool:
+        pool.assign(MODEL, "openai:toy", {"base_url": server.url, "max_retries": 0})
+        ex = pool.executor(MODEL)
+        server.force("http_500", 3)
+        with pytest.raises(RequestsFailed) as failed:
+            ex.execute(planned)
+        assert ex.history[-1].failed_requests == 3 and ex.history[-1].generated_samples == 21
+        assert 1 <= len(failed.value.failed) <= 3 and len(failed.value.errors) == 3
+        assert all(r is not None for i, r in enumerate(failed.value.results)
+                   if i not in failed.value.failed)
+        served = server.served
+        ex.execute(planned)
+        assert ex.history[-1].generated_samples == 3 and server.served - served == 3
+    assert len(_rows(tmp_path / "ray.sqlite")) == 24
+
+
+def test_an_error_the_backend_raises_reaches_the_driver_as_itself(tmp_path, local_ray):
+    """A wrong API key (401) is the backend's UserError, raised on the actor: the driver
+    raises it as locally (exit 2 on the command line), not a Ray error."""
+    from credo.errors import UserError
+
+    with FaultServer(require_authorization="Bearer right") as server, ModelPool(
+        cache_path=tmp_path / "ray.sqlite", show_progress=False, executor=RAY
+    ) as pool:
+        pool.assign(MODEL, "openai:toy", {"base_url": server.url, "max_retries": 0})
+        with pytest.raises(UserError, match=r"401|key"):
+            pool.executor(MODEL).execute([PlannedRequest(_requests(1)[0], 2)])
+
+
 def _kill_first_actor_after(ex: RayExecutor, server: FaultServer, served: int) -> None:
     deadline = time.monotonic() + 30
     while server.requests < served or not ex.actors:
@@ -194,3 +233,35 @@ def test_cli_run_with_executor_ray_equals_the_local_run(tmp_path, local_ray, cap
     assert _rows(tmp_path / "ray.sqlite") == _rows(tmp_path / "local.sqlite")
     written = (tmp_path / "ray" / "config.yaml").read_text()
     assert "executor:\n  kind: ray\n" in written and "workers: 2" in written
+
+
+@pytest.mark.slow
+def test_the_embedded_model_through_ray_fills_the_local_rows(tmp_path, local_ray):
+    """SmolLM2-135M (embedded llama.cpp) on two Ray actors fills the cache rows of the
+    local executor: the same keys, indices and seeds, and the same texts.
+
+    Texts. The engine is deterministic for an identical call across processes, and
+    across batch compositions: measured with xllamacpp 2026.10.11549's CPU build, the 12
+    samples below (and 48-token ones with 2 threads and 16 slots) came out identical from
+    a local run, a second local run, one request at a time, two actors with two calls
+    each in flight, and one actor with one call (docs/benchmarks.md, "Scale"). A GPU
+    build may not be (batch-dependent kernels); keys, indices and seeds hold regardless.
+    """
+    prompts = ["What is 17 + 25?", "Name a prime number larger than 50.",
+               "What colour is the sky at noon?"]
+    planned = [PlannedRequest(GenerationRequest(
+        messages=(Message(role="user", content=q),),
+        params=SamplingParams(temperature=1.0, max_tokens=16)), 4) for q in prompts]
+    opts = {"n_ctx": 2048, "n_parallel": 4, "n_threads": 1}
+    texts = {}
+    for name, executor in (("local", None), ("ray", RAY)):
+        with ModelPool(cache_path=tmp_path / f"{name}.sqlite", max_block=2,
+                       show_progress=False, executor=executor) as pool:
+            pool.assign(MODEL, "smollm2-135m", opts)
+            ex = pool.executor(MODEL)
+            assert isinstance(ex, RayExecutor) == (executor is not None)
+            texts[name] = [[g.text for g in gs] for gs in ex.execute(planned)]
+    local, ray_rows = _rows(tmp_path / "local.sqlite"), _rows(tmp_path / "ray.sqlite")
+    assert len(local) == 12 and local[0][6].startswith("llamacpp:smollm2-135m@sha256:")
+    assert [r[:3] for r in ray_rows] == [r[:3] for r in local]  # keys, indices, seeds
+    assert texts["ray"] == texts["local"] and ray_rows == local
