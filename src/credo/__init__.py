@@ -6,7 +6,9 @@ Public API (000 = Cross-Contextual Consistency paper):
 - :func:`answer_consistency`: per-generation agreement (002 App. A.11.2).
 - :func:`ece`, :func:`auroc`, :func:`auprc_pos`, :func:`auprc_neg`: evaluation metrics;
   :func:`bootstrap_ci`: their 95% bootstrap intervals (002 §3.7).
-- :func:`run`: the whole pipeline from a :class:`RunConfig`.
+- :func:`run`: the whole pipeline from a :class:`RunConfig`; :func:`study`: every task
+  with every model from a :class:`StudyConfig`, one run folder each and one comparison
+  report; :class:`ExecutorConfig`: where samples are generated (locally or on Ray).
 - :func:`flip_rates`, :func:`linear_kappa`: flip rate by perturbation strength and
   weighted kappa (003 eq. 2, §3.4).
 
@@ -20,8 +22,8 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from credo.api import run
-    from credo.config import PerturbationConfig, RunConfig
+    from credo.api import run, study
+    from credo.config import ExecutorConfig, PerturbationConfig, RunConfig, StudyConfig
     from credo.evaluate.bootstrap import bootstrap_ci
     from credo.evaluate.metrics import auprc_neg, auprc_pos, auroc, ece
     from credo.methods import answer_consistency, c3, c3_cross, mmd2_unbiased, self_consistency
@@ -30,6 +32,7 @@ if TYPE_CHECKING:
     from credo.strength import flip_rates, linear_kappa
 
 _EXPORTS = {
+    "ExecutorConfig": "credo.config",
     "ItemResult": "credo.methods.scoring",
     "PerturbationConfig": "credo.config",
     "RunConfig": "credo.config",
@@ -47,13 +50,17 @@ _EXPORTS = {
     "mmd2_unbiased": "credo.methods",
     "run": "credo.api",
     "self_consistency": "credo.methods",
+    "study": "credo.api",
+    "StudyConfig": "credo.config",
 }
 
 __all__ = [
+    "ExecutorConfig",
     "ItemResult",
     "PerturbationConfig",
     "RunConfig",
     "RunResult",
+    "StudyConfig",
     "answer_consistency",
     "auprc_neg",
     "auprc_pos",
@@ -67,6 +74,7 @@ __all__ = [
     "mmd2_unbiased",
     "run",
     "self_consistency",
+    "study",
 ]
 
 __version__ = "0.1.0"
