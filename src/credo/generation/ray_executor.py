@@ -24,8 +24,9 @@ block. Only the backend call moves:
   (``INSERT OR IGNORE`` on (key, index)) and the seed contract are the store's,
   unchanged; an interrupted run loses at most the calls in flight. Sending blocks in
   calls and committing them together is what keeps the driver ahead of many workers:
-  per block, Ray's dispatch and SQLite's transaction cost ~0.9 ms together on a small
-  machine, per call of 32 one-sample blocks ~30 µs a block (docs/benchmarks.md, "Scale").
+  a call and a transaction per block cost the driver ~1 ms a block on a small machine,
+  calls of 32 one-sample blocks ~0.12 ms a block, planning and row writes included
+  (docs/benchmarks.md, "Scale").
 * **Failure.** The blocks of a call whose actor dies (killed, out of memory, its node
   lost) were never written; they go back to the queue and run on other live actors, at most
   :data:`MAX_ATTEMPTS` times (a block that kills every actor it touches must not kill
@@ -67,6 +68,7 @@ class BackendSource(Protocol):
     a registry spec and options, or a model shipped whole); picklable."""
 
     def build(self) -> Model: ...
+
 
 MAX_ATTEMPTS = 3
 """Most times one block is sent to an actor that then dies before answering."""
