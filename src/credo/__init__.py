@@ -10,7 +10,9 @@ Public API (000 = Cross-Contextual Consistency paper):
 - :func:`ece`, :func:`mce`, :func:`brier`, :func:`auroc`, :func:`auprc_pos`,
   :func:`auprc_neg`, :func:`auarc`, :func:`prr`: evaluation metrics; :func:`bootstrap_ci`:
   their 95% bootstrap intervals (002 §3.7).
-- :func:`run`: the whole pipeline from a :class:`RunConfig`.
+- :func:`run`: the whole pipeline from a :class:`RunConfig`; :func:`study`: every task
+  with every model from a :class:`StudyConfig`, one run folder each and one comparison
+  report; :class:`ExecutorConfig`: where samples are generated (locally or on Ray).
 - :func:`flip_rates`, :func:`linear_kappa`: flip rate by perturbation strength and
   weighted kappa (003 eq. 2, §3.4).
 
@@ -24,8 +26,8 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from credo.api import run
-    from credo.config import PerturbationConfig, RunConfig
+    from credo.api import run, study
+    from credo.config import ExecutorConfig, PerturbationConfig, RunConfig, StudyConfig
     from credo.evaluate.bootstrap import bootstrap_ci
     from credo.evaluate.metrics import auarc, auprc_neg, auprc_pos, auroc, brier, ece, mce, prr
     from credo.methods import (
@@ -45,6 +47,7 @@ if TYPE_CHECKING:
     from credo.strength import flip_rates, linear_kappa
 
 _EXPORTS = {
+    "ExecutorConfig": "credo.config",
     "ItemResult": "credo.methods.scoring",
     "PerturbationConfig": "credo.config",
     "RunConfig": "credo.config",
@@ -71,13 +74,17 @@ _EXPORTS = {
     "run": "credo.api",
     "self_consistency": "credo.methods",
     "semantic_entropy": "credo.methods",
+    "study": "credo.api",
+    "StudyConfig": "credo.config",
 }
 
 __all__ = [
+    "ExecutorConfig",
     "ItemResult",
     "PerturbationConfig",
     "RunConfig",
     "RunResult",
+    "StudyConfig",
     "answer_consistency",
     "auarc",
     "auprc_neg",
@@ -100,6 +107,7 @@ __all__ = [
     "run",
     "self_consistency",
     "semantic_entropy",
+    "study",
 ]
 
 __version__ = "0.1.0"

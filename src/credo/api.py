@@ -6,20 +6,24 @@
 - :func:`score`: ``credo score``, generations a user already has, scored and written.
 - :func:`calibrate_prompt`: ``credo perturb calibrate-prompt``, the most neutral prefix
   setting on a calibration split (issue 16).
+- :func:`study`: ``credo study``, every task with every model, one run folder each and
+  one comparison report.
 """
 
 from __future__ import annotations
 
 import math
 import os
+import time
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
 
-    from credo.config import RunConfig, StrengthConfig
+    from credo.config import RunConfig, StrengthConfig, StudyConfig
     from credo.models.base import Model
     from credo.models.embedders import Embedder
     from credo.pipeline.estimate import RunEstimate
@@ -27,7 +31,17 @@ if TYPE_CHECKING:
     from credo.strength.pipeline import StrengthResult
     from credo.tasks.base import Task
 
-__all__ = ["calibrate_prompt", "check_writable", "dry_run", "run", "run_strength", "score"]
+__all__ = [
+    "StudyResult",
+    "StudyRun",
+    "calibrate_prompt",
+    "check_writable",
+    "dry_run",
+    "run",
+    "run_strength",
+    "score",
+    "study",
+]
 
 
 def run(
@@ -61,6 +75,7 @@ def run(
         show_progress=show_progress,
         embedder=embedder,
         max_cost_usd=config.max_cost_usd,
+        executor=config.executor,
     ) as pool:
         for role, given in ((MODEL, model), (WRITER, perturber), (JUDGE, judge)):
             if given is not None:
@@ -273,3 +288,100 @@ def calibrate_prompt(
         raise UserError("no setting gave both original and perturbed correctness to compare")
     best = min(usable, key=lambda r: abs(r["mean_delta"]))
     return (best["prompt"], best["rules"]), rows
+
+
+@dataclass
+class StudyRun:
+    """One finished run of a study: its task, model (spec and label), folder, result,
+    and the seconds it took."""
+
+    task: str
+    model: str
+    label: str
+    folder: Path
+    result: RunResult
+    seconds: float
+
+
+@dataclass
+class StudyResult:
+    """A finished study: its runs in order and the comparison report's page (None when
+    nothing was written)."""
+
+    config: StudyConfig
+    runs: list[StudyRun] = field(default_factory=list)
+    report: Path | None = None
+
+    @property
+    def incomplete(self) -> bool:
+        """Whether some run has items whose requests failed (rerun to complete them)."""
+        return any(r.result.incomplete for r in self.runs)
+
+
+def study(
+    config: StudyConfig,
+    *,
+    models: Mapping[str, Model] | None = None,
+    perturber: Model | None = None,
+    judge: Model | None = None,
+    embedder: Embedder | None = None,
+    show_progress: bool = True,
+    on_run: Callable[[int, int, StudyRun], None] | None = None,
+    write: bool = True,
+) -> StudyResult:
+    """Run every task of ``config`` with every model, over one cache; write one run
+    folder per (task, model) and the comparison report ``out/report/index.html``.
+
+    One :class:`~credo.generation.pool.ModelPool` per model serves all its tasks, so a
+    model (and its Ray actors) is loaded once; a rerun finds every sample in the cache
+    and regenerates nothing. ``models`` (spec -> ready backend), ``perturber``,
+    ``judge`` and ``embedder`` replace what the config names (tests pass scripted
+    models); nothing passed in is modified or closed. ``on_run(i, total, run)`` is
+    called after each run (the command line prints a line). With the Ray executor, Ray
+    is started once for the whole study (unless already running) and shut down after.
+    """
+    from contextlib import ExitStack
+
+    from credo.generation.pool import JUDGE, MODEL, WRITER, ModelPool
+    from credo.pipeline.runner import run_pipeline
+
+    if write:
+        check_writable(config.out, "the study folder (out)")
+    configs = config.run_configs()
+    result = StudyResult(config)
+    per_model = len(config.tasks)
+    with ExitStack() as stack:
+        if config.executor.kind == "ray":
+            from credo.generation.ray_executor import RaySession
+
+            stack.enter_context(RaySession(config.executor)).ensure()
+        for m, study_model in enumerate(config.models):
+            start = m * per_model
+            first = configs[start]
+            with ModelPool(
+                cache_path=first.cache_path, seed=first.seed, max_block=first.max_block,
+                show_progress=show_progress, embedder=embedder, executor=config.executor,
+            ) as pool:
+                given = (models or {}).get(first.model)
+                for role, model in ((MODEL, given), (WRITER, perturber), (JUDGE, judge)):
+                    if model is not None:
+                        pool.assign(role, model=model)
+                for cfg in configs[start:start + per_model]:
+                    t0 = time.perf_counter()
+                    done = run_pipeline(cfg, pool)
+                    if write:
+                        from credo.report.writer import write_run
+
+                        write_run(done, cfg.out)
+                    entry = StudyRun(cfg.task, cfg.model, study_model.name, cfg.out, done,
+                                     time.perf_counter() - t0)
+                    result.runs.append(entry)
+                    if on_run is not None:
+                        on_run(len(result.runs), len(configs), entry)
+    if write:
+        from credo.report.html import write_report
+        from credo.report.writer import write_study_config
+
+        write_study_config(config, config.out)
+        result.report = write_report([r.folder for r in result.runs], config.out / "report")
+    return result

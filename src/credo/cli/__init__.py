@@ -16,7 +16,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.logging import RichHandler
 
-from credo.cli.run import cmd_run
+from credo.cli.run import add_executor_flags, cmd_run
 
 console = Console(stderr=False)
 
@@ -127,6 +127,7 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--prefix-rules", help="neutrality rules a prefix must pass: strict "
                    "(default) or basic")
     r.add_argument("--neutrality", help="000 App. A.3's gate: warn (default), fail, off")
+    add_executor_flags(r)
     f = r.add_argument_group(
         "a task from any JSONL/JSON/CSV file (the config's task_file section; replaces --task)"
     )
@@ -159,12 +160,14 @@ def _parser() -> argparse.ArgumentParser:
     from credo.cli.report import add_report_parser
     from credo.cli.score import add_score_parser
     from credo.cli.strength import add_strength_parser
+    from credo.cli.study import add_study_parser
 
     add_score_parser(sub)
     add_report_parser(sub)
     add_perturb_parser(sub)
     add_strength_parser(sub)
     add_probe_parser(sub)
+    add_study_parser(sub)
     return p
 
 

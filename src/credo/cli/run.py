@@ -11,7 +11,34 @@ from rich.table import Table
 console = Console(stderr=False)
 err = Console(stderr=True)
 
-__all__ = ["cmd_run", "print_estimate", "print_result", "run_config_from_args"]
+__all__ = [
+    "add_executor_flags",
+    "cmd_run",
+    "executor_flags",
+    "print_estimate",
+    "print_result",
+    "run_config_from_args",
+]
+
+
+def add_executor_flags(parser: argparse.ArgumentParser) -> None:
+    """``--executor``, ``--workers``, ``--ray-address``: the config's ``executor`` section."""
+    g = parser.add_argument_group("where samples are generated (the config's executor section)")
+    g.add_argument("--executor", choices=["local", "ray"],
+                   help="local (this process, default) or ray (actors; this process writes "
+                        "the cache)")
+    g.add_argument("--workers", type=int, help="Ray actors per model (default 2)")
+    g.add_argument("--ray-address",
+                   help="Ray cluster to join ('auto': this machine's); default: a local one")
+
+
+def executor_flags(args: argparse.Namespace) -> dict[tuple[str, str], Any]:
+    """The ``executor`` section's keys the flags give (None where a flag is absent)."""
+    return {
+        ("executor", "kind"): args.executor,
+        ("executor", "workers"): args.workers,
+        ("executor", "address"): args.ray_address,
+    }
 
 
 def run_config_from_args(args: argparse.Namespace) -> Any:
@@ -54,6 +81,7 @@ def run_config_from_args(args: argparse.Namespace) -> Any:
         ("perturbation", "prompt"): args.writer_prompt,
         ("perturbation", "rules"): args.prefix_rules,
         ("perturbation", "neutrality"): args.neutrality,
+        **executor_flags(args),
         **{("task_file", key): value for key, value in _task_file_flags(args).items()},
     }
     for (section, key), value in nested.items():

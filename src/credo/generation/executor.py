@@ -15,6 +15,7 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from rich.progress import (
     BarColumn,
@@ -120,15 +121,48 @@ class BudgetReached(RequestsFailed):
         )
 
 
-@dataclass(frozen=True)
-class _Block:
-    """Consecutive sample indices ``start..start + request.n - 1`` of key ``key``: one
-    backend call, counted under ledger stage ``stage``."""
+class Block(NamedTuple):
+    """One backend call: samples ``start .. start + request.n - 1`` of request ``key``
+    (``request.seed`` is ``sample_seed(key, start)``), counted under ledger stage
+    ``stage``."""
 
     key: str
     start: int
     request: GenerationRequest
-    stage: str
+    stage: str = ""
+
+
+class SampleProgress:
+    """A rich progress bar of samples done (rate, ETA) on stderr; nothing when disabled."""
+
+    def __init__(self, description: str, total: int, show: bool) -> None:
+        self._progress = Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("samples"),
+            TextColumn("{task.fields[rate]:.2f}/s"),
+            TimeElapsedColumn(),
+            TextColumn("ETA"),
+            TimeRemainingColumn(),
+            disable=not show,
+        )
+        self._task = self._progress.add_task(description, total=total, rate=0.0)
+        self._done = 0
+        self._t0 = time.perf_counter()
+
+    def __enter__(self) -> SampleProgress:
+        self._progress.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._progress.__exit__(None, None, None)
+
+    def advance(self, samples: int) -> None:
+        """Add ``samples`` done."""
+        self._done += samples
+        rate = self._done / max(time.perf_counter() - self._t0, 1e-9)
+        self._progress.update(self._task, advance=samples, rate=rate)
 
 
 class Executor:
@@ -218,7 +252,7 @@ class Executor:
         keys: list[str],
         default_stage: str,
         stats: ExecutionStats,
-    ) -> list[_Block]:
+    ) -> list[Block]:
         """The blocks of missing samples of every distinct key (the largest ``n`` asked
         for it), counting requests, samples and cached samples per stage in the ledger."""
         wanted: dict[str, int] = {}
@@ -230,7 +264,7 @@ class Executor:
             stage_of.setdefault(k, p.stage or default_stage)
         stats.requested_samples = sum(wanted.values())
         identity = self.model.identity
-        blocks: list[_Block] = []
+        blocks: list[Block] = []
         for k, n in wanted.items():
             cached = self.store.cached_indices(k)
             missing = [i for i in range(n) if i not in cached]
@@ -241,11 +275,15 @@ class Executor:
             usage.cached_samples += n - len(missing)
             for start, size in sample_blocks(missing, self.max_block):
                 req = template[k].model_copy(update={"seed": sample_seed(k, start), "n": size})
-                blocks.append(_Block(k, start, req, stage_of[k]))
+                blocks.append(Block(k, start, req, stage_of[k]))
         return blocks
 
+    def close(self) -> None:
+        """Release what the executor holds beyond the model (nothing, locally; a Ray
+        executor's actors). The model and the store belong to whoever made them."""
+
     def _run_blocks(
-        self, blocks: list[_Block], description: str, stats: ExecutionStats
+        self, blocks: list[Block], description: str, stats: ExecutionStats
     ) -> list[str]:
         """Run the blocks, commit each as it completes; the messages of failed blocks.
 
@@ -255,21 +293,9 @@ class Executor:
         """
         errors: list[str] = []
         retries_before = int(getattr(self.model, "retries", 0) or 0)
-        total = sum(b.request.n for b in blocks)
-        parallel = self.model.capabilities.parallel_samples
         t0 = time.perf_counter()
-        with Progress(
-            TextColumn("[bold]{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("samples"),
-            TextColumn("{task.fields[rate]:.2f}/s"),
-            TimeElapsedColumn(),
-            TextColumn("ETA"),
-            TimeRemainingColumn(),
-            disable=not self.show_progress,
-        ) as progress:
-            task = progress.add_task(description, total=total, rate=0.0)
+        with SampleProgress(description, sum(b.request.n for b in blocks),
+                            self.show_progress) as progress:
             waves = self._waves(blocks)
             for w, wave in enumerate(waves):
                 if self.ledger.budget_reached:
@@ -277,19 +303,15 @@ class Executor:
                     break
                 for idx, gens in self.model.generate([b.request for b in wave]):
                     if isinstance(gens, GenerationError):
-                        stats.failed_requests += 1
-                        errors.append(str(gens))
-                        log.warning("request failed after retries: %s", gens)
+                        self._failed(str(gens), stats, errors)
                         continue
-                    self._commit(wave[idx], gens, parallel, stats)
-                    elapsed = time.perf_counter() - t0
-                    done = progress.tasks[0].completed + len(gens)
-                    progress.update(task, advance=len(gens), rate=done / max(elapsed, 1e-9))
+                    self._commit(wave[idx], gens, stats)
+                    progress.advance(len(gens))
         stats.seconds = time.perf_counter() - t0
         stats.retries = int(getattr(self.model, "retries", 0) or 0) - retries_before
         return errors
 
-    def _waves(self, blocks: list[_Block]) -> list[list[_Block]]:
+    def _waves(self, blocks: list[Block]) -> list[list[Block]]:
         """All blocks in one wave without a budget; else waves of the backend's
         ``max_concurrency`` (8 when it has none)."""
         if self.ledger.max_cost_usd is None:
@@ -299,7 +321,7 @@ class Executor:
         return [blocks[i : i + size] for i in range(0, len(blocks), size)]
 
     def _stop_for_budget(
-        self, waves: list[list[_Block]], stats: ExecutionStats, errors: list[str]
+        self, waves: list[list[Block]], stats: ExecutionStats, errors: list[str]
     ) -> None:
         """Leave the blocks of ``waves`` undispatched: the cost budget is reached."""
         stats.budget_skipped = sum(len(w) for w in waves)
@@ -313,31 +335,47 @@ class Executor:
             self.ledger.cost_usd, self.ledger.max_cost_usd, stats.budget_skipped,
         )
 
-    def _commit(
-        self, block: _Block, gens: list[Generation], parallel: bool, stats: ExecutionStats
+    def _commit(self, block: Block, gens: list[Generation], stats: ExecutionStats) -> None:
+        """Write one completed block to the store (one transaction) and count it."""
+        self._commit_many([(block, gens)], stats)
+
+    def _commit_many(
+        self, done: Sequence[tuple[Block, list[Generation]]], stats: ExecutionStats
     ) -> None:
-        """Cache the generations of ``block`` and count them, with their reported tokens,
-        in ``stats`` and the ledger: prompt tokens once per backend call (the block's one
-        call, or one call per sample on a backend without parallel samples)."""
-        if len(gens) != block.request.n:
-            raise RuntimeError(
-                f"backend {self.model.identity} returned {len(gens)} samples for a"
-                f" request of n={block.request.n} (key {block.key[:12]})"
-            )
+        """Cache completed blocks in one transaction and count them, with their reported
+        tokens, in ``stats`` and the ledger: prompt tokens once per backend call (the
+        block's one call, or one call per sample on a backend without parallel samples)."""
+        for block, gens in done:
+            if len(gens) != block.request.n:
+                raise RuntimeError(
+                    f"backend {self.model.identity} returned {len(gens)} samples for a"
+                    f" request of n={block.request.n} (key {block.key[:12]})"
+                )
         identity = self.model.identity
-        written = self.store.put(block.key, identity, block.request, block.start, gens)
-        calls = 1 if parallel else len(gens)
-        prompt = gens[0].prompt_tokens if parallel else sum(g.prompt_tokens for g in gens)
-        completion = sum(g.completion_tokens for g in gens)
+        parallel = self.model.capabilities.parallel_samples
+        written = self.store.put_many(
+            [(b.key, identity, b.request, b.start, gens) for b, gens in done]
+        )
         stats.generated_samples += written
-        stats.backend_calls += 1
-        stats.completion_tokens += completion
-        stats.prompt_tokens += prompt
-        usage = self.ledger.usage(block.stage, identity)
-        usage.generated_samples += written
-        usage.calls += calls
-        usage.prompt_tokens += prompt
-        usage.completion_tokens += completion
+        for block, gens in done:
+            calls = 1 if parallel else len(gens)
+            prompt = gens[0].prompt_tokens if parallel else sum(g.prompt_tokens for g in gens)
+            completion = sum(g.completion_tokens for g in gens)
+            stats.backend_calls += 1
+            stats.completion_tokens += completion
+            stats.prompt_tokens += prompt
+            usage = self.ledger.usage(block.stage, identity)
+            usage.generated_samples += len(gens)
+            usage.calls += calls
+            usage.prompt_tokens += prompt
+            usage.completion_tokens += completion
+
+    @staticmethod
+    def _failed(message: str, stats: ExecutionStats, errors: list[str]) -> None:
+        """Count one block whose request failed after the backend's retries."""
+        stats.failed_requests += 1
+        errors.append(message)
+        log.warning("request failed after retries: %s", message)
 
 
 def sample_blocks(indices: list[int], max_block: int) -> list[tuple[int, int]]:

@@ -25,8 +25,15 @@ them and no identity or request key changes; the pool keeps them with the role a
 them, per model, to its :class:`~credo.generation.ledger.Ledger`, which every executor
 records into (requests, samples, tokens and cost per stage; the cost budget).
 
+Executors. ``executor`` (an :class:`~credo.config.ExecutorConfig`) chooses where samples
+are generated: ``local`` (this process) or ``ray`` (a
+:class:`~credo.generation.ray_executor.RayExecutor` per model: Ray actors each build the
+model's backend from a :class:`ModelSource` and the pool's process alone writes the
+cache). Either gives the same cache rows; nothing above this layer sees which ran.
+
 This is the only module outside :mod:`credo.models` that loads a model or an embedder
-(docs/architecture.md).
+(docs/architecture.md); a Ray actor builds its backend through :meth:`ModelSource.build`,
+which is this module's code running in the actor's process.
 """
 
 from __future__ import annotations
@@ -39,7 +46,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Self
 
-from credo.config import default_cache_path
+from credo.config import ExecutorConfig, default_cache_path
 from credo.errors import UserError
 from credo.generation.executor import ExecutionStats, Executor
 from credo.generation.ledger import Ledger, Prices, split_prices
@@ -72,6 +79,7 @@ __all__ = [
     "SURPRISAL",
     "WRITER",
     "ModelPool",
+    "ModelSource",
     "shared_embedder",
 ]
 
@@ -81,6 +89,28 @@ def shared_embedder(name: str) -> Embedder:
     from credo.models.embedders import load_embedder
 
     return load_embedder(name)
+
+
+@dataclass(frozen=True)
+class ModelSource:
+    """How another process (a Ray actor) gets a role's backend: the registry spec and its
+    options, built there with :meth:`build`, or a model handed in, shipped whole
+    (pickled) when it can be. Pickles by reference to this module, so the process that
+    unpickles it imports the pool, not the other way round."""
+
+    spec: str | None = None
+    options: tuple[tuple[str, Any], ...] = ()
+    model: Model | None = None
+
+    def build(self) -> Model:
+        """The backend: the shipped model, or a fresh one from the registry (which loads
+        nothing heavy until its first call)."""
+        if self.model is not None:
+            return self.model
+        assert self.spec is not None
+        from credo.models.registry import load_model
+
+        return load_model(self.spec, **dict(self.options))
 
 
 @dataclass(frozen=True)
@@ -122,6 +152,8 @@ class ModelPool:
     reach : bool
         Whether served models may be contacted (their server probed when loaded); False
         for a dry run, which builds models only to know their identities.
+    executor : ExecutorConfig or None
+        Where samples are generated (default: locally, in this process).
     """
 
     def __init__(
@@ -135,6 +167,7 @@ class ModelPool:
         embedder: Embedder | None = None,
         max_cost_usd: float | None = None,
         reach: bool = True,
+        executor: ExecutorConfig | None = None,
     ) -> None:
         self._owns_store = store is None
         self.reach = reach
@@ -148,6 +181,8 @@ class ModelPool:
         self._loaded: dict[str, Model] = {}
         self._executors: dict[int, Executor] = {}
         self.ledger = Ledger(max_cost_usd)
+        self.executor_config = executor or ExecutorConfig()
+        self._ray: Any = None  # the RaySession of the first Ray executor
 
     # ------------------------------------------------------------------ roles
 
@@ -237,14 +272,18 @@ class ModelPool:
 
     def executor(self, role: str) -> Executor:
         """The cached executor of ``role``'s model (one per distinct model), recording
-        into the pool's ledger; the role's prices price the model there."""
+        into the pool's ledger (the role's prices price the model there): a local one, or
+        a Ray one when the pool's executor config says ``ray`` (a handed-in model that
+        cannot be pickled stays local, with a warning)."""
         model = self.model(role)
         self.ledger.set_prices(model.identity, self.prices(role), role)
         ex = self._executors.get(id(model))
         if ex is None:
-            ex = Executor(
-                model, self.store, self.seed, self.max_block, self.show_progress, self.ledger
-            )
+            ex = self._ray_executor(role, model) if self.executor_config.kind == "ray" else None
+            if ex is None:
+                ex = Executor(
+                    model, self.store, self.seed, self.max_block, self.show_progress, self.ledger
+                )
             self._executors[id(model)] = ex
         return ex
 
@@ -260,6 +299,33 @@ class ModelPool:
         """Count the executor calls inside the ``with`` under ledger stage ``name``."""
         with self.ledger.stage(name):
             yield
+
+    def source(self, role: str) -> ModelSource:
+        """How a worker process builds ``role``'s model (see :class:`ModelSource`)."""
+        spec = self._spec(role)
+        while spec.model is None and spec.name is None:
+            assert spec.same_as is not None
+            spec = self._spec(spec.same_as)
+        if spec.model is not None:
+            return ModelSource(model=spec.model)
+        return ModelSource(spec.name, spec.options)
+
+    def _ray_executor(self, role: str, model: Model) -> Executor | None:
+        from credo.generation.ray_executor import RayExecutor, RaySession, shippable
+
+        source = self.source(role)
+        if source.model is not None and not shippable(source.model):
+            log.warning(
+                "%s (%s) was handed in and cannot be pickled to Ray workers; it generates"
+                " in this process", model.identity, role,
+            )
+            return None
+        if self._ray is None:
+            self._ray = RaySession(self.executor_config)
+        return RayExecutor(
+            model, self.store, self.seed, self.max_block, self.show_progress, self.ledger,
+            source=source, session=self._ray,
+        )
 
     def preflight(self, roles: list[str]) -> None:
         """Build the model of every role in ``roles`` and let it check what it can before
@@ -303,13 +369,21 @@ class ModelPool:
     # ------------------------------------------------------------------ lifetime
 
     def close(self) -> None:
-        """Close every model the pool loaded, then the store if the pool opened it."""
-        for model in self._loaded.values():
-            model.close()
-        self._loaded.clear()
-        self._executors.clear()
-        if self._owns_store:
-            self.store.close()
+        """Close every executor (a Ray executor's actors), every model the pool loaded,
+        Ray if the pool started it, then the store if the pool opened it."""
+        try:
+            for ex in self._executors.values():
+                ex.close()
+        finally:
+            self._executors.clear()
+            for model in self._loaded.values():
+                model.close()
+            self._loaded.clear()
+            if self._ray is not None:
+                self._ray.close()
+                self._ray = None
+            if self._owns_store:
+                self.store.close()
 
     def __enter__(self) -> Self:
         return self

@@ -18,7 +18,7 @@ import hashlib
 import json
 import sqlite3
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from credo.errors import UserError
@@ -140,11 +140,21 @@ class GenerationStore:
         Commits before returning. Returns the number of rows actually written (rows that
         already exist are left untouched).
         """
+        return self.put_many([(key, identity, request, first_index, generations)])
+
+    def put_many(
+        self, blocks: Sequence[tuple[str, str, GenerationRequest, int, list[Generation]]]
+    ) -> int:
+        """Store several blocks ``(key, identity, request, first_index, generations)`` in
+        one transaction (the Ray executor commits the blocks of one returned call
+        together); as :meth:`put` for each, committed before returning. Returns the
+        number of sample rows actually written."""
         now = time.time()
         with self._db:
-            self._db.execute(
+            self._db.executemany(
                 "INSERT OR IGNORE INTO requests (key, identity, request, created) VALUES (?,?,?,?)",
-                (key, identity, request.model_dump_json(exclude={"seed", "n"}), now),
+                [(key, identity, request.model_dump_json(exclude={"seed", "n"}), now)
+                 for key, identity, request, _, _ in blocks],
             )
             before = self._db.total_changes
             self._db.executemany(
@@ -154,8 +164,8 @@ class GenerationStore:
                 [
                     (
                         key,
-                        first_index + j,
-                        sample_seed(key, first_index + j),
+                        first + j,
+                        sample_seed(key, first + j),
                         g.text,
                         g.finish_reason,
                         g.completion_tokens,
@@ -164,6 +174,7 @@ class GenerationStore:
                         g.seconds,
                         now,
                     )
+                    for key, _, _, first, generations in blocks
                     for j, g in enumerate(generations)
                 ],
             )

@@ -86,6 +86,16 @@ class ScriptedModel:
         self.closed = False
         self._lock = threading.Lock()
 
+    def __getstate__(self) -> dict[str, object]:
+        """Picklable (to a Ray actor) when its ``respond`` is: the lock is left out."""
+        state = dict(self.__dict__)
+        del state["_lock"]
+        return state
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
     @property
     def identity(self) -> str:
         """``scripted:<name>``."""

@@ -43,6 +43,7 @@ from credo.report.markdown import fmt_number, md_cell, md_table
 from credo.report.rundata import SIMILARITY_FILE, STATUS_FILE
 
 if TYPE_CHECKING:
+    from credo.config import StudyConfig
     from credo.pipeline.runner import RunResult
 
 log = logging.getLogger(__name__)
@@ -125,6 +126,19 @@ def write_run(result: RunResult, out: str | Path) -> Path:
     jsonio.write_text(out / STATUS_FILE, jsonio.dumps(status, indent=2))
     _write_html_report(out)
     return out
+
+
+def write_study_config(config: StudyConfig, out: str | Path) -> Path:
+    """``out/study.yaml``: a study's config as its runs' ``config.yaml`` is written (every
+    URL's credentials removed, the cache file spelled out); ``credo study --config`` on
+    it reruns the study."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    cfg = _without_credentials(config.model_dump(mode="json"))
+    cfg["cache"] = str(config.cache_path)
+    path = out / "study.yaml"
+    jsonio.write_text(path, yaml.safe_dump(cfg, sort_keys=False))
+    return path
 
 
 def _without_credentials(value: Any) -> Any:

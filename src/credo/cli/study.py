@@ -1,0 +1,84 @@
+"""``credo study --config study.yaml``: every task with every model, one run folder each
+under the study's ``out`` and one comparison report (``out/report/index.html``)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+console = Console()
+
+__all__ = ["add_study_parser", "cmd_study", "study_config_from_args"]
+
+
+def add_study_parser(sub: Any) -> None:
+    """Register ``credo study`` on the top-level subparsers."""
+    from credo.cli.run import add_executor_flags
+
+    p = sub.add_parser(
+        "study",
+        help="every task x every model: one run folder each and one comparison report",
+        description=(
+            "Run a study: the YAML names tasks, models (a spec or {model, model_options, "
+            "label}), optionally methods (a list, or task -> list), and a run: section of "
+            "settings every run shares (n, m, limit, sampling, ...). Runs share one "
+            "cache, so a rerun regenerates nothing; each (task, model) is written to "
+            "OUT/<task>__<model>, the comparison report to OUT/report/index.html."
+        ),
+    )
+    p.add_argument("--config", type=Path, required=True, help="YAML study config")
+    p.add_argument("--out", type=Path, help="study folder (default runs/study)")
+    p.add_argument("--cache", type=Path, help="SQLite cache (default ~/.cache/credo)")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    add_executor_flags(p)
+    p.set_defaults(func=cmd_study)
+
+
+def study_config_from_args(args: argparse.Namespace) -> Any:
+    """The study's config: the YAML file with the given flags written over it, validated
+    once; a :class:`~credo.errors.UserError` names the bad field."""
+    from pydantic import ValidationError
+
+    from credo.cli.run import executor_flags
+    from credo.config import StudyConfig, read_yaml_mapping, validation_message
+    from credo.errors import UserError
+
+    data: dict[str, Any] = read_yaml_mapping(args.config)
+    data.update({k: v for k, v in {"out": args.out, "cache": args.cache}.items()
+                 if v is not None})
+    for (section, key), value in executor_flags(args).items():
+        if value is not None:
+            data[section] = {**(data.get(section) or {}), key: value}
+    try:
+        return StudyConfig.model_validate(data)
+    except ValidationError as e:
+        raise UserError(f"invalid study: {validation_message(e, str(args.config))}") from None
+
+
+def cmd_study(args: argparse.Namespace) -> int:
+    """Run ``credo study``: a line per finished run, then the report's path; exit 3 when
+    some run has items whose requests failed (a rerun completes them)."""
+    from credo.api import study
+
+    cfg = study_config_from_args(args)
+    result = study(cfg, show_progress=not args.quiet, on_run=_print_run)
+    console.print(f"report: {result.report}")
+    if result.incomplete:
+        console.print("some requests failed after the backend's retries; rerun to retry them",
+                      markup=False, highlight=False)
+        return 3
+    return 0
+
+
+def _print_run(i: int, total: int, run: Any) -> None:
+    """``[i/total] task · label (model) · items, accuracy, generated/cached · seconds · folder``."""
+    r = run.result
+    console.print(
+        f"[{i}/{total}] {r.task.name} · {run.label} ({run.model}) · {len(r.items)} items"
+        f" · accuracy {r.accuracy:.3f} · {r.stats.get('generated_samples', 0)} generated, "
+        f"{r.stats.get('cached_samples', 0)} cached · {run.seconds:.1f} s · {run.folder}",
+        markup=False, highlight=False, soft_wrap=True,
+    )
