@@ -25,8 +25,12 @@ def _task(tmp: Path, stem: str, offset: int) -> str:
 def _study_yaml(tmp: Path, a: str, b: str) -> Path:
     cfg = {
         "tasks": [_task(tmp, "sums", 0), _task(tmp, "more", 7)],
-        "models": [{"model": "openai:toy", "model_options": {"base_url": a}, "label": "a"},
-                   {"model": "openai:toy", "model_options": {"base_url": b}, "label": "b"}],
+        # two different served models: the identity is the model name and its label, never
+        # the URL (issue 13), so each says which weights it serves
+        "models": [{"model": "openai:toy", "model_options": {"base_url": a, "label": "a"},
+                    "label": "a"},
+                   {"model": "openai:toy", "model_options": {"base_url": b, "label": "b"},
+                    "label": "b"}],
         "methods": ["self_consistency"],
         "run": {"n": 4, "limit": 2, "bootstrap": 0, "max_block": 2},
         "out": str(tmp / "study"),
