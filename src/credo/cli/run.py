@@ -149,9 +149,9 @@ def print_result(result: Any) -> int:
         f"{result.task.name} · {cfg.model} · {len(result.items)} items "
         f"· n={cfg.n} m={cfg.m} · accuracy {result.accuracy:.3f}"
     )
-    console.print(_table(metrics_table_rows(result), title + " · per item"))
+    console.print(_table(metrics_table_rows(result, compact=True), title + " · per item"))
     if result.response_metrics:
-        console.print(_table(response_table_rows(result), "per generation (002)"))
+        console.print(_table(response_table_rows(result, compact=True), "per generation (002)"))
     if few_in_class(result.metrics) or few_in_class(result.response_metrics):
         console.print(FEW_NOTE, markup=False, highlight=False)
     for name, why in result.unavailable.items():

@@ -169,23 +169,49 @@ def _write_html_report(out: Path) -> None:
         log.exception("could not write %s/report.html; run `credo report %s`", out, out)
 
 
-def metrics_table_rows(result: RunResult) -> list[list[str]]:
+def metrics_table_rows(result: RunResult, compact: bool = False) -> list[list[str]]:
     """Header plus one row per method: method, items scored, ECE, MCE, Brier, AUROC,
     AUPRC-P, AUPRC-N, AUARC, PRR (each with its 95% bootstrap CI when computed), the
     calibrated ECE and Brier when the run calibrates, Pearson calibration correlation,
-    polarisation, mean score."""
-    return _table_rows(result.metrics, "items", "n_items")
+    polarisation, mean score. ``compact`` (the terminal): the headline metrics
+    (:data:`COMPACT_METRICS`) without CIs, which report.md and report.html carry."""
+    return _table_rows(result.metrics, "items", "n_items", compact=compact)
 
 
-def response_table_rows(result: RunResult) -> list[list[str]]:
+def response_table_rows(result: RunResult, compact: bool = False) -> list[list[str]]:
     """002-style rows: each generation's confidence against its own correctness (the
     metrics of :func:`metrics_table_rows`, plus the accuracy)."""
-    return _table_rows(result.response_metrics, "responses", "n_responses", accuracy=True)
+    return _table_rows(result.response_metrics, "responses", "n_responses", accuracy=True,
+                       compact=compact)
+
+
+COMPACT_METRICS = ("ece", "brier", "auroc", "auprc_pos", "auprc_neg", "prr")
+"""What the terminal table shows: calibration (ECE, Brier), ranking (AUROC, AUPRC-P/N)
+and LM-Polygraph's PRR."""
+
+
+def _compact_rows(
+    metrics: dict[str, dict[str, float]], count_label: str, count_key: str, accuracy: bool
+) -> list[list[str]]:
+    rows = [["method", count_label, *(["accuracy"] if accuracy else []),
+             *(METRIC_LABELS[k] for k in COMPACT_METRICS), "mean score"]]
+    for method, d in metrics.items():
+        rows.append([method, str(d.get(count_key, "")),
+                     *([fmt_number(d.get("accuracy"))] if accuracy else []),
+                     *(fmt_number(d.get(k)) + _few_mark(d, k) for k in COMPACT_METRICS),
+                     fmt_number(d.get("mean_score"))])
+    return rows
 
 
 def _table_rows(
-    metrics: dict[str, dict[str, float]], count_label: str, count_key: str, accuracy: bool = False
+    metrics: dict[str, dict[str, float]],
+    count_label: str,
+    count_key: str,
+    accuracy: bool = False,
+    compact: bool = False,
 ) -> list[list[str]]:
+    if compact:
+        return _compact_rows(metrics, count_label, count_key, accuracy)
     calibrated = [k for k in CALIBRATED if any(k in d for d in metrics.values())]
     rows = [
         [
