@@ -156,6 +156,24 @@ def test_ranges_and_indicator_identities_on_random_answers(seed):
         assert 0.0 <= _score(name, answers) <= 1.0
 
 
+def test_equal_clusterings_give_equal_scores_whatever_the_order():
+    """Items whose answers form the same clusters in another order score exactly alike
+    (ranking metrics must see a tie, not eigh's 1e-16 noise), and the indicator kernel's
+    spectral quantities are exactly the counts they equal in exact arithmetic."""
+    base = list("AABBBCDA")
+    rng = np.random.default_rng(3)
+    seen = {name: set() for name in ESTIMATORS}
+    for _ in range(40):
+        answers = [base[i] for i in rng.permutation(len(base))]
+        for name in ESTIMATORS:
+            seen[name].add(_score(name, answers))
+        assert credo.eigv(answers) == 4.0  # four distinct answers
+        assert credo.eccentricity(answers) == math.sqrt(3)
+    assert all(len(values) == 1 for values in seen.values()), seen
+    assert credo.eccentricity(["A"] * 8) == 0.0
+    assert _score("eigv", base) == _score("num_semantic_sets", base)
+
+
 def test_per_generation_confidences_are_scores_of_the_original_samples():
     from credo.kernels import get_kernel
 

@@ -10,7 +10,7 @@ import numpy as np
 
 from credo.kernels.registry import Kernel
 from credo.methods.base import ORIGINAL, ItemSamples, Score, method
-from credo.methods.graph import normalized_laplacian, similarity_graph
+from credo.methods.graph import normalized_laplacian, settle, similarity_graph
 
 EIGV_THRESHOLD = 0.9
 """Eigenvectors of L with eigenvalue below this embed the answers (Lin et al.'s default)."""
@@ -35,7 +35,8 @@ def eccentricity(
     basis of R^K and ‖Vᵀ1‖² = K), the case W = I. With the indicator kernel
     ``U = √(C − 1)``, C the number of distinct answers. Needs K >= 2.
     """
-    return float(math.sqrt(max(float(np.sum(_centred_norms2(answers, kernel, threshold))), 0.0)))
+    u2 = settle(float(np.sum(_centred_norms2(answers, kernel, threshold))))
+    return float(math.sqrt(max(float(u2), 0.0)))
 
 
 def eccentricity_confidences(
@@ -47,14 +48,16 @@ def eccentricity_confidences(
     mapped by its bound ``‖v'_j‖² = (C P C)_jj ≤ C_jj = 1 − 1/K`` (P the projection on
     the kept eigenvectors, C the centring matrix)."""
     k = len(answers)
-    d = np.sqrt(np.clip(_centred_norms2(answers, kernel, threshold), 0.0, None))
+    d = np.sqrt(np.clip(settle(_centred_norms2(answers, kernel, threshold)), 0.0, None))
     return np.clip(1.0 - d / math.sqrt(1.0 - 1.0 / k), 0.0, 1.0)
 
 
 def _centred_norms2(
     answers: Sequence[Hashable | None], kernel: str | Kernel, threshold: float
 ) -> np.ndarray:
-    """``‖v'_j‖² = P_jj − 2 (P1)_j / K + 1ᵀP1 / K²`` for every answer j."""
+    """``‖v'_j‖² = P_jj − 2 (P1)_j / K + 1ᵀP1 / K²`` for every answer j. Callers round
+    (:func:`~credo.methods.graph.settle`) before any square root: a 1e-17 residue would
+    become 3e-9 under it."""
     lam, vec = np.linalg.eigh(normalized_laplacian(similarity_graph(answers, kernel)))
     v = vec[:, lam < threshold]
     k = v.shape[0]

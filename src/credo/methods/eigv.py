@@ -10,7 +10,7 @@ import numpy as np
 
 from credo.kernels.registry import Kernel
 from credo.methods.base import ORIGINAL, ItemSamples, method
-from credo.methods.graph import normalized_laplacian, similarity_graph
+from credo.methods.graph import normalized_laplacian, settle, similarity_graph
 
 
 def eigv(answers: Sequence[Hashable | None], kernel: str | Kernel = "indicator") -> float:
@@ -25,10 +25,10 @@ def eigv(answers: Sequence[Hashable | None], kernel: str | Kernel = "indicator")
     the unclipped one; W = all ones (one answer K times) has λ = 0 once and 1 K − 1
     times, U = 1. L has one zero eigenvalue per connected component, so U ≥ the number
     of components; with the indicator kernel U equals the number of distinct answers.
-    Needs K >= 2.
+    Needs K >= 2. Rounded by :func:`~credo.methods.graph.settle` (ties stay ties).
     """
     lam = np.linalg.eigvalsh(normalized_laplacian(similarity_graph(answers, kernel)))
-    return float(np.clip(1.0 - lam, 0.0, None).sum())
+    return float(settle(float(np.clip(1.0 - lam, 0.0, None).sum())))
 
 
 @method(

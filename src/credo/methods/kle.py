@@ -10,7 +10,7 @@ import numpy as np
 
 from credo.kernels.registry import Kernel
 from credo.methods.base import ORIGINAL, ItemSamples, method
-from credo.methods.graph import similarity_graph
+from credo.methods.graph import settle, similarity_graph
 
 HEAT_T = 0.3
 """Heat-kernel time t: LM-Polygraph's default for KLE (the paper tunes t per dataset on a
@@ -32,7 +32,8 @@ def kle(
     ``ρ_ij = K_ij / √(K_ii K_jj) / K``, so tr ρ = 1; this is ``K_t / tr K_t`` whenever
     the diagonal of K_t is constant (e.g. all answers equivalent, all distinct, or
     equal-sized clusters). ρ is positive semi-definite, so VNE lies in [0, ln K]: ln K
-    when W = I (L = 0, ρ = I/K). Needs K >= 2.
+    when W = I (L = 0, ρ = I/K). Needs K >= 2. Rounded by
+    :func:`~credo.methods.graph.settle` (ties stay ties).
     """
     w = similarity_graph(answers, kernel)
     lap = np.diag(w.sum(axis=1)) - w
@@ -42,7 +43,7 @@ def kle(
     rho = heat / np.outer(d, d) / w.shape[0]
     mu = np.clip(np.linalg.eigvalsh((rho + rho.T) / 2.0), 0.0, None)
     mu = mu[mu > 1e-12]
-    return float(-(mu * np.log(mu)).sum())
+    return float(settle(float(-(mu * np.log(mu)).sum())))
 
 
 @method(

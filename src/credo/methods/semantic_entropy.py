@@ -24,7 +24,9 @@ def semantic_entropy(
     unparsable answer (``None``) is a cluster of its own. SE lies in [0, ln K]: 0 when
     all K answers agree, ln K when all differ. Needs K >= 2.
     """
-    counts = np.bincount(semantic_clusters(answers, kernel))
+    # sorted: the sum's order (hence its last bit) must not depend on the answers' order,
+    # or items with the same clusters would rank by rounding noise
+    counts = np.sort(np.bincount(semantic_clusters(answers, kernel)))
     p = counts / counts.sum()
     return float(-(p * np.log(p)).sum())
 
