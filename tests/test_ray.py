@@ -265,3 +265,23 @@ def test_the_embedded_model_through_ray_fills_the_local_rows(tmp_path, local_ray
     assert len(local) == 12 and local[0][6].startswith("llamacpp:smollm2-135m@sha256:")
     assert [r[:3] for r in ray_rows] == [r[:3] for r in local]  # keys, indices, seeds
     assert texts["ray"] == texts["local"] and ray_rows == local
+
+
+def test_embedded_actors_share_the_local_cpus(monkeypatch):
+    """On a local Ray instance each actor's embedded model computes with its share of the
+    CPUs (two llama.cpp servers each spinning every core starved one another); options
+    that set ``n_threads``, a shipped model and a cluster are left as they are."""
+    from credo.generation.pool import ModelSource
+    from credo.generation.ray_executor import BackendActor, RaySession
+
+    monkeypatch.setattr(os, "cpu_count", lambda: 8)
+    local = RaySession(ExecutorConfig(kind="ray", workers=3))
+    assert local.threads_per_actor() == 2
+    assert RaySession(ExecutorConfig(kind="ray", workers=16)).threads_per_actor() == 1
+    assert RaySession(ExecutorConfig(kind="ray", address="auto")).threads_per_actor() is None
+    actor = BackendActor(ModelSource("smollm2-135m"), threads=2)  # loads on first call
+    assert actor._model.n_threads == 2
+    own = BackendActor(ModelSource("smollm2-135m", (("n_threads", 3),)), threads=2)
+    assert own._model.n_threads == 3
+    shipped = BackendActor(ModelSource(model=ModelSource("smollm2-135m").build()), threads=2)
+    assert shipped._model.n_threads == 8
