@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
     from credo.config import RunConfig, StrengthConfig, StudyConfig
+    from credo.generation.pool import ModelPool
     from credo.models.base import Model
     from credo.models.embedders import Embedder
     from credo.pipeline.estimate import RunEstimate
@@ -63,23 +64,19 @@ def run(
     in is modified or closed. With ``write`` the run folder ``config.out`` is written
     (:mod:`credo.report.writer`).
     """
-    from credo.generation.pool import JUDGE, MODEL, WRITER, ModelPool
+    from credo.generation.pool import JUDGE, MODEL, WRITER
     from credo.pipeline.runner import run_pipeline
 
     if write:
         check_writable(config.out, "the run folder (out)")
-    with ModelPool(
-        cache_path=config.cache_path,
-        seed=config.seed,
-        max_block=config.max_block,
+    with _config_pool(
+        config,
         show_progress=show_progress,
+        roles={MODEL: model, WRITER: perturber, JUDGE: judge},
         embedder=embedder,
         max_cost_usd=config.max_cost_usd,
         executor=config.executor,
     ) as pool:
-        for role, given in ((MODEL, model), (WRITER, perturber), (JUDGE, judge)):
-            if given is not None:
-                pool.assign(role, model=given)
         result = run_pipeline(config, pool, task)
     if write:
         from credo.report.writer import write_run
@@ -101,20 +98,16 @@ def dry_run(
     samples, cached samples, calls, estimated tokens and cost), without calling a model
     or contacting a server and without writing the run folder
     (:func:`credo.pipeline.estimate.estimate_run`). The arguments are :func:`run`'s."""
-    from credo.generation.pool import JUDGE, MODEL, WRITER, ModelPool
+    from credo.generation.pool import JUDGE, MODEL, WRITER
     from credo.pipeline.estimate import estimate_run
 
-    with ModelPool(
-        cache_path=config.cache_path,
-        seed=config.seed,
-        max_block=config.max_block,
+    with _config_pool(
+        config,
         show_progress=False,
+        roles={MODEL: model, WRITER: perturber, JUDGE: judge},
         embedder=embedder,
         reach=False,
     ) as pool:
-        for role, given in ((MODEL, model), (WRITER, perturber), (JUDGE, judge)):
-            if given is not None:
-                pool.assign(role, model=given)
         return estimate_run(config, pool, task)
 
 
@@ -135,19 +128,12 @@ def run_strength(
     nothing passed in is modified or closed.
     With ``write`` the folder ``config.out`` is written (:mod:`credo.report.strength`).
     """
-    from credo.generation.pool import ModelPool
     from credo.strength.pipeline import assign_roles, run_strength_pipeline, strength_task
 
     task = strength_task(config, task)  # a bad task fails before the cache is opened
     if write:
         check_writable(config.out, "the output folder (out)")
-    with ModelPool(
-        cache_path=config.cache_path,
-        seed=config.seed,
-        max_block=config.max_block,
-        show_progress=show_progress,
-        embedder=embedder,
-    ) as pool:
+    with _config_pool(config, show_progress=show_progress, embedder=embedder) as pool:
         assign_roles(pool, config, models, scorer)
         result = run_strength_pipeline(config, pool, task)
     if write:
@@ -172,6 +158,35 @@ def check_writable(folder: str | Path, what: str) -> None:
         raise UserError(f"{path}: cannot write {what}: {e.strerror or e}") from None
 
 
+def _config_pool(
+    config: RunConfig | StrengthConfig,
+    *,
+    show_progress: bool,
+    roles: Mapping[str, Model | None] | None = None,
+    **options: Any,
+) -> ModelPool:
+    """The model pool of a run-like ``config`` (its cache, seed and block size), with the
+    models a caller handed in assigned to their roles (None: the config's own);
+    ``options`` go to :class:`~credo.generation.pool.ModelPool` as they are."""
+    from credo.generation.pool import ModelPool
+
+    pool = ModelPool(
+        cache_path=config.cache_path,
+        seed=config.seed,
+        max_block=config.max_block,
+        show_progress=show_progress,
+        **options,
+    )
+    try:
+        for role, given in (roles or {}).items():
+            if given is not None:
+                pool.assign(role, model=given)
+    except BaseException:
+        pool.close()
+        raise
+    return pool
+
+
 def score(
     samples: str | Path,
     config: RunConfig | None = None,
@@ -192,7 +207,7 @@ def score(
     samples); ``answer_format`` says how gold answers grade and which methods apply.
     """
     from credo.config import RunConfig
-    from credo.generation.pool import JUDGE, ModelPool
+    from credo.generation.pool import JUDGE
     from credo.pipeline.score import score_generations
     from credo.tasks.base import AnswerFormat
     from credo.tasks.generations import read_generations
@@ -213,15 +228,9 @@ def score(
     )
     if write:
         check_writable(config.out, "the run folder (out)")
-    with ModelPool(
-        cache_path=config.cache_path,
-        seed=config.seed,
-        max_block=config.max_block,
-        show_progress=show_progress,
-        embedder=embedder,
+    with _config_pool(
+        config, show_progress=show_progress, roles={JUDGE: judge}, embedder=embedder
     ) as pool:
-        if judge is not None:
-            pool.assign(JUDGE, model=judge)
         result = score_generations(config, generations, pool, fmt)
     if write:
         from credo.report.writer import write_run
@@ -253,7 +262,6 @@ def calibrate_prompt(
     ``kept``: the mean number of distinct prefixes kept per item).
     """
     from credo.errors import UserError
-    from credo.generation.pool import ModelPool
     from credo.pipeline.runner import configured_task, run_pipeline
     from credo.tasks.base import Task
 
@@ -267,8 +275,7 @@ def calibrate_prompt(
         )
     task = Task(full.name, tuple(split), full.format, full.domain)
     rows: list[dict[str, Any]] = []
-    with ModelPool(cache_path=config.cache_path, seed=config.seed, max_block=config.max_block,
-                   show_progress=show_progress) as pool:
+    with _config_pool(config, show_progress=show_progress) as pool:
         for prompt, rules in settings:
             perturbation = config.perturbation.model_copy(
                 update={"prompt": prompt, "rules": rules, "neutrality": "warn"}
@@ -342,7 +349,7 @@ def study(
     """
     from contextlib import ExitStack
 
-    from credo.generation.pool import JUDGE, MODEL, WRITER, ModelPool
+    from credo.generation.pool import JUDGE, MODEL, WRITER
     from credo.pipeline.runner import run_pipeline
 
     if write:
@@ -358,14 +365,11 @@ def study(
         for m, study_model in enumerate(config.models):
             start = m * per_model
             first = configs[start]
-            with ModelPool(
-                cache_path=first.cache_path, seed=first.seed, max_block=first.max_block,
-                show_progress=show_progress, embedder=embedder, executor=config.executor,
+            roles = {MODEL: (models or {}).get(first.model), WRITER: perturber, JUDGE: judge}
+            with _config_pool(
+                first, show_progress=show_progress, roles=roles, embedder=embedder,
+                executor=config.executor,
             ) as pool:
-                given = (models or {}).get(first.model)
-                for role, model in ((MODEL, given), (WRITER, perturber), (JUDGE, judge)):
-                    if model is not None:
-                        pool.assign(role, model=model)
                 for cfg in configs[start:start + per_model]:
                     t0 = time.perf_counter()
                     done = run_pipeline(cfg, pool)

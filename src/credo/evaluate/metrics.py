@@ -214,17 +214,11 @@ def ece_rows(
     :func:`credo.evaluate.binning.bin_index` (equal-width, or the nearest of ``levels``).
     No range checks: inputs are checked by the caller. NaN for every row when N == 0.
     """
-    s = np.asarray(scores, dtype=float)
-    p = np.asarray(performance, dtype=float)
-    if s.shape != p.shape or s.ndim != 2:
-        raise ValueError(f"scores and performance must be equal (B, N) matrices, got {s.shape}")
-    rows, n = s.shape
-    n_b = number_of_bins(n_bins, levels)
-    if n == 0:
-        return np.full(rows, np.nan)
-    flat = (np.arange(rows)[:, None] * n_b + bin_index(s, n_bins, levels)).ravel()
-    gap = np.bincount(flat, weights=(p - s).ravel(), minlength=rows * n_b)
-    return np.abs(gap).reshape(rows, n_b).sum(axis=1) / n
+    binned = _bin_sums(scores, performance, n_bins, levels)
+    if binned is None:
+        return np.full(np.shape(scores)[0], np.nan)
+    gap, _ = binned
+    return np.abs(gap).sum(axis=1) / np.shape(scores)[1]
 
 
 def mce_rows(
@@ -236,17 +230,11 @@ def mce_rows(
     """MCE of every row of a (B, N) score matrix: ``max_b |Σ_{i∈b} (p̄_i − s_i)| / |I_b|``
     over the non-empty bins of :func:`credo.evaluate.binning.bin_index`. No range
     checks. NaN for every row when N == 0."""
-    s = np.asarray(scores, dtype=float)
-    p = np.asarray(performance, dtype=float)
-    if s.shape != p.shape or s.ndim != 2:
-        raise ValueError(f"scores and performance must be equal (B, N) matrices, got {s.shape}")
-    rows, n = s.shape
-    n_b = number_of_bins(n_bins, levels)
-    if n == 0:
-        return np.full(rows, np.nan)
-    flat = (np.arange(rows)[:, None] * n_b + bin_index(s, n_bins, levels)).ravel()
-    gap = np.bincount(flat, weights=(p - s).ravel(), minlength=rows * n_b).reshape(rows, n_b)
-    count = np.bincount(flat, minlength=rows * n_b).reshape(rows, n_b)
+    binned = _bin_sums(scores, performance, n_bins, levels, counts=True)
+    if binned is None:
+        return np.full(np.shape(scores)[0], np.nan)
+    gap, count = binned
+    assert count is not None
     with np.errstate(invalid="ignore", divide="ignore"):
         per_bin = np.where(count > 0, np.abs(gap) / count, -np.inf)
     return per_bin.max(axis=1)
@@ -339,6 +327,30 @@ def average_precision(scores: ArrayLike, labels: ArrayLike) -> float:
 
 
 # --------------------------------------------------------------------------- helpers
+
+
+def _bin_sums(
+    scores: np.ndarray,
+    performance: np.ndarray,
+    n_bins: int,
+    levels: ArrayLike | None,
+    counts: bool = False,
+) -> tuple[np.ndarray, np.ndarray | None] | None:
+    """Per row and bin of :func:`credo.evaluate.binning.bin_index`, ``Σ (p̄_i − s_i)``
+    and (with ``counts``) the number of scores: (B, n_bins) matrices, each one bincount
+    over all rows; None when N == 0."""
+    s = np.asarray(scores, dtype=float)
+    p = np.asarray(performance, dtype=float)
+    if s.shape != p.shape or s.ndim != 2:
+        raise ValueError(f"scores and performance must be equal (B, N) matrices, got {s.shape}")
+    rows, n = s.shape
+    if n == 0:
+        return None
+    n_b = number_of_bins(n_bins, levels)
+    flat = (np.arange(rows)[:, None] * n_b + bin_index(s, n_bins, levels)).ravel()
+    gap = np.bincount(flat, weights=(p - s).ravel(), minlength=rows * n_b)
+    count = np.bincount(flat, minlength=rows * n_b).reshape(rows, n_b) if counts else None
+    return gap.reshape(rows, n_b), count
 
 
 def _rows(scores: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
