@@ -1,8 +1,11 @@
-"""Shared test helpers: a deterministic bag-of-words embedder (no model download) and the
-context sentences a scripted perturbation writer returns."""
+"""Shared test helpers: a deterministic bag-of-words embedder (no model download), the
+context sentences a scripted perturbation writer returns, and a small GSM8K-style task
+file whose every answer is 18."""
 
 import hashlib
+import json
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -43,3 +46,18 @@ class BagOfWordsEmbedder:
 @pytest.fixture
 def bow_embedder():
     return BagOfWordsEmbedder()
+
+
+def context_writer(messages, seed):
+    """A scripted perturbation writer: one of :data:`CONTEXTS`, chosen by the seed."""
+    return CONTEXTS[seed % len(CONTEXTS)]
+
+
+def sums_task_file(tmp: Path, items: int, stem: str = "sums") -> Path:
+    """``items`` GSM8K-layout rows ("Sam has k apples and gets 18 - k more", gold 18)
+    written to ``tmp/<stem>.jsonl``; use as ``file:gsm8k:<path>``."""
+    path = tmp / f"{stem}.jsonl"
+    path.write_text("".join(
+        json.dumps({"question": f"Sam has {k} apples and gets {18 - k} more. How many?",
+                    "answer": "... #### 18"}) + "\n" for k in range(items)))
+    return path

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import CONTEXTS
+from conftest import context_writer, sums_task_file
 from credo import RunConfig, run
 from credo.api import dry_run
 from credo.cli import main
@@ -153,24 +153,12 @@ def test_completion_tokens_of_an_n_reply_add_up_to_its_usage():
 # --------------------------------------------------------------------------- served runs
 
 
-def _task_file(tmp: Path, items: int = 6) -> Path:
-    path = tmp / "sums.jsonl"
-    path.write_text("".join(
-        json.dumps({"question": f"Sam has {k} apples and gets {18 - k} more. How many?",
-                    "answer": "... #### 18"}) + "\n" for k in range(items)))
-    return path
-
-
-def _writer(messages, seed):
-    return CONTEXTS[seed % len(CONTEXTS)]
-
-
 def _served_config(
     tmp: Path, url: str, name: str, methods: tuple[str, ...] = ("c3", "verbalized", "p_true"),
     **extra,
 ) -> RunConfig:
     return RunConfig(
-        task=f"file:gsm8k:{_task_file(tmp)}", model="openai:toy", n=4, m=3, limit=None,
+        task=f"file:gsm8k:{sums_task_file(tmp, 6)}", model="openai:toy", n=4, m=3, limit=None,
         bootstrap=0, methods=list(methods),
         # no server probe: its handful of requests is not a stage of the run's ledger
         baselines={"logprobs": 0},
@@ -192,7 +180,7 @@ def _served_totals(ledger: dict, identity: str) -> dict[str, int]:
 def test_the_ledger_counts_what_the_server_reported(tmp_path, bow_embedder):
     with FaultServer() as server:
         cfg = _served_config(tmp_path, server.url, "a")
-        result = run(cfg, perturber=ScriptedModel(_writer), embedder=bow_embedder,
+        result = run(cfg, perturber=ScriptedModel(context_writer), embedder=bow_embedder,
                      show_progress=False)
         usage = dict(server.usage)
     ledger = json.loads((cfg.out / "metrics.json").read_text())["stats"]["ledger"]
@@ -220,7 +208,7 @@ def test_the_ledger_counts_what_the_server_reported(tmp_path, bow_embedder):
 
     # a rerun reads everything from the cache: no call, no token, no cost
     with FaultServer(port=server.port) as again:
-        second = run(cfg, perturber=ScriptedModel(_writer), embedder=bow_embedder,
+        second = run(cfg, perturber=ScriptedModel(context_writer), embedder=bow_embedder,
                      show_progress=False)
         assert again.served == 0
     total = second.ledger["total"]
@@ -262,7 +250,7 @@ def test_dry_run_calls_no_model_and_counts_the_cache(tmp_path, bow_embedder):
 def test_cli_dry_run_sends_no_request(tmp_path, capsys):
     with FaultServer() as server:
         code = main(["run", "--dry-run", "--model", "openai:toy", "--base-url", server.url,
-                     "--task", f"file:gsm8k:{_task_file(tmp_path)}",
+                     "--task", f"file:gsm8k:{sums_task_file(tmp_path, 6)}",
                      "--n", "5", "--m", "4", "--methods", "c3,p_true", "--kernel", "judge",
                      "--out", str(tmp_path / "run"), "--cache", str(tmp_path / "c.sqlite")])
         assert code == 0

@@ -15,7 +15,7 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
-from conftest import CONTEXTS  # noqa: E402
+from conftest import context_writer, sums_task_file  # noqa: E402
 from credo import RunConfig, run  # noqa: E402
 from credo.cli import main  # noqa: E402
 from credo.config import ExecutorConfig  # noqa: E402
@@ -42,18 +42,6 @@ def local_ray():
         yield ray
     finally:
         ray.shutdown()
-
-
-def _writer(messages, seed):
-    return CONTEXTS[seed % len(CONTEXTS)]
-
-
-def _task_file(tmp: Path, items: int = 6, stem: str = "sums") -> Path:
-    path = tmp / f"{stem}.jsonl"
-    path.write_text("".join(
-        json.dumps({"question": f"Sam has {k} apples and gets {18 - k} more. How many?",
-                    "answer": "... #### 18"}) + "\n" for k in range(items)))
-    return path
 
 
 def _rows(cache: Path) -> list[tuple]:
@@ -178,7 +166,7 @@ def _kill_first_actor_after(ex: RayExecutor, server: FaultServer, served: int) -
 
 
 def _c3_config(tmp: Path, url: str, name: str, executor: ExecutorConfig) -> RunConfig:
-    return RunConfig(task=f"file:gsm8k:{_task_file(tmp)}", model="openai:toy", n=4, m=3,
+    return RunConfig(task=f"file:gsm8k:{sums_task_file(tmp, 6)}", model="openai:toy", n=4, m=3,
                      limit=None, bootstrap=0, methods=["c3", "c3_cross", "self_consistency"],
                      model_options={"base_url": url, **FAST}, max_block=2, executor=executor,
                      out=tmp / name / "run", cache=tmp / name / "cache.sqlite")
@@ -193,7 +181,7 @@ def test_a_run_through_ray_scores_as_the_local_run(tmp_path, local_ray, bow_embe
     with FaultServer() as server:
         results = {
             name: run(_c3_config(tmp_path, server.url, name, executor),
-                      perturber=ScriptedModel(_writer), embedder=bow_embedder,
+                      perturber=ScriptedModel(context_writer), embedder=bow_embedder,
                       show_progress=False)
             for name, executor in (("local", ExecutorConfig()), ("ray", RAY))
         }
@@ -216,7 +204,7 @@ def _served_yaml(tmp: Path) -> Path:
 
 
 def test_cli_run_with_executor_ray_equals_the_local_run(tmp_path, local_ray, capsys):
-    task = f"file:gsm8k:{_task_file(tmp_path)}"
+    task = f"file:gsm8k:{sums_task_file(tmp_path, 6)}"
     with FaultServer() as server:
         for name, extra in (("local", []), ("ray", ["--executor", "ray", "--workers", "2"])):
             args = ["run", "--config", str(_served_yaml(tmp_path)), "--task", task,

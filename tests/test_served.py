@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import sums_task_file
 from credo import RunConfig, run
 from credo.cli import _parser, main
 from credo.cli.run import run_config_from_args
@@ -54,16 +55,8 @@ def clean_texts(model: OpenAIModel, request: GenerationRequest) -> list[str]:
     return [c["message"]["content"] for c in completion(kwargs)["choices"]]
 
 
-def task_file(tmp: Path, items: int = 4) -> Path:
-    path = tmp / "sums.jsonl"
-    path.write_text("".join(
-        json.dumps({"question": f"Sam has {k} apples and gets {18 - k} more. How many?",
-                    "answer": "... #### 18"}) + "\n" for k in range(items)))
-    return path
-
-
 def run_config(tmp: Path, options: dict, cache: str = "cache.sqlite", **fields) -> RunConfig:
-    values = {"task": f"file:gsm8k:{task_file(tmp)}", "model": "openai:toy", "n": 4, "m": 2,
+    values = {"task": f"file:gsm8k:{sums_task_file(tmp, 4)}", "model": "openai:toy", "n": 4, "m": 2,
               "limit": None, "bootstrap": 0, "methods": ["self_consistency"],
               "model_options": {**FAST, "max_retries": 2, **options}, "out": tmp / "run",
               "cache": tmp / cache, **fields}

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import CONTEXTS
+from conftest import context_writer, sums_task_file
 from credo import RunConfig, run
 from credo.cli import main
 from credo.models.scripted import ScriptedModel
@@ -25,24 +25,12 @@ FAST = {"retry_backoff": 0.001, "max_retries": 8, "max_concurrency": 4, "probe":
 # (tests/test_served.py probes)
 
 
-def _task_file(tmp: Path, items: int = 12) -> Path:
-    path = tmp / "sums.jsonl"
-    path.write_text("".join(
-        json.dumps({"question": f"Sam has {k} apples and gets {18 - k} more. How many?",
-                    "answer": "... #### 18"}) + "\n" for k in range(items)))
-    return path
-
-
-def _writer(messages, seed):
-    return CONTEXTS[seed % len(CONTEXTS)]
-
-
 def _c3_run(tmp: Path, url: str, name: str, bow_embedder):
-    cfg = RunConfig(task=f"file:gsm8k:{_task_file(tmp)}", model="openai:toy", n=4, m=3,
+    cfg = RunConfig(task=f"file:gsm8k:{sums_task_file(tmp, 12)}", model="openai:toy", n=4, m=3,
                     limit=None, bootstrap=0, methods=["c3", "c3_cross", "self_consistency"],
                     model_options={"base_url": url, **FAST}, max_block=2,
                     out=tmp / name / "run", cache=tmp / name / "cache.sqlite")
-    return run(cfg, perturber=ScriptedModel(_writer), embedder=bow_embedder,
+    return run(cfg, perturber=ScriptedModel(context_writer), embedder=bow_embedder,
                show_progress=False)
 
 
@@ -70,7 +58,7 @@ def _cli_args(tmp: Path, url: str) -> list[str]:
     opts.write_text(
         "model: openai:toy\nmethods: [self_consistency]\nn: 4\nbootstrap: 0\nmax_block: 1\n"
         "model_options: {retry_backoff: 0.001, max_retries: 2, max_concurrency: 1}\n")
-    return ["run", "--config", str(opts), "--task", f"file:gsm8k:{_task_file(tmp)}",
+    return ["run", "--config", str(opts), "--task", f"file:gsm8k:{sums_task_file(tmp, 12)}",
             "--base-url", url, "--out", str(tmp / "run"), "--cache", str(tmp / "c.sqlite"),
             "--quiet"]
 
