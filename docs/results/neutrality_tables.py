@@ -19,6 +19,7 @@ import yaml
 from credo.perturb.context import rule_context
 from credo.perturb.rules import broken_rule
 from credo.tasks.builtin import load_task
+from credo.tasks.loaders import read_jsonl
 
 TASKS = [("geo", "MMLU hs geography"), ("stats", "MMLU hs statistics"),
          ("arc", "ARC-Challenge"), ("tqa", "TruthfulQA-MC1"), ("gsm8k", "GSM8K (expression)")]
@@ -27,8 +28,8 @@ SOURCES = [("old", "0.5B, v1, basic"), ("new", "1.5B, v2, strict"),
 HEADLINE = ("c3", "c3_cross", "self_consistency")
 
 
-def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+def rows(path: Path) -> list[dict[str, Any]]:
+    return [dict(row) for _, row in read_jsonl(path)]
 
 
 def fmt(metrics: dict[str, Any], key: str) -> str:
@@ -44,10 +45,10 @@ def strict_breaks(run: Path) -> tuple[int, Counter[str]]:
     """Kept prefixes of ``run`` and, per strict rule, how many of them break it."""
     cfg = yaml.safe_load((run / "config.yaml").read_text())
     items = {it.id: it for it in load_task(cfg["task"], cfg.get("limit")).items}
-    answers = {r["id"]: r.get("original_answers", []) for r in read_jsonl(run / "scores.jsonl")}
+    answers = {r["id"]: r.get("original_answers", []) for r in rows(run / "scores.jsonl")}
     broken: Counter[str] = Counter()
     kept = 0
-    for row in read_jsonl(run / "perturbations.jsonl"):
+    for row in rows(run / "perturbations.jsonl"):
         ctx = rule_context(items[row["id"]], "strict", answers.get(row["id"], []))
         for text in row["kept"]:
             kept += 1
@@ -65,7 +66,7 @@ def run_rows(run: Path, task: str, source: str) -> tuple[str, str]:
     """The neutrality row and the rejections row of one run."""
     m = json.loads((run / "metrics.json").read_text())
     n = m.get("neutrality") or {}
-    pert = list(read_jsonl(run / "perturbations.jsonl"))
+    pert = rows(run / "perturbations.jsonl")
     by: Counter[str] = Counter()
     for p in pert:
         by.update(p.get("rejected_by") or {})
@@ -113,9 +114,9 @@ def main(root: Path) -> None:
         ("estimators (new writer runs)", "| task | method | ECE | Brier | AUROC | AUARC "
                                          "| PRR |", estimators),
     ]
-    for i, (title, header, rows) in enumerate(tables):
+    for i, (title, header, lines) in enumerate(tables):
         rule = "|" + "---|" * (header.count("|") - 1)
-        print(("\n" if i else "") + f"## {title}\n{header}\n{rule}\n" + "\n".join(rows))
+        print(("\n" if i else "") + f"## {title}\n{header}\n{rule}\n" + "\n".join(lines))
 
 
 if __name__ == "__main__":
