@@ -4,11 +4,26 @@ file whose every answer is 18."""
 
 import hashlib
 import json
+import os
 import re
 from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, settings
+
+# Property-based tests (issue 21): CI and `make test` draw a fixed, derandomised set of
+# examples (the same every run, a few seconds a suite); `HYPOTHESIS_PROFILE=long` searches
+# ten times wider with fresh randomness, for local runs: `HYPOTHESIS_PROFILE=long pytest -q`.
+settings.register_profile(
+    "ci", max_examples=60, derandomize=True, deadline=None, print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+settings.register_profile(
+    "long", max_examples=600, deadline=None, print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 # Topic-neutral context sentences: scripted models return them as perturbations, and a
 # scripted answerer recognises a perturbed prompt by finding one of them in it.
