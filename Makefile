@@ -28,7 +28,8 @@ install: $(STAMP)
 
 models: $(MODELS_STAMP)
 
-## The main job: C3 and self-consistency on 20 GSM8K items with the embedded 1.5B model.
+## The main job: C3 and self-consistency on 20 MMLU high-school geography items with the
+## embedded 1.5B model (configs/demo.yaml).
 demo: $(MODELS_STAMP)
 	$(BIN)/credo run --config configs/demo.yaml
 

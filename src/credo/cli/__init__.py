@@ -123,6 +123,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="text file whose snippets are the context prefixes (000 App. F)")
     r.add_argument("--writer", help="model writing the context prefixes (default: the "
                    "strongest embedded model, or a served model under test itself)")
+    r.add_argument("--judge", help="the LLM judge (judge kernel, CCP's NLI step, grading): "
+                   "judge.model (default: the model under test)")
     r.add_argument("--writer-prompt", help="the writer prompt: v2 (default) or v1")
     r.add_argument("--prefix-rules", help="neutrality rules a prefix must pass: strict "
                    "(default) or basic")
@@ -150,7 +152,10 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--cache", type=Path, help="SQLite cache (default ~/.cache/credo)")
     c.set_defaults(func=_cmd_cache)
 
-    t = sub.add_parser("tasks", help="list the runnable benchmarks")
+    t = sub.add_parser("tasks", help="list the runnable benchmarks: source, items, answer "
+                       "format, grader, multiple choice")
+    t.add_argument("--json", action="store_true", help="one JSON object per task, every spec")
+    t.add_argument("--all", action="store_true", help="every MMLU subject on its own row")
     t.set_defaults(func=_cmd_tasks)
     m = sub.add_parser("methods", help="list the scoring methods")
     m.set_defaults(func=_cmd_methods)
@@ -189,11 +194,44 @@ def _cmd_cache(args: argparse.Namespace) -> int:
 
 
 def _cmd_tasks(args: argparse.Namespace) -> int:
-    from credo.tasks.builtin import list_tasks
+    """The task catalogue (:func:`credo.tasks.catalogue.task_catalogue`) as a table with
+    the graders' rules below it, or as JSON lines with ``--json``."""
+    import json
 
-    for name in list_tasks():
-        console.print(name)
+    from rich.table import Table
+
+    from credo.tasks.catalogue import task_catalogue
+
+    rows = task_catalogue()
+    if args.json:
+        for row in rows:
+            print(json.dumps(row.to_json(), ensure_ascii=False))
+        return 0
+    subjects = [r for r in rows if r.spec.startswith("mmlu:") and r.spec != "mmlu:all"]
+    table = Table(title="credo tasks  (--json: every spec, for scripts)")
+    for name in ("task", "items", "format", "MC", "grader", "source"):
+        table.add_column(name, justify="right" if name == "items" else "left",
+                         overflow="fold")
+    for r in rows:
+        if args.all or r not in subjects:
+            table.add_row(*_task_cells(r))
+    if subjects and not args.all:
+        sizes = [r.items or 0 for r in subjects]
+        table.add_row(f"mmlu:<subject> ({len(subjects)}, --all)",
+                      f"{min(sizes)}-{max(sizes)}", *_task_cells(subjects[0])[2:])
+    console.print(table)
+    for rule in sorted({r.correctness for r in rows}):
+        console.print(f"  {rule}", markup=False, highlight=False)
     return 0
+
+
+def _task_cells(r) -> list[str]:
+    """One table row: the spec (or how to name the user's file), items, format, whether
+    multiple choice, grader, source."""
+    mc = {True: "yes", False: "no", None: "?"}[r.multiple_choice]
+    spec = r.spec if r.items is not None else f"{r.spec}:PATH"
+    return [spec, "-" if r.items is None else str(r.items), r.answer_format or "?", mc,
+            r.grader, r.source]
 
 
 def _cmd_methods(args: argparse.Namespace) -> int:

@@ -150,7 +150,7 @@ def cmd_topic_check(args: argparse.Namespace) -> int:
                else list(TOPIC_DOMAINS))
     from credo.types import SamplingParams
 
-    with _executor(args, args.judge, run.config.get("cache")) as ex:
+    with _executor(args, args.judge, run.config.get("cache"), "judge") as ex:
         tc = topic_alignment(texts, expected, ex, domains=domains,
                              sampling=SamplingParams(temperature=0.0, max_tokens=args.max_tokens))
     out = run.path / "topic_check.json"
@@ -189,7 +189,7 @@ def cmd_calibrate_threshold(args: argparse.Namespace) -> int:
     from credo.generation.pool import shared_embedder
 
     embedder = shared_embedder(args.embedder)
-    with _executor(args, args.model, cache) as ex:
+    with _executor(args, args.model, cache, "paraphraser") as ex:
         cal = calibrate_threshold(
             premises, ex, embedder, n_paraphrases=args.paraphrases, percentile=args.percentile,
             sampling=SamplingParams(temperature=1.0, max_tokens=args.max_tokens),
@@ -207,14 +207,20 @@ def cmd_calibrate_threshold(args: argparse.Namespace) -> int:
     return 0
 
 
+_FLAG = {"judge": "--judge", "paraphraser": "--model"}
+"""The option of each ``credo perturb`` command that picks its model."""
+
+
 class _executor:
     """Context manager: the one model of a check from the model pool, over the cache."""
 
-    def __init__(self, args: argparse.Namespace, spec: str, run_cache: str | None) -> None:
-        self.args, self.spec, self.run_cache = args, spec, run_cache
+    def __init__(
+        self, args: argparse.Namespace, spec: str, run_cache: str | None, role: str
+    ) -> None:
+        self.args, self.spec, self.run_cache, self.role = args, spec, run_cache, role
 
     def __enter__(self):
-        from credo.generation.pool import JUDGE, ModelPool
+        from credo.generation.pool import ModelPool
 
         options = {"base_url": self.args.base_url} if self.args.base_url else {}
         self.pool = ModelPool(
@@ -222,8 +228,13 @@ class _executor:
             seed=self.args.seed,
             show_progress=not self.args.quiet,
         )
-        self.pool.assign(JUDGE, self.spec, options)
-        return self.pool.executor(JUDGE)
+        self.pool.assign(self.role, self.spec, options)
+        try:  # issue 20: the model is there before any call
+            self.pool.preflight([self.role], {self.role: _FLAG[self.role]})
+        except BaseException:
+            self.pool.close()
+            raise
+        return self.pool.executor(self.role)
 
     def __exit__(self, *exc) -> None:
         self.pool.close()

@@ -6,7 +6,6 @@ import argparse
 from typing import Any
 
 from rich.console import Console
-from rich.table import Table
 
 console = Console(stderr=False)
 err = Console(stderr=True)
@@ -79,6 +78,7 @@ def run_config_from_args(args: argparse.Namespace) -> Any:
         ("perturbation", "corpus"): args.corpus,
         ("perturbation", "generator"): args.writer,
         ("perturbation", "prompt"): args.writer_prompt,
+        ("judge", "model"): args.judge,
         ("perturbation", "rules"): args.prefix_rules,
         ("perturbation", "neutrality"): args.neutrality,
         **executor_flags(args),
@@ -149,9 +149,14 @@ def print_result(result: Any) -> int:
         f"{result.task.name} · {cfg.model} · {len(result.items)} items "
         f"· n={cfg.n} m={cfg.m} · accuracy {result.accuracy:.3f}"
     )
-    console.print(_table(metrics_table_rows(result, compact=True), title + " · per item"))
+    from credo.report.terminal import terminal_table
+
+    width = console.width
+    console.print(terminal_table(metrics_table_rows(result, compact=True),
+                                 title + " · per item", width))
     if result.response_metrics:
-        console.print(_table(response_table_rows(result, compact=True), "per generation (002)"))
+        console.print(terminal_table(response_table_rows(result, compact=True),
+                                     "per generation (002)", width))
     if few_in_class(result.metrics) or few_in_class(result.response_metrics):
         console.print(FEW_NOTE, markup=False, highlight=False)
     for name, why in result.unavailable.items():
@@ -231,15 +236,3 @@ def _aligned(rows: list[list[str]]) -> list[str]:
             row, widths, strict=True))).rstrip()
         for row in rows
     ]
-
-
-_TEXT_COLUMNS = ("method",)
-
-
-def _table(rows: list[list[str]], title: str) -> Table:
-    table = Table(title=title)
-    for h in rows[0]:
-        table.add_column(h, justify="left" if h in _TEXT_COLUMNS else "right")
-    for row in rows[1:]:
-        table.add_row(*row)
-    return table

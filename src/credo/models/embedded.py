@@ -43,6 +43,7 @@ from credo.models.base import ClosesOnExit
 from credo.models.weights import (
     EMBEDDED_MODELS,
     WeightsError,
+    check_weights,
     is_local_gguf,
     resolve_weights,
     weights_label,
@@ -297,6 +298,12 @@ class EmbeddedModel(ClosesOnExit):
         if self._identity is None:
             self._identity = f"llamacpp:{weights_label(self.name_or_path)}"
         return self._identity
+
+    def preflight(self) -> None:
+        """Check, before the first call, that the weights are on this machine (issue 20):
+        :class:`~credo.models.weights.MissingWeights` names the package and the install
+        command; nothing is joined, hashed or started."""
+        check_weights(self.name_or_path)
 
     @property
     def capabilities(self) -> Capabilities:

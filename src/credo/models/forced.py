@@ -79,6 +79,12 @@ class ForcedDecodingScorer(ClosesOnExit):
             self._identity = f"llamacpp-forced:{weights_label(self.name_or_path)}"
         return self._identity
 
+    def preflight(self) -> None:
+        """Check that the weights are on this machine before the first call (issue 20)."""
+        from credo.models.weights import check_weights
+
+        check_weights(self.name_or_path)
+
     @property
     def capabilities(self) -> Capabilities:
         return Capabilities(

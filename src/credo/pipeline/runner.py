@@ -243,16 +243,23 @@ def prepare_run(
     models are built, which loads nothing: ``credo run --dry-run``)."""
     task = (task or configured_task(config)).head(config.limit)
     specs = [get_method(name) for name in config.methods]
+    check_static(config, task, specs)
     assign_roles(pool, config)
-    caps = pool.model(MODEL).capabilities  # builds the model: a bad spec fails here
-    needs = {ORIGINAL} | {
+    # built, not probed: every role is checked before any server is contacted (issue 20)
+    caps = pool.model(MODEL, probe=False).capabilities
+    preflight(config, task, specs, _needs(specs, task, caps), pool, reach=reach)
+    caps = pool.model(MODEL).capabilities  # a served model's probe may have changed them
+    return PreparedRun(task, specs, caps, _needs(specs, task, caps))
+
+
+def _needs(specs: list[MethodSpec], task: Task, caps: Capabilities) -> set[str]:
+    """The sample sets the methods that apply to ``task`` on a model with ``caps`` need."""
+    return {ORIGINAL} | {
         s
         for spec in specs
         if _applies(spec, task, caps.logprobs)
         for s in spec.needs_for(task.format)
     }
-    preflight(config, task, specs, needs, pool, reach=reach)
-    return PreparedRun(task, specs, caps, needs)
 
 
 def configured_task(config: RunConfig) -> Task:
@@ -260,6 +267,25 @@ def configured_task(config: RunConfig) -> Task:
     if config.task_file is not None:
         return load_task_file(config.task_file)
     return load_task(config.task)
+
+
+def check_static(config: RunConfig, task: Task, specs: list[MethodSpec]) -> None:
+    """What a run can check with no model at all, before any model is built or any
+    server contacted (issue 20: a bad kernel is refused before the served model's
+    probe): the task has items, every sample set of every method has a planner, every
+    kernel resolves, the prompt style exists for the task's answer format and the corpus
+    file exists. Raises :class:`~credo.errors.UserError` naming what is wrong."""
+    if not task.items:
+        raise UserError(f"task {task.name!r} has no items (task / limit)")
+    needs = {s for spec in specs for s in spec.needs_for(task.format)}
+    for name in needs:
+        get_sample_set(name)
+    for name in {spec.kernel or config.kernel for spec in specs}:
+        get_kernel(name)
+    render_messages(task.items[0], task.format, config.prompt_style)
+    corpus = config.perturbation.corpus
+    if PERTURBED in needs and corpus is not None and not Path(corpus).is_file():
+        raise UserError(f"{corpus}: no such corpus file (perturbation.corpus)")
 
 
 def preflight(
@@ -272,23 +298,12 @@ def preflight(
     reach: bool = True,
 ) -> None:
     """Everything that can be checked before the first model call, so a mistake costs
-    seconds, not a run: the task has items, every sample set has a planner, every kernel
-    resolves, the prompt style exists for the task's answer format, and every model the
-    run will use builds with its options and passes its own check (a served model's
-    server answers; skipped when ``reach`` is False). Raises
-    :class:`~credo.errors.UserError` naming what is wrong. With ``max_cost_usd``, a
-    model without prices is named in a warning: its tokens count nothing toward it."""
-    if not task.items:
-        raise UserError(f"task {task.name!r} has no items (task / limit)")
-    for name in needs:
-        get_sample_set(name)
-    kernels = {spec.kernel or config.kernel for spec in specs}
-    for name in kernels:
-        get_kernel(name)
-    render_messages(task.items[0], task.format, config.prompt_style)
-    corpus = config.perturbation.corpus
-    if PERTURBED in needs and corpus is not None and not Path(corpus).is_file():
-        raise UserError(f"{corpus}: no such corpus file (perturbation.corpus)")
+    seconds, not a run (after :func:`check_static`): every model the run will use builds
+    with its options and passes its own check (:meth:`ModelPool.preflight`: embedded
+    weights present, then a served model's server answers; servers are skipped when
+    ``reach`` is False). Raises :class:`~credo.errors.UserError` naming what is wrong.
+    With ``max_cost_usd``, a model without prices is named in a warning: its tokens
+    count nothing toward it."""
     roles = run_roles(config, task, specs, needs)
     if reach:
         pool.preflight(roles)

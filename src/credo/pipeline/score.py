@@ -41,6 +41,7 @@ def score_generations(
     task = _task(generations, fmt)
     _assign_roles(pool, config)
     specs = [get_method(name) for name in config.methods]
+    pool.preflight(_roles(pool, config, specs))
     by_item: dict[str, dict[str, list[GivenSample]]] = defaultdict(lambda: defaultdict(list))
     for s in generations.samples:
         by_item[s.item][s.set].append(s)
@@ -105,6 +106,13 @@ def _assign_roles(pool: ModelPool, config: RunConfig) -> None:
         pool.assign(GRADER, config.grader.model, config.grader.model_options)
     elif pool.has(JUDGE):
         pool.assign(GRADER, same_as=JUDGE)
+
+
+def _roles(pool: ModelPool, config: RunConfig, specs: list) -> list[str]:
+    """The roles scoring may ask (issue 20: checked before the first call): the judge when
+    a method's kernel is the judge, the grader when one is named."""
+    judged = "judge" in {spec.kernel or config.kernel for spec in specs}
+    return [r for r, used in ((JUDGE, judged), (GRADER, True)) if used and pool.has(r)]
 
 
 def _task(generations: Generations, fmt: AnswerFormat) -> Task:

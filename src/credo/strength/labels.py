@@ -149,11 +149,13 @@ def measure_in_pool(
     if measure == "judge":
         opts = DEFAULT_MODEL_OPTIONS if model_options is None else model_options
         pool.assign(JUDGE, judge, options_for(judge, opts))
+        pool.preflight([JUDGE])  # issue 20: the judge is there before the first call
         return measure_strengths(measure, rows, judge=pool.executor(JUDGE))
     if measure == "surprisal":
         forced = surprisal_spec(surprisal_model)
         if forced is not None:
             pool.assign(SURPRISAL, forced)
+        pool.preflight([SURPRISAL] if pool.has(SURPRISAL) else [])
         scorer = pool.executor(SURPRISAL) if pool.has(SURPRISAL) else None
         return measure_strengths(measure, rows, scorer=scorer)
     if measure == "cosine":

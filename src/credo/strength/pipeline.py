@@ -110,6 +110,7 @@ def run_strength_pipeline(
     task = strength_task(config, task)
     items = [it for it in task.items if it.choices]
     assign_roles(pool, config)
+    pool.preflight(strength_roles(pool, config))  # every role checked before any call
     embedder = pool.embedder(config.embedder)
     scorer = pool.executor(SURPRISAL) if pool.has(SURPRISAL) else None
     rows: list[StrengthRow] = []
@@ -204,6 +205,13 @@ def assign_roles(
         forced = surprisal_spec(config.surprisal_model)
         if forced is not None:
             pool.assign(SURPRISAL, forced)
+
+
+def strength_roles(pool: ModelPool, config: StrengthConfig) -> list[str]:
+    """Every role a strength run asks, in stage order (issue 20: the preflight's list)."""
+    roles = [r for spec in config.models
+             for r in (model_role(spec), writer_role(spec), judge_role(spec))]
+    return roles + ([SURPRISAL] if pool.has(SURPRISAL) else [])
 
 
 # ---------------------------------------------------------------------- one model

@@ -119,7 +119,7 @@ def load_freshqa(path: str | Path, *, false_premise: bool = False) -> Task:
     return Task(name, tuple(items), AnswerFormat.SHORT_TEXT, "short-form factual recall")
 
 
-@task_loader("simpleqa")
+@task_loader("simpleqa", fmt=AnswerFormat.SHORT_TEXT, grader="simpleqa")
 def _simpleqa(arg: str | None) -> Task:
     """SimpleQA from the user's ``simple_qa_test_set.csv``: ``simpleqa:<path>``."""
     if not arg:
@@ -127,7 +127,7 @@ def _simpleqa(arg: str | None) -> Task:
     return load_simpleqa(arg, name="simpleqa")
 
 
-@task_loader("simpleqa_verified")
+@task_loader("simpleqa_verified", fmt=AnswerFormat.SHORT_TEXT, grader="simpleqa")
 def _simpleqa_verified(arg: str | None) -> Task:
     """SimpleQA Verified from the user's CSV: ``simpleqa_verified:<path>``."""
     if not arg:
@@ -294,7 +294,7 @@ def parse_grade(text: str) -> Grade:
     }[word]
 
 
-@grader(SIMPLEQA)
+@grader(SIMPLEQA, "an LLM judge (grader.model) gives SimpleQA's grade; only CORRECT counts")
 def grade_simpleqa(ctx: GradingContext, originals: Mapping[str, Sequence[Graded]]) -> GradeMap:
     """SimpleQA grades (correct / incorrect / not attempted); only CORRECT counts as
     correct. Each distinct answer text of an item is graded once; exact matches, unparsed

@@ -67,18 +67,31 @@ class Graded(Protocol):
 
 Correctness = Callable[[Answer, Item], bool]
 _CORRECTNESS: dict[AnswerFormat, Correctness] = {}
+_SUMMARIES: dict[str, str] = {}  # "exact:<format>" and grader names -> one line
 
 
-def correctness(fmt: AnswerFormat) -> Callable[[Correctness], Correctness]:
-    """Register the correctness rule of answer format ``fmt``."""
+def correctness(fmt: AnswerFormat, summary: str = "") -> Callable[[Correctness], Correctness]:
+    """Register the correctness rule of answer format ``fmt``; ``summary`` says in a few
+    words how it decides (shown by ``credo tasks``)."""
 
     def register(fn: Correctness) -> Correctness:
         if fmt in _CORRECTNESS:
             raise ValueError(f"a correctness rule for {fmt.value!r} is registered twice")
         _CORRECTNESS[fmt] = fn
+        _SUMMARIES[f"{DEFAULT_GRADER}:{fmt.value}"] = summary
         return fn
 
     return register
+
+
+def describe_grader(name: str | None, fmt: AnswerFormat) -> str:
+    """How correctness is decided for items graded by ``name`` (None: the default) in
+    answer format ``fmt``, in a few words: the grader's name and its summary, or for
+    the default grader the format's rule (issue 20: ``credo tasks``)."""
+    name = name or DEFAULT_GRADER
+    key = f"{name}:{fmt.value}" if name == DEFAULT_GRADER else name
+    summary = _SUMMARIES.get(key, "")
+    return f"{name} ({summary})" if summary else name
 
 
 def is_correct(answer: Answer, item: Item, fmt: AnswerFormat) -> bool:
@@ -105,7 +118,7 @@ REL_TOL = "rel_tol"
 """``item.meta[REL_TOL]``: a relative tolerance for a NUMBER item (SciBench: "0.05")."""
 
 
-@correctness(AnswerFormat.NUMBER)
+@correctness(AnswerFormat.NUMBER, "numeric value; integers exactly, else rel. tol. 1e-6")
 def _number_correct(answer: Answer, item: Item) -> bool:
     """Numbers by value (:func:`~credo.tasks.answers.numbers_equal`: integers exactly,
     as GSM8K's rule), or, for an item whose ``meta["rel_tol"]`` is set, within that
@@ -131,14 +144,14 @@ def within_rel_tol(value: str | float, gold: str | float, rel_tol: str | float) 
     return abs(x - y) <= tol * abs(y)
 
 
-@correctness(AnswerFormat.CHOICE)
+@correctness(AnswerFormat.CHOICE, "option letter equals the gold letter")
 def _choice_correct(answer: Answer, item: Item) -> bool:
     return answer.value is not None and (
         answer.value.strip().upper() == normalise_gold(item.gold, AnswerFormat.CHOICE)
     )
 
 
-@correctness(AnswerFormat.SHORT_TEXT)
+@correctness(AnswerFormat.SHORT_TEXT, "text equal after SQuAD normalisation")
 def _text_correct(answer: Answer, item: Item) -> bool:
     return answer.value is not None and normalise_text(answer.value) == normalise_text(item.gold)
 
@@ -193,15 +206,18 @@ Grader = Callable[[GradingContext, Mapping[str, Sequence[Graded]]], GradeMap]
 GRADERS: dict[str, Grader] = {}
 
 
-def grader(name: str) -> Callable[[Grader], Grader]:
+def grader(name: str, summary: str = "") -> Callable[[Grader], Grader]:
     """Register ``fn(ctx, originals) -> {item id: per-sample correctness}`` as grader
     ``name`` (what ``item.meta["grader"]`` names). A value is a bool, or a float in [0, 1]
-    (FActScore's supported fraction), or NaN where correctness is unknown."""
+    (FActScore's supported fraction), or NaN where correctness is unknown. ``summary``
+    says in a few words how it decides."""
 
     def register(fn: Grader) -> Grader:
         if name in GRADERS:
             raise ValueError(f"grader {name!r} is registered twice")
         GRADERS[name] = fn
+        if summary:
+            _SUMMARIES[name] = summary
         return fn
 
     return register

@@ -93,7 +93,7 @@ def check_code(code: str, item: Item, limits: SandboxLimits | None = None) -> Sa
     return run_python(completion_program(code, item), limits)
 
 
-@correctness(AnswerFormat.CODE)
+@correctness(AnswerFormat.CODE, "the item's unit tests pass in a sandbox")
 def _program_passes(answer: Answer, item: Item) -> bool:
     """A program is correct when the item's tests pass in the sandbox (HumanEval)."""
     return code_is_correct(answer.value, item)

@@ -60,7 +60,7 @@ class KnowledgeSource(Protocol):
     def passages(self, entity: str) -> list[str]: ...
 
 
-@task_loader("factscore")
+@task_loader("factscore", fmt=AnswerFormat.LONG_FORM, grader="factscore")
 def _factscore(arg: str | None) -> Task:
     if not arg:
         raise ValueError(
@@ -257,7 +257,7 @@ def parse_support(text: str) -> bool | None:
     return None if m is None else m.group("word").lower() == "true"
 
 
-@grader(FACTSCORE)
+@grader(FACTSCORE, "share of claims an LLM judge finds supported by the knowledge source")
 def grade_factscore(ctx: GradingContext, originals: Mapping[str, Sequence[Graded]]) -> GradeMap:
     """Per sample: supported claims / claims (FActScore); NaN without a knowledge source.
 

@@ -192,7 +192,7 @@ def _path(name: str, arg: str | None) -> str:
     return arg
 
 
-@task_loader("arc_challenge")
+@task_loader("arc_challenge", fmt=AnswerFormat.CHOICE)
 def _arc_challenge(arg: str | None) -> Task:
     """ARC-Challenge from a Hugging Face-layout JSONL file."""
     return load_mc_file(
@@ -200,7 +200,7 @@ def _arc_challenge(arg: str | None) -> Task:
     )
 
 
-@task_loader("openbookqa")
+@task_loader("openbookqa", fmt=AnswerFormat.CHOICE)
 def _openbookqa(arg: str | None) -> Task:
     """OpenBookQA from a SWAG-style or AI2-layout JSON Lines file."""
     return load_mc_file(
@@ -208,7 +208,7 @@ def _openbookqa(arg: str | None) -> Task:
     )
 
 
-@task_loader("commonsenseqa")
+@task_loader("commonsenseqa", fmt=AnswerFormat.CHOICE)
 def _commonsenseqa(arg: str | None) -> Task:
     """CommonsenseQA (000 §4) from a Hugging Face- or original-layout JSON Lines file."""
     return load_mc_file(
@@ -216,7 +216,7 @@ def _commonsenseqa(arg: str | None) -> Task:
     )
 
 
-@task_loader("strategyqa")
+@task_loader("strategyqa", fmt=AnswerFormat.CHOICE)
 def _strategyqa(arg: str | None) -> Task:
     """StrategyQA yes/no questions as two-option multiple choice."""
     return load_mc_file(
@@ -224,7 +224,7 @@ def _strategyqa(arg: str | None) -> Task:
     )
 
 
-@task_loader("bbh_sports")
+@task_loader("bbh_sports", fmt=AnswerFormat.CHOICE)
 def _bbh_sports(arg: str | None) -> Task:
     """BIG-Bench(-Hard) sports understanding as two-option multiple choice."""
     return load_mc_file(

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from credo.tasks.base import Task
+from credo.tasks.base import AnswerFormat, Task
 
 TaskLoader = Callable[[str | None], Task]
 """``loader(argument) -> Task``; the argument is what follows ``name:`` in the spec."""
@@ -24,24 +24,32 @@ TaskLoader = Callable[[str | None], Task]
 class _Registered:
     loader: TaskLoader
     variants: Callable[[], list[str]] | None
+    fmt: AnswerFormat | None = None
+    grader: str | None = None
 
 
 _TASKS: dict[str, _Registered] = {}
 
 
 def task_loader(
-    name: str, *, variants: Callable[[], list[str]] | None = None
+    name: str,
+    *,
+    variants: Callable[[], list[str]] | None = None,
+    fmt: AnswerFormat | None = None,
+    grader: str | None = None,
 ) -> Callable[[TaskLoader], TaskLoader]:
     """Register the decorated ``loader(argument)`` as built-in task ``name``.
 
     ``variants`` lists the full specs (``"name:arg"``) the loader accepts, for
-    :func:`list_tasks`.
+    :func:`list_tasks`. ``fmt`` and ``grader`` describe a task that loads only from the
+    user's file (``credo tasks`` shows them without a file; a task that loads on its own
+    is described by its items).
     """
 
     def register(fn: TaskLoader) -> TaskLoader:
         if name in _TASKS:
             raise ValueError(f"task {name!r} is already registered")
-        _TASKS[name] = _Registered(fn, variants)
+        _TASKS[name] = _Registered(fn, variants, fmt, grader)
         return fn
 
     return register
@@ -72,6 +80,13 @@ def registered_loader(name: str) -> TaskLoader | None:
     """The loader registered as ``name``, or None."""
     reg = _TASKS.get(name)
     return reg.loader if reg is not None else None
+
+
+def declared(name: str) -> tuple[AnswerFormat | None, str | None]:
+    """The answer format and grader task ``name`` was registered with (None: not
+    declared; read them off its items)."""
+    reg = _TASKS[name]
+    return reg.fmt, reg.grader
 
 
 def registered_names() -> list[str]:

@@ -163,7 +163,7 @@ def _permutation(item_id: str, n: int) -> list[int]:
 # --------------------------------------------------------------------------- scibench
 
 
-@task_loader("scibench")
+@task_loader("scibench", fmt=AnswerFormat.NUMBER)
 def _scibench(arg: str | None) -> Task:
     """SciBench from the user's files: ``scibench:<a book's .json file or their folder>``."""
     if not arg:

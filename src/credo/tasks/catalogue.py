@@ -1,0 +1,105 @@
+"""What each registered task is, for ``credo tasks`` (issue 20): where its items come
+from, how many there are, their answer format, how correctness is decided and whether
+they are multiple choice.
+
+A task that loads on its own (its data ship in a package) is described by its items, so
+the table cannot drift from what a run would load; a task that needs the user's file is
+described by what its registration declares (:func:`credo.tasks.registry.task_loader`'s
+``fmt`` and ``grader``) and by the spec that names the file.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from credo.tasks.base import AnswerFormat, Task
+from credo.tasks.builtin import list_tasks, load_task
+from credo.tasks.grading import DEFAULT_GRADER, describe_grader
+from credo.tasks.registry import declared
+
+__all__ = ["TaskInfo", "task_catalogue"]
+
+_NEEDS = re.compile(r"needs (?:a |an |the )?[^:]*:\s*'?([^']+?)'?(?:\[|$)")
+
+
+@dataclass(frozen=True)
+class TaskInfo:
+    """One row of ``credo tasks``. ``items`` is None for a task that needs the user's
+    file; ``answer_format`` None where that file decides it (SciQ: choice or text)."""
+
+    spec: str
+    source: str
+    items: int | None
+    answer_format: str | None
+    grader: str
+    correctness: str
+    multiple_choice: bool | None
+    usage: str = ""
+    domain: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        """The row as a JSON object (``credo tasks --json``)."""
+        return asdict(self)
+
+
+def task_catalogue() -> list[TaskInfo]:
+    """Every task spec :func:`~credo.tasks.builtin.load_task` accepts (``file:`` aside),
+    described. Loads every task that ships its data (a few seconds for all of MMLU)."""
+    return [_describe(spec) for spec in list_tasks()]
+
+
+def _describe(spec: str) -> TaskInfo:
+    try:
+        task = load_task(spec)
+    except (ValueError, FileNotFoundError) as exc:  # needs the user's file (or a package)
+        return _needs_file(spec, str(exc))
+    return _from_items(spec, task)
+
+
+def _from_items(spec: str, task: Task) -> TaskInfo:
+    first = task.items[0]
+    graders = {it.meta.get("grader") for it in task.items}
+    grader = (graders.pop() if len(graders) == 1 else None) or DEFAULT_GRADER
+    return TaskInfo(
+        spec=spec,
+        source=_package_of(first.source) or first.source,
+        items=len(task.items),
+        answer_format=task.format.value,
+        grader=grader,
+        correctness=describe_grader(grader, task.format),
+        multiple_choice=task.format is AnswerFormat.CHOICE,
+        usage=spec,
+        domain=task.domain,
+    )
+
+
+def _needs_file(spec: str, message: str) -> TaskInfo:
+    name = spec.split(":", 1)[0]
+    fmt, grader = declared(name)
+    found = _NEEDS.search(message)
+    grader = grader or DEFAULT_GRADER
+    return TaskInfo(
+        spec=spec,
+        source="your file",
+        items=None,
+        answer_format=fmt.value if fmt else None,
+        grader=grader,
+        correctness=describe_grader(grader, fmt) if fmt else f"{grader} (by the file's layout)",
+        multiple_choice=(fmt is AnswerFormat.CHOICE) if fmt else None,
+        usage=found.group(1).strip() if found else f"{name}:<path>",
+    )
+
+
+def _package_of(source: str) -> str | None:
+    """The installed package a file lies in (its import folder), else None."""
+    parts = Path(source.split(":", 1)[0]).parts
+    for folder in ("site-packages", "dist-packages"):
+        if folder not in parts:
+            continue
+        i = parts.index(folder)
+        if i + 1 < len(parts):
+            return parts[i + 1]
+    return None
