@@ -46,6 +46,11 @@ CREATE TABLE IF NOT EXISTS samples (
     created REAL NOT NULL,
     PRIMARY KEY (key, idx)
 );
+CREATE TABLE IF NOT EXISTS unverified_empty (
+    key TEXT NOT NULL,
+    idx INTEGER NOT NULL,
+    PRIMARY KEY (key, idx)
+);
 """
 
 
@@ -179,6 +184,21 @@ class GenerationStore:
                 ],
             )
             return self._db.total_changes - before
+
+    def mark_unverified_empty(self, key: str, indices: Iterable[int]) -> None:
+        """Mark samples ``indices`` of ``key`` as empty replies of a backend that does not
+        reproduce seeds, empty on every retry too: maybe a glitch, maybe the sample
+        (issue 21). Committed before returning."""
+        with self._db:
+            self._db.executemany(
+                "INSERT OR IGNORE INTO unverified_empty (key, idx) VALUES (?, ?)",
+                [(key, i) for i in indices],
+            )
+
+    def unverified_empty(self, key: str) -> set[int]:
+        """The sample indices of ``key`` marked by :meth:`mark_unverified_empty`."""
+        rows = self._db.execute("SELECT idx FROM unverified_empty WHERE key = ?", (key,))
+        return {r[0] for r in rows}
 
     def count_samples(self) -> int:
         """Total number of stored samples."""
