@@ -139,3 +139,39 @@ def test_a_server_answering_empty_now_and_then_gives_the_clean_run(tmp_path, bow
         asked = glitchy.requests
         again = _c3_run(tmp_path, glitchy.url, "glitchy", bow_embedder)
         assert glitchy.requests == asked and again.stats["generated_samples"] == 0
+
+
+def _cli(args: list[str], tmp: Path, timeout: float = 120):
+    """``credo ARGS`` in a fresh process (the terminal as a user sees it: pytest's log
+    capture does not stand in the way), with its cache dir under ``tmp``."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "CREDO_CACHE_DIR": str(tmp / "cache-dir"),
+           "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[1] / "src"),
+                                          os.environ.get("PYTHONPATH", "")])}
+    code = "import sys; from credo.cli import main; sys.exit(main(sys.argv[1:]))"
+    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True,
+                          text=True, timeout=timeout, env=env, check=False)
+
+
+def _served_args(tmp: Path, url: str, items: int = 12) -> list[str]:
+    opts = tmp / "served.yaml"
+    opts.write_text(
+        "model: openai:toy\nmethods: [self_consistency]\nn: 2\nbootstrap: 0\nmax_block: 1\n"
+        "model_options: {retry_backoff: 0.001, max_retries: 1, max_concurrency: 2,"
+        " probe: false}\n")
+    return ["run", "--config", str(opts), "--task",
+            f"file:gsm8k:{sums_task_file(tmp, items)}", "--base-url", url,
+            "--out", str(tmp / "run"), "--cache", str(tmp / "c.sqlite"), "--quiet"]
+
+
+def test_exit_3_says_one_line_and_the_failures_go_to_verbose(tmp_path):
+    with FaultServer({"http_500": 1.0}) as server:
+        quiet = _cli(_served_args(tmp_path, server.url), tmp_path)
+        verbose = _cli(["-v", *_served_args(tmp_path, server.url)], tmp_path)
+    assert quiet.returncode == 3 == verbose.returncode, quiet.stderr
+    lines = quiet.stderr.strip().splitlines()
+    assert len(lines) == 1 and "24 requests failed" in lines[0] and "rerun" in lines[0]
+    assert verbose.stderr.count("request failed after retries") >= 24
