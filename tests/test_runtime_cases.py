@@ -175,3 +175,43 @@ def test_exit_3_says_one_line_and_the_failures_go_to_verbose(tmp_path):
     lines = quiet.stderr.strip().splitlines()
     assert len(lines) == 1 and "24 requests failed" in lines[0] and "rerun" in lines[0]
     assert verbose.stderr.count("request failed after retries") >= 24
+
+
+def _scan(root: Path, secret: str) -> list[str]:
+    return [str(p) for p in root.rglob("*") if p.is_file() and secret.encode() in p.read_bytes()]
+
+
+def test_a_key_in_the_url_query_reaches_the_server_and_no_file_or_log(tmp_path):
+    key = "sk-QUERY-PLANTED-77a1"
+    with FaultServer() as server:
+        url = f"{server.url}?api_key={key}"
+        done = _cli(["-v", *_served_args(tmp_path, url, items=3)], tmp_path)
+        chat_queries = server.queries[-server.requests:]
+    assert done.returncode == 0, done.stderr
+    assert chat_queries and set(chat_queries) == {f"api_key={key}"}
+    assert "HTTP Request" in done.stderr  # -v logs each request's URL: without the key
+    assert key not in done.stdout + done.stderr
+    assert _scan(tmp_path, key) == []
+    config = (tmp_path / "run" / "config.yaml").read_text()
+    assert f"base_url: {server.url}" in config or f"- {server.url}" in config
+
+
+def test_a_server_answering_404_is_a_user_error_in_one_line(tmp_path):
+    key = "sk-QUERY-404-5b"
+    with FaultServer({"http_404": 1.0}) as server:
+        done = _cli(_served_args(tmp_path, f"{server.url}?api_key={key}"), tmp_path)
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and server.url in lines[0] and "HTTP 404" in lines[0]
+    assert key not in done.stderr and "Traceback" not in done.stderr
+
+
+def test_redact_url_takes_out_credential_query_parameters_only():
+    from credo.models.urls import redact_text, redact_url, split_query_secrets
+
+    url = "http://u:pw@h:8/v1?api_key=K1&model=x&X-API-Key=K2&monkey=3&access_token=K3#f"
+    assert redact_url(url) == "http://h:8/v1?model=x&monkey=3#f"
+    assert split_query_secrets("http://h/v1?token=a%2Fb")[1] == {"token": "a/b"}
+    assert redact_url("http://h/v1?model=x") == "http://h/v1?model=x"  # untouched
+    line = "POST http://h/v1/chat/completions?sig=S9 200; retry http://h/v1?key=S8"
+    assert redact_text(line) == "POST http://h/v1/chat/completions 200; retry http://h/v1"

@@ -142,15 +142,16 @@ def write_study_config(config: StudyConfig, out: str | Path) -> Path:
 
 
 def _without_credentials(value: Any) -> Any:
-    """``value`` (a config dump) with the userinfo of every URL in it removed
-    (``http://user:KEY@host/v1`` -> ``http://host/v1``): no secret is written to a file.
+    """``value`` (a config dump) with the userinfo and the credential query parameters of
+    every URL in it removed (``http://user:KEY@host/v1?api_key=K`` -> ``http://host/v1``,
+    :func:`credo.models.urls.redact_url`): no secret is written to a file (issue 21).
     A rerun from that config.yaml needs the credentials again (an environment variable
     named by ``model_options.api_key_env``, or the URL given on the command line)."""
     if isinstance(value, dict):
         return {k: _without_credentials(v) for k, v in value.items()}
     if isinstance(value, list):
         return [_without_credentials(v) for v in value]
-    if isinstance(value, str) and "@" in value and "://" in value:
+    if isinstance(value, str) and "://" in value:
         return redact_url(value)
     return value
 
