@@ -215,3 +215,52 @@ def test_redact_url_takes_out_credential_query_parameters_only():
     assert redact_url("http://h/v1?model=x") == "http://h/v1?model=x"  # untouched
     line = "POST http://h/v1/chat/completions?sig=S9 200; retry http://h/v1?key=S8"
     assert redact_text(line) == "POST http://h/v1/chat/completions 200; retry http://h/v1"
+
+
+def _scripted_run(tmp: Path, name: str, bow_embedder, **overrides):
+    from test_runner import TASK, respond
+
+    cfg = RunConfig(task="toy", n=4, m=4, limit=None, bootstrap=0, out=tmp / name,
+                    cache=tmp / "cache.sqlite", **overrides)
+    run(cfg, model=ScriptedModel(respond), embedder=bow_embedder, task=TASK,
+        show_progress=False)
+    return cfg.out
+
+
+def test_credo_report_says_incomplete_for_a_folder_cut_short(tmp_path, bow_embedder, capsys):
+    from credo.cli import main
+
+    whole = _scripted_run(tmp_path, "whole", bow_embedder)
+    cut = _scripted_run(tmp_path, "cut", bow_embedder)
+    (cut / "run_status.json").unlink()  # killed after metrics.json, before the marker
+    capsys.readouterr()
+    assert main(["report", str(cut), "--embedder", "none"]) == 0
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "incomplete" in err and str(cut) in err
+
+    assert main(["report", str(whole), str(cut), "--out", str(tmp_path / "cmp"),
+                 "--embedder", "none", "--resamples", "20"]) == 0
+    err = capsys.readouterr().err
+    assert str(cut) in err and str(whole) not in err
+    page = (tmp_path / "cmp" / "index.html").read_text()
+    assert page.count("(interrupted)") >= 1
+
+
+def test_a_killed_writers_temporary_is_removed_by_the_next_write(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from credo.jsonio import write_text
+
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)
+    dead, live = int(gone.stdout), os.getppid()
+    stray = tmp_path / f".run_status.json.{dead}.tmp"
+    busy = tmp_path / f".run_status.json.{live}.tmp"
+    other = tmp_path / f".metrics.json.{dead}.tmp"
+    for p in (stray, busy, other):
+        p.write_text("{half")
+    write_text(tmp_path / "run_status.json", "{}")
+    assert not stray.exists() and busy.exists() and other.exists()
+    assert (tmp_path / "run_status.json").read_text() == "{}"
