@@ -264,3 +264,26 @@ def test_a_killed_writers_temporary_is_removed_by_the_next_write(tmp_path):
     write_text(tmp_path / "run_status.json", "{}")
     assert not stray.exists() and busy.exists() and other.exists()
     assert (tmp_path / "run_status.json").read_text() == "{}"
+
+
+def test_no_server_leaves_no_run_folder_and_no_cache_file(tmp_path):
+    with FaultServer() as server:
+        url = server.url
+    args = _served_args(tmp_path, url, items=2)
+    args[args.index("--out") + 1] = str(tmp_path / "runs" / "new" / "run")
+    from credo.cli import main
+
+    assert main(args) == 2
+    assert not (tmp_path / "runs").exists()
+    assert not (tmp_path / "c.sqlite").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["served.yaml", "sums.jsonl"]
+
+
+def test_a_store_creates_its_file_at_the_first_write_only(tmp_path):
+    store = GenerationStore(tmp_path / "sub" / "c.sqlite")
+    assert store.cached_indices("ab12") == set() and store.count_samples() == 0
+    assert store.get("ab12", []) == [] and not (tmp_path / "sub").exists()
+    store.put("ab12", "m", _req("q"), 0, [Generation("a", "stop", 1, 1)])
+    store.close()
+    with GenerationStore(tmp_path / "sub" / "c.sqlite") as again:
+        assert again.cached_indices("ab12") == {0}
