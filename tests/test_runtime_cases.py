@@ -287,3 +287,15 @@ def test_a_store_creates_its_file_at_the_first_write_only(tmp_path):
     store.close()
     with GenerationStore(tmp_path / "sub" / "c.sqlite") as again:
         assert again.cached_indices("ab12") == {0}
+
+
+def test_a_run_into_a_used_folder_leaves_none_of_the_old_runs_files(tmp_path, bow_embedder):
+    out = _scripted_run(tmp_path, "run", bow_embedder)
+    assert (out / "perturbation_similarity.json").exists()
+    (out / "notes.txt").write_text("mine")
+    again = _scripted_run(tmp_path, "run", bow_embedder, methods=["self_consistency"])
+    assert again == out
+    assert not (out / "perturbation_similarity.json").exists()
+    # the Diversity section no longer shows the old run's perturbations
+    assert "no item kept two or more perturbations" in (out / "report.html").read_text()
+    assert (out / "notes.txt").read_text() == "mine"  # not credo's: left alone
