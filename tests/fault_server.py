@@ -15,6 +15,7 @@ background thread::
         server.authorizations    # every Authorization header seen (None: absent)
         server.max_in_flight     # most chat requests handled at once
         server.bodies            # every chat request body received (parsed)
+        server.queries           # the query string of every request ("" when none)
         server.usage             # Counter: prompt_tokens, completion_tokens, replies sent
 
 Answers. Choice ``j`` of a reply is a pure function of (the messages, ``seed + j``): one
@@ -153,6 +154,7 @@ class FaultServer:
         self.in_flight = 0
         self.max_in_flight = 0
         self.bodies: list[dict[str, Any]] = []
+        self.queries: list[str] = []
         self._fresh_seeds = 0
         self.requests = 0
         self.model_listings = 0
@@ -400,9 +402,16 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         pass  # quiet: tests capture logs
 
+    def _route(self) -> str:
+        """The path without its query string, which is recorded in ``queries``."""
+        path, _, query = self.path.partition("?")
+        with self.server.fault._lock:
+            self.server.fault.queries.append(query)
+        return path.rstrip("/")
+
     def do_GET(self) -> None:
         fault = self.server.fault
-        if self.path.rstrip("/") != "/v1/models":
+        if self._route() != "/v1/models":
             self._json(404, {"error": {"message": f"no route {self.path}"}})
             return
         with fault._lock:
@@ -413,7 +422,7 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         fault = self.server.fault
         raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        if self.path.rstrip("/") != "/v1/chat/completions":
+        if self._route() != "/v1/chat/completions":
             self._json(404, {"error": {"message": f"no route {self.path}"}})
             return
         if not self._authorized():

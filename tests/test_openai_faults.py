@@ -181,13 +181,28 @@ def test_a_server_gone_fails_every_request_then_they_succeed_when_it_returns(
 @pytest.mark.parametrize("status", [400, 404, 422])
 def test_other_client_errors_fail_their_request_at_once(status: int) -> None:
     with (
-        FaultServer({f"http_{status}": 1.0}) as server,
+        FaultServer() as server,
         OpenAIModel("m", base_url=server.url, **FAST) as model,
     ):
+        assert all(not isinstance(v, GenerationError) for _, v in model.generate(batch(1)))
+        server.force(f"http_{status}", 2)  # after a call succeeded (a 404 before: below)
         out = dict(model.generate(batch(2)))
     assert all(isinstance(v, OpenAIGenerationError) for v in out.values())
     assert f"HTTP {status}" in str(out[0]) and "after 1 attempt:" in str(out[0])
-    assert model.retries == 0 and server.requests == 2
+    assert model.retries == 0 and server.requests == 3
+
+
+def test_a_404_before_any_call_succeeded_is_a_user_error_naming_the_url() -> None:
+    """Issue 21: a wrong URL or model name is no failed request a rerun may mend."""
+    with (
+        FaultServer({"http_404": 1.0}) as server,
+        OpenAIModel("m", base_url=server.url + "?api_key=sk-Q-SECRET", **FAST) as model,
+    ):
+        with pytest.raises(UserError) as caught:
+            list(model.generate(batch(2)))
+    message = str(caught.value)
+    assert f"{server.url} answered HTTP 404" in message and "sk-Q-SECRET" not in message
+    assert "\n" not in message and model.retries == 0
 
 
 def test_one_failed_call_costs_only_its_request() -> None:

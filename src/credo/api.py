@@ -145,10 +145,13 @@ def run_strength(
 
 def check_writable(folder: str | Path, what: str) -> None:
     """Fail with a :class:`UserError` naming ``folder`` unless a file can be written there,
-    before any model is called (the folder is created if missing)."""
+    before any model is called. The folders made for the check are removed again (issue
+    21): a run that stops at its preflight leaves no empty run folder behind; the
+    writer creates it."""
     from credo.errors import UserError
 
     path = Path(folder)
+    made = [p for p in (path, *path.parents) if not p.exists()]
     probe = path / f".credo-write-check-{os.getpid()}"
     try:
         path.mkdir(parents=True, exist_ok=True)
@@ -156,6 +159,12 @@ def check_writable(folder: str | Path, what: str) -> None:
         probe.unlink()
     except OSError as e:
         raise UserError(f"{path}: cannot write {what}: {e.strerror or e}") from None
+    finally:
+        for folder_made in made:  # deepest first; one someone filled meanwhile stays
+            try:
+                folder_made.rmdir()
+            except OSError:
+                break
 
 
 def _config_pool(

@@ -43,6 +43,7 @@ def write_text(path: str | Path, text: str) -> Path:
     left as it was."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    _remove_stray_temporaries(path)
     try:
         with tmp.open("w", encoding="utf-8", newline="") as f:
             f.write(text)
@@ -52,6 +53,33 @@ def write_text(path: str | Path, text: str) -> Path:
     finally:
         tmp.unlink(missing_ok=True)
     return path
+
+
+def _remove_stray_temporaries(path: Path) -> None:
+    """Remove ``.<name>.<pid>.tmp`` files next to ``path`` whose writer process is gone."""
+    prefix = f".{path.name}."
+    try:
+        strays = [p for p in path.parent.iterdir()
+                  if p.name.startswith(prefix) and p.name.endswith(".tmp")]
+    except OSError:
+        return  # no folder yet (the write says why) or not listable: nothing to clean
+    for stray in strays:
+        pid = stray.name[len(prefix):-len(".tmp")]
+        if pid.isdigit() and not _alive(int(pid)):
+            stray.unlink(missing_ok=True)
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` exists (one of another user counts as alive)."""
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
 
 
 def write_jsonl(path: str | Path, rows: Iterable[Any]) -> Path:

@@ -36,10 +36,12 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = _parser()
     args = parser.parse_args(argv)
+    handler = RichHandler(console=Console(stderr=True), show_path=False)
+    handler.addFilter(_RedactURLs())
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING,
         format="%(message)s",
-        handlers=[RichHandler(console=Console(stderr=True), show_path=False)],
+        handlers=[handler],
     )
     log = logging.getLogger("credo")
     try:
@@ -58,6 +60,20 @@ def main(argv: list[str] | None = None) -> int:
         _error(f"{len(e.failed)} requests failed after the backend's retries; rerun to retry"
                f" them (first: {e.errors[0] if e.errors else 'samples missing'})")
         return 3
+
+
+class _RedactURLs(logging.Filter):
+    """Every URL in a log line without its credentials (issue 21): the HTTP client logs
+    each request's URL under ``-v``, query parameters (``?api_key=…``) included."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        from credo.models.urls import redact_text
+
+        message = record.getMessage()
+        redacted = redact_text(message)
+        if redacted != message:
+            record.msg, record.args = redacted, None
+        return True
 
 
 def _error(message: str) -> None:

@@ -85,7 +85,28 @@ def cmd_report(args: argparse.Namespace) -> int:
     else:
         page = write_report([r.path for r in runs], args.out or Path("credo-report"), opts)
     console.print(f"report: {page}")
+    _say_unfinished(runs)
     return 0
+
+
+_UNFINISHED = {
+    "incomplete": "incomplete: some requests failed, its items are left out; rerun its "
+                  "config to complete it",
+    "interrupted": "incomplete: no run_status.json, credo stopped while writing the folder; "
+                   "rerun its config",
+}
+
+
+def _say_unfinished(runs: Sequence[RunData]) -> None:
+    """One line on stderr per run folder that is not complete (issue 21): the page says
+    it too, but a terminal that says nothing reads as a clean run."""
+    from rich.console import Console
+
+    err = Console(stderr=True, soft_wrap=True)
+    for run in runs:
+        if run.status != "complete":
+            why = _UNFINISHED.get(run.status, run.status)
+            err.print(f"warning: {run.path}: {why}", markup=False, highlight=False)
 
 
 def _parse_pairs(text: str) -> list[tuple[str, str]]:

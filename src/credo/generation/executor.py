@@ -4,7 +4,9 @@ The executor is one of the two stages allowed to call a model. For every planned
 it looks up which sample indices are cached, turns the missing ones into blocks of
 consecutive indices (one backend call each, sample ``i`` seeded ``sample_seed(key, i)``),
 and commits every block as soon as it completes, so an interrupted run resumes with no
-lost and no duplicated sample. Every call counts its requests, samples and reported
+lost and no duplicated sample. An empty reply (``""``) is not cached as it comes
+(issue 21): it may be a server's glitch, so its block is asked again with the same
+seeds (:meth:`Executor._recheck_empty`). Every call counts its requests, samples and reported
 tokens per stage in a :class:`~credo.generation.ledger.Ledger`, which may also hold a
 cost budget: once it is reached, no more blocks are dispatched.
 """
@@ -51,9 +53,12 @@ class PlannedRequest:
 @dataclass
 class ExecutionStats:
     """What one ``execute`` call did. ``retries`` are the backend calls it retried
-    (rate limits, server errors, malformed replies), ``failed_requests`` the requests whose
-    retries ran out (nothing of them is cached), ``budget_skipped`` the blocks left
-    undispatched because the run's cost budget was reached."""
+    (rate limits, server errors, malformed replies, and blocks asked again because a
+    sample came back empty), ``failed_requests`` the requests whose retries ran out
+    (nothing of them is cached), ``budget_skipped`` the blocks left undispatched because
+    the run's cost budget was reached, ``unverified_empty`` the empty samples cached from
+    a backend that does not reproduce seeds, after its retries all came back empty too
+    (marked in the cache: :meth:`GenerationStore.unverified_empty`; issue 21)."""
 
     requested_samples: int = 0
     cached_samples: int = 0
@@ -65,6 +70,7 @@ class ExecutionStats:
     retries: int = 0
     failed_requests: int = 0
     budget_skipped: int = 0
+    unverified_empty: int = 0
 
 
 class RequestsFailed(RuntimeError):
@@ -301,15 +307,67 @@ class Executor:
                 if self.ledger.budget_reached:
                     self._stop_for_budget(waves[w:], stats, errors)
                     break
+                suspect: list[tuple[Block, list[Generation]]] = []
                 for idx, gens in self.model.generate([b.request for b in wave]):
                     if isinstance(gens, GenerationError):
                         self._failed(str(gens), stats, errors)
-                        continue
-                    self._commit(wave[idx], gens, stats)
-                    progress.advance(len(gens))
+                    elif any(g.text == "" for g in gens):
+                        suspect.append((wave[idx], gens))
+                    else:
+                        self._commit(wave[idx], gens, stats)
+                        progress.advance(len(gens))
+                if suspect:
+                    self._recheck_empty(suspect, stats, errors, progress)
         stats.seconds = time.perf_counter() - t0
-        stats.retries = int(getattr(self.model, "retries", 0) or 0) - retries_before
+        stats.retries += int(getattr(self.model, "retries", 0) or 0) - retries_before
         return errors
+
+    def _recheck_empty(
+        self,
+        suspect: list[tuple[Block, list[Generation]]],
+        stats: ExecutionStats,
+        errors: list[str],
+        progress: SampleProgress,
+    ) -> None:
+        """Ask again, with the same seeds, each block that came back with an empty sample
+        (issue 21): one empty reply may be a server's glitch, and nothing a glitch gives
+        is cached for good. Each block asked again counts one retry.
+
+        On a backend that reproduces seeds (``capabilities.seeded``) one retry settles
+        it: a sample empty again is the real sample of its seed and is cached; one that
+        now has text was a glitch, and the retry's text is cached. On one that does not,
+        an empty sample is asked again up to the backend's ``max_retries`` times (the
+        first text wins); one empty every time is cached and marked unverified
+        (:attr:`ExecutionStats.unverified_empty`). A retry that fails fails its block.
+        """
+        seeded = self.model.capabilities.seeded
+        rounds = 1 if seeded else _unseeded_rounds(self.model)
+        pending = dict(enumerate(suspect))
+        for _ in range(rounds):
+            order = list(pending)
+            stats.retries += len(order)
+            log.info("asking %d blocks again with the same seeds: a sample came back empty",
+                     len(order))
+            again = self.model.generate([pending[i][0].request for i in order])
+            for idx, gens in again:
+                block, before = pending.pop(order[idx])
+                if isinstance(gens, GenerationError):
+                    self._failed(str(gens), stats, errors)
+                    continue
+                merged = _fill_empty(before, gens)
+                if not seeded and any(g.text == "" for g in merged):
+                    pending[order[idx]] = (block, merged)
+                    continue
+                self._commit(block, merged, stats)
+                progress.advance(len(merged))
+            if not pending:
+                return
+        for block, gens in pending.values():
+            empty = [block.start + j for j, g in enumerate(gens) if g.text == ""]
+            self._commit(block, gens, stats)
+            self.store.mark_unverified_empty(block.key, empty)
+            stats.unverified_empty += len(empty)
+            progress.advance(len(gens))
 
     def _waves(self, blocks: list[Block]) -> list[list[Block]]:
         """All blocks in one wave without a budget; else waves of the backend's
@@ -375,7 +433,29 @@ class Executor:
         """Count one block whose request failed after the backend's retries."""
         stats.failed_requests += 1
         errors.append(message)
-        log.warning("request failed after retries: %s", message)
+        log.info("request failed after retries: %s", message)  # -v; the CLI counts them
+
+
+UNSEEDED_EMPTY_RETRIES = 2
+"""How often an empty sample is asked again from a backend that neither reproduces seeds
+nor names its own ``max_retries``."""
+
+
+def _unseeded_rounds(model: Model) -> int:
+    """How often an empty sample of ``model`` (which does not reproduce seeds) is asked
+    again: its ``max_retries`` when it has one (at least once), else
+    :data:`UNSEEDED_EMPTY_RETRIES`."""
+    rounds = getattr(model, "max_retries", None)
+    return max(1, rounds) if isinstance(rounds, int) else UNSEEDED_EMPTY_RETRIES
+
+
+def _fill_empty(before: list[Generation], again: list[Generation]) -> list[Generation]:
+    """``before`` with each empty sample replaced by the same position of ``again`` (a
+    reply of the same request, same seeds); a reply of another length is passed on as it
+    is (the commit refuses it)."""
+    if len(again) != len(before):
+        return again
+    return [a if b.text == "" else b for b, a in zip(before, again, strict=True)]
 
 
 def sample_blocks(indices: list[int], max_block: int) -> list[tuple[int, int]]:

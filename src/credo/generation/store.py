@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import sqlite3
 import time
 from collections.abc import Iterable, Sequence
@@ -46,6 +47,11 @@ CREATE TABLE IF NOT EXISTS samples (
     created REAL NOT NULL,
     PRIMARY KEY (key, idx)
 );
+CREATE TABLE IF NOT EXISTS unverified_empty (
+    key TEXT NOT NULL,
+    idx INTEGER NOT NULL,
+    PRIMARY KEY (key, idx)
+);
 """
 
 
@@ -72,29 +78,60 @@ def sample_seed(key: str, index: int) -> int:
 
 
 class GenerationStore:
-    """The SQLite cache of sampled generations. Not shared across threads."""
+    """The SQLite cache of sampled generations. Not shared across threads.
+
+    The file is created by the first write, not when the store is made (issue 21): a run
+    that stops at its preflight (no server, a bad option) or a dry run leaves no empty
+    cache behind. An existing file is opened at once, so one that is not a credo cache is
+    refused before any model call; reads of a file not created yet find nothing.
+    """
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
+        self._connection: sqlite3.Connection | None = None
+        if self.path.exists():
+            self._connection = self._connect()
+        elif self.path.parent.exists() and not os.access(self.path.parent, os.W_OK | os.X_OK):
+            raise UserError(f"{self.path}: cannot create the cache there (--cache): "
+                            "the folder is not writable")
+
+    def _connect(self) -> sqlite3.Connection:
+        """Open (creating it and its folder if missing) the database, with its tables."""
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(str(self.path))
+            db = sqlite3.connect(str(self.path))
         except (OSError, sqlite3.Error) as e:
             raise UserError(f"{self.path}: cannot open the cache there (--cache): {e}") from None
         try:
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.executescript(_SCHEMA)
-            self._db.commit()
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")
+            db.executescript(_SCHEMA)
+            db.commit()
         except sqlite3.DatabaseError as e:
-            self._db.close()
+            db.close()
             raise UserError(
                 f"{self.path}: not a credo cache (an SQLite file) or not writable (--cache): {e}"
             ) from None
+        return db
+
+    @property
+    def _db(self) -> sqlite3.Connection:
+        """The connection, opened (the file created) on first use."""
+        if self._connection is None:
+            self._connection = self._connect()
+        return self._connection
+
+    def _reader(self) -> sqlite3.Connection | None:
+        """The connection for a read: None while no cache file exists (nothing cached)."""
+        if self._connection is None and not self.path.exists():
+            return None
+        return self._db
 
     def close(self) -> None:
-        """Close the database connection."""
-        self._db.close()
+        """Close the database connection (if one was opened)."""
+        if self._connection is not None:
+            self._connection.close()
+            self._connection = None
 
     def __enter__(self) -> GenerationStore:
         return self
@@ -104,8 +141,10 @@ class GenerationStore:
 
     def cached_indices(self, key: str) -> set[int]:
         """Sample indices already stored for ``key``."""
-        rows = self._db.execute("SELECT idx FROM samples WHERE key = ?", (key,))
-        return {r[0] for r in rows}
+        db = self._reader()
+        if db is None:
+            return set()
+        return {r[0] for r in db.execute("SELECT idx FROM samples WHERE key = ?", (key,))}
 
     def get(self, key: str, indices: Iterable[int]) -> list[Generation]:
         """The stored generations of ``key`` at ``indices``, in that order.
@@ -113,7 +152,8 @@ class GenerationStore:
         Raises KeyError naming the first missing index.
         """
         wanted = list(indices)
-        rows = self._db.execute(
+        db = self._reader()
+        rows = [] if db is None else db.execute(
             "SELECT idx, text, finish_reason, completion_tokens, prompt_tokens, logprobs, seconds"
             " FROM samples WHERE key = ?",
             (key,),
@@ -180,12 +220,35 @@ class GenerationStore:
             )
             return self._db.total_changes - before
 
+    def mark_unverified_empty(self, key: str, indices: Iterable[int]) -> None:
+        """Mark samples ``indices`` of ``key`` as empty replies of a backend that does not
+        reproduce seeds, empty on every retry too: maybe a glitch, maybe the sample
+        (issue 21). Committed before returning."""
+        with self._db:
+            self._db.executemany(
+                "INSERT OR IGNORE INTO unverified_empty (key, idx) VALUES (?, ?)",
+                [(key, i) for i in indices],
+            )
+
+    def unverified_empty(self, key: str) -> set[int]:
+        """The sample indices of ``key`` marked by :meth:`mark_unverified_empty`."""
+        db = self._reader()
+        if db is None:
+            return set()
+        return {r[0] for r in db.execute("SELECT idx FROM unverified_empty WHERE key = ?",
+                                         (key,))}
+
     def count_samples(self) -> int:
         """Total number of stored samples."""
-        return int(self._db.execute("SELECT COUNT(*) FROM samples").fetchone()[0])
+        db = self._reader()
+        if db is None:
+            return 0
+        return int(db.execute("SELECT COUNT(*) FROM samples").fetchone()[0])
 
     def stats(self) -> dict[str, int]:
         """Numbers of requests, samples and generated tokens in the cache."""
+        if self._reader() is None:
+            return {"requests": 0, "samples": 0, "completion_tokens": 0}
         req = self._db.execute("SELECT COUNT(*) FROM requests").fetchone()[0]
         n, toks = self._db.execute(
             "SELECT COUNT(*), COALESCE(SUM(completion_tokens), 0) FROM samples"

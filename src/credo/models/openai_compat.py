@@ -37,7 +37,9 @@ asked, or a choice whose ``message`` or ``content`` is missing or null. An empty
 with a finish reason is a real sample, not a fault. Every retried call adds one to
 :attr:`OpenAIModel.retries`.
 
-Failures. Another 4xx (400, 404, 422, …) fails its request at once. A request that fails,
+Failures. Another 4xx (400, 404, 422, …) fails its request at once, except a 404
+before any call of that replica succeeded: a wrong URL or model name, which raises
+:class:`~credo.errors.UserError` (issue 21). A request that fails,
 or whose retries run out, is yielded as ``(index, OpenAIGenerationError)`` and the others
 go on (the protocol's contract: the executor caches the rest and the run resumes later).
 A 401 or 403 raises :class:`~credo.errors.UserError` (the key is wrong or missing; no
@@ -62,7 +64,9 @@ Secrets. The API key comes only from the environment: ``api_key_env`` names the 
 (``OPENAI_API_KEY`` by default); a literal ``api_key`` option is refused, since a run
 writes its model options to its folder. Credentials in a base URL
 (``http://user:KEY@host/v1``) are taken out of it: they go as an HTTP basic
-``Authorization`` header to that replica, and the URL everything else sees (``repr``, log
+``Authorization`` header to that replica; so are query parameters named like credentials
+(``?api_key=KEY``, :data:`credo.models.urls.SECRET_PARAMS`), which the client adds to
+every call of that replica (issue 21); and the URL everything else sees (``repr``, log
 lines, error messages, the client, which would log them) is :func:`redact_url`'s.
 
 Seeds. With ``supports_n`` a request's ``n`` samples are one call with ``n`` and
@@ -102,7 +106,13 @@ from credo.errors import UserError
 from credo.models.base import ClosesOnExit
 from credo.models.openai_probe import GRAMMAR_FIELDS, ProbeRefused, ServerProbe, probe_server
 from credo.models.ratelimit import RateLimits, estimate_tokens
-from credo.models.urls import basic_authorization, redact_url, split_credentials
+from credo.models.urls import (
+    basic_authorization,
+    redact_text,
+    redact_url,
+    split_credentials,
+    split_query_secrets,
+)
 from credo.types import (
     Capabilities,
     Generation,
@@ -212,11 +222,13 @@ class _Replica:
 
     url: str | None
     headers: dict[str, str]
+    query: dict[str, str] = dataclasses.field(default_factory=dict)
     client: Any = None
     owns_client: bool = True
     in_flight: int = 0
     sent: int = 0
     avoid_until: float = 0.0
+    answered: bool = False  # a chat call of it succeeded once
 
 
 def _replica_urls(base_url: str | Sequence[str] | None) -> list[str | None]:
@@ -565,6 +577,7 @@ class OpenAIModel(ClosesOnExit):
             timeout=self.preflight_timeout,
             max_retries=0,
             default_headers=replica.headers,
+            default_query=replica.query or None,
         )
         try:
             client.models.list()
@@ -642,6 +655,7 @@ class OpenAIModel(ClosesOnExit):
                 timeout=self.timeout,
                 max_retries=0,
                 default_headers=replica.headers,
+            default_query=replica.query or None,
             )
         return replica.client
 
@@ -761,6 +775,7 @@ class OpenAIModel(ClosesOnExit):
         if verdict is not None:
             return verdict, replica
         replica.avoid_until = 0.0
+        replica.answered = True
         self.limits.settle(estimate, _tokens_used(generations))
         return generations, replica
 
@@ -816,7 +831,9 @@ class OpenAIModel(ClosesOnExit):
             status = exc.status_code
             if status in (401, 403):
                 raise self._key_refused(status, replica) from None
-            reason = f"HTTP {status}: {exc.message}"
+            if status == 404 and not replica.answered:
+                raise self._not_found(exc, replica) from None
+            reason = redact_text(f"HTTP {status}: {exc.message}")
             if status in (408, 429) or status >= 500:
                 wait = retry_after_seconds(exc.response.headers) if status in (429, 503) else None
                 return _Retry(reason, wait)
@@ -839,6 +856,16 @@ class OpenAIModel(ClosesOnExit):
         if cause is not None and str(cause):
             return f"{type(cause).__name__}: {cause}"
         return f"{type(exc).__name__}: {exc}"
+
+    def _not_found(self, exc: Exception, replica: _Replica) -> UserError:
+        """The error of a 404 before any call of ``replica`` succeeded (issue 21): no
+        rerun can mend a wrong URL or model name, so it is the user's, not a failed
+        request to retry later."""
+        return UserError(
+            f"the OpenAI-compatible server at {replica.url or 'api.openai.com'} answered "
+            f"HTTP 404 to the first chat request for model {self.model!r}: check base_url "
+            f"(it usually ends in /v1) and the model name ({redact_text(str(exc))[:200]})"
+        )
 
     def _key_refused(self, status: int, replica: _Replica) -> UserError:
         """The error of a 401/403: the key is missing or wrong."""
@@ -932,12 +959,15 @@ def _checked_label(label: str | None) -> str | None:
 
 
 def _replica(url: str | None) -> _Replica:
-    """A replica of ``url``, its credentials moved into an ``Authorization`` header."""
+    """A replica of ``url``, its userinfo moved into an ``Authorization`` header and its
+    credential query parameters (``?api_key=…``) into the client's default query
+    (issue 21): the replica's ``url`` holds neither."""
     if url is None:
         return _Replica(None, {})
     plain, user, password = split_credentials(url)
+    plain, query = split_query_secrets(plain)
     headers = {"Authorization": basic_authorization(user, password)} if user else {}
-    return _Replica(plain, headers)
+    return _Replica(plain, headers, query)
 
 
 def _grammar_field(grammar: str | bool | None) -> str | None:

@@ -358,6 +358,7 @@ _TOTALS = {
     "backend_calls": "backend_calls",
     "retries": "request_retries",
     "failed_requests": "request_failures",
+    "unverified_empty": "unverified_empty_samples",
 }
 """Executor counters summed over the run (every model of the pool), and their names."""
 

@@ -279,7 +279,7 @@ def render_comparison_page(
     """The comparison page across runs (000 Table 1 layout: methods × run metrics;
     ``templates/comparison.html.j2``)."""
     runs = [
-        {"name": name, "label": a.run.label, "n_items": len(a.run.scores),
+        {"name": name, "label": marked_label(a.run), "n_items": len(a.run.scores),
          "n": a.run.config.get("n", "?"), "m": a.run.config.get("m", "?"),
          "accuracy": a.run.metrics.get("accuracy"), "path": str(a.run.path)}
         for a, name in zip(analyses, names, strict=True)
@@ -361,9 +361,16 @@ def _comparison_table(analyses: Sequence[RunAnalysis]) -> dict[str, Any]:
                    for a, best in zip(analyses, bests, strict=True)]}
         for m in methods
     ]
-    runs = [{"label": a.run.label, "n_items": len(a.run.scores),
+    runs = [{"label": marked_label(a.run), "n_items": len(a.run.scores),
              "accuracy": a.run.metrics.get("accuracy")} for a in analyses]
     return {"runs": runs, "rows": rows}
+
+
+def marked_label(run: RunData) -> str:
+    """The run's label, with its status after it unless it is complete
+    (``"gsm8k · m (incomplete)"``): a comparison never shows a cut-short run unmarked
+    (issue 21)."""
+    return run.label if run.status == "complete" else f"{run.label} ({run.status})"
 
 
 def _best(summaries: Sequence[an.MethodSummary]) -> dict[str, str]:

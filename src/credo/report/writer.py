@@ -40,7 +40,7 @@ from credo.evaluate.metrics import FEW_IN_CLASS
 from credo.models.urls import redact_url
 from credo.report.ledger import ledger_notes, ledger_table_rows
 from credo.report.markdown import fmt_number, md_cell, md_table
-from credo.report.rundata import SIMILARITY_FILE, STATUS_FILE
+from credo.report.rundata import OPTIONAL_JSON, SIMILARITY_FILE, STATUS_FILE
 
 if TYPE_CHECKING:
     from credo.config import StudyConfig
@@ -67,6 +67,11 @@ CI_METRICS = ("ece", "mce", "brier", "auroc", "auprc_pos", "auprc_neg", "auarc",
 CALIBRATED = ("ece_calibrated", "brier_calibrated")
 
 
+PREVIOUS_RUN_FILES = (*OPTIONAL_JSON, "report.html", "scores.parquet", "samples.parquet")
+"""Files of a run folder that a run may not write (or writes last, after the marker):
+removed before a run is written into the folder, so none of them outlives its run."""
+
+
 def write_run(result: RunResult, out: str | Path) -> Path:
     """Write every file of the run folder ``out`` and return its path.
 
@@ -74,11 +79,17 @@ def write_run(result: RunResult, out: str | Path) -> Path:
     ``run_status.json`` is removed first and written once the run's data and report.md
     are on disk, so a folder without it was interrupted while being written (or comes
     from a credo before the marker); report.html and the Parquet exports follow, derived
-    from those files (``credo report`` rewrites them).
+    from those files (``credo report`` rewrites them). A run owns its folder (issue 21):
+    the files a previous run into ``out`` wrote and this one may not
+    (:data:`PREVIOUS_RUN_FILES`: its ``perturbation_similarity.json``, whose "Diversity"
+    section would describe the old perturbations, its report.html, …) are removed
+    first; files credo never writes are left alone.
     """
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     (out / STATUS_FILE).unlink(missing_ok=True)
+    for name in PREVIOUS_RUN_FILES:  # a run owns its folder (issue 21)
+        (out / name).unlink(missing_ok=True)
     cfg = _without_credentials(result.config.model_dump(mode="json"))
     cfg["cache"] = str(result.config.cache_path)
     jsonio.write_text(out / "config.yaml", yaml.safe_dump(cfg, sort_keys=False))
@@ -142,15 +153,16 @@ def write_study_config(config: StudyConfig, out: str | Path) -> Path:
 
 
 def _without_credentials(value: Any) -> Any:
-    """``value`` (a config dump) with the userinfo of every URL in it removed
-    (``http://user:KEY@host/v1`` -> ``http://host/v1``): no secret is written to a file.
+    """``value`` (a config dump) with the userinfo and the credential query parameters of
+    every URL in it removed (``http://user:KEY@host/v1?api_key=K`` -> ``http://host/v1``,
+    :func:`credo.models.urls.redact_url`): no secret is written to a file (issue 21).
     A rerun from that config.yaml needs the credentials again (an environment variable
     named by ``model_options.api_key_env``, or the URL given on the command line)."""
     if isinstance(value, dict):
         return {k: _without_credentials(v) for k, v in value.items()}
     if isinstance(value, list):
         return [_without_credentials(v) for v in value]
-    if isinstance(value, str) and "@" in value and "://" in value:
+    if isinstance(value, str) and "://" in value:
         return redact_url(value)
     return value
 
