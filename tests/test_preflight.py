@@ -220,3 +220,42 @@ def test_an_unreachable_served_judge_is_refused_before_the_embedded_model_runs(
     err = capsys.readouterr().err
     assert "127.0.0.1:9" in err and len(err.strip().splitlines()) <= 2
     _no_run_folder(tmp_path)
+
+
+def test_an_item_longer_than_the_context_is_refused_before_any_call(
+    tmp_path, capsys, no_generation
+):
+    """Issue 21: a 10 MB question was sent to the model; it is named in one line now."""
+    path = tmp_path / "huge.jsonl"
+    rows = [{"question": "What is 1 + 1?", "answer": "#### 2"},
+            {"question": "Add these: " + "1 + " * 2_500_000 + "1", "answer": "#### 2500001"}]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    args = ["run", "--task", f"file:gsm8k:{path}", "--model", "smollm2-135m", "--writer",
+            "smollm2-135m", "--n", "2", "--m", "2", "--out", str(tmp_path / "run"),
+            "--cache", str(tmp_path / "c.sqlite"), "--quiet"]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "too long for the model" in err and "huge.jsonl:2" in err, err
+    _no_run_folder(tmp_path)
+
+
+@pytest.mark.slow
+def test_the_length_bound_never_refuses_a_prompt_that_fits():
+    """``bytes / MAX_BYTES_PER_TOKEN`` is at most the token count of any text: no token
+    of the vocabulary is longer (checked on SmolLM2's tokenizer, whose longest token is a
+    run of spaces), and texts of many kinds agree."""
+    from transformers import AutoTokenizer
+
+    from credo.pipeline.runner import MAX_BYTES_PER_TOKEN
+
+    gguf = weights.resolve_weights("smollm2-135m")
+    tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    longest = max(len(tok.convert_tokens_to_string([t]).encode("utf-8"))
+                  for t in tok.get_vocab())
+    assert longest <= MAX_BYTES_PER_TOKEN
+    texts = ["a" * 5000, "word " * 1000, "ζ" * 3000, "🙂" * 1000, "0123456789" * 500,
+             "The quick brown fox jumps over the lazy dog. " * 100, " " * 4000, "\n" * 3000]
+    for text in texts:
+        tokens = len(tok.encode(text, add_special_tokens=False))
+        assert len(text.encode("utf-8")) // MAX_BYTES_PER_TOKEN <= tokens, text[:20]

@@ -293,6 +293,12 @@ class EmbeddedModel(ClosesOnExit):
         return self.n_ctx // self.n_parallel
 
     @property
+    def context_tokens(self) -> int:
+        """Tokens one request may hold, prompt and generation together (a slot's): what
+        the run's preflight measures every item against (issue 21)."""
+        return self.slot_ctx
+
+    @property
     def identity(self) -> str:
         """``llamacpp:<name>@sha256:<weights hash>``; never starts the server."""
         if self._identity is None:

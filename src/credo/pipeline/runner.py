@@ -305,6 +305,7 @@ def preflight(
     With ``max_cost_usd``, a model without prices is named in a warning: its tokens
     count nothing toward it."""
     roles = run_roles(config, task, specs, needs)
+    _check_lengths(config, task, pool.model(MODEL, probe=False))
     if reach:
         pool.preflight(roles)
     else:
@@ -312,6 +313,36 @@ def preflight(
             pool.model(role)  # builds it (its options checked); nothing is contacted
     if config.max_cost_usd is not None:
         _warn_unpriced(pool, roles)
+
+
+MAX_BYTES_PER_TOKEN = 1024
+"""No vocabulary of the field's models holds a token longer than 1,024 bytes (SmolLM2's
+longest is 64: a run of spaces; tests/test_preflight.py), so ``bytes / 1024`` is a lower
+bound on a prompt's tokens that needs no tokenizer. Loose by design: a 10 MB question
+needs at least 10,240 tokens, far beyond any embedded slot."""
+
+
+def _check_lengths(config: RunConfig, task: Task, model: object) -> None:
+    """Refuse an item whose prompt cannot fit the model's context (issue 21: a 10 MB
+    question was sent to the model): with a model that states ``context_tokens``, an
+    item whose rendered prompt holds more than ``context_tokens - max_tokens`` tokens
+    even at :data:`MAX_BYTES_PER_TOKEN` is a user error naming the item. The bound is
+    loose on purpose: it never refuses a prompt that fits; a prompt near the limit is
+    still refused by the backend itself."""
+    context = getattr(model, "context_tokens", None)
+    if not isinstance(context, int):
+        return
+    room = context - config.sampling.max_tokens
+    for item in task.items:
+        text = "".join(m.content for m in render_messages(item, task.format, config.prompt_style))
+        least = len(text.encode("utf-8")) // MAX_BYTES_PER_TOKEN
+        if least > room:
+            raise UserError(
+                f"item {item.id!r} ({item.source or task.name}) is too long for the model: at"
+                f" least {least} prompt tokens, and the context holds {context} tokens per "
+                f"request ({config.sampling.max_tokens} kept for the answer); shorten or "
+                "drop it, or raise model_options n_ctx"
+            )
 
 
 def run_roles(
