@@ -67,8 +67,9 @@ def run(
     is the run's) once the folder is written (issue 22).
     """
     from credo.generation.pool import JUDGE, MODEL, WRITER
-    from credo.pipeline.runner import run_pipeline
+    from credo.pipeline.runner import method_specs, run_pipeline
 
+    method_specs(config.methods)  # an unknown method fails before the folder or cache
     if write:
         check_writable(config.out, "the run folder (out)")
     with _config_pool(
@@ -229,11 +230,13 @@ def score(
     """
     from credo.config import RunConfig
     from credo.generation.pool import JUDGE
+    from credo.pipeline.runner import method_specs
     from credo.pipeline.score import score_generations
     from credo.tasks.base import AnswerFormat
     from credo.tasks.generations import read_generations
 
     config = config or RunConfig()
+    method_specs(config.methods)  # an unknown method fails before anything is read
     try:
         fmt = AnswerFormat(answer_format)
     except ValueError:
