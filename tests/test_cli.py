@@ -31,12 +31,27 @@ def test_flags_write_over_the_yaml_and_keep_its_other_fields(tmp_path):
     (["--max-tokens", "-5"], "max_tokens"),
     (["--followups", "0"], "followups"),
     (["--n", "1"], "n"),
-    (["--methods", "c3,telepathy"], "unknown methods"),
 ])
 def test_bad_flags_fail_like_bad_yaml(flags, field, capsys):
     assert main(["run", *flags]) == 2
     err = capsys.readouterr().err
     assert "invalid configuration" in err and field in err
+
+
+def test_an_unknown_method_is_refused_where_the_run_starts(tmp_path, capsys, monkeypatch):
+    """Issue 22: the config imports no method; the run checks the names before any model is
+    built, one line naming each unknown one, exit 2."""
+    def no_model(*a, **k):
+        raise AssertionError("a model was built before the unknown method was named")
+
+    monkeypatch.setattr("credo.models.registry.load_model", no_model)
+    args = ["run", "--task", "gsm8k", "--limit", "2", "--methods", "c3,telepathy,oracle@judge",
+            "--out", str(tmp_path / "run"), "--cache", str(tmp_path / "c.sqlite"), "--quiet"]
+    assert main(args) == 2
+    lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: unknown methods:"), lines
+    assert "'telepathy'" in lines[0] and "'oracle'" in lines[0]
+    assert not (tmp_path / "c.sqlite").exists()
 
 
 def test_a_nested_yaml_value_is_validated_like_its_flag(tmp_path, capsys):

@@ -95,9 +95,17 @@ def test_rerun_uses_the_cache_only(config, bow_embedder):
     assert model.samples == 4 * 2  # two more original samples per item, nothing else
 
 
-def test_config_rejects_unknown_method():
-    with pytest.raises(ValueError, match="unknown methods"):
-        RunConfig(methods=["c3", "telepathy"])
+def test_an_unknown_method_is_refused_where_the_run_starts(tmp_path):
+    """Issue 22: ``RunConfig`` imports no method; the pipeline refuses the name before any
+    model is called (a UserError naming it)."""
+    from credo.errors import UserError
+
+    cfg = RunConfig(methods=["c3", "telepathy"], out=tmp_path / "run",
+                    cache=tmp_path / "c.sqlite")
+    model = ScriptedModel(respond)
+    with pytest.raises(UserError, match="unknown methods: unknown method 'telepathy'"):
+        run(cfg, model=model, task=TASK, show_progress=False)
+    assert model.samples == 0
 
 
 def test_cli_cache_stats_counts_the_run(config, bow_embedder, capsys):

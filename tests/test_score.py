@@ -64,6 +64,35 @@ def test_score_reproduces_a_finished_runs_scores(finished_run, tmp_path, monkeyp
     assert main(["report", str(out), "--resamples", "20", "--embedder", "none"]) == 0
 
 
+@pytest.mark.parametrize("how", ["flag", "yaml"])
+def test_score_reports_the_calibrated_metrics_a_run_reports(finished_run, tmp_path,
+                                                            bow_embedder, how):
+    """Issue 22: ``credo score`` used to drop ``calibrate:``; now its calibrated ECE and
+    Brier are those of ``credo run`` with the same setting on the same samples."""
+    calibrated = finished_run.config.model_copy(
+        update={"calibrate": "isotonic", "out": tmp_path / "calibrated"})
+    again = run(calibrated, model=ScriptedModel(responder), embedder=bow_embedder, task=NUM,
+                show_progress=False)  # from the cache
+    out = tmp_path / "scored"
+    args = ["score", str(finished_run.config.out / "samples.jsonl"), "--format", "number",
+            "--methods", ",".join(METHODS), "--bootstrap", "200", "--out", str(out),
+            "--cache", str(tmp_path / "c2.sqlite"), "--quiet"]
+    if how == "flag":
+        args += ["--calibrate", "isotonic"]
+    else:
+        cfg = tmp_path / "score.yaml"
+        cfg.write_text("calibrate: isotonic\n", encoding="utf-8")
+        args += ["--config", str(cfg)]
+    assert main(args) == 0
+    got = json.loads((out / "metrics.json").read_text())
+    for method in ("c3", "c3_cross", "self_consistency", "paraphrase"):
+        for key in ("ece_calibrated", "brier_calibrated"):
+            want = again.metrics[method][key]
+            assert np.isfinite(want) and got["methods"][method][key] == pytest.approx(want), (
+                method, key)
+    assert "ece_calibrated" not in finished_run.metrics["c3"]  # none without calibrate
+
+
 def test_methods_without_their_samples_are_not_available(finished_run, tmp_path):
     result = credo.api.score(finished_run.config.out / "samples.jsonl",
                              RunConfig(methods=["c3", "p_true", "label_prob"], bootstrap=0,

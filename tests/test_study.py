@@ -74,7 +74,6 @@ def test_a_two_by_two_study_writes_four_runs_and_one_report_and_resumes(tmp_path
 @pytest.mark.parametrize(("change", "message"), [
     ({"run": {"task": "gsm8k"}}, "run.task: set per run by the study"),
     ({"run": {"n": 1}}, "run.n"),
-    ({"methods": ["nope"]}, "unknown methods"),
     ({"methods": {"gsm8k": ["c3"]}}, "'gsm8k' is not one of the study's tasks"),
     ({"models": ["openai:x", "openai:x"]}, "share the folder name"),
     ({"tasks": []}, "tasks"),

@@ -62,11 +62,14 @@ def run(
     LLM judge: CCP's NLI step, the judge kernel, open-ended grading), ``embedder`` and
     ``task`` replace what ``config`` names (tests pass scripted models); nothing passed
     in is modified or closed. With ``write`` the run folder ``config.out`` is written
-    (:mod:`credo.report.writer`).
+    (:mod:`credo.report.writer`). Under ``perturbation.neutrality: fail``, prefixes that
+    fail the neutrality test raise :class:`~credo.errors.NeutralityFailed` (its ``result``
+    is the run's) once the folder is written (issue 22).
     """
     from credo.generation.pool import JUDGE, MODEL, WRITER
-    from credo.pipeline.runner import run_pipeline
+    from credo.pipeline.runner import method_specs, run_pipeline
 
+    method_specs(config.methods)  # an unknown method fails before the folder or cache
     if write:
         check_writable(config.out, "the run folder (out)")
     with _config_pool(
@@ -82,7 +85,26 @@ def run(
         from credo.report.writer import write_run
 
         write_run(result, config.out)
+    _check_neutral(result)
     return result
+
+
+def _check_neutral(result: RunResult, study: StudyResult | None = None) -> None:
+    """Raise :class:`~credo.errors.NeutralityFailed` when ``result`` ended with its
+    prefixes failing the neutrality gate (issue 22: one ending of a run)."""
+    from credo.pipeline.ending import Outcome
+
+    if result.outcome is not Outcome.NEUTRALITY_FAILED:
+        return
+    from credo.errors import NeutralityFailed
+    from credo.report.writer import neutrality_line
+
+    raise NeutralityFailed(
+        f"{neutrality_line(result.neutrality)} (perturbation.neutrality: fail; run folder "
+        f"{result.config.out})",
+        result,
+        study,
+    )
 
 
 def dry_run(
@@ -217,11 +239,13 @@ def score(
     """
     from credo.config import RunConfig
     from credo.generation.pool import JUDGE
+    from credo.pipeline.runner import method_specs
     from credo.pipeline.score import score_generations
     from credo.tasks.base import AnswerFormat
     from credo.tasks.generations import read_generations
 
     config = config or RunConfig()
+    method_specs(config.methods)  # an unknown method fails before anything is read
     try:
         fmt = AnswerFormat(answer_format)
     except ValueError:
@@ -355,15 +379,21 @@ def study(
     models); nothing passed in is modified or closed. ``on_run(i, total, run)`` is
     called after each run (the command line prints a line). With the Ray executor, Ray
     is started once for the whole study (unless already running) and shut down after.
+    Every run's methods are checked before the first. A run whose prefixes fail the
+    neutrality gate (``neutrality: fail``) stops the study: its folder and the report of
+    the runs so far are written, then :class:`~credo.errors.NeutralityFailed` is raised
+    (``study``: this result; issue 22).
     """
     from contextlib import ExitStack
 
     from credo.generation.pool import JUDGE, MODEL, WRITER
-    from credo.pipeline.runner import run_pipeline
+    from credo.pipeline.runner import method_specs
 
+    configs = config.run_configs()
+    for cfg in configs:
+        method_specs(cfg.methods)  # an unknown method fails before anything runs
     if write:
         check_writable(config.out, "the study folder (out)")
-    configs = config.run_configs()
     result = StudyResult(config)
     per_model = len(config.tasks)
     with ExitStack() as stack:
@@ -379,22 +409,47 @@ def study(
                 first, show_progress=show_progress, roles=roles, embedder=embedder,
                 executor=config.executor,
             ) as pool:
-                for cfg in configs[start:start + per_model]:
-                    t0 = time.perf_counter()
-                    done = run_pipeline(cfg, pool)
-                    if write:
-                        from credo.report.writer import write_run
-
-                        write_run(done, cfg.out)
-                    entry = StudyRun(cfg.task, cfg.model, study_model.name, cfg.out, done,
-                                     time.perf_counter() - t0)
-                    result.runs.append(entry)
-                    if on_run is not None:
-                        on_run(len(result.runs), len(configs), entry)
+                going = _study_runs(configs[start:start + per_model], pool, study_model.name,
+                                    result, len(configs), on_run, write)
+            if not going:
+                break
     if write:
         from credo.report.html import write_report
         from credo.report.writer import write_study_config
 
         write_study_config(config, config.out)
         result.report = write_report([r.folder for r in result.runs], config.out / "report")
+    if result.runs:
+        _check_neutral(result.runs[-1].result, result)
     return result
+
+
+def _study_runs(
+    configs: Sequence[RunConfig],
+    pool: ModelPool,
+    label: str,
+    result: StudyResult,
+    total: int,
+    on_run: Callable[[int, int, StudyRun], None] | None,
+    write: bool,
+) -> bool:
+    """Run one model's ``configs`` over its ``pool``, appending each to ``result.runs``
+    (its folder written first); False when a run failed the neutrality gate (the study
+    stops there)."""
+    from credo.pipeline.ending import Outcome
+    from credo.pipeline.runner import run_pipeline
+
+    for cfg in configs:
+        t0 = time.perf_counter()
+        done = run_pipeline(cfg, pool)
+        if write:
+            from credo.report.writer import write_run
+
+            write_run(done, cfg.out)
+        entry = StudyRun(cfg.task, cfg.model, label, cfg.out, done, time.perf_counter() - t0)
+        result.runs.append(entry)
+        if on_run is not None:
+            on_run(len(result.runs), total, entry)
+        if done.outcome is Outcome.NEUTRALITY_FAILED:
+            return False
+    return True

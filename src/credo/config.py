@@ -298,20 +298,6 @@ class RunConfig(_Config):
         description="where samples are generated: local (default) or ray",
     )
 
-    @model_validator(mode="after")
-    def _check_methods(self) -> RunConfig:
-        from credo.methods import get_method
-
-        problems = []
-        for m in self.methods:  # "c3" or "c3@judge" (a method under a named kernel)
-            try:
-                get_method(m)
-            except ValueError as e:
-                problems.append(str(e))
-        if problems:
-            raise ValueError(f"unknown methods: {'; '.join(problems)}")
-        return self
-
 
 class StrengthConfig(_Config):
     """Everything a strength run (paper 003) needs; with the cache it fully describes the run.
@@ -407,7 +393,7 @@ class StudyConfig(_Config):
             if twice:
                 raise ValueError(f"{what}: two entries share the folder name {twice[0]!r}"
                                  " (give each model a label)")
-        self.run_configs()  # every run validates (method names, options) here
+        self.run_configs()  # every run validates (options; method names: credo.study)
         return self
 
     def run_folder(self, task: str, model: StudyModel) -> Path:

@@ -31,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     is cached and written; rerun to retry them); 4 the prefixes failed the neutrality test
     under ``perturbation.neutrality: fail``.
     """
-    from credo.errors import UserError
+    from credo.errors import NeutralityFailed, UserError
     from credo.generation.executor import BudgetReached, RequestsFailed
 
     parser = _parser()
@@ -51,6 +51,9 @@ def main(argv: list[str] | None = None) -> int:
             log.exception("the traceback of the error below")
         _error(f"error: {e}")
         return 2
+    except NeutralityFailed as e:  # a command that does not print its own ending
+        _error(f"error: {e}")
+        return 4
     except BudgetReached as e:
         _error(f"{e}; rerun with a higher max_cost_usd to resume")
         return 3

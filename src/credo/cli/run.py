@@ -129,13 +129,22 @@ def cmd_run(args: argparse.Namespace) -> int:
         from credo.api import dry_run
 
         return print_estimate(dry_run(cfg))
-    result = run(cfg, show_progress=not args.quiet)
+    from credo.errors import NeutralityFailed
+
+    try:
+        result = run(cfg, show_progress=not args.quiet)
+    except NeutralityFailed as e:  # the folder is written; the tables are printed too
+        result = e.result
     return print_result(result)
 
 
 def print_result(result: Any) -> int:
-    """The tables of a finished run (or score), its unavailable methods, the folder; the
-    exit status: 3 when items are incomplete (requests failed), else 0."""
+    """The tables of a finished run (or score), its unavailable methods, the folder, and
+    what its outcome says (issue 22: :class:`~credo.pipeline.ending.Outcome`); the exit
+    status of the outcome (:data:`~credo.pipeline.ending.EXIT_STATUS`): 3 when items are
+    incomplete (the budget, or requests failed), 4 when the prefixes failed the neutrality
+    gate, else 0."""
+    from credo.pipeline.ending import EXIT_STATUS, Outcome
     from credo.report.writer import (
         FEW_NOTE,
         few_in_class,
@@ -162,7 +171,8 @@ def print_result(result: Any) -> int:
     for name, why in result.unavailable.items():
         console.print(f"[yellow]{name}[/yellow]: {why}")
     console.print(f"report: {cfg.out / 'report.md'}")
-    if result.incomplete and result.stopped_by_budget:
+    outcome = result.outcome
+    if outcome is Outcome.INCOMPLETE_BUDGET:
         from credo.report.ledger import fmt_usd
 
         spent = fmt_usd((result.ledger.get("total") or {}).get("cost_usd") or 0.0)
@@ -172,15 +182,13 @@ def print_result(result: Any) -> int:
             "to resume",
             markup=False, highlight=False, soft_wrap=True,
         )
-        return 3
+        return EXIT_STATUS[outcome]
     gate = cfg.perturbation.neutrality
     if result.neutrality and not result.neutrality["neutral"] and gate != "off":
         line = neutrality_line(result.neutrality)
         err.print(("error: " if gate == "fail" else "warning: ") + line,
                   markup=False, highlight=False, soft_wrap=True)
-        if gate == "fail" and not result.incomplete:
-            return 4
-    if result.incomplete:
+    if outcome is Outcome.INCOMPLETE_FAILURES:
         failures = result.stats.get("request_failures")
         retries = result.stats.get("request_retries")
         err.print(
@@ -188,8 +196,7 @@ def print_result(result: Any) -> int:
             f"({len(result.incomplete)} items incomplete); rerun to retry them",
             markup=False, highlight=False,
         )
-        return 3
-    return 0
+    return EXIT_STATUS[outcome]
 
 
 def print_estimate(estimate: Any) -> int:

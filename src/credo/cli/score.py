@@ -32,6 +32,12 @@ def add_score_parser(sub: Any) -> None:
     s.add_argument("--judge", help="judge model for the judge kernel or grading")
     s.add_argument("--lm-eval-filter", help="lm-eval filter to read (default: each doc's first)")
     s.add_argument("--bootstrap", type=int, help="bootstrap resamples for CIs (0 = none)")
+    s.add_argument(
+        "--calibrate",
+        metavar="{none,isotonic,platt}",
+        help="also report ECE and Brier after a post-hoc calibration map cross-fitted over"
+        " 5 folds of items (isotonic regression or Platt scaling)",
+    )
     s.add_argument("--seed", type=int)
     s.add_argument("--out", type=Path, help="run folder (default runs/latest)")
     s.add_argument("--cache", type=Path, help="SQLite cache for judge calls")
@@ -50,7 +56,7 @@ def cmd_score(args: argparse.Namespace) -> int:
 
     data: dict[str, Any] = read_yaml_mapping(args.config) if args.config else {}
     flat = {"kernel": args.kernel, "bootstrap": args.bootstrap, "seed": args.seed,
-            "out": args.out, "cache": args.cache}
+            "out": args.out, "cache": args.cache, "calibrate": args.calibrate}
     data.update({k: v for k, v in flat.items() if v is not None})
     if args.methods:
         data["methods"] = [m.strip() for m in args.methods.split(",") if m.strip()]

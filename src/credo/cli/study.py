@@ -60,11 +60,22 @@ def study_config_from_args(args: argparse.Namespace) -> Any:
 
 def cmd_study(args: argparse.Namespace) -> int:
     """Run ``credo study``: a line per finished run, then the report's path; exit 3 when
-    some run has items whose requests failed (a rerun completes them)."""
+    some run has items whose requests failed (a rerun completes them), 4 when a run's
+    prefixes failed the neutrality gate (``neutrality: fail``; the study stops there,
+    its folders and report written: issue 22)."""
     from credo.api import study
+    from credo.errors import NeutralityFailed
+    from credo.pipeline.ending import EXIT_STATUS, Outcome
 
     cfg = study_config_from_args(args)
-    result = study(cfg, show_progress=not args.quiet, on_run=_print_run)
+    try:
+        result = study(cfg, show_progress=not args.quiet, on_run=_print_run)
+    except NeutralityFailed as e:
+        console.print(f"report: {e.study.report}")
+        Console(stderr=True, soft_wrap=True).print(
+            f"error: {e}; the study stopped after {len(e.study.runs)} of "
+            f"{len(cfg.run_configs())} runs", markup=False, highlight=False)
+        return EXIT_STATUS[Outcome.NEUTRALITY_FAILED]
     console.print(f"report: {result.report}")
     if result.incomplete:
         console.print("some requests failed after the backend's retries; rerun to retry them",

@@ -15,6 +15,7 @@ import logging
 import math
 import time
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,8 +24,6 @@ import numpy as np
 
 from credo.config import RunConfig
 from credo.errors import UserError
-from credo.evaluate.neutrality import neutrality_record
-from credo.evaluate.tables import evaluate_items, evaluate_responses, unavailable_reasons
 from credo.generation.executor import Executor, RequestsFailed
 from credo.generation.pool import GRADER, JUDGE, MODEL, PARAPHRASER, WRITER, ModelPool
 from credo.kernels.registry import ItemKernels, KernelContext, build_kernel, get_kernel
@@ -36,6 +35,7 @@ from credo.perturb.context import PerturbationSet, generate_perturbations
 from credo.perturb.corpus import corpus_perturbations, load_corpus
 from credo.perturb.paraphrase import ParaphraseSet, generate_paraphrases
 from credo.perturb.quality import similarity_record
+from credo.pipeline.ending import Outcome, decide_outcome, end_run
 from credo.plan.sample_sets import PlanContext, get_sample_set
 from credo.plan.samples import ORIGINAL, PARAPHRASED, PERTURBED, ItemSamples, Sample
 from credo.tasks.base import Item, Task
@@ -52,6 +52,7 @@ __all__ = [
     "PreparedRun",
     "RunResult",
     "assign_roles",
+    "method_specs",
     "prepare_run",
     "run_pipeline",
     "run_roles",
@@ -101,6 +102,12 @@ class RunResult:
     def stopped_by_budget(self) -> bool:
         """Whether the cost budget (``max_cost_usd``) left requests ungenerated."""
         return bool(self.ledger.get("stopped_by_budget"))
+
+    @property
+    def outcome(self) -> Outcome:
+        """How the run ended (issue 22: :func:`credo.pipeline.ending.decide_outcome`)."""
+        return decide_outcome(self.incomplete, self.stopped_by_budget, self.neutrality,
+                              self.config.perturbation.neutrality)
 
     @property
     def accuracy(self) -> float:
@@ -192,12 +199,10 @@ def run_pipeline(config: RunConfig, pool: ModelPool, task: Task | None = None) -
         options={"followups": config.baselines.followups,
                  "ccp_min_prob": config.baselines.ccp_min_prob},
     )
-    metrics = evaluate_items(
-        items, config.methods, config.ece_bins, config.bootstrap, config.seed, config.calibrate
-    )
-    response_metrics = evaluate_responses(
-        items, config.methods, config.ece_bins, config.bootstrap, config.seed, config.calibrate
-    )
+    ledger = pool.ledger.to_dict()
+    ending = end_run(items, config, incomplete=incomplete,
+                     stopped_by_budget=bool(ledger.get("stopped_by_budget")),
+                     test_neutrality=PERTURBED in needs)
     run_stats: dict[str, float | int | str] = {
         "items": len(items),
         "seconds_total": round(time.perf_counter() - t0, 2),
@@ -216,11 +221,10 @@ def run_pipeline(config: RunConfig, pool: ModelPool, task: Task | None = None) -
     }
     for name in sorted(needs - {ORIGINAL}):
         run_stats[f"samples_{name}"] = sum(len(r.sets.get(name, ())) for r in items)
-    neutral = _neutrality(items, config) if PERTURBED in needs else {}
     return RunResult(
-        config, task, pool.model(MODEL).identity, items, metrics, run_stats, psets,
-        response_metrics, unavailable_reasons(items, config.methods), paras, similarity,
-        incomplete, neutrality=neutral, ledger=pool.ledger.to_dict(),
+        config, task, pool.model(MODEL).identity, items, ending.metrics, run_stats, psets,
+        ending.response_metrics, ending.unavailable, paras, similarity,
+        incomplete, neutrality=ending.neutrality, ledger=ledger,
     )
 
 
@@ -242,7 +246,7 @@ def prepare_run(
     model call (:func:`preflight`); with ``reach`` False no server is contacted (the
     models are built, which loads nothing: ``credo run --dry-run``)."""
     task = (task or configured_task(config)).head(config.limit)
-    specs = [get_method(name) for name in config.methods]
+    specs = method_specs(config.methods)
     check_static(config, task, specs)
     assign_roles(pool, config)
     # built, not probed: every role is checked before any server is contacted (issue 20)
@@ -250,6 +254,22 @@ def prepare_run(
     preflight(config, task, specs, _needs(specs, task, caps), pool, reach=reach)
     caps = pool.model(MODEL).capabilities  # a served model's probe may have changed them
     return PreparedRun(task, specs, caps, _needs(specs, task, caps))
+
+
+def method_specs(names: Sequence[str]) -> list[MethodSpec]:
+    """The registered methods ``names`` (``c3``, or ``c3@judge``: a method under a named
+    kernel), checked where a pipeline starts, before any model is built (issue 22: the
+    config imports no method). Raises :class:`~credo.errors.UserError` naming every
+    unknown one."""
+    specs, problems = [], []
+    for name in names:
+        try:
+            specs.append(get_method(name))
+        except ValueError as e:
+            problems.append(str(e))
+    if problems:
+        raise UserError(f"unknown methods: {'; '.join(problems)}")
+    return specs
 
 
 def _needs(specs: list[MethodSpec], task: Task, caps: Capabilities) -> set[str]:
@@ -392,23 +412,6 @@ _TOTALS = {
     "unverified_empty": "unverified_empty_samples",
 }
 """Executor counters summed over the run (every model of the pool), and their names."""
-
-
-def _neutrality(items: list[ItemResult], config: RunConfig) -> dict[str, Any]:
-    """App. A.3's test on the run's own samples: Δ = #correct perturbed − #correct
-    original per item, mean with a bootstrap CI (``perturbation.neutrality`` off: none)."""
-    if config.perturbation.neutrality == "off":
-        return {}
-    rows = [(r.item.id, r.set_correct.get(ORIGINAL, ()), r.set_correct.get(PERTURBED, ()))
-            for r in items]
-    record = neutrality_record(rows, seed=config.seed)
-    if record is not None and not record["neutral"]:
-        log.info(
-            "the prefixes are not neutral for this model: mean Δ = %+.2f of %d samples, 95%% CI"
-            " [%+.2f, %+.2f] (000 App. A.3); C3 is confounded by them",
-            record["mean_delta"], record["samples_per_set"], record["low"], record["high"],
-        )
-    return record or {}
 
 
 def _applies(spec: MethodSpec, task: Task, logprobs: bool) -> bool:

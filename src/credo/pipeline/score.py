@@ -17,11 +17,10 @@ from collections import defaultdict
 
 from credo.config import RunConfig
 from credo.errors import UserError
-from credo.evaluate.tables import evaluate_items, evaluate_responses, unavailable_reasons
 from credo.generation.pool import GRADER, JUDGE, ModelPool
-from credo.methods import get_method
 from credo.methods.scoring import score_items
-from credo.pipeline.runner import RunResult, build_kernels, grade_items
+from credo.pipeline.ending import end_run
+from credo.pipeline.runner import ANSWER_SETS, RunResult, build_kernels, grade_items, method_specs
 from credo.plan.samples import ORIGINAL, PERTURBED, ItemSamples, Sample
 from credo.tasks.answers import Answer
 from credo.tasks.base import AnswerFormat, Item, Task
@@ -40,7 +39,7 @@ def score_generations(
     t0 = time.perf_counter()
     task = _task(generations, fmt)
     _assign_roles(pool, config)
-    specs = [get_method(name) for name in config.methods]
+    specs = method_specs(config.methods)
     pool.preflight(_roles(pool, config, specs))
     by_item: dict[str, dict[str, list[GivenSample]]] = defaultdict(lambda: defaultdict(list))
     for s in generations.samples:
@@ -57,7 +56,7 @@ def score_generations(
     }
     answers = [
         ItemSamples(it.id, {n: s for n, (s, _) in generated[it.id].items()
-                            if n in (ORIGINAL, PERTURBED, "paraphrased")},
+                            if n in ANSWER_SETS},
                     fmt, len(it.choices))
         for it in task.items
     ]
@@ -76,10 +75,11 @@ def score_generations(
                  "ccp_min_prob": config.baselines.ccp_min_prob},
         available_sets=present,
     )
-    metrics = evaluate_items(items, config.methods, config.ece_bins, config.bootstrap, config.seed)
-    response_metrics = evaluate_responses(
-        items, config.methods, config.ece_bins, config.bootstrap, config.seed
-    )
+    ledger = pool.ledger.to_dict()
+    # the given prefixes are not tested for neutrality (as before issue 22)
+    ending = end_run(items, config, incomplete=incomplete,
+                     stopped_by_budget=bool(ledger.get("stopped_by_budget")),
+                     test_neutrality=False)
     run_stats: dict[str, int | float | str] = {
         "items": len(items),
         "seconds_total": round(time.perf_counter() - t0, 2),
@@ -91,9 +91,9 @@ def score_generations(
         **stats,
     }
     return RunResult(
-        config, task, f"given:{generations.layout}:{generations.source}", items, metrics,
-        run_stats, {}, response_metrics, unavailable_reasons(items, config.methods),
-        incomplete=incomplete, source=generations.source, ledger=pool.ledger.to_dict(),
+        config, task, f"given:{generations.layout}:{generations.source}", items,
+        ending.metrics, run_stats, {}, ending.response_metrics, ending.unavailable,
+        incomplete=incomplete, source=generations.source, ledger=ledger,
     )
 
 

@@ -19,7 +19,9 @@ Files
                         (000 App. A.2), when the result carries them
 ``report.md``           the tables a reader wants first
 ``run_status.json``     written last: complete, or incomplete (items whose requests failed;
-                        a rerun completes them); absent when writing was interrupted
+                        a rerun completes them), with the run's outcome (complete,
+                        incomplete-budget, incomplete-failures, neutrality-failed);
+                        absent when writing was interrupted
 ``report.html``         the self-contained HTML report with figures (credo.report.html)
 ``scores.parquet``, ``samples.parquet``  the same tables for pandas / polars
 """
@@ -129,6 +131,7 @@ def write_run(result: RunResult, out: str | Path) -> Path:
     jsonio.write_text(out / "report.md", render_markdown(result))
     status = {
         "status": "incomplete" if result.incomplete else "complete",
+        "outcome": result.outcome.value,  # issue 22: credo.pipeline.ending.Outcome
         "items": len(result.items),
         "items_incomplete": len(result.incomplete),
         **({"stopped_by_budget": True} if result.stopped_by_budget else {}),

@@ -1,0 +1,121 @@
+"""One ending of a run (issue 22): evaluation, post-hoc calibration, the neutrality test
+and the run's outcome, shared by ``credo run``, ``credo score``, ``credo study``,
+:func:`credo.run`, :func:`credo.api.score` and :func:`credo.api.study`.
+
+:func:`end_run` is what every pipeline calls once its items are scored: the item-level
+and response-level metrics (with the config's ``calibrate``), why a method has no score
+on some items, 000 App. A.3's neutrality test when the run generated perturbed samples,
+and the :class:`Outcome`. :func:`decide_outcome` is the one rule for the outcome; the
+command line maps it to an exit status (:data:`EXIT_STATUS`), the Python API raises
+:class:`~credo.errors.NeutralityFailed` for :attr:`Outcome.NEUTRALITY_FAILED` once the
+run folder is written.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from credo.config import RunConfig
+from credo.evaluate.neutrality import neutrality_record
+from credo.evaluate.tables import evaluate_items, evaluate_responses, unavailable_reasons
+from credo.methods.scoring import ItemResult
+from credo.plan.samples import ORIGINAL, PERTURBED
+
+log = logging.getLogger(__name__)
+
+__all__ = ["EXIT_STATUS", "Ending", "Outcome", "decide_outcome", "end_run", "neutrality_test"]
+
+
+class Outcome(StrEnum):
+    """How a run ended (issue 22)."""
+
+    COMPLETE = "complete"
+    """Every item scored; the prefixes passed the gate (or it is not ``fail``)."""
+    INCOMPLETE_BUDGET = "incomplete-budget"
+    """The cost budget (``max_cost_usd``) left items ungenerated; a rerun resumes."""
+    INCOMPLETE_FAILURES = "incomplete-failures"
+    """Requests failed after the backend's retries; a rerun retries them."""
+    NEUTRALITY_FAILED = "neutrality-failed"
+    """The prefixes failed App. A.3's test under ``perturbation.neutrality: fail``."""
+
+
+EXIT_STATUS: Mapping[Outcome, int] = {
+    Outcome.COMPLETE: 0,
+    Outcome.INCOMPLETE_BUDGET: 3,
+    Outcome.INCOMPLETE_FAILURES: 3,
+    Outcome.NEUTRALITY_FAILED: 4,
+}
+"""The command line's exit status of each outcome (``credo --help``)."""
+
+
+@dataclass(frozen=True)
+class Ending:
+    """What :func:`end_run` computed: the metrics (``credo.evaluate.tables``), the
+    unavailable reasons, the neutrality record (empty when not tested) and the outcome."""
+
+    metrics: dict[str, dict[str, float]]
+    response_metrics: dict[str, dict[str, float]]
+    unavailable: dict[str, str]
+    outcome: Outcome
+    neutrality: dict[str, Any] = field(default_factory=dict)
+
+
+def end_run(
+    items: Sequence[ItemResult],
+    config: RunConfig,
+    *,
+    incomplete: Mapping[str, str],
+    stopped_by_budget: bool,
+    test_neutrality: bool,
+) -> Ending:
+    """The ending of a run whose items are scored: evaluation with the config's bins,
+    bootstrap, seed and post-hoc calibration, the unavailable reasons, the neutrality
+    test (when ``test_neutrality``: the run generated perturbed samples) and the outcome
+    (:func:`decide_outcome`)."""
+    args = (items, config.methods, config.ece_bins, config.bootstrap, config.seed,
+            config.calibrate)
+    record = neutrality_test(items, config) if test_neutrality else {}
+    return Ending(
+        metrics=evaluate_items(*args),
+        response_metrics=evaluate_responses(*args),
+        unavailable=unavailable_reasons(items, config.methods),
+        outcome=decide_outcome(incomplete, stopped_by_budget, record,
+                               config.perturbation.neutrality),
+        neutrality=record,
+    )
+
+
+def decide_outcome(
+    incomplete: Mapping[str, str],
+    stopped_by_budget: bool,
+    neutrality: Mapping[str, Any],
+    gate: str,
+) -> Outcome:
+    """The outcome of a run: incomplete items first (the budget's before failures'), then
+    the neutrality gate; a run with incomplete items is never judged on neutrality."""
+    if incomplete:
+        return Outcome.INCOMPLETE_BUDGET if stopped_by_budget else Outcome.INCOMPLETE_FAILURES
+    if gate == "fail" and neutrality and not neutrality["neutral"]:
+        return Outcome.NEUTRALITY_FAILED
+    return Outcome.COMPLETE
+
+
+def neutrality_test(items: Sequence[ItemResult], config: RunConfig) -> dict[str, Any]:
+    """App. A.3's test on the run's own samples: Δ = #correct perturbed − #correct
+    original per item, mean with a bootstrap CI (``perturbation.neutrality`` off: none)."""
+    if config.perturbation.neutrality == "off":
+        return {}
+    rows = [(r.item.id, r.set_correct.get(ORIGINAL, ()), r.set_correct.get(PERTURBED, ()))
+            for r in items]
+    record = neutrality_record(rows, seed=config.seed)
+    if record is not None and not record["neutral"]:
+        log.info(
+            "the prefixes are not neutral for this model: mean Δ = %+.2f of %d samples, 95%% CI"
+            " [%+.2f, %+.2f] (000 App. A.3); C3 is confounded by them",
+            record["mean_delta"], record["samples_per_set"], record["low"], record["high"],
+        )
+    return record or {}
