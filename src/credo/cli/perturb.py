@@ -221,14 +221,14 @@ class _executor:
 
     def __enter__(self):
         from credo.generation.pool import ModelPool
+        from credo.generation.roles import assign_roles, single_role
 
-        options = {"base_url": self.args.base_url} if self.args.base_url else {}
         self.pool = ModelPool(
             cache_path=self.args.cache or self.run_cache,
             seed=self.args.seed,
             show_progress=not self.args.quiet,
         )
-        self.pool.assign(self.role, self.spec, options)
+        assign_roles(self.pool, single_role(self.role, self.spec, base_url=self.args.base_url))
         try:  # issue 20: the model is there before any call
             self.pool.preflight([self.role], {self.role: _FLAG[self.role]})
         except BaseException:

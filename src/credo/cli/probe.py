@@ -72,16 +72,14 @@ def cmd_probe(args: argparse.Namespace) -> int:
     from credo.config import default_cache_path
     from credo.errors import UserError
     from credo.generation.pool import MODEL, ModelPool
+    from credo.generation.roles import assign_roles, single_role
 
     if not args.model.startswith("openai:"):
         raise UserError(f"--model {args.model!r}: credo probe asks served models (openai:<m>)")
-    options: dict[str, Any] = {"base_url": base_url_option(args.base_url), "probe": False}
-    if args.label:
-        options["label"] = args.label
-    if args.api_key_env:
-        options["api_key_env"] = args.api_key_env
+    roles = single_role(MODEL, args.model, base_url=base_url_option(args.base_url),
+                        label=args.label, api_key_env=args.api_key_env, probe=False)
     with ModelPool(cache_path=default_cache_path(args.cache), show_progress=False) as pool:
-        pool.assign(MODEL, args.model, options)
+        assign_roles(pool, roles)
         found = pool.probe(MODEL)
         where = pool.probes.path
     table = Table(title=f"{found.identity} · {found.requests} requests · {found.seconds:.1f} s")

@@ -26,11 +26,12 @@ from credo.config import RunConfig
 from credo.errors import UserError
 from credo.generation.executor import Executor, RequestsFailed
 from credo.generation.pool import GRADER, JUDGE, MODEL, PARAPHRASER, WRITER, ModelPool
+from credo.generation.roles import assign_roles as assign
+from credo.generation.roles import run_roles as role_map
 from credo.kernels.registry import ItemKernels, KernelContext, build_kernel, get_kernel
 from credo.methods import get_method
 from credo.methods.base import MethodSpec
 from credo.methods.scoring import GeneratedSets, ItemResult, score_items
-from credo.models.weights import STRONGEST_EMBEDDED, is_embedded_spec
 from credo.perturb.context import PerturbationSet, generate_perturbations
 from credo.perturb.corpus import corpus_perturbations, load_corpus
 from credo.perturb.paraphrase import ParaphraseSet, generate_paraphrases
@@ -116,42 +117,9 @@ class RunResult:
 
 
 def assign_roles(pool: ModelPool, config: RunConfig) -> None:
-    """The run's roles from its config; roles already assigned (models handed in) stay.
-
-    The writer defaults to the model under test, the paraphraser to the writer, the
-    grader to the judge and the judge to the model under test; a role naming the run's
-    own model shares it (one server, whatever its options say).
-    """
-    pool.assign(MODEL, config.model, config.model_options)
-    _assign_or_share(pool, WRITER, _writer_spec(pool, config), {}, MODEL, config)
-    _assign_or_share(pool, PARAPHRASER, config.baselines.paraphrase_generator, {}, WRITER, config)
-    _assign_or_share(pool, JUDGE, config.judge.model, config.judge.model_options, MODEL, config)
-    if config.grader is None:
-        pool.assign(GRADER, same_as=JUDGE)
-    else:
-        _assign_or_share(pool, GRADER, config.grader.model, config.grader.model_options,
-                         MODEL, config)
-
-
-def _writer_spec(pool: ModelPool, config: RunConfig) -> str | None:
-    """The perturbation writer (issue 16: the writer decides whether C3 works): the one
-    the config names, else the strongest embedded model when the model under test is an
-    embedded one (a served model under test writes its own prefixes), else the model under
-    test (``None``: a model handed in, as tests do)."""
-    if config.perturbation.generator is not None:
-        return config.perturbation.generator
-    if pool.handed_in(MODEL) or not is_embedded_spec(config.model):
-        return None
-    return STRONGEST_EMBEDDED
-
-
-def _assign_or_share(
-    pool: ModelPool, role: str, spec: str | None, options: dict, default: str, config: RunConfig
-) -> None:
-    if spec is None or spec == config.model:
-        pool.assign(role, same_as=default if spec is None else MODEL)
-    else:
-        pool.assign(role, spec, options)
+    """The run's roles from its config (:func:`credo.generation.roles.run_roles`); roles
+    already assigned (models handed in) stay."""
+    assign(pool, role_map(config, model_handed_in=pool.handed_in(MODEL)))
 
 
 def run_pipeline(config: RunConfig, pool: ModelPool, task: Task | None = None) -> RunResult:

@@ -18,6 +18,7 @@ from collections import defaultdict
 from credo.config import RunConfig
 from credo.errors import UserError
 from credo.generation.pool import GRADER, JUDGE, ModelPool
+from credo.generation.roles import assign_roles, score_roles
 from credo.methods.scoring import score_items
 from credo.pipeline.ending import end_run
 from credo.pipeline.runner import ANSWER_SETS, RunResult, build_kernels, grade_items, method_specs
@@ -38,7 +39,7 @@ def score_generations(
     """
     t0 = time.perf_counter()
     task = _task(generations, fmt)
-    _assign_roles(pool, config)
+    assign_roles(pool, score_roles(config))  # no model under test: judges only
     specs = method_specs(config.methods)
     pool.preflight(_roles(pool, config, specs))
     by_item: dict[str, dict[str, list[GivenSample]]] = defaultdict(lambda: defaultdict(list))
@@ -95,17 +96,6 @@ def score_generations(
         ending.metrics, run_stats, {}, ending.response_metrics, ending.unavailable,
         incomplete=incomplete, source=generations.source, ledger=ledger,
     )
-
-
-def _assign_roles(pool: ModelPool, config: RunConfig) -> None:
-    """Only judges: there is no model under test. The judge kernel asks ``judge.model``,
-    the graders ``grader.model`` (default: the judge); neither is loaded unless used."""
-    if config.judge.model:
-        pool.assign(JUDGE, config.judge.model, config.judge.model_options)
-    if config.grader is not None and config.grader.model:
-        pool.assign(GRADER, config.grader.model, config.grader.model_options)
-    elif pool.has(JUDGE):
-        pool.assign(GRADER, same_as=JUDGE)
 
 
 def _roles(pool: ModelPool, config: RunConfig, specs: list) -> list[str]:

@@ -31,10 +31,12 @@ from typing import Any
 
 import numpy as np
 
-from credo.config import DEFAULT_MODEL_OPTIONS, PerturbationKind, StrengthConfig
+from credo.config import DEFAULT_MODEL_OPTIONS, PerturbationKind, RoleConfig, StrengthConfig
 from credo.errors import UserError
 from credo.generation.executor import Executor
-from credo.generation.pool import JUDGE, MODEL, SURPRISAL, WRITER, ModelPool
+from credo.generation.pool import SURPRISAL, ModelPool
+from credo.generation.roles import assign_roles as assign
+from credo.generation.roles import judge_role, model_role, strength_roles, writer_role
 from credo.models.base import Model
 from credo.models.embedders import Embedder
 from credo.models.weights import is_embedded_spec
@@ -110,7 +112,7 @@ def run_strength_pipeline(
     task = strength_task(config, task)
     items = [it for it in task.items if it.choices]
     assign_roles(pool, config)
-    pool.preflight(strength_roles(pool, config))  # every role checked before any call
+    pool.preflight(preflight_roles(pool, config))  # every role checked before any call
     embedder = pool.embedder(config.embedder)
     scorer = pool.executor(SURPRISAL) if pool.has(SURPRISAL) else None
     rows: list[StrengthRow] = []
@@ -149,21 +151,6 @@ def strength_task(config: StrengthConfig, task: Task | None = None) -> Task:
 # ---------------------------------------------------------------------- roles
 
 
-def model_role(spec: str) -> str:
-    """The pool role of model under test ``spec``."""
-    return f"{MODEL}/{spec}"
-
-
-def writer_role(spec: str) -> str:
-    """The pool role writing the perturbations of model under test ``spec``."""
-    return f"{WRITER}/{spec}"
-
-
-def judge_role(spec: str) -> str:
-    """The pool role rating the perturbations of model under test ``spec`` (Fig. 17)."""
-    return f"{JUDGE}/{spec}"
-
-
 def model_options(spec: str, options: Mapping[str, Any]) -> dict[str, Any]:
     """The load options of ``spec``: ``options`` for an embedded model, none otherwise."""
     return dict(options) if is_embedded_spec(spec) else {}
@@ -175,39 +162,23 @@ def assign_roles(
     models: Mapping[str, Model] | None = None,
     scorer: Model | None = None,
 ) -> None:
-    """The strength run's roles; roles already assigned stay.
-
-    Per model under test ``spec``: :func:`model_role`, :func:`writer_role` and
-    :func:`judge_role` (``config.writer`` / ``config.judge``; None = the model itself).
-    A spec in ``models`` is that model; any other spec is loaded by the pool, embedded
-    models with ``config.model_options``, so roles naming one spec share one model. The
-    surprisal role is ``scorer`` when given, else ``forced:<config.surprisal_model>``
-    when that model can score given text (:func:`surprisal_spec`), else unassigned.
-    """
-    given = models or {}
-
-    def put(role: str, spec: str) -> None:
-        if spec in given:
-            pool.assign(role, model=given[spec])
-        else:
-            pool.assign(role, spec, model_options(spec, config.model_options))
-
-    for spec in config.models:
-        put(model_role(spec), spec)
-        for role, other in ((writer_role(spec), config.writer), (judge_role(spec), config.judge)):
-            if other is None:
-                pool.assign(role, same_as=model_role(spec))
-            else:
-                put(role, other)
+    """The strength run's roles (:func:`credo.generation.roles.strength_roles`); roles
+    already assigned stay. A spec in ``models`` is that model, for every role naming it;
+    the surprisal role is ``scorer`` when given, else ``forced:<config.surprisal_model>``
+    when that model can score given text (:func:`surprisal_spec`), else unassigned."""
+    roles = strength_roles(config)
+    for role, played in roles.items():
+        if isinstance(played, RoleConfig) and played.model in (models or {}):
+            pool.assign(role, model=(models or {})[played.model])
     if scorer is not None:
         pool.assign(SURPRISAL, model=scorer)
-    elif config.surprisal_model and not pool.has(SURPRISAL):
+    forced = None
+    if scorer is None and config.surprisal_model and not pool.has(SURPRISAL):
         forced = surprisal_spec(config.surprisal_model)
-        if forced is not None:
-            pool.assign(SURPRISAL, forced)
+    assign(pool, strength_roles(config, forced))
 
 
-def strength_roles(pool: ModelPool, config: StrengthConfig) -> list[str]:
+def preflight_roles(pool: ModelPool, config: StrengthConfig) -> list[str]:
     """Every role a strength run asks, in stage order (issue 20: the preflight's list)."""
     roles = [r for spec in config.models
              for r in (model_role(spec), writer_role(spec), judge_role(spec))]
