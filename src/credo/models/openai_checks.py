@@ -2,19 +2,19 @@
 (:class:`~credo.models.openai_compat.OpenAIModel`): the preflight, the probe's requests and
 what a probe sets. The probe's questions and conclusions are :mod:`credo.models.openai_probe`'s.
 
-Preflight. :meth:`OpenAIModel.preflight` sends one ``GET {base_url}/models`` to every
-replica (timeout ``preflight_timeout``) before a run's first call, so an unreachable
-server is a one-line :class:`~credo.errors.UserError` rather than a run of failed
-requests; any HTTP answer counts as reachable, except a 401/403, which is the key's error
-raised early.
+Preflight. :meth:`~credo.models.openai_compat.OpenAIModel.preflight` sends one
+``GET {base_url}/models`` to every replica (timeout ``preflight_timeout``) before a run's
+first call, so an unreachable server is a one-line :class:`~credo.errors.UserError`
+rather than a run of failed requests; any HTTP answer counts as reachable, except a
+401/403, which is the key's error raised early.
 
-Probe. :meth:`OpenAIModel.probe` asks the first replica a handful of tiny requests
-(:mod:`credo.models.openai_probe`): whether it honours ``n``, whether a seed reproduces
-its sample, whether the children of a call follow the seed contract, whether it returns
-logprobs (how many alternatives) and whether it obeys a grammar.
-:meth:`OpenAIModel.apply_probe` sets from that what the options left open
-(``supports_n``, ``max_n``, ``logprobs``, ``grammar``); an option given explicitly always
-wins.
+Probe. :meth:`~credo.models.openai_compat.OpenAIModel.probe` asks the first replica a
+handful of tiny requests (:mod:`credo.models.openai_probe`): whether it honours ``n``,
+whether a seed reproduces its sample, whether the children of a call follow the seed
+contract, whether it returns logprobs (how many alternatives) and whether it obeys a
+grammar. :meth:`~credo.models.openai_compat.OpenAIModel.apply_probe` sets from that what
+the options left open (``supports_n``, ``max_n``, ``logprobs``, ``grammar``); an option
+given explicitly always wins.
 """
 
 from __future__ import annotations

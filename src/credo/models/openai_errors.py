@@ -12,7 +12,7 @@ arrives as one too), or a malformed reply: a body that is not JSON (the client r
 back a string, a list or a half-empty ``ChatCompletion``), fewer or more choices than
 asked, or a choice whose ``message`` or ``content`` is missing or null. An empty string
 with a finish reason is a real sample, not a fault. Every retried call adds one to
-:attr:`OpenAIModel.retries`.
+:attr:`~credo.models.openai_compat.OpenAIModel.retries`.
 
 Failures. Another 4xx (400, 404, 422, …) fails its request at once, except a 404
 before any call of that replica succeeded: a wrong URL or model name, which raises
