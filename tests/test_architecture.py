@@ -177,3 +177,10 @@ def test_the_command_line_starts_light(statement):
     done = _fresh_python(code)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "", f"{statement} loaded {done.stdout.strip()}"
+
+
+def test_the_openai_backend_stays_split_by_concern():
+    """Issue 22: requests, replicas, retries and errors, checks and the loop live in
+    modules of their own; ``openai_compat.py`` keeps the model that ties them together."""
+    lines = (SRC / "credo" / "models" / "openai_compat.py").read_text(encoding="utf-8")
+    assert len(lines.splitlines()) < 500

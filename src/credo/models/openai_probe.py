@@ -26,7 +26,8 @@ handful of tiny requests (at most :data:`MAX_PROBE_REQUESTS`, sent one after ano
 A 4xx answer is a "no" to what was asked; any other failure (after one retry) stops the
 probe, whose record then lists it in ``errors`` (incomplete: nothing is concluded and
 nothing stored). The backend (:class:`~credo.models.openai_compat.OpenAIModel`) sends
-the requests; this module holds the questions and the conclusions.
+the requests (:mod:`credo.models.openai_checks`); this module holds the questions and the
+conclusions.
 """
 
 from __future__ import annotations

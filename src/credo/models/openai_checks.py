@@ -1,0 +1,161 @@
+"""The checks of an OpenAI-compatible server before a run
+(:class:`~credo.models.openai_compat.OpenAIModel`): the preflight, the probe's requests and
+what a probe sets. The probe's questions and conclusions are :mod:`credo.models.openai_probe`'s.
+
+Preflight. :meth:`~credo.models.openai_compat.OpenAIModel.preflight` sends one
+``GET {base_url}/models`` to every replica (timeout ``preflight_timeout``) before a run's
+first call, so an unreachable server is a one-line :class:`~credo.errors.UserError`
+rather than a run of failed requests; any HTTP answer counts as reachable, except a
+401/403, which is the key's error raised early.
+
+Probe. :meth:`~credo.models.openai_compat.OpenAIModel.probe` asks the first replica a
+handful of tiny requests (:mod:`credo.models.openai_probe`): whether it honours ``n``,
+whether a seed reproduces its sample, whether the children of a call follow the seed
+contract, whether it returns logprobs (how many alternatives) and whether it obeys a
+grammar. :meth:`~credo.models.openai_compat.OpenAIModel.apply_probe` sets from that what
+the options left open (``supports_n``, ``max_n``, ``logprobs``, ``grammar``); an option
+given explicitly always wins.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Set
+from typing import Any, Protocol
+
+from credo.errors import UserError
+from credo.models.openai_errors import (
+    Fail,
+    MalformedReply,
+    OpenAIGenerationError,
+    Retry,
+    connection_reason,
+    key_refused,
+)
+from credo.models.openai_probe import ProbeRefused, ServerProbe
+from credo.models.openai_replicas import Replica
+from credo.models.openai_requests import checked_choices, get
+
+
+def preflight_replica(
+    replica: Replica, api_key: str | None, api_key_env: str, timeout: float
+) -> None:
+    """One ``GET {url}/models`` to ``replica``: raise :class:`~credo.errors.UserError` when
+    it cannot be reached (refused, unknown host, no answer within ``timeout`` seconds) or
+    refuses the key (401/403); any other HTTP answer passes."""
+    import openai
+
+    client = openai.OpenAI(
+        api_key=api_key,
+        base_url=replica.url,
+        timeout=timeout,
+        max_retries=0,
+        default_headers=replica.headers,
+        default_query=replica.query or None,
+    )
+    try:
+        client.models.list()
+    except openai.APIConnectionError as exc:  # APITimeoutError included
+        raise UserError(
+            f"cannot reach the OpenAI-compatible server at {replica.url}: "
+            f"{connection_reason(exc)}"
+        ) from exc
+    except openai.APIStatusError as exc:
+        if exc.status_code in (401, 403):
+            raise key_refused(exc.status_code, replica, api_key_env, api_key) from None
+    except (openai.OpenAIError, ValueError):
+        pass  # an HTTP answer that is not a model list: the server is there
+    finally:
+        client.close()
+
+
+async def send_probe_request(
+    client: Any,
+    kwargs: dict[str, Any],
+    timeout: float,
+    attempts: int,
+    verdict_of: Callable[[Exception], Retry | Fail],
+    backoff: Callable[[int], float],
+    where: str,
+) -> Any:
+    """One probe request (on the loop thread): the reply as ``client`` gives it, once it is
+    a chat completion whose choices all have a text (their number is the probe's
+    business). Tried ``attempts`` times at most, each given ``timeout`` seconds;
+    ``verdict_of`` classifies a failure (it raises what no retry concerns), ``backoff``
+    gives the wait before retry ``k + 1``. Raises
+    :class:`~credo.models.openai_probe.ProbeRefused` for a 4xx no retry mends and
+    :class:`~credo.models.openai_errors.OpenAIGenerationError` (naming ``where``) when the
+    tries run out."""
+    for attempt in range(attempts):
+        try:
+            reply = await asyncio.wait_for(
+                client.chat.completions.create(**kwargs), timeout=timeout
+            )
+            checked_choices(reply, len(get(reply, "choices") or ()) or 1)
+            return reply
+        except MalformedReply as exc:
+            verdict: Retry | Fail = Retry(f"malformed reply: {exc}")
+        except TimeoutError:
+            verdict = Retry(f"no answer within {timeout} s")
+        except Exception as exc:
+            verdict = verdict_of(exc)
+        if isinstance(verdict, Fail):
+            raise ProbeRefused(verdict.reason)
+        if attempt + 1 < attempts:
+            wait = verdict.retry_after
+            await asyncio.sleep(wait if wait is not None else backoff(attempt))
+    raise OpenAIGenerationError(f"{where} failed after {attempts} attempts: {verdict.reason}")
+
+
+class Probed(Protocol):
+    """What a probe sets on a model (:class:`~credo.models.openai_compat.OpenAIModel`)."""
+
+    probed: ServerProbe | None
+    supports_n: bool
+    max_n: int | None
+    logprobs: bool
+    max_top_logprobs: int
+    grammar_field: str | None
+    seeds_reproducible: bool | None
+
+    @property
+    def identity(self) -> str: ...
+
+
+def apply_probe(model: Probed, probe: ServerProbe, explicit: Set[str]) -> list[str]:
+    """Set on ``model`` what the options left open (those not in ``explicit``) from
+    ``probe``; the warnings the user should see (see
+    :meth:`~credo.models.openai_compat.OpenAIModel.apply_probe`)."""
+    model.probed = probe
+    name = model.identity
+    if not probe.complete:
+        return [f"{name}: the probe of the server did not finish "
+                f"({probe.errors[0]}); using model_options as given"]
+    warnings = []
+    if "supports_n" not in explicit:
+        together = bool(probe.honours_n) and probe.seed_contract is not False
+        if model.supports_n and not together:
+            why = ("does not honour n" if not probe.honours_n
+                   else "does not seed the children of a call seed + j")
+            warnings.append(f"{name}: the server {why}: one call per sample, "
+                            "seeded seed + j (model_options.supports_n overrides)")
+        model.supports_n = together
+    if "max_n" not in explicit:
+        model.max_n = probe.max_n
+    if "logprobs" not in explicit:
+        model.logprobs = bool(probe.logprobs)
+        model.max_top_logprobs = probe.top_logprobs if probe.logprobs else 0
+        if not probe.logprobs:
+            warnings.append(f"{name}: the server returns no logprobs: methods "
+                            "that need them are not available")
+    if "grammar" not in explicit:
+        model.grammar_field = probe.grammar
+    model.seeds_reproducible = probe.deterministic
+    if probe.deterministic is False:
+        warnings.append(f"{name}: the server does not reproduce a sample from "
+                        "its seed: samples are not reproducible (the cache still holds "
+                        "them, so a rerun reads them back)")
+    return warnings
+
+
+__all__ = ["Probed", "apply_probe", "preflight_replica", "send_probe_request"]
