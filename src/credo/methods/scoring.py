@@ -53,6 +53,36 @@ class ItemResult:
         """p̄: mean correctness over the n original samples (000 App. E.2)."""
         return float(np.mean(self.correct)) if self.correct else math.nan
 
+    @property
+    def answer_index(self) -> int | None:
+        """The original sample whose answer credo gives for this item (issue 23): the
+        first sample of the modal parsed answer (self-consistency's majority vote, ties
+        to the answer seen first); None when no original sample has a parsed answer."""
+        values = [s.answer.value for s in self.original]
+        parsed = [v for v in values if v is not None]
+        if not parsed:
+            return None
+        counts = {v: parsed.count(v) for v in dict.fromkeys(parsed)}
+        modal = max(counts, key=counts.__getitem__)  # first of the most frequent
+        return values.index(modal)
+
+    @property
+    def answer(self) -> str | None:
+        """The answer credo gives (:attr:`answer_index`'s), or None."""
+        i = self.answer_index
+        return None if i is None else self.original[i].answer.value
+
+    @property
+    def answer_correct(self) -> float:
+        """Whether :attr:`answer` is correct (1.0 / 0.0; a grade in [0, 1] for graded
+        open answers); NaN when the item has no gold or no parsed answer. What a
+        certificate's selective risk counts (issue 23)."""
+        i = self.answer_index
+        if i is None:
+            return 0.0 if self.correct and not math.isnan(self.performance) else math.nan
+        value = self.correct[i] if i < len(self.correct) else math.nan
+        return float(value)
+
 
 def score_items(
     task: Task,

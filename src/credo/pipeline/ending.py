@@ -14,6 +14,7 @@ run folder is written.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -27,7 +28,8 @@ from credo.plan.samples import ORIGINAL, PERTURBED
 
 log = logging.getLogger(__name__)
 
-__all__ = ["EXIT_STATUS", "Ending", "Outcome", "decide_outcome", "end_run", "neutrality_test"]
+__all__ = ["EXIT_STATUS", "Ending", "Outcome", "decide_outcome", "end_run", "labelled",
+           "neutrality_test"]
 
 
 class Outcome(StrEnum):
@@ -78,15 +80,22 @@ def end_run(
     (:func:`decide_outcome`)."""
     args = (items, config.methods, config.ece_bins, config.bootstrap, config.seed,
             config.calibrate)
-    record = neutrality_test(items, config) if test_neutrality else {}
+    graded = labelled(items)
+    record = neutrality_test(items, config) if test_neutrality and graded else {}
     return Ending(
-        metrics=evaluate_items(*args),
-        response_metrics=evaluate_responses(*args),
+        metrics=evaluate_items(*args) if graded else {},
+        response_metrics=evaluate_responses(*args) if graded else {},
         unavailable=unavailable_reasons(items, config.methods),
         outcome=decide_outcome(incomplete, stopped_by_budget, record,
                                config.perturbation.neutrality),
         neutrality=record,
     )
+
+
+def labelled(items: Sequence[ItemResult]) -> bool:
+    """Whether any item's correctness is known: a run on questions without gold answers
+    (issue 23) is scored, not evaluated (no metrics, no neutrality test)."""
+    return any(not math.isnan(r.performance) for r in items)
 
 
 def decide_outcome(

@@ -573,7 +573,18 @@ def grade_items(
     incomplete: dict[str, str],
 ) -> dict[str, tuple[bool | float, ...]]:
     """The grading stage: correctness of every original sample (``config.grader``, or
-    the judge, grades what needs a judge)."""
+    the judge, grades what needs a judge). An item without a gold answer (a question a
+    user wants answered, issue 23) is not graded: its correctness is unknown (NaN), and
+    the evaluation leaves it out."""
+    unknown = {it.id for it in task.items if not it.gold}
+    out: dict[str, tuple[bool | float, ...]] = {
+        s.item_id: tuple(math.nan for _ in s.sets[ORIGINAL])
+        for s in answers if s.item_id in unknown
+    }
+    if len(unknown) == len(task.items):
+        return out
+    task = dataclasses.replace(task, items=tuple(it for it in task.items if it.gold))
+    answers = [s for s in answers if s.item_id not in unknown]
     settings = config.grader or config.judge
     ctx = GradingContext(
         task,
@@ -582,4 +593,4 @@ def grade_items(
         stats=stats,
         incomplete=incomplete,
     )
-    return grade_originals(ctx, {s.item_id: s.sets[ORIGINAL] for s in answers})
+    return out | grade_originals(ctx, {s.item_id: s.sets[ORIGINAL] for s in answers})

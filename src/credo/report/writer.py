@@ -502,6 +502,10 @@ def _score_rows(result: RunResult):
             "gold": r.item.gold,
             "p_bar": r.performance,  # NaN (null in the file) when correctness is unknown
             "label": None if math.isnan(r.performance) else int(r.performance >= 0.5),
+            # the answer credo gives (the modal original answer) and its correctness, what
+            # a certificate's selective risk counts (issue 23); null when unknown
+            "answer": r.answer,
+            "answer_correct": r.answer_correct,
             "scores": r.scores,
             "original_answers": [s.answer.value for s in r.original],
             "perturbed_answers": [s.answer.value for s in r.perturbed],
