@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import time
@@ -65,8 +66,9 @@ def run(
     (:mod:`credo.report.writer`).
     """
     from credo.generation.pool import JUDGE, MODEL, WRITER
-    from credo.pipeline.runner import run_pipeline
+    from credo.pipeline.runner import configured_task, run_pipeline
 
+    task = configured_task(config) if task is None else task  # a bad task fails first
     if write:
         check_writable(config.out, "the run folder (out)")
     with _config_pool(
@@ -145,10 +147,13 @@ def run_strength(
 
 def check_writable(folder: str | Path, what: str) -> None:
     """Fail with a :class:`UserError` naming ``folder`` unless a file can be written there,
-    before any model is called (the folder is created if missing)."""
+    before any model is called. The folders it creates to find out are removed again, so
+    a run that fails later (a bad cache, model or row) leaves no run folder behind (issue
+    21); the run's writer creates the folder when it has something to write."""
     from credo.errors import UserError
 
     path = Path(folder)
+    missing = [p for p in (path, *path.parents) if not p.exists()]  # deepest first
     probe = path / f".credo-write-check-{os.getpid()}"
     try:
         path.mkdir(parents=True, exist_ok=True)
@@ -156,6 +161,10 @@ def check_writable(folder: str | Path, what: str) -> None:
         probe.unlink()
     except OSError as e:
         raise UserError(f"{path}: cannot write {what}: {e.strerror or e}") from None
+    finally:
+        for created in missing:
+            with contextlib.suppress(OSError):  # not empty: another process wrote there
+                created.rmdir()
 
 
 def _config_pool(
@@ -350,11 +359,13 @@ def study(
     from contextlib import ExitStack
 
     from credo.generation.pool import JUDGE, MODEL, WRITER
-    from credo.pipeline.runner import run_pipeline
+    from credo.pipeline.runner import configured_task, run_pipeline
 
+    configs = config.run_configs()
+    # every task is read before the first run: a bad one leaves no run folder (issue 21)
+    tasks = {cfg.task: configured_task(cfg) for cfg in configs}
     if write:
         check_writable(config.out, "the study folder (out)")
-    configs = config.run_configs()
     result = StudyResult(config)
     per_model = len(config.tasks)
     with ExitStack() as stack:
@@ -372,7 +383,7 @@ def study(
             ) as pool:
                 for cfg in configs[start:start + per_model]:
                     t0 = time.perf_counter()
-                    done = run_pipeline(cfg, pool)
+                    done = run_pipeline(cfg, pool, tasks[cfg.task])
                     if write:
                         from credo.report.writer import write_run
 
