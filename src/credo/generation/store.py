@@ -18,7 +18,8 @@ import hashlib
 import json
 import sqlite3
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 from credo.errors import UserError
@@ -76,6 +77,7 @@ class GenerationStore:
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
+        _refuse_other_files(self.path)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._db = sqlite3.connect(str(self.path))
@@ -86,11 +88,29 @@ class GenerationStore:
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.executescript(_SCHEMA)
             self._db.commit()
+            missing = _missing_columns(self._db)
         except sqlite3.DatabaseError as e:
             self._db.close()
             raise UserError(
                 f"{self.path}: not a credo cache (an SQLite file) or not writable (--cache): {e}"
             ) from None
+        if missing:
+            self._db.close()
+            raise UserError(
+                f"{self.path}: an SQLite file but not a credo cache (--cache): its tables lack "
+                f"{', '.join(missing)}"
+            )
+
+    @contextmanager
+    def _reading(self) -> Iterator[None]:
+        """Turn an SQLite error met in a query (pages of the file damaged after it opened:
+        "database disk image is malformed") into a :class:`UserError` naming the cache
+        (issue 21); the transaction of a write is rolled back by ``with self._db``."""
+        try:
+            yield
+        except sqlite3.DatabaseError as e:
+            raise UserError(f"{self.path}: the cache cannot be read or written (--cache): {e}"
+                            ) from None
 
     def close(self) -> None:
         """Close the database connection."""
@@ -104,7 +124,8 @@ class GenerationStore:
 
     def cached_indices(self, key: str) -> set[int]:
         """Sample indices already stored for ``key``."""
-        rows = self._db.execute("SELECT idx FROM samples WHERE key = ?", (key,))
+        with self._reading():
+            rows = self._db.execute("SELECT idx FROM samples WHERE key = ?", (key,)).fetchall()
         return {r[0] for r in rows}
 
     def get(self, key: str, indices: Iterable[int]) -> list[Generation]:
@@ -113,18 +134,24 @@ class GenerationStore:
         Raises KeyError naming the first missing index.
         """
         wanted = list(indices)
-        rows = self._db.execute(
-            "SELECT idx, text, finish_reason, completion_tokens, prompt_tokens, logprobs, seconds"
-            " FROM samples WHERE key = ?",
-            (key,),
-        ).fetchall()
+        with self._reading():
+            rows = self._db.execute(
+                "SELECT idx, text, finish_reason, completion_tokens, prompt_tokens, logprobs,"
+                " seconds FROM samples WHERE key = ?",
+                (key,),
+            ).fetchall()
         by_idx = {r[0]: r for r in rows}
         out = []
         for i in wanted:
             if i not in by_idx:
                 raise KeyError(f"sample {i} of request {key[:12]} is not cached")
             _, text, finish, ctoks, ptoks, lp, secs = by_idx[i]
-            out.append(Generation(text, finish, ctoks, ptoks, _decode_logprobs(lp), secs))
+            try:
+                logprobs = _decode_logprobs(lp)
+            except (ValueError, TypeError, RecursionError) as e:
+                raise UserError(f"{self.path}: sample {i} of request {key[:12]} has damaged "
+                                f"logprobs (--cache): {e}") from None
+            out.append(Generation(text, finish, ctoks, ptoks, logprobs, secs))
         return out
 
     def put(
@@ -150,7 +177,7 @@ class GenerationStore:
         together); as :meth:`put` for each, committed before returning. Returns the
         number of sample rows actually written."""
         now = time.time()
-        with self._db:
+        with self._reading(), self._db:
             self._db.executemany(
                 "INSERT OR IGNORE INTO requests (key, identity, request, created) VALUES (?,?,?,?)",
                 [(key, identity, request.model_dump_json(exclude={"seed", "n"}), now)
@@ -182,15 +209,54 @@ class GenerationStore:
 
     def count_samples(self) -> int:
         """Total number of stored samples."""
-        return int(self._db.execute("SELECT COUNT(*) FROM samples").fetchone()[0])
+        with self._reading():
+            return int(self._db.execute("SELECT COUNT(*) FROM samples").fetchone()[0])
 
     def stats(self) -> dict[str, int]:
         """Numbers of requests, samples and generated tokens in the cache."""
-        req = self._db.execute("SELECT COUNT(*) FROM requests").fetchone()[0]
-        n, toks = self._db.execute(
-            "SELECT COUNT(*), COALESCE(SUM(completion_tokens), 0) FROM samples"
-        ).fetchone()
+        with self._reading():
+            req = self._db.execute("SELECT COUNT(*) FROM requests").fetchone()[0]
+            n, toks = self._db.execute(
+                "SELECT COUNT(*), COALESCE(SUM(completion_tokens), 0) FROM samples"
+            ).fetchone()
         return {"requests": int(req), "samples": int(n), "completion_tokens": int(toks)}
+
+
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def _refuse_other_files(path: Path) -> None:
+    """A :class:`UserError` for an existing, non-empty file that is not SQLite: SQLite
+    itself takes a one-byte file for an empty database and writes over it (issue 21), so
+    the header is checked before connecting. A missing or empty file becomes a new cache."""
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(len(_SQLITE_MAGIC))
+    except (FileNotFoundError, IsADirectoryError):
+        return  # a new cache; or a folder, which sqlite3.connect refuses below
+    except OSError as e:
+        raise UserError(f"{path}: cannot open the cache there (--cache): {e.strerror or e}"
+                        ) from None
+    if head and head != _SQLITE_MAGIC:
+        raise UserError(f"{path}: not a credo cache (not an SQLite file) (--cache)")
+
+
+_COLUMNS = {
+    "requests": ("key", "identity", "request", "created"),
+    "samples": ("key", "idx", "seed", "text", "finish_reason", "completion_tokens",
+                "prompt_tokens", "logprobs", "seconds", "created"),
+}
+
+
+def _missing_columns(db: sqlite3.Connection) -> list[str]:
+    """``table.column`` for every column of :data:`_SCHEMA` a table of ``db`` lacks (an
+    SQLite file written by something else, whose same-named tables CREATE TABLE IF NOT
+    EXISTS keeps)."""
+    missing = []
+    for table, columns in _COLUMNS.items():
+        have = {row[1] for row in db.execute(f"PRAGMA table_info({table})")}
+        missing += [f"{table}.{c}" for c in columns if c not in have]
+    return missing
 
 
 def _encode_logprobs(lp: tuple[TokenLogprob, ...] | None) -> str | None:
