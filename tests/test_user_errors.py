@@ -127,3 +127,68 @@ def test_other_commands_use_the_same_error_surface(tmp_path, capsys):
     lines = [ln for ln in err.splitlines() if ln.strip()]
     assert len(lines) == 3 and all(ln.startswith("error:") for ln in lines), err
     assert "l.jsonl:1" in err
+
+
+# --------------------------------------------------------------------------- task specs
+# issue 21, item 5: a task spec that names no task, or gives a task an argument it does
+# not take, was a ValueError traceback (exit 1) through run, --dry-run, study and
+# strength run; it is a user error listing what is known, found before any model.
+
+SPECS = {
+    # spec -> words the one line must hold (what is wrong, what is known)
+    "file without a preset": ("file:{tmp}/rows.jsonl", ["file:<preset>:<path>", "gsm8k",
+                                                        "mmlu_csv", "arc", "svamp"]),
+    "unknown MMLU subject": ("mmlu:underwater_basketry", ["underwater_basketry",
+                                                          "high_school_statistics", "all"]),
+    "argument to gsm8k": ("gsm8k:foo", ["'gsm8k'", "takes no argument", "'foo'"]),
+    "argument to truthfulqa_mc1": ("truthfulqa_mc1:shuffled", ["'shuffled'",
+                                                               "truthfulqa_mc1:unshuffled"]),
+    "unknown file preset": ("file:gsm9k:{tmp}/rows.jsonl", ["gsm9k", "gsm8k", "svamp"]),
+}
+
+
+def _surfaces(spec: str, tmp: Path) -> dict[str, list[str]]:
+    """Each command that takes a task spec -> its arguments, with ``spec`` as the task."""
+    out = ["--out", str(tmp / "run"), "--cache", str(tmp / "c.sqlite"), "--quiet"]
+    run = ["run", "--task", spec, "--model", "smollm2-135m", "--limit", "2", *out]
+    study = _write(tmp / "study.yaml", json.dumps({"tasks": [spec], "models": ["smollm2-135m"],
+                                                   "run": {"limit": 2}}))
+    return {
+        "run": run,
+        "dry run": [*run, "--dry-run"],
+        "study": ["study", "--config", str(study), *out],
+        "strength run": ["strength", "run", "--task", spec, "--model", "smollm2-135m", *out],
+    }
+
+
+@pytest.mark.parametrize("surface", ["run", "dry run", "study", "strength run"])
+@pytest.mark.parametrize("case", sorted(SPECS))
+def test_a_bad_task_spec_is_one_line_and_exit_2(case, surface, tmp_path, capsys,
+                                                no_generation, monkeypatch):
+    def no_model(*a, **k):
+        raise AssertionError("a model was built before the task spec was checked")
+
+    monkeypatch.setattr("credo.models.registry.load_model", no_model)
+    _write(tmp_path / "rows.jsonl", json.dumps({"question": "1 + 1?", "answer": "#### 2"}))
+    spec, named = SPECS[case]
+    spec = spec.format(tmp=tmp_path)
+    assert main(_surfaces(spec, tmp_path)[surface]) == 2
+    out, err = capsys.readouterr()
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1, err
+    assert "Traceback" not in out + err
+    assert lines[0].startswith("error:")
+    assert all(word in lines[0] for word in named), (named, lines[0])
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_study_checks_every_task_before_its_first_run(tmp_path, capsys, no_generation):
+    """The second task of a study is bad: nothing runs and no run folder is written (the
+    first task's run used to finish before the second one failed)."""
+    study = _write(tmp_path / "study.yaml", json.dumps(
+        {"tasks": ["gsm8k", "gsm8k:foo"], "models": ["smollm2-135m"], "run": {"limit": 2}}))
+    assert main(["study", "--config", str(study), "--out", str(tmp_path / "run"),
+                 "--cache", str(tmp_path / "c.sqlite"), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "'gsm8k' takes no argument, got 'foo'" in " ".join(err.split()), err
+    assert not (tmp_path / "run").exists()

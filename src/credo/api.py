@@ -67,9 +67,10 @@ def run(
     is the run's) once the folder is written (issue 22).
     """
     from credo.generation.pool import JUDGE, MODEL, WRITER
-    from credo.pipeline.runner import method_specs, run_pipeline
+    from credo.pipeline.runner import configured_task, method_specs, run_pipeline
 
     method_specs(config.methods)  # an unknown method fails before the folder or cache
+    task = configured_task(config) if task is None else task  # a bad task fails first
     if write:
         check_writable(config.out, "the run folder (out)")
     with _config_pool(
@@ -387,11 +388,13 @@ def study(
     from contextlib import ExitStack
 
     from credo.generation.pool import JUDGE, MODEL, WRITER
-    from credo.pipeline.runner import method_specs
+    from credo.pipeline.runner import configured_task, method_specs
 
     configs = config.run_configs()
     for cfg in configs:
         method_specs(cfg.methods)  # an unknown method fails before anything runs
+    # every task is read before the first run: a bad one leaves no run folder (issue 21)
+    tasks = {cfg.task: configured_task(cfg) for cfg in configs}
     if write:
         check_writable(config.out, "the study folder (out)")
     result = StudyResult(config)
@@ -410,7 +413,7 @@ def study(
                 executor=config.executor,
             ) as pool:
                 going = _study_runs(configs[start:start + per_model], pool, study_model.name,
-                                    result, len(configs), on_run, write)
+                                    result, len(configs), on_run, write, tasks)
             if not going:
                 break
     if write:
@@ -432,16 +435,17 @@ def _study_runs(
     total: int,
     on_run: Callable[[int, int, StudyRun], None] | None,
     write: bool,
+    tasks: Mapping[str, Task],
 ) -> bool:
-    """Run one model's ``configs`` over its ``pool``, appending each to ``result.runs``
-    (its folder written first); False when a run failed the neutrality gate (the study
-    stops there)."""
+    """Run one model's ``configs`` over its ``pool`` (each task read already, in
+    ``tasks``), appending each to ``result.runs`` (its folder written first); False when
+    a run failed the neutrality gate (the study stops there)."""
     from credo.pipeline.ending import Outcome
     from credo.pipeline.runner import run_pipeline
 
     for cfg in configs:
         t0 = time.perf_counter()
-        done = run_pipeline(cfg, pool)
+        done = run_pipeline(cfg, pool, tasks[cfg.task])
         if write:
             from credo.report.writer import write_run
 

@@ -512,19 +512,36 @@ def slug(spec: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", spec).strip("-") or "x"
 
 
+_YAML_VALUE_ERRORS = (ValueError, TypeError, KeyError, AttributeError)
+"""What PyYAML's safe constructors raise, besides a YAMLError, for a scalar that does not
+fit its tag or implicit type (``2020-13-01``, ``!!int abc``, ``!!bool x``, ``!!timestamp
+x``); the text is at fault, so it is a user error (issue 21)."""
+
+
 def read_yaml_mapping(path: str | Path) -> dict[str, Any]:
-    """The mapping a YAML config file holds; a :class:`UserError` names the file otherwise."""
+    """The mapping a YAML config file holds; a :class:`UserError` names the file (and the
+    line, where one applies) otherwise: unreadable, not UTF-8, not YAML, not a mapping."""
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        raw = p.read_bytes()
     except OSError as e:
         raise UserError(f"{p}: cannot read the config file ({e.strerror or e})") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw[: e.start].count(b"\n") + 1
+        raise UserError(f"{p}:{line}: not UTF-8 text ({e.reason} at byte {e.start})") from None
     try:
         data = yaml.safe_load(text) or {}
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f"{p}:{mark.line + 1}" if mark is not None else str(p)
-        raise UserError(f"{where}: not valid YAML: {getattr(e, 'problem', None) or e}") from None
+        problem = " ".join(str(getattr(e, "problem", None) or e).split())
+        raise UserError(f"{where}: not valid YAML: {problem}") from None
+    except RecursionError:
+        raise UserError(f"{p}: not valid YAML: nested too deeply to read") from None
+    except _YAML_VALUE_ERRORS as e:
+        raise UserError(f"{p}: not valid YAML: a value does not fit its type ({e})") from None
     if not isinstance(data, dict):
         raise UserError(f"{p}: a config must be a mapping, got {type(data).__name__}")
     return data

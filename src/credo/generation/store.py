@@ -19,7 +19,8 @@ import json
 import os
 import sqlite3
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 from credo.errors import UserError
@@ -89,6 +90,7 @@ class GenerationStore:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self._connection: sqlite3.Connection | None = None
+        _refuse_other_files(self.path)
         if self.path.exists():
             self._connection = self._connect()
         elif self.path.parent.exists() and not os.access(self.path.parent, os.W_OK | os.X_OK):
@@ -96,7 +98,8 @@ class GenerationStore:
                             "the folder is not writable")
 
     def _connect(self) -> sqlite3.Connection:
-        """Open (creating it and its folder if missing) the database, with its tables."""
+        """Open (creating it and its folder if missing) the database, with its tables; a
+        file that is SQLite but not a credo cache is refused (issue 21)."""
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             db = sqlite3.connect(str(self.path))
@@ -107,11 +110,18 @@ class GenerationStore:
             db.execute("PRAGMA synchronous=NORMAL")
             db.executescript(_SCHEMA)
             db.commit()
+            missing = _missing_columns(db)
         except sqlite3.DatabaseError as e:
             db.close()
             raise UserError(
                 f"{self.path}: not a credo cache (an SQLite file) or not writable (--cache): {e}"
             ) from None
+        if missing:
+            db.close()
+            raise UserError(
+                f"{self.path}: an SQLite file but not a credo cache (--cache): its tables lack "
+                f"{', '.join(missing)}"
+            )
         return db
 
     @property
@@ -126,6 +136,17 @@ class GenerationStore:
         if self._connection is None and not self.path.exists():
             return None
         return self._db
+
+    @contextmanager
+    def _reading(self) -> Iterator[None]:
+        """Turn an SQLite error met in a query (pages of the file damaged after it opened:
+        "database disk image is malformed") into a :class:`UserError` naming the cache
+        (issue 21); the transaction of a write is rolled back by ``with self._db``."""
+        try:
+            yield
+        except sqlite3.DatabaseError as e:
+            raise UserError(f"{self.path}: the cache cannot be read or written (--cache): {e}"
+                            ) from None
 
     def close(self) -> None:
         """Close the database connection (if one was opened)."""
@@ -144,7 +165,9 @@ class GenerationStore:
         db = self._reader()
         if db is None:
             return set()
-        return {r[0] for r in db.execute("SELECT idx FROM samples WHERE key = ?", (key,))}
+        with self._reading():
+            rows = db.execute("SELECT idx FROM samples WHERE key = ?", (key,)).fetchall()
+        return {r[0] for r in rows}
 
     def get(self, key: str, indices: Iterable[int]) -> list[Generation]:
         """The stored generations of ``key`` at ``indices``, in that order.
@@ -153,18 +176,27 @@ class GenerationStore:
         """
         wanted = list(indices)
         db = self._reader()
-        rows = [] if db is None else db.execute(
-            "SELECT idx, text, finish_reason, completion_tokens, prompt_tokens, logprobs, seconds"
-            " FROM samples WHERE key = ?",
-            (key,),
-        ).fetchall()
+        if db is None:
+            rows = []
+        else:
+            with self._reading():
+                rows = db.execute(
+                    "SELECT idx, text, finish_reason, completion_tokens, prompt_tokens, logprobs,"
+                    " seconds FROM samples WHERE key = ?",
+                    (key,),
+                ).fetchall()
         by_idx = {r[0]: r for r in rows}
         out = []
         for i in wanted:
             if i not in by_idx:
                 raise KeyError(f"sample {i} of request {key[:12]} is not cached")
             _, text, finish, ctoks, ptoks, lp, secs = by_idx[i]
-            out.append(Generation(text, finish, ctoks, ptoks, _decode_logprobs(lp), secs))
+            try:
+                logprobs = _decode_logprobs(lp)
+            except (ValueError, TypeError, RecursionError) as e:
+                raise UserError(f"{self.path}: sample {i} of request {key[:12]} has damaged "
+                                f"logprobs (--cache): {e}") from None
+            out.append(Generation(text, finish, ctoks, ptoks, logprobs, secs))
         return out
 
     def put(
@@ -190,7 +222,7 @@ class GenerationStore:
         together); as :meth:`put` for each, committed before returning. Returns the
         number of sample rows actually written."""
         now = time.time()
-        with self._db:
+        with self._reading(), self._db:
             self._db.executemany(
                 "INSERT OR IGNORE INTO requests (key, identity, request, created) VALUES (?,?,?,?)",
                 [(key, identity, request.model_dump_json(exclude={"seed", "n"}), now)
@@ -243,17 +275,57 @@ class GenerationStore:
         db = self._reader()
         if db is None:
             return 0
-        return int(db.execute("SELECT COUNT(*) FROM samples").fetchone()[0])
+        with self._reading():
+            return int(db.execute("SELECT COUNT(*) FROM samples").fetchone()[0])
 
     def stats(self) -> dict[str, int]:
         """Numbers of requests, samples and generated tokens in the cache."""
-        if self._reader() is None:
+        db = self._reader()
+        if db is None:
             return {"requests": 0, "samples": 0, "completion_tokens": 0}
-        req = self._db.execute("SELECT COUNT(*) FROM requests").fetchone()[0]
-        n, toks = self._db.execute(
-            "SELECT COUNT(*), COALESCE(SUM(completion_tokens), 0) FROM samples"
-        ).fetchone()
+        with self._reading():
+            req = db.execute("SELECT COUNT(*) FROM requests").fetchone()[0]
+            n, toks = db.execute(
+                "SELECT COUNT(*), COALESCE(SUM(completion_tokens), 0) FROM samples"
+            ).fetchone()
         return {"requests": int(req), "samples": int(n), "completion_tokens": int(toks)}
+
+
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def _refuse_other_files(path: Path) -> None:
+    """A :class:`UserError` for an existing, non-empty file that is not SQLite: SQLite
+    itself takes a one-byte file for an empty database and writes over it (issue 21), so
+    the header is checked before connecting. A missing or empty file becomes a new cache."""
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(len(_SQLITE_MAGIC))
+    except (FileNotFoundError, IsADirectoryError):
+        return  # a new cache; or a folder, which sqlite3.connect refuses below
+    except OSError as e:
+        raise UserError(f"{path}: cannot open the cache there (--cache): {e.strerror or e}"
+                        ) from None
+    if head and head != _SQLITE_MAGIC:
+        raise UserError(f"{path}: not a credo cache (not an SQLite file) (--cache)")
+
+
+_COLUMNS = {
+    "requests": ("key", "identity", "request", "created"),
+    "samples": ("key", "idx", "seed", "text", "finish_reason", "completion_tokens",
+                "prompt_tokens", "logprobs", "seconds", "created"),
+}
+
+
+def _missing_columns(db: sqlite3.Connection) -> list[str]:
+    """``table.column`` for every column of :data:`_SCHEMA` a table of ``db`` lacks (an
+    SQLite file written by something else, whose same-named tables CREATE TABLE IF NOT
+    EXISTS keeps)."""
+    missing = []
+    for table, columns in _COLUMNS.items():
+        have = {row[1] for row in db.execute(f"PRAGMA table_info({table})")}
+        missing += [f"{table}.{c}" for c in columns if c not in have]
+    return missing
 
 
 def _encode_logprobs(lp: tuple[TokenLogprob, ...] | None) -> str | None:

@@ -45,12 +45,7 @@ def score_generations(
     by_item: dict[str, dict[str, list[GivenSample]]] = defaultdict(lambda: defaultdict(list))
     for s in generations.samples:
         by_item[s.item][s.set].append(s)
-    lacking = [it.id for it in task.items if ORIGINAL not in by_item[it.id]]
-    if lacking:
-        raise UserError(
-            f"{generations.source}: item {lacking[0]!r} has no 'original' samples"
-            f" ({len(lacking)} items lack them); every item needs its original samples"
-        )
+    _check_set_sizes(generations.source, [it.id for it in task.items], by_item)
     generated = {
         it.id: {name: _set(it, rows, fmt) for name, rows in by_item[it.id].items()}
         for it in task.items
@@ -105,6 +100,37 @@ def _roles(pool: ModelPool, config: RunConfig, specs: list) -> list[str]:
     return [r for r, used in ((JUDGE, judged), (GRADER, True)) if used and pool.has(r)]
 
 
+COMPARED_SETS = (ORIGINAL, PERTURBED, "paraphrased")
+"""The sample sets the consistency methods compare within and across."""
+
+
+def _check_set_sizes(
+    source: str, items: list[str], by_item: dict[str, dict[str, list[GivenSample]]]
+) -> None:
+    """A :class:`UserError` naming the file unless every item has 2 or more original
+    samples, and 2 or more in each other compared set any item has: the methods compare
+    samples, as ``credo run`` holds n, m >= 2 (issue 21; one given sample, or perturbed
+    samples for some items only, were tracebacks from the estimators)."""
+    lacking = [it for it in items if len(by_item[it].get(ORIGINAL, ())) < 2]
+    if lacking:
+        have = len(by_item[lacking[0]].get(ORIGINAL, ()))
+        raise UserError(
+            f"{source}: item {lacking[0]!r} has {have or 'no'} 'original' "
+            f"sample{'' if have == 1 else 's'} ({len(lacking)} items have fewer than 2); every"
+            " item needs at least 2 original samples"
+        )
+    given = [name for name in COMPARED_SETS[1:] if any(by_item[it].get(name) for it in items)]
+    short = [(it, name) for name in given for it in items if len(by_item[it].get(name, ())) < 2]
+    if short:
+        item, name = short[0]
+        have = len(by_item[item].get(name, ()))
+        raise UserError(
+            f"{source}: item {item!r} has {have or 'no'} {name!r} sample"
+            f"{'' if have == 1 else 's'}; when any item has {name!r} samples, every item"
+            " needs at least 2"
+        )
+
+
 def _task(generations: Generations, fmt: AnswerFormat) -> Task:
     items = tuple(
         Item(g.id, g.question, g.gold, g.choices, source=generations.source)
@@ -130,13 +156,20 @@ def _given_or_graded(
     incomplete: dict[str, str],
 ) -> dict[str, tuple[bool | float, ...]]:
     """The given correctness of every original sample; items that give none and have a
-    gold answer are graded as a run grades them; the rest are unknown (NaN)."""
+    gold answer are graded as a run grades them; the rest are unknown (NaN). Code is
+    graded by running an item's tests, which a given file does not hold: a code item
+    that gives no correctness is a :class:`UserError` (issue 21)."""
     out: dict[str, tuple[bool | float, ...]] = {}
     to_grade = []
     for it, its in zip(task.items, answers, strict=True):
         given = generated[it.id].get(ORIGINAL, ((), ()))[1]
         if any(c is not None for c in given):
             out[it.id] = tuple(math.nan if c is None else c for c in given)
+        elif it.gold and task.format is AnswerFormat.CODE:
+            raise UserError(
+                f"{it.source}: item {it.id!r} gives no 'correct' for its original samples, and"
+                " code is graded by running tests a given file does not hold (--format code)"
+            )
         elif it.gold:
             to_grade.append((it, its))
         else:

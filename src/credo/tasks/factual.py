@@ -38,7 +38,7 @@ from credo.tasks.answers import normalise_text
 from credo.tasks.base import AnswerFormat, Item, Task
 from credo.tasks.grading import Graded, GradeMap, GradingContext, grader
 from credo.tasks.loaders import DatasetError, read_csv
-from credo.tasks.registry import package_data, task_loader
+from credo.tasks.registry import TaskSpecError, check_argument, package_data, task_loader
 from credo.types import GenerationRequest, Message
 
 log = logging.getLogger(__name__)
@@ -74,8 +74,7 @@ class Grade(StrEnum):
 @task_loader("freshqa", variants=lambda: ["freshqa:all"])
 def _freshqa(arg: str | None) -> Task:
     """FreshQA never- and slow-changing facts from the ``inspect-evals`` package."""
-    if arg not in (None, "all"):
-        raise ValueError(f"task 'freshqa' takes no argument or 'all', got {arg!r}")
+    check_argument("freshqa", arg, ("all",))
     path = package_data(
         "inspect_evals", "abstention_bench", "data", "freshqa", "FreshQA_v12182024.csv"
     )
@@ -123,7 +122,7 @@ def load_freshqa(path: str | Path, *, false_premise: bool = False) -> Task:
 def _simpleqa(arg: str | None) -> Task:
     """SimpleQA from the user's ``simple_qa_test_set.csv``: ``simpleqa:<path>``."""
     if not arg:
-        raise ValueError("task 'simpleqa' needs the CSV's path: simpleqa:<path>")
+        raise TaskSpecError("task 'simpleqa' needs the CSV's path: simpleqa:<path>")
     return load_simpleqa(arg, name="simpleqa")
 
 
@@ -131,7 +130,9 @@ def _simpleqa(arg: str | None) -> Task:
 def _simpleqa_verified(arg: str | None) -> Task:
     """SimpleQA Verified from the user's CSV: ``simpleqa_verified:<path>``."""
     if not arg:
-        raise ValueError("task 'simpleqa_verified' needs the CSV's path: simpleqa_verified:<path>")
+        raise TaskSpecError(
+            "task 'simpleqa_verified' needs the CSV's path: simpleqa_verified:<path>"
+        )
     return load_simpleqa(arg, name="simpleqa_verified")
 
 

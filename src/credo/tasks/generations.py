@@ -25,15 +25,16 @@ A bad row raises :class:`~credo.tasks.loaders.DatasetError` naming the file and 
 
 from __future__ import annotations
 
-import json
+import lzma
 import math
 import zipfile
+import zlib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from credo.tasks.loaders import DataFileNotFound, DatasetError, read_jsonl
+from credo.tasks.loaders import DataFileNotFound, DatasetError, parse_json, read_jsonl
 from credo.types import TokenLogprob
 
 __all__ = ["Generations", "GivenItem", "GivenSample", "read_generations"]
@@ -211,7 +212,8 @@ def _from_lm_eval(
 
 
 def _lm_eval_responses(resps: Any, where: str) -> list[str]:
-    flat = [r for group in resps or () for r in (group if isinstance(group, list) else [group])]
+    groups = resps if isinstance(resps, list) else []
+    flat = [r for group in groups for r in (group if isinstance(group, list) else [group])]
     if not flat or not all(isinstance(r, str) for r in flat):
         raise DatasetError(
             f"{where}: 'resps' holds no generated texts (a log-likelihood task has no sampled"
@@ -247,9 +249,12 @@ def _same(answer: str | None, gold: str) -> bool:
 
 def _inspect_json_samples(path: Path) -> Iterator[tuple[str, Mapping[str, Any]]]:
     try:
-        log = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
         raise DatasetError(f"{path}: not a JSON eval log ({e})") from None
+    except OSError as e:
+        raise DatasetError(f"{path}: cannot read it ({e.strerror or e})") from None
+    log = parse_json(text, path)
     samples = log.get("samples") if isinstance(log, dict) else None
     if not isinstance(samples, list):
         raise DatasetError(f"{path}: an inspect_ai eval log needs a 'samples' list")
@@ -257,19 +262,29 @@ def _inspect_json_samples(path: Path) -> Iterator[tuple[str, Mapping[str, Any]]]
         yield f"{path}: samples[{k}]", sample
 
 
+_ZIP_ERRORS = (zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, lzma.LZMAError, EOFError,
+               OSError, NotImplementedError, RuntimeError, ValueError)
+"""What :mod:`zipfile` raises for a damaged archive or member: a bad directory or CRC, a
+cut or corrupt compressed stream, an unknown compression method (NotImplementedError),
+an encrypted member (RuntimeError), an impossible offset (ValueError, OSError)."""
+
+
 def _inspect_zip_samples(path: Path) -> Iterator[tuple[str, Mapping[str, Any]]]:
     try:
         archive = zipfile.ZipFile(path)
-    except zipfile.BadZipFile as e:
+    except _ZIP_ERRORS as e:
         raise DatasetError(f"{path}: not an inspect_ai .eval archive ({e})") from None
     with archive:
         names = sorted(n for n in archive.namelist()
                        if n.startswith("samples/") and n.endswith(".json"))
         for name in names:
             try:
-                yield f"{path}:{name}", json.loads(archive.read(name).decode("utf-8"))
-            except (json.JSONDecodeError, UnicodeDecodeError) as e:
+                text = archive.read(name).decode("utf-8")
+            except UnicodeDecodeError as e:
                 raise DatasetError(f"{path}:{name}: not JSON ({e})") from None
+            except _ZIP_ERRORS as e:
+                raise DatasetError(f"{path}:{name}: a damaged archive member ({e})") from None
+            yield f"{path}:{name}", parse_json(text, f"{path}:{name}")
 
 
 def _from_inspect(path: Path, samples: Iterator[tuple[str, Mapping[str, Any]]]) -> Generations:
@@ -282,14 +297,14 @@ def _from_inspect(path: Path, samples: Iterator[tuple[str, Mapping[str, Any]]]) 
         item = str(sample["id"])
         text = _inspect_completion(sample.get("output"))
         answer, correct = _inspect_score(sample.get("scores"), text, where)
-        epoch = int(sample.get("epoch") or 1)
+        epoch = _inspect_epoch(sample.get("epoch"), where)
         ordered.append((item, epoch, GivenSample(item, "original", text, answer, correct)))
         if item not in items:
             target = sample.get("target")
             gold = target[0] if isinstance(target, list) and target else target
             question = sample.get("input") if isinstance(sample.get("input"), str) else ""
             items[item] = GivenItem(item, question, "" if gold is None else str(gold),
-                                    tuple(sample.get("choices") or ()))
+                                    _inspect_choices(sample.get("choices"), where))
     if not ordered:
         raise DatasetError(f"{path}: no samples")
     order = {item: k for k, item in enumerate(items)}
@@ -298,17 +313,39 @@ def _from_inspect(path: Path, samples: Iterator[tuple[str, Mapping[str, Any]]]) 
     return out
 
 
+def _inspect_epoch(value: Any, where: str) -> int:
+    """A sample's epoch: absent or null is 1, else a positive integer (issue 21)."""
+    if value is None:
+        return 1
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
+        return value
+    raise DatasetError(f"{where}: 'epoch' must be a positive integer, got {value!r:.40}")
+
+
+def _inspect_choices(value: Any, where: str) -> tuple[str, ...]:
+    """A sample's option texts: absent, null or a list of strings (issue 21)."""
+    if value is None:
+        return ()
+    if isinstance(value, list) and all(isinstance(c, str) for c in value):
+        return tuple(value)
+    raise DatasetError(f"{where}: 'choices' must be a list of option texts")
+
+
 def _inspect_completion(output: Any) -> str:
+    """The completion of a sample's ``output``; "" where the log holds none readable."""
     if not isinstance(output, Mapping):
         return ""
     if isinstance(output.get("completion"), str):
         return output["completion"]
-    for choice in output.get("choices") or ():
-        content = (choice.get("message") or {}).get("content")
+    choices = output.get("choices")
+    for choice in choices if isinstance(choices, list) else ():
+        message = choice.get("message") if isinstance(choice, Mapping) else None
+        content = message.get("content") if isinstance(message, Mapping) else None
         if isinstance(content, str):
             return content
         if isinstance(content, list):  # content parts: the text ones
-            return "".join(p.get("text", "") for p in content if isinstance(p, Mapping))
+            return "".join(p["text"] for p in content
+                           if isinstance(p, Mapping) and isinstance(p.get("text"), str))
     return ""
 
 

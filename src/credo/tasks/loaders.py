@@ -32,6 +32,7 @@ __all__ = [
     "FieldMapping",
     "gsm8k_gold",
     "load_items",
+    "parse_json",
     "read_rows",
 ]
 
@@ -144,6 +145,23 @@ def _kind(path: Path) -> str:
     )
 
 
+def parse_json(text: str | bytes, path: str | Path, line: int | str | None = None) -> Any:
+    """``text`` parsed as JSON, or a :class:`DatasetError` naming ``path`` and ``line`` (for
+    a whole file: the line of a syntax error). Besides invalid JSON, Python's parser
+    refuses an integer of more than 4,300 digits (a ValueError) and nesting deeper than its
+    recursion limit (a RecursionError); both are malformed input too (issue 21)."""
+    where = f"{path}:{line}" if line is not None else str(path)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        at = where if line is not None else f"{path}:{e.lineno}"
+        raise DatasetError(f"{at}: invalid JSON: {e.msg}") from None
+    except ValueError as e:  # "Exceeds the limit (4300 digits) for integer string conversion"
+        raise DatasetError(f"{where}: invalid JSON: {str(e).split(';')[0]}") from None
+    except RecursionError:
+        raise DatasetError(f"{where}: invalid JSON: nested too deeply to read") from None
+
+
 def _iter_jsonl(path: Path) -> Iterator[tuple[int, Any]]:
     with _open_binary(path) as fh:
         for line_no, raw in enumerate(fh, 1):
@@ -153,21 +171,18 @@ def _iter_jsonl(path: Path) -> Iterator[tuple[int, Any]]:
                 raise DatasetError(f"{path}:{line_no}: not UTF-8 text ({e})") from e
             if not text.strip():
                 continue
-            try:
-                yield line_no, json.loads(text)
-            except json.JSONDecodeError as e:
-                raise DatasetError(f"{path}:{line_no}: invalid JSON: {e.msg}") from e
+            yield line_no, parse_json(text, path, line_no)
 
 
 def _iter_json(path: Path) -> Iterator[tuple[int, Any]]:
     with _open_binary(path) as fh:
         data = fh.read()
     try:
-        rows = json.loads(data.decode("utf-8-sig"))
+        text = data.decode("utf-8-sig")
     except UnicodeDecodeError as e:
-        raise DatasetError(f"{path}: not UTF-8 text ({e})") from e
-    except json.JSONDecodeError as e:
-        raise DatasetError(f"{path}:{e.lineno}: invalid JSON: {e.msg}") from e
+        line = data[: e.start].count(b"\n") + 1
+        raise DatasetError(f"{path}:{line}: not UTF-8 text ({e})") from None
+    rows = parse_json(text, path)
     if isinstance(rows, dict):  # {"data": [...]} and similar wrappers
         lists = [v for v in rows.values() if isinstance(v, list)]
         if len(lists) == 1:
@@ -194,12 +209,25 @@ def _iter_csv(path: Path, skip_lines: int = 0) -> Iterator[tuple[int, Any]]:
                     )
                 yield start, row
                 start = skip_lines + reader.line_num + 1
-        except UnicodeDecodeError as e:
-            raise DatasetError(
-                f"{path}:{skip_lines + reader.line_num + 1}: not UTF-8 text ({e})"
-            ) from e
+        except UnicodeDecodeError:
+            line, reason = _first_non_utf8(path)
+            raise DatasetError(f"{path}:{line}: not UTF-8 text ({reason})") from None
         except csv.Error as e:
             raise DatasetError(f"{path}:{skip_lines + reader.line_num}: invalid CSV: {e}") from e
+
+
+def _first_non_utf8(path: Path) -> tuple[int, str]:
+    """The line of the first byte of ``path`` (decompressed) that is not UTF-8, and why.
+
+    The CSV reader decodes in blocks, so its error locates the block, not the line
+    (issue 21); the bytes are read again to find it."""
+    with _open_binary(path) as fh:
+        data = fh.read()
+    try:
+        data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        return data[: e.start].count(b"\n") + 1, f"{e.reason} at byte {e.start}"
+    return 1, "undecodable"
 
 
 def read_csv(path: str | Path, skip_lines: int = 0) -> Iterator[tuple[int, dict[str, Any]]]:

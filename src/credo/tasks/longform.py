@@ -30,10 +30,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from credo.errors import UserError
 from credo.tasks.base import AnswerFormat, Item, Task
 from credo.tasks.grading import Graded, GradeMap, GradingContext, grader
 from credo.tasks.loaders import DatasetError, read_jsonl
-from credo.tasks.registry import task_loader
+from credo.tasks.registry import TaskSpecError, task_loader
 from credo.types import GenerationRequest, Message
 
 __all__ = [
@@ -63,7 +64,7 @@ class KnowledgeSource(Protocol):
 @task_loader("factscore", fmt=AnswerFormat.LONG_FORM, grader="factscore")
 def _factscore(arg: str | None) -> Task:
     if not arg:
-        raise ValueError(
+        raise TaskSpecError(
             "task 'factscore' needs an entity file: factscore:<entities.txt or labelled.jsonl>"
             "[,knowledge=<folder with one <entity>.txt per entity>]"
         )
@@ -72,7 +73,9 @@ def _factscore(arg: str | None) -> Task:
     if rest:
         key, eq, value = rest.partition("=")
         if key.strip() != "knowledge" or not eq or not value.strip():
-            raise ValueError(f"factscore options must be 'knowledge=<folder>', got {rest!r}")
+            raise TaskSpecError(
+                f"factscore options must be 'knowledge=<folder>', got {rest!r}"
+            )
         knowledge = value.strip()
     return load_factscore_task(path, knowledge)
 
@@ -92,7 +95,7 @@ def load_factscore_task(path: str | Path, knowledge: str | Path | None = None) -
     if knowledge is not None:
         folder = Path(knowledge)
         if not folder.is_dir():
-            raise ValueError(f"factscore knowledge source {folder}: not a folder")
+            raise UserError(f"factscore knowledge source {folder}: not a folder")
         meta["knowledge"] = str(folder)
     items = []
     seen: set[str] = set()

@@ -10,10 +10,11 @@ imports another one back.
 from __future__ import annotations
 
 import importlib.util
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from credo.errors import UserError
 from credo.tasks.base import AnswerFormat, Task
 
 TaskLoader = Callable[[str | None], Task]
@@ -53,6 +54,23 @@ def task_loader(
         return fn
 
     return register
+
+
+class TaskSpecError(UserError):
+    """A task spec that names no task, or gives a task an argument it does not take
+    (``gsm8k:foo``, ``mmlu:underwater_basketry``, ``file:PATH`` without a preset); the
+    message lists what is known (issue 21: exit 2 and one line, found before any model
+    is built)."""
+
+
+def check_argument(name: str, arg: str | None, allowed: Sequence[str] = ()) -> None:
+    """Raise :class:`TaskSpecError` unless ``arg`` (what follows ``name:``) is empty or
+    one of ``allowed``; the message lists every spec the task accepts (issue 21)."""
+    if not arg or arg in allowed:
+        return
+    takes = "takes no argument" + (f" or one of {list(allowed)}" if allowed else "")
+    known = ", ".join([name, *(f"{name}:{a}" for a in allowed)])
+    raise TaskSpecError(f"task {name!r} {takes}, got {arg!r}; known: {known}")
 
 
 def package_data(package: str, *parts: str) -> Path:
