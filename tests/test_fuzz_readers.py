@@ -173,7 +173,9 @@ def bad_gsm8k_rows(draw: st.DrawFn) -> bytes:
        zipped=st.booleans())
 def test_a_bad_row_is_named_by_its_line(good, bad, tail, zipped):
     """``good`` valid rows, then a bad one: the error names that row's line (the rows
-    after it, garbage too, are never read)."""
+    after it, garbage too, are never read). A first row without its gold field is no
+    error by itself: the file may be questions without answers (issue 23)."""
+    assume(good > 0 or b'"answer"' in bad or not bad.startswith(b"{"))
     body = b"".join(json.dumps(dict(GOOD_GSM8K, question=f"{k} + 1?")).encode() + b"\n"
                     for k in range(good)) + bad + b"\n" + tail
     with tempfile.TemporaryDirectory() as tmp:

@@ -168,6 +168,10 @@ def print_result(result: Any) -> int:
                                      "per generation (002)", width))
     if few_in_class(result.metrics) or few_in_class(result.response_metrics):
         console.print(FEW_NOTE, markup=False, highlight=False)
+    if not result.metrics and result.items:
+        from credo.report.writer import UNLABELLED_NOTE
+
+        console.print(UNLABELLED_NOTE, markup=False, highlight=False)
     for name, why in result.unavailable.items():
         console.print(f"[yellow]{name}[/yellow]: {why}")
     console.print(f"report: {cfg.out / 'report.md'}")

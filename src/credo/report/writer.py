@@ -309,6 +309,7 @@ def render_markdown(result: RunResult) -> str:
         f"- items: {len(result.items)} (label 1 = p̄ ≥ 0.5: {sum(labels)} items)",
         *origin,
         f"- accuracy (mean p̄ over items): {fmt_number(result.accuracy)}",
+        *([f"- {UNLABELLED_NOTE}"] if not result.metrics and result.items else []),
         "",
         "## Calibration and ranking (000 App. E.2)",
         "",
@@ -493,6 +494,13 @@ def _unavailable_section(result: RunResult) -> list[str]:
             "",
         ]
     return lines
+
+
+UNLABELLED_NOTE = (
+    "no item has a gold answer: every method's score and the answer credo gives are in "
+    "scores.jsonl; nothing is evaluated (issue 23)"
+)
+"""What a run on questions without gold answers says instead of its metrics."""
 
 
 def _score_rows(result: RunResult):

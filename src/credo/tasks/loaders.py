@@ -380,6 +380,8 @@ def _item(
     if not item_id:
         item_id = f"{path.name.split('.', 1)[0]}-{line_no}"
     question = _question(row, m, where)
+    if m.gold not in row:  # a question without a gold answer (issue 23): unknown
+        return _unlabelled(item_id, question, row, fmt, m, where)
     try:
         gold = m.transform(_scalar(row, m.gold, where))
     except DatasetError:
@@ -402,6 +404,20 @@ def _item(
     return Item(id=item_id, question=question, gold=gold, choices=choices, meta=meta, source=where)
 
 
+def _unlabelled(
+    item_id: str, question: str, row: Mapping[str, Any], fmt: AnswerFormat, m: FieldMapping,
+    where: str,
+) -> Item:
+    """An item whose correctness is unknown (``gold`` empty): scored, never graded."""
+    choices: tuple[str, ...] = ()
+    if m.choices is not None:
+        choices, _ = _choices(row, m, where)
+    elif fmt is AnswerFormat.CHOICE:
+        raise DatasetError(f"{where}: a CHOICE task needs FieldMapping.choices")
+    meta = {name: _scalar(row, name, where) for name in m.meta}
+    return Item(id=item_id, question=question, gold="", choices=choices, meta=meta, source=where)
+
+
 def load_items(
     path: str | Path,
     fmt: AnswerFormat,
@@ -412,8 +428,11 @@ def load_items(
     """Read every row of ``path`` as an :class:`Item`.
 
     ``keep`` selects rows before they are checked (rows it rejects are never validated).
-    Raises :class:`DatasetError` (a :class:`ValueError`) naming ``file:line`` for a
-    malformed row, a duplicate id, or a file without rows.
+    A file whose rows have no gold field at all is a set of questions to answer (issue
+    23): its items carry an empty ``gold`` (correctness unknown; a run scores them and
+    evaluates nothing); a gold field missing from some rows only is an error at the first
+    such row. Raises :class:`DatasetError` (a :class:`ValueError`) naming ``file:line`` for
+    a malformed row, a duplicate id, or a file without rows.
     """
     p = Path(path)
     fmt = AnswerFormat(fmt)
@@ -425,6 +444,7 @@ def load_items(
         if keep is not None and not keep(row):
             continue
         item = _item(line_no, row, p, fmt, mapping)
+        _all_or_no_gold(items, item, mapping)
         if item.id in seen:
             raise DatasetError(
                 f"{item.source}: duplicate id {item.id!r} (first at {seen[item.id]})"
@@ -434,3 +454,16 @@ def load_items(
     if n_rows == 0:
         raise DatasetError(f"{p}: no rows")
     return items
+
+
+def _all_or_no_gold(before: list[Item], item: Item, m: FieldMapping) -> None:
+    """Every item has its gold answer, or none has (an unlabelled file): the first row
+    that breaks the rule set by the rows ``before`` it is named (an unlabelled first row
+    is named when a later one has a gold answer)."""
+    if not before or bool(before[0].gold) == bool(item.gold):
+        return
+    first = item if before[0].gold else before[0]
+    raise DatasetError(
+        f"{first.source}: missing field {m.gold!r} (other rows have it; a file of "
+        "questions without answers has it in no row)"
+    )
