@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from credo.config import RunConfig
 from credo.generation.executor import PlannedRequest, sample_blocks
 from credo.generation.pool import GRADER, JUDGE, MODEL, PARAPHRASER, WRITER, ModelPool
-from credo.kernels.judge import JudgePair, judge_messages
+from credo.kernels.judge import JUDGE_STAGE, plan_judge_stage
 from credo.perturb.context import PerturbationSet, perturbation_messages
 from credo.perturb.paraphrase import ParaphraseSet, paraphrase_messages
 from credo.pipeline.runner import (
@@ -46,11 +46,13 @@ from credo.pipeline.runner import (
     prepare_run,
 )
 from credo.plan.sample_sets import PlanContext, get_sample_set
-from credo.plan.samples import NLI, ORIGINAL, PARAPHRASED, PERTURBED, Sample
+from credo.plan.samples import NLI, ORIGINAL, PARAPHRASED, PERTURBED, ItemSamples, Sample
 from credo.tasks.answers import Answer
-from credo.tasks.base import AnswerFormat, Task
-from credo.tasks.factual import SIMPLEQA, grading_messages
+from credo.tasks.base import AnswerFormat, Item, Task
+from credo.tasks.factual import SIMPLEQA, plan_simpleqa
+from credo.tasks.grading import CLAIMS_STAGE, GRADING_STAGE
 from credo.tasks.longform import FACTSCORE
+from credo.tasks.prompts import LETTERS
 from credo.types import GenerationRequest, Message, SamplingParams
 
 __all__ = ["CHARS_PER_TOKEN", "RunEstimate", "StageEstimate", "estimate_run", "prompt_tokens"]
@@ -206,51 +208,40 @@ def _paraphrase_writing(pool: ModelPool, task: Task, config: RunConfig) -> Stage
 def _judge_pairs(
     pool: ModelPool, task: Task, config: RunConfig, needs: set[str]
 ) -> StageEstimate:
-    """At most every pair of distinct answers of an item (the judge kernel)."""
-    answers = config.n + (config.m if PERTURBED in needs else 0)
-    answers += config.baselines.paraphrases if PARAPHRASED in needs else 0
-    long = _placeholder(config.sampling.max_tokens)
-    params = SamplingParams(temperature=0.0, max_tokens=config.judge.max_tokens)
-    est = StageEstimate(
-        "judge pairs", JUDGE, pool.model(JUDGE).identity, ESTIMATED,
-        "at most every pair of distinct answers: u(u-1)/2 per item, u <= n + m",
-        cached_samples=None,
-    )
-    for it in task.items:
-        u = min(answers, len(it.choices)) if task.format is AnswerFormat.CHOICE else answers
-        pairs = u * (u - 1) // 2
-        messages = judge_messages(JudgePair(it.id, long + "a", long + "b", it.question))
-        est.requests += pairs
-        est.samples += pairs
-        est.calls += pairs
-        est.prompt_tokens += pairs * prompt_tokens(messages)
-        est.completion_tokens += pairs * params.max_tokens
-    _price(pool, JUDGE, est)
-    return est
+    """The judge kernel's own plan (:func:`credo.kernels.judge.plan_judge_stage`) on
+    placeholder answers, all distinct: at most every pair of distinct answers."""
+    counts = {ORIGINAL: config.n, PERTURBED: config.m if PERTURBED in needs else 0,
+              PARAPHRASED: config.baselines.paraphrases if PARAPHRASED in needs else 0}
+    samples = [_placeholder_answers(it, task.format, counts, config.sampling.max_tokens)
+               for it in task.items]
+    _, planned = plan_judge_stage(samples, {it.id: it for it in task.items}, task.format,
+                                  config.judge.max_tokens)
+    return _tally(pool, JUDGE_STAGE, JUDGE, planned, ESTIMATED,
+                  "at most every pair of distinct answers: u(u-1)/2 per item, u <= n + m")
 
 
 def _grading(pool: ModelPool, task: Task, config: RunConfig) -> list[StageEstimate]:
-    """SimpleQA grades (at most one per original sample) and FActScore claim checks
+    """SimpleQA grades (the grader's own plan, :func:`credo.tasks.factual.plan_simpleqa`,
+    on placeholder answers: at most one per original sample) and FActScore claim checks
     (unknown) of the items whose grader asks the judge."""
     graders = {it.meta.get("grader") for it in task.items}
     out = []
     if SIMPLEQA in graders:
         settings = config.grader or config.judge
         params = SamplingParams(temperature=0.0, max_tokens=settings.max_tokens)
-        long = _placeholder(config.sampling.max_tokens)
-        planned = [
-            PlannedRequest(
-                GenerationRequest(messages=grading_messages(it, long + str(i)), params=params), 1
-            )
-            for it in task.items
-            if it.meta.get("grader") == SIMPLEQA
-            for i in range(config.n)
-        ]
-        out.append(_tally(pool, "grading", GRADER, planned, ESTIMATED,
+        graded = [it for it in task.items if it.meta.get("grader") == SIMPLEQA]
+        originals = {
+            it.id: _placeholder_answers(
+                it, task.format, {ORIGINAL: config.n}, config.sampling.max_tokens
+            ).sets[ORIGINAL]
+            for it in graded
+        }
+        plan = plan_simpleqa({it.id: it for it in graded}, originals, params)
+        out.append(_tally(pool, GRADING_STAGE, GRADER, plan.requests, ESTIMATED,
                           "at most one per original sample (exact matches need none)"))
     if FACTSCORE in graders:
         out.append(
-            _unknown(pool, "claims checking", GRADER, "depends on the claims of the samples")
+            _unknown(pool, CLAIMS_STAGE, GRADER, "depends on the claims of the samples")
         )
     return out
 
@@ -309,6 +300,24 @@ def _price(pool: ModelPool, role: str, est: StageEstimate) -> None:
 def _placeholder(tokens: int) -> str:
     """A text of about ``tokens`` tokens by the estimate (a sample not yet drawn)."""
     return "x" * (CHARS_PER_TOKEN * tokens)
+
+
+def _placeholder_answers(
+    item: Item, fmt: AnswerFormat, counts: dict[str, int], max_tokens: int
+) -> ItemSamples:
+    """Answer samples not yet drawn, all distinct: ``counts[set]`` of each answer set, of
+    the longest length (a choice item's answers are its option letters, taken in turn)."""
+    long = _placeholder(max_tokens)
+    sets: dict[str, tuple[Sample, ...]] = {}
+    k = 0
+    for name, n in counts.items():
+        made = []
+        for _ in range(n):
+            text = LETTERS[k % len(item.choices)] if fmt is AnswerFormat.CHOICE else f"{long}{k}"
+            made.append(Sample(text, Answer(text, text)))
+            k += 1
+        sets[name] = tuple(made)
+    return ItemSamples(item.id, sets, fmt, len(item.choices))
 
 
 def _dummy_context(task: Task, config: RunConfig, logprobs: bool, grammar: bool) -> PlanContext:

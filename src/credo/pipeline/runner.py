@@ -558,8 +558,17 @@ def build_kernels(
     stats: dict[str, int | float | str],
     incomplete: dict[str, str],
 ) -> dict[str, ItemKernels]:
-    """Every kernel the selected methods name, built for this run (000 App. H)."""
-    ctx = KernelContext(config, task, answers, pool, stats, incomplete)
+    """Every kernel the selected methods name, built for this run (000 App. H). A kernel
+    gets what it needs (the judge role's executor, built on first use; the embedder),
+    not the config or the pool."""
+    ctx = KernelContext(
+        task, answers,
+        judge=lambda: pool.executor(JUDGE),
+        judge_max_tokens=config.judge.max_tokens,
+        embedder=lambda: pool.embedder(config.kernel_embedder),
+        embedding_cache=config.cache_path.with_name("embeddings.sqlite"),
+        stats=stats, incomplete=incomplete,
+    )
     names = sorted({spec.kernel or config.kernel for spec in specs})
     return {name: build_kernel(name, ctx) for name in names}
 

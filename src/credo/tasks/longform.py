@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Protocol
 
 from credo.tasks.base import AnswerFormat, Item, Task
-from credo.tasks.grading import Graded, GradeMap, GradingContext, grader
+from credo.tasks.grading import CLAIMS_STAGE, Graded, GradeMap, GradingContext, grader
 from credo.tasks.loaders import DatasetError, read_jsonl
 from credo.tasks.registry import task_loader
 from credo.types import GenerationRequest, Message
@@ -325,9 +325,10 @@ def _check_claims(
                                   params=ctx.params),
                 1,
                 label=f"{i}/support",
+                stage=CLAIMS_STAGE,
             )
         )
-    gens = ctx.ask(requests, "checking claims", "claims checking")
+    gens = ctx.ask(requests, "checking claims", CLAIMS_STAGE)
     return {
         key: parse_support(g[0].text) for key, g in zip(plan, gens, strict=True) if g is not None
     }
