@@ -37,14 +37,9 @@ from credo.config import RunConfig
 from credo.generation.executor import PlannedRequest, sample_blocks
 from credo.generation.pool import GRADER, JUDGE, MODEL, PARAPHRASER, WRITER, ModelPool
 from credo.kernels.judge import JUDGE_STAGE, plan_judge_stage
-from credo.perturb.context import PerturbationSet, perturbation_messages
-from credo.perturb.paraphrase import ParaphraseSet, paraphrase_messages
-from credo.pipeline.runner import (
-    PARAPHRASE_STAGE,
-    RUNNER_ROLES,
-    WRITING_STAGE,
-    prepare_run,
-)
+from credo.perturb.context import WRITING_STAGE, PerturbationSet, plan_writer_round
+from credo.perturb.paraphrase import PARAPHRASE_STAGE, ParaphraseSet, plan_paraphrases
+from credo.pipeline.runner import RUNNER_ROLES, prepare_run
 from credo.plan.sample_sets import PlanContext, get_sample_set
 from credo.plan.samples import NLI, ORIGINAL, PARAPHRASED, PERTURBED, ItemSamples, Sample
 from credo.tasks.answers import Answer
@@ -173,19 +168,10 @@ def _sample_set(
 
 
 def _writer_round(pool: ModelPool, task: Task, config: RunConfig) -> StageEstimate:
-    """The perturbation writer's first round: as many candidates per item as
-    :func:`credo.perturb.context.generate_perturbations` draws first."""
+    """The perturbation writer's first round, as the writer plans it
+    (:func:`credo.perturb.context.plan_writer_round`)."""
     p = config.perturbation
-    first = max(p.candidates_per_round or math.ceil(1.5 * config.m), config.m)
-    planned = [
-        PlannedRequest(
-            GenerationRequest(
-                messages=perturbation_messages(it, task.domain, p.prompt), params=p.sampling
-            ),
-            first,
-        )
-        for it in task.items
-    ]
+    planned = plan_writer_round(task.items, config.m, task.domain, p)
     return _tally(
         pool, WRITING_STAGE, WRITER, planned, PLANNED,
         f"round 1 of at most {p.max_rounds}; later rounds depend on the diversity filter",
@@ -193,15 +179,11 @@ def _writer_round(pool: ModelPool, task: Task, config: RunConfig) -> StageEstima
 
 
 def _paraphrase_writing(pool: ModelPool, task: Task, config: RunConfig) -> StageEstimate:
-    """The paraphrase writer's candidates (as :func:`generate_paraphrases` asks)."""
+    """The paraphraser's candidates, as it plans them
+    (:func:`credo.perturb.paraphrase.plan_paraphrases`)."""
     b = config.baselines
-    k = b.paraphrase_candidates or 2 * b.paraphrases
-    planned = [
-        PlannedRequest(
-            GenerationRequest(messages=paraphrase_messages(it), params=b.paraphrase_sampling), k
-        )
-        for it in task.items
-    ]
+    planned = plan_paraphrases(task.items, b.paraphrases, b.paraphrase_sampling,
+                               b.paraphrase_candidates)
     return _tally(pool, PARAPHRASE_STAGE, PARAPHRASER, planned, PLANNED)
 
 
