@@ -83,6 +83,11 @@ class ServerProbe:
     seconds: float = 0.0
     probed_at: str = ""
     errors: tuple[str, ...] = ()
+    #: What the probe's replies cost, as the server reported it (``usage``): the replies
+    #: received, their prompt and completion tokens (the ledger's stage ``probe``).
+    replies: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
 
     @property
     def complete(self) -> bool:
@@ -148,6 +153,9 @@ def probe_server(send: Send, model: str, identity: str) -> ServerProbe:
         seconds=round(time.perf_counter() - start, 3),
         probed_at=datetime.now(UTC).isoformat(timespec="seconds"),
         errors=tuple(probe.errors),
+        replies=probe.replies,
+        prompt_tokens=probe.prompt_tokens,
+        completion_tokens=probe.completion_tokens,
         **found,
     )
 
@@ -161,7 +169,7 @@ class _Prober:
 
     def __init__(self, send: Send, model: str) -> None:
         self.send, self.model = send, model
-        self.requests = 0
+        self.requests = self.replies = self.prompt_tokens = self.completion_tokens = 0
         self.errors: list[str] = []
         self.refusal = ""
 
@@ -248,7 +256,7 @@ class _Prober:
         }
         self.requests += 1
         try:
-            return self.send(body)
+            reply = self.send(body)
         except ProbeRefused as exc:
             self.refusal = str(exc)
             if not stop_if_refused:
@@ -258,6 +266,15 @@ class _Prober:
         except Exception as exc:
             self.errors.append(f"{type(exc).__name__}: {exc}")
             raise _Stop from exc
+        self.count(reply)
+        return reply
+
+    def count(self, reply: Any) -> None:
+        """Add the ``usage`` the server reported for ``reply``."""
+        usage = _get(reply, "usage")
+        self.replies += 1
+        self.prompt_tokens += int(_get(usage, "prompt_tokens") or 0)
+        self.completion_tokens += int(_get(usage, "completion_tokens") or 0)
 
 
 def _get(obj: Any, name: str) -> Any:
