@@ -17,7 +17,7 @@ from credo.tasks.factual import SIMPLEQA
 from fault_server import FaultServer
 from test_baselines import MC, logprobs_for, responder
 from test_ledger import FAST, _Refuses, _served_config, _served_totals
-from test_runner import TASK, respond
+from test_runner import TASK
 
 COUNTS = ("requests", "samples", "calls")
 
