@@ -122,6 +122,8 @@ def test_the_ledger_equals_the_servers_own_usage_probe_included(tmp_path, bow_em
         cfg = _served_config(tmp_path, server.url, "probed")
         options = {k: v for k, v in cfg.model_options.items() if k != "probe"}
         cfg = cfg.model_copy(update={"model_options": options})
+        est = dry_run(cfg, perturber=ScriptedModel(context_writer))
+        assert server.requests == 0
         result = run(cfg, perturber=ScriptedModel(context_writer), embedder=bow_embedder,
                      show_progress=False, write=False)
         usage = dict(server.usage)
@@ -133,6 +135,12 @@ def test_the_ledger_equals_the_servers_own_usage_probe_included(tmp_path, bow_em
         "prompt_tokens": usage["prompt_tokens"],
         "completion_tokens": usage["completion_tokens"],
     }
+    probe = next(s for s in est.stages if s.stage == PROBE_STAGE)
+    assert probe.basis == "estimated" and probe.model == result.model_identity
+    assert stages[PROBE_STAGE]["requests"] <= probe.requests
+    assert stages[PROBE_STAGE]["completion_tokens"] <= probe.completion_tokens
+    # once stored, the dry run plans no probe either
+    assert PROBE_STAGE not in {s.stage for s in dry_run(cfg).stages}
 
     # the probe is stored: a second run sends none and counts none
     with FaultServer(port=server.port) as again:

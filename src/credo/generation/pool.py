@@ -324,6 +324,17 @@ class ModelPool:
         for warning in model.apply_probe(found):
             log.warning("%s", warning)
 
+    def unprobed(self, roles: list[str]) -> list[tuple[str, Model]]:
+        """The served models of ``roles`` (one per model, with its first role) that a run
+        would probe: built (nothing contacted), probed automatically, no probe stored."""
+        out: dict[int, tuple[str, Model]] = {}
+        for role in roles:
+            model = self.model(role, probe=False)
+            if (getattr(model, "auto_probe", False) and isinstance(model, ServedModel)
+                    and self.probes.get(model.identity) is None):
+                out.setdefault(id(model), (role, model))
+        return list(out.values())
+
     def _count_probe(self, role: str, identity: str, found: ServerProbe) -> None:
         """Count a probe just sent in the ledger, under stage :data:`PROBE_STAGE`: its
         requests, the replies (calls) and the tokens the server reported, at the role's

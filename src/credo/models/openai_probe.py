@@ -41,8 +41,10 @@ from typing import Any
 
 __all__ = [
     "GRAMMAR_WORDS",
+    "MAX_PROBE_CHOICES",
     "MAX_PROBE_REQUESTS",
     "PROBE_MAX_TOKENS",
+    "PROBE_PROMPT",
     "ProbeRefused",
     "ServerProbe",
     "probe_server",
@@ -59,6 +61,9 @@ GRAMMAR_FIELDS = ("grammar", "guided_grammar")
 WIDE_N = (32, 16, 8, 4)
 """The ``n`` tried for ``max_n``, widest first."""
 MAX_PROBE_REQUESTS = 1 + len(WIDE_N) + 4 + 2 + len(GRAMMAR_FIELDS)
+MAX_PROBE_CHOICES = 3 + sum(WIDE_N) + 4 + 2 + len(GRAMMAR_FIELDS)
+"""The most samples (choices) the probe's requests ask for, each at most
+:data:`PROBE_MAX_TOKENS` long: what a dry run bounds a probe's completion tokens by."""
 _BOUND = re.compile(r"(?:value\s*<=|<=|at most|maximum(?:\s+is|\s+of)?)\s*(\d+)", re.I)
 
 

@@ -35,11 +35,25 @@ from dataclasses import dataclass, field
 
 from credo.config import RunConfig
 from credo.generation.executor import PlannedRequest, sample_blocks
-from credo.generation.pool import GRADER, JUDGE, MODEL, PARAPHRASER, WRITER, ModelPool
+from credo.generation.pool import (
+    GRADER,
+    JUDGE,
+    MODEL,
+    PARAPHRASER,
+    PROBE_STAGE,
+    WRITER,
+    ModelPool,
+)
 from credo.kernels.judge import JUDGE_STAGE, plan_judge_stage
+from credo.models.openai_probe import (
+    MAX_PROBE_CHOICES,
+    MAX_PROBE_REQUESTS,
+    PROBE_MAX_TOKENS,
+    PROBE_PROMPT,
+)
 from credo.perturb.context import WRITING_STAGE, PerturbationSet, plan_writer_round
 from credo.perturb.paraphrase import PARAPHRASE_STAGE, ParaphraseSet, plan_paraphrases
-from credo.pipeline.runner import RUNNER_ROLES, prepare_run
+from credo.pipeline.runner import RUNNER_ROLES, prepare_run, run_roles
 from credo.plan.sample_sets import PlanContext, get_sample_set
 from credo.plan.samples import NLI, ORIGINAL, PARAPHRASED, PERTURBED, ItemSamples, Sample
 from credo.tasks.answers import Answer
@@ -118,6 +132,8 @@ def estimate_run(config: RunConfig, pool: ModelPool, task: Task | None = None) -
     ctx = _dummy_context(task, config, prepared.capabilities.logprobs,
                          prepared.capabilities.grammar)
     est = RunEstimate(task.name, len(task.items), pool.model(MODEL).identity)
+    roles = run_roles(config, task, prepared.specs, needs)
+    est.stages += [_probe(pool, role) for role, _ in pool.unprobed(roles)]
     est.stages.append(_sample_set(pool, task, ctx, ORIGINAL, PLANNED))
     if PERTURBED in needs and config.perturbation.corpus is None:
         est.stages.append(_writer_round(pool, task, config))
@@ -140,6 +156,24 @@ def prompt_tokens(messages: Sequence[Message]) -> int:
 
 
 # --------------------------------------------------------------------------- stages
+
+
+def _probe(pool: ModelPool, role: str) -> StageEstimate:
+    """A served model's probe (no probe stored for it yet): how many requests and
+    choices it asks depends on the server's answers, so at most
+    :data:`~credo.models.openai_probe.MAX_PROBE_REQUESTS` calls and
+    :data:`~credo.models.openai_probe.MAX_PROBE_CHOICES` choices of at most
+    :data:`~credo.models.openai_probe.PROBE_MAX_TOKENS` tokens."""
+    calls = MAX_PROBE_REQUESTS
+    est = StageEstimate(
+        PROBE_STAGE, role, pool.model(role, probe=False).identity, ESTIMATED,
+        f"at most {calls} tiny requests, once per served model (then stored)",
+        requests=calls, samples=MAX_PROBE_CHOICES, cached_samples=None, calls=calls,
+        prompt_tokens=calls * prompt_tokens((Message(role="user", content=PROBE_PROMPT),)),
+        completion_tokens=MAX_PROBE_CHOICES * PROBE_MAX_TOKENS,
+    )
+    _price(pool, role, est)
+    return est
 
 
 def _later_sets(needs: set[str]) -> list[str]:
