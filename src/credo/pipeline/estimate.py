@@ -5,6 +5,14 @@
 already, the backend calls the missing ones take, an estimate of their prompt tokens, a
 bound on their completion tokens, and their cost at the model's prices.
 
+The dry run is the plan without running (issue 22): every stage is counted with the
+planner the stage itself runs with (the sample sets' planners,
+:func:`~credo.perturb.context.plan_writer_round`,
+:func:`~credo.perturb.paraphrase.plan_paraphrases`,
+:func:`~credo.kernels.judge.plan_judge_stage`, :func:`~credo.tasks.factual.plan_simpleqa`);
+where a stage reads generated text, on placeholder texts of their longest length, all
+distinct. No formula of a stage is repeated here.
+
 What is known before sampling and what is estimated:
 
 * **planned** (exact, cache counted): the original samples, the label and APriCoT
@@ -16,7 +24,9 @@ What is known before sampling and what is estimated:
   paraphrased samples, the follow-ups (verbalized, P(True): one per original sample, at
   most ``baselines.followups``; identical samples share one, so this is an upper bound),
   judge pairs (at most every pair of distinct answers: u(u−1)/2 per item with u ≤ n + m,
-  and u ≤ the options of a choice item) and SimpleQA grading (at most one per sample).
+  and u ≤ the options of a choice item), SimpleQA grading (at most one per sample) and
+  a served model's probe when none is stored for it (at most
+  :data:`~credo.models.openai_probe.MAX_PROBE_REQUESTS` tiny requests).
 * **unknown**: CCP's NLI judgments (they depend on the samples' token alternatives) and
   FActScore claim checks (on the claims the samples make).
 
