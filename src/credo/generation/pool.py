@@ -49,7 +49,7 @@ from typing import Any, Self
 from credo.config import ExecutorConfig, default_cache_path
 from credo.errors import UserError
 from credo.generation.executor import ExecutionStats, Executor
-from credo.generation.ledger import Ledger, Prices, split_prices
+from credo.generation.ledger import Ledger, Prices, StageUsage, split_prices
 from credo.generation.probes import ProbeStore, probes_path
 from credo.generation.store import GenerationStore
 from credo.models.base import Model, ServedModel
@@ -82,6 +82,9 @@ ROLE_CHOICE = {
 }
 """Where a user picks another model for each role: named when a role's model is missing."""
 
+PROBE_STAGE = "probe"
+"""The ledger stage of a served model's probe (:mod:`credo.generation.probes`)."""
+
 SMALLEST_EMBEDDED = "smollm2-135m"
 """The embedded model ``make install`` installs (requirements-assets.txt)."""
 
@@ -90,6 +93,7 @@ __all__ = [
     "JUDGE",
     "MODEL",
     "PARAPHRASER",
+    "PROBE_STAGE",
     "SURPRISAL",
     "WRITER",
     "ModelPool",
@@ -285,7 +289,7 @@ class ModelPool:
         # auto_probe first: isinstance reads every member (a weights hash, for some)
         if (probe and self.reach and key not in self._probed
                 and getattr(model, "auto_probe", False) and isinstance(model, ServedModel)):
-            self._use_probe(model)
+            self._use_probe(model, role)
             self._probed.add(key)
         return model
 
@@ -301,11 +305,12 @@ class ModelPool:
             )
         model.preflight()
         found = model.probe()
+        self._count_probe(role, model.identity, found)
         if found.complete:
             self.probes.put(found)
         return found
 
-    def _use_probe(self, model: ServedModel) -> None:
+    def _use_probe(self, model: ServedModel, role: str) -> None:
         """Give a freshly loaded model its stored probe, probing its server first when
         none is stored; log what the model warns about."""
         found = self.probes.get(model.identity)
@@ -313,10 +318,33 @@ class ModelPool:
             log.info("probing the server of %s", model.identity)
             model.preflight()
             found = model.probe()
+            self._count_probe(role, model.identity, found)
             if found.complete:
                 self.probes.put(found)
         for warning in model.apply_probe(found):
             log.warning("%s", warning)
+
+    def unprobed(self, roles: list[str]) -> list[tuple[str, Model]]:
+        """The served models of ``roles`` (one per model, with its first role) that a run
+        would probe: built (nothing contacted), probed automatically, no probe stored."""
+        out: dict[int, tuple[str, Model]] = {}
+        for role in roles:
+            model = self.model(role, probe=False)
+            if (getattr(model, "auto_probe", False) and isinstance(model, ServedModel)
+                    and self.probes.get(model.identity) is None):
+                out.setdefault(id(model), (role, model))
+        return list(out.values())
+
+    def _count_probe(self, role: str, identity: str, found: ServerProbe) -> None:
+        """Count a probe just sent in the ledger, under stage :data:`PROBE_STAGE`: its
+        requests, the replies (calls) and the tokens the server reported, at the role's
+        prices (a stored probe sends nothing and counts nothing)."""
+        self.ledger.set_prices(identity, self.prices(role), role)
+        self.ledger.usage(PROBE_STAGE, identity).add(
+            StageUsage(requests=found.requests, calls=found.replies,
+                       prompt_tokens=found.prompt_tokens,
+                       completion_tokens=found.completion_tokens)
+        )
 
     def executor(self, role: str) -> Executor:
         """The cached executor of ``role``'s model (one per distinct model), recording

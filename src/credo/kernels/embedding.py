@@ -230,11 +230,13 @@ def embedding_gram(xs: Sequence[str | None], ys: Sequence[str | None]) -> np.nda
 
 @kernel_builder("embedding")
 def build_embedding_kernel(ctx: KernelContext) -> SameForEveryItem:
-    """The run's embedding kernel: ``config.kernel_embedder`` from the pool, with the
-    persistent embedding cache beside the generation cache (``embeddings.sqlite``), every
-    answer text embedded up front in batches."""
-    cache = EmbeddingCache(ctx.config.cache_path.with_name("embeddings.sqlite"))
-    kern = EmbeddingKernel(ctx.pool.embedder(ctx.config.kernel_embedder), cache=cache)
+    """The run's embedding kernel: the context's embedder (``kernel_embedder``), with
+    its persistent embedding cache (``embeddings.sqlite`` beside the generation cache),
+    every answer text embedded up front in batches."""
+    if ctx.embedder is None:
+        raise ValueError("the embedding kernel needs an embedder (KernelContext.embedder)")
+    cache = EmbeddingCache(ctx.embedding_cache) if ctx.embedding_cache is not None else None
+    kern = EmbeddingKernel(ctx.embedder(), cache=cache)
     kern.prefetch([s.key for its in ctx.samples for group in its.sets.values() for s in group])
     ctx.stats["embedding_kernel_texts_embedded"] = kern.embedded_texts
     return SameForEveryItem(kern)

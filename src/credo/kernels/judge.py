@@ -11,8 +11,10 @@ cached executor of the run stage:
    kernel is symmetric by construction and ``k(y, y) = 1`` costs nothing, so an item with
    ``u`` distinct answers needs ``u(u-1)/2`` verdicts, against the ``n·m + n² + m²``
    comparisons a naive estimator makes (:func:`naive_comparisons`).
-2. :func:`judge_requests` turns the pairs into T = 0 generation requests; the run stage
-   executes them (:func:`build_judge_kernel`, through the pool), so verdicts are cached.
+2. :func:`judge_requests` turns the pairs into T = 0 generation requests
+   (:func:`plan_judge_stage` plans both steps, for the run and for the dry run); the run
+   stage executes them through the judge role's executor (:func:`build_judge_kernel`),
+   so verdicts are cached.
 3. :func:`build_verdict_table` parses every reply strictly (:func:`parse_verdict`); an
    unparsable reply is recorded, counted and treated as "not equivalent".
    :meth:`VerdictTable.kernel_for` is then the Gram function of one item.
@@ -29,12 +31,16 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from credo.generation.executor import PlannedRequest, RequestsFailed
 from credo.kernels.registry import Kernel, KernelContext, kernel, kernel_builder
+from credo.plan.samples import ItemSamples
+from credo.tasks.base import AnswerFormat, Item
 from credo.types import GenerationRequest, Message, SamplingParams
 
 log = logging.getLogger(__name__)
 
 __all__ = [
+    "JUDGE_STAGE",
     "JUDGE_SYSTEM_PROMPT",
     "JudgePair",
     "VerdictTable",
@@ -45,6 +51,7 @@ __all__ = [
     "naive_comparisons",
     "parse_verdict",
     "plan_judge_pairs",
+    "plan_judge_stage",
 ]
 
 JUDGE_SYSTEM_PROMPT = (
@@ -227,37 +234,58 @@ def judge_gram(xs: Sequence[str | None], ys: Sequence[str | None]) -> np.ndarray
     )
 
 
-@kernel_builder("judge")
-def build_judge_kernel(ctx: KernelContext) -> VerdictTable:
-    """Plan every item's unique answer pairs, have the run's judge (``config.judge``,
-    the pool's ``judge`` role) answer them at T = 0 through the cached executor, and
-    parse the verdicts (000 App. D.5). Code is compared canonicalised: the judge sees the
-    signature (the prompt without its docstring) and the programs without comments, which
-    halves every prompt (:func:`credo.tasks.humaneval.canonical_code`)."""
-    from credo.generation.executor import PlannedRequest, RequestsFailed
-    from credo.generation.pool import JUDGE
-    from credo.plan.samples import ORIGINAL, PERTURBED
-    from credo.tasks.base import AnswerFormat
-    from credo.tasks.humaneval import canonical_code
+JUDGE_STAGE = "judge pairs"
+"""The ledger stage of the judge kernel's requests."""
 
-    answers = {
-        s.item_id: [x.key for group in s.sets.values() for x in group] for s in ctx.samples
-    }
-    items = ctx.items
-    canonical = canonical_code if ctx.task.format is AnswerFormat.CODE else None
+
+def plan_judge_stage(
+    samples: Sequence[ItemSamples], items: Mapping[str, Item], fmt: AnswerFormat,
+    max_tokens: int,
+) -> tuple[list[JudgePair], list[PlannedRequest]]:
+    """The judge kernel's requests (the run sends them, the dry run counts them on
+    placeholder answers): every item's unique pairs of distinct answers over all its
+    answer sets (:func:`plan_judge_pairs`), one T = 0 request of one sample each, under
+    ledger stage :data:`JUDGE_STAGE`. Code is compared canonicalised: the judge sees the
+    signature (the prompt without its docstring) and the programs without comments,
+    which halves every prompt (:func:`credo.tasks.humaneval.canonical_code`)."""
+    answers = {s.item_id: [x.key for group in s.sets.values() for x in group] for s in samples}
+    canonical = _canonical(fmt)
     questions = {i: (canonical or str)(items[i].question) for i in answers}
     pairs = plan_judge_pairs(answers, questions, canonical)
-    params = SamplingParams(temperature=0.0, max_tokens=ctx.config.judge.max_tokens)
+    params = SamplingParams(temperature=0.0, max_tokens=max_tokens)
     planned = [
-        PlannedRequest(r, 1, label=f"{p.item_id}/judge")
+        PlannedRequest(r, 1, label=f"{p.item_id}/judge", stage=JUDGE_STAGE)
         for p, r in zip(pairs, judge_requests(pairs, params), strict=True)
     ]
+    return pairs, planned
+
+
+def _canonical(fmt: AnswerFormat) -> Callable[[str], str] | None:
+    if fmt is not AnswerFormat.CODE:
+        return None
+    from credo.tasks.humaneval import canonical_code
+
+    return canonical_code
+
+
+@kernel_builder("judge")
+def build_judge_kernel(ctx: KernelContext) -> VerdictTable:
+    """Plan every item's unique answer pairs (:func:`plan_judge_stage`), have the judge
+    role answer them at T = 0 through its cached executor (``ctx.judge``), and parse the
+    verdicts (000 App. D.5)."""
+    from credo.plan.samples import ORIGINAL, PERTURBED
+
+    pairs, planned = plan_judge_stage(ctx.samples, ctx.items, ctx.task.format,
+                                      ctx.judge_max_tokens)
+    canonical = _canonical(ctx.task.format)
     generated = cached = 0
     replies: list[str] = []
     if planned:
-        executor = ctx.pool.executor(JUDGE)
+        if ctx.judge is None:
+            raise ValueError("the judge kernel needs the judge's executor (KernelContext.judge)")
+        executor = ctx.judge()
         try:
-            gens: list = executor.execute(planned, "judging answer pairs", "judge pairs")
+            gens: list = executor.execute(planned, "judging answer pairs", JUDGE_STAGE)
         except RequestsFailed as e:
             gens = e.results
         generated = executor.history[-1].generated_samples

@@ -2,10 +2,13 @@
 ``@kernel_builder("name")`` how the kernel builds itself for a run from its config.
 
 A kernel with no builder is used as registered (the indicator kernel). A builder gets a
-:class:`KernelContext` (the run's config, its items and answer samples, the model pool,
-a stats dict to report into) and returns :class:`ItemKernels`: the Gram function of each
-item. The embedding kernel builds with the configured embedder and its persistent cache;
-the judge kernel collects its verdicts through the pool's judge executor first. The
+:class:`KernelContext` (the run's items and answer samples, what the kernel needs: the
+judge role's executor and settings, the embedder and its cache; a stats dict to report
+into) and returns :class:`ItemKernels`: the Gram function of each item. A kernel sees
+neither the run's config nor the model pool (issue 22). The embedding kernel builds with
+the run's embedder and its persistent cache; the judge kernel plans its requests
+(:func:`credo.kernels.judge.plan_judge_stage`, which the dry run plans with too) and
+sends them through the judge role's executor. The
 pipeline builds every kernel its methods name with :func:`build_kernel`, no if/elif.
 """
 
@@ -20,8 +23,10 @@ import numpy as np
 from credo.errors import UserError
 
 if TYPE_CHECKING:
-    from credo.config import RunConfig
-    from credo.generation.pool import ModelPool
+    from pathlib import Path
+
+    from credo.generation.executor import Executor
+    from credo.models.embedders import Embedder
     from credo.plan.samples import ItemSamples
     from credo.tasks.base import Item, Task
 
@@ -49,15 +54,21 @@ class SameForEveryItem:
 
 @dataclass
 class KernelContext:
-    """What a kernel builder reads: the run's config and task, every item's answer
-    samples (original, perturbed, paraphrased), the model pool, and the run's stats. A
+    """What a kernel builder reads: the run's task, every item's answer samples
+    (original, perturbed, paraphrased), the run's stats, and what the kernels need, not
+    the run's config or model pool: ``judge`` returns the judge role's cached executor
+    (built on first call: a run without the judge kernel builds none) and
+    ``judge_max_tokens`` bounds a verdict; ``embedder`` returns the embedding kernel's
+    embedder and ``embedding_cache`` is its persistent cache file (None: in memory). A
     builder that could not get what an item needs (a judge request whose retries ran
     out) says why in ``incomplete``; the run leaves that item out and marks it."""
 
-    config: RunConfig
     task: Task
     samples: Sequence[ItemSamples]
-    pool: ModelPool
+    judge: Callable[[], Executor] | None = None
+    judge_max_tokens: int = 8
+    embedder: Callable[[], Embedder] | None = None
+    embedding_cache: Path | None = None
     stats: dict[str, int | float | str] = field(default_factory=dict)
     incomplete: dict[str, str] = field(default_factory=dict)
 

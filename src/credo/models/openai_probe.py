@@ -41,8 +41,10 @@ from typing import Any
 
 __all__ = [
     "GRAMMAR_WORDS",
+    "MAX_PROBE_CHOICES",
     "MAX_PROBE_REQUESTS",
     "PROBE_MAX_TOKENS",
+    "PROBE_PROMPT",
     "ProbeRefused",
     "ServerProbe",
     "probe_server",
@@ -59,6 +61,9 @@ GRAMMAR_FIELDS = ("grammar", "guided_grammar")
 WIDE_N = (32, 16, 8, 4)
 """The ``n`` tried for ``max_n``, widest first."""
 MAX_PROBE_REQUESTS = 1 + len(WIDE_N) + 4 + 2 + len(GRAMMAR_FIELDS)
+MAX_PROBE_CHOICES = 3 + sum(WIDE_N) + 4 + 2 + len(GRAMMAR_FIELDS)
+"""The most samples (choices) the probe's requests ask for, each at most
+:data:`PROBE_MAX_TOKENS` long: what a dry run bounds a probe's completion tokens by."""
 _BOUND = re.compile(r"(?:value\s*<=|<=|at most|maximum(?:\s+is|\s+of)?)\s*(\d+)", re.I)
 
 
@@ -83,6 +88,11 @@ class ServerProbe:
     seconds: float = 0.0
     probed_at: str = ""
     errors: tuple[str, ...] = ()
+    #: What the probe's replies cost, as the server reported it (``usage``): the replies
+    #: received, their prompt and completion tokens (the ledger's stage ``probe``).
+    replies: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
 
     @property
     def complete(self) -> bool:
@@ -148,6 +158,9 @@ def probe_server(send: Send, model: str, identity: str) -> ServerProbe:
         seconds=round(time.perf_counter() - start, 3),
         probed_at=datetime.now(UTC).isoformat(timespec="seconds"),
         errors=tuple(probe.errors),
+        replies=probe.replies,
+        prompt_tokens=probe.prompt_tokens,
+        completion_tokens=probe.completion_tokens,
         **found,
     )
 
@@ -161,7 +174,7 @@ class _Prober:
 
     def __init__(self, send: Send, model: str) -> None:
         self.send, self.model = send, model
-        self.requests = 0
+        self.requests = self.replies = self.prompt_tokens = self.completion_tokens = 0
         self.errors: list[str] = []
         self.refusal = ""
 
@@ -248,7 +261,7 @@ class _Prober:
         }
         self.requests += 1
         try:
-            return self.send(body)
+            reply = self.send(body)
         except ProbeRefused as exc:
             self.refusal = str(exc)
             if not stop_if_refused:
@@ -258,6 +271,15 @@ class _Prober:
         except Exception as exc:
             self.errors.append(f"{type(exc).__name__}: {exc}")
             raise _Stop from exc
+        self.count(reply)
+        return reply
+
+    def count(self, reply: Any) -> None:
+        """Add the ``usage`` the server reported for ``reply``."""
+        usage = _get(reply, "usage")
+        self.replies += 1
+        self.prompt_tokens += int(_get(usage, "prompt_tokens") or 0)
+        self.completion_tokens += int(_get(usage, "completion_tokens") or 0)
 
 
 def _get(obj: Any, name: str) -> Any:

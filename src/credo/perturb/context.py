@@ -253,6 +253,42 @@ def diversity_filter(
     return accepted
 
 
+WRITING_STAGE = "perturbation writing"
+"""The ledger stage of the perturbation writer's requests."""
+
+
+def writer_request(item: Item, domain: str, config: PerturbationConfig) -> GenerationRequest:
+    """The one cached request whose samples are ``item``'s candidate prefixes."""
+    return GenerationRequest(
+        messages=perturbation_messages(item, domain, config.prompt), params=config.sampling
+    )
+
+
+def plan_writer_round(
+    items: Sequence[Item],
+    m: int,
+    domain: str,
+    config: PerturbationConfig,
+    kept: Mapping[str, int] | None = None,
+    drawn: Mapping[str, int] | None = None,
+) -> list[PlannedRequest]:
+    """One writer round of :func:`generate_perturbations` (the dry run plans round 1 with
+    it: no ``kept``, nothing ``drawn``): per item, its request with the candidates drawn
+    so far plus ``candidates_per_round`` (default 1.5 x the prefixes still missing, at
+    least as many as are missing), under ledger stage :data:`WRITING_STAGE`."""
+    kept, drawn = kept or {}, drawn or {}
+    planned = []
+    for it in items:
+        missing = m - kept.get(it.id, 0)
+        extra = config.candidates_per_round or math.ceil(1.5 * missing)
+        n = drawn.get(it.id, 0) + max(extra, missing)
+        planned.append(
+            PlannedRequest(writer_request(it, domain, config), n, label=it.id,
+                           stage=WRITING_STAGE)
+        )
+    return planned
+
+
 def generate_perturbations(
     items: Sequence[Item],
     m: int,
@@ -275,12 +311,6 @@ def generate_perturbations(
     whose candidates could not be generated (the backend's retries ran out) has no entry:
     the run marks it incomplete and a rerun tries again.
     """
-    requests = {
-        it.id: GenerationRequest(
-            messages=perturbation_messages(it, domain, config.prompt), params=config.sampling
-        )
-        for it in items
-    }
     contexts = {it.id: rule_context(it, config.rules, (answers or {}).get(it.id, ()))
                 for it in items}
     drawn = {it.id: 0 for it in items}
@@ -294,12 +324,9 @@ def generate_perturbations(
             pending = [it for it in pending if it.id in result and not result[it.id].kept]
             if not pending:
                 break
-        planned = []
-        for it in pending:
-            missing = m - (len(result[it.id].kept) if it.id in result else 0)
-            extra = config.candidates_per_round or math.ceil(1.5 * missing)
-            drawn[it.id] += max(extra, missing)
-            planned.append(PlannedRequest(requests[it.id], drawn[it.id], label=it.id))
+        kept = {i: len(p.kept) for i, p in result.items()}
+        planned = plan_writer_round(pending, m, domain, config, kept, drawn)
+        drawn.update({it.id: p.n for it, p in zip(pending, planned, strict=True)})
         try:
             gens = executor.execute(planned, description=f"perturbations (round {rnd + 1})")
         except RequestsFailed as e:  # their items are left out; the run marks them incomplete

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from credo.generation.executor import Executor, PlannedRequest, RequestsFailed
@@ -66,6 +67,28 @@ def clean_paraphrase(text: str, question: str) -> str | None:
     return t
 
 
+PARAPHRASE_STAGE = "paraphrase writing"
+"""The ledger stage of the paraphraser's requests."""
+
+
+def plan_paraphrases(
+    items: Sequence[Item], count: int, sampling: SamplingParams, candidates: int | None = None
+) -> list[PlannedRequest]:
+    """The paraphraser's requests (the run's and the dry run's): per item, ``candidates``
+    (default 2 x ``count``) samples of its paraphrasing request, under ledger stage
+    :data:`PARAPHRASE_STAGE`."""
+    k = candidates or 2 * count
+    return [
+        PlannedRequest(
+            GenerationRequest(messages=paraphrase_messages(it), params=sampling),
+            k,
+            label=f"{it.id}/paraphrase",
+            stage=PARAPHRASE_STAGE,
+        )
+        for it in items
+    ]
+
+
 def generate_paraphrases(
     items: tuple[Item, ...] | list[Item],
     count: int,
@@ -80,15 +103,7 @@ def generate_paraphrases(
     """
     if count < 1:
         raise ValueError(f"count must be >= 1, got {count}")
-    k = candidates or 2 * count
-    planned = [
-        PlannedRequest(
-            GenerationRequest(messages=paraphrase_messages(it), params=sampling),
-            k,
-            label=f"{it.id}/paraphrase",
-        )
-        for it in items
-    ]
+    planned = plan_paraphrases(items, count, sampling, candidates)
     try:
         gens = executor.execute(planned, description="writing paraphrases")
     except RequestsFailed as e:  # their items are left out; the run marks them incomplete

@@ -5,6 +5,14 @@
 already, the backend calls the missing ones take, an estimate of their prompt tokens, a
 bound on their completion tokens, and their cost at the model's prices.
 
+The dry run is the plan without running (issue 22): every stage is counted with the
+planner the stage itself runs with (the sample sets' planners,
+:func:`~credo.perturb.context.plan_writer_round`,
+:func:`~credo.perturb.paraphrase.plan_paraphrases`,
+:func:`~credo.kernels.judge.plan_judge_stage`, :func:`~credo.tasks.factual.plan_simpleqa`);
+where a stage reads generated text, on placeholder texts of their longest length, all
+distinct. No formula of a stage is repeated here.
+
 What is known before sampling and what is estimated:
 
 * **planned** (exact, cache counted): the original samples, the label and APriCoT
@@ -16,7 +24,9 @@ What is known before sampling and what is estimated:
   paraphrased samples, the follow-ups (verbalized, P(True): one per original sample, at
   most ``baselines.followups``; identical samples share one, so this is an upper bound),
   judge pairs (at most every pair of distinct answers: u(u−1)/2 per item with u ≤ n + m,
-  and u ≤ the options of a choice item) and SimpleQA grading (at most one per sample).
+  and u ≤ the options of a choice item), SimpleQA grading (at most one per sample) and
+  a served model's probe when none is stored for it (at most
+  :data:`~credo.models.openai_probe.MAX_PROBE_REQUESTS` tiny requests).
 * **unknown**: CCP's NLI judgments (they depend on the samples' token alternatives) and
   FActScore claim checks (on the claims the samples make).
 
@@ -35,22 +45,33 @@ from dataclasses import dataclass, field
 
 from credo.config import RunConfig
 from credo.generation.executor import PlannedRequest, sample_blocks
-from credo.generation.pool import GRADER, JUDGE, MODEL, PARAPHRASER, WRITER, ModelPool
-from credo.kernels.judge import JudgePair, judge_messages
-from credo.perturb.context import PerturbationSet, perturbation_messages
-from credo.perturb.paraphrase import ParaphraseSet, paraphrase_messages
-from credo.pipeline.runner import (
-    PARAPHRASE_STAGE,
-    RUNNER_ROLES,
-    WRITING_STAGE,
-    prepare_run,
+from credo.generation.pool import (
+    GRADER,
+    JUDGE,
+    MODEL,
+    PARAPHRASER,
+    PROBE_STAGE,
+    WRITER,
+    ModelPool,
 )
+from credo.kernels.judge import JUDGE_STAGE, plan_judge_stage
+from credo.models.openai_probe import (
+    MAX_PROBE_CHOICES,
+    MAX_PROBE_REQUESTS,
+    PROBE_MAX_TOKENS,
+    PROBE_PROMPT,
+)
+from credo.perturb.context import WRITING_STAGE, PerturbationSet, plan_writer_round
+from credo.perturb.paraphrase import PARAPHRASE_STAGE, ParaphraseSet, plan_paraphrases
+from credo.pipeline.runner import RUNNER_ROLES, prepare_run, run_roles
 from credo.plan.sample_sets import PlanContext, get_sample_set
-from credo.plan.samples import NLI, ORIGINAL, PARAPHRASED, PERTURBED, Sample
+from credo.plan.samples import NLI, ORIGINAL, PARAPHRASED, PERTURBED, ItemSamples, Sample
 from credo.tasks.answers import Answer
-from credo.tasks.base import AnswerFormat, Task
-from credo.tasks.factual import SIMPLEQA, grading_messages
+from credo.tasks.base import AnswerFormat, Item, Task
+from credo.tasks.factual import SIMPLEQA, plan_simpleqa
+from credo.tasks.grading import CLAIMS_STAGE, GRADING_STAGE
 from credo.tasks.longform import FACTSCORE
+from credo.tasks.prompts import LETTERS
 from credo.types import GenerationRequest, Message, SamplingParams
 
 __all__ = ["CHARS_PER_TOKEN", "RunEstimate", "StageEstimate", "estimate_run", "prompt_tokens"]
@@ -121,6 +142,8 @@ def estimate_run(config: RunConfig, pool: ModelPool, task: Task | None = None) -
     ctx = _dummy_context(task, config, prepared.capabilities.logprobs,
                          prepared.capabilities.grammar)
     est = RunEstimate(task.name, len(task.items), pool.model(MODEL).identity)
+    roles = run_roles(config, task, prepared.specs, needs)
+    est.stages += [_probe(pool, role) for role, _ in pool.unprobed(roles)]
     est.stages.append(_sample_set(pool, task, ctx, ORIGINAL, PLANNED))
     if PERTURBED in needs and config.perturbation.corpus is None:
         est.stages.append(_writer_round(pool, task, config))
@@ -143,6 +166,24 @@ def prompt_tokens(messages: Sequence[Message]) -> int:
 
 
 # --------------------------------------------------------------------------- stages
+
+
+def _probe(pool: ModelPool, role: str) -> StageEstimate:
+    """A served model's probe (no probe stored for it yet): how many requests and
+    choices it asks depends on the server's answers, so at most
+    :data:`~credo.models.openai_probe.MAX_PROBE_REQUESTS` calls and
+    :data:`~credo.models.openai_probe.MAX_PROBE_CHOICES` choices of at most
+    :data:`~credo.models.openai_probe.PROBE_MAX_TOKENS` tokens."""
+    calls = MAX_PROBE_REQUESTS
+    est = StageEstimate(
+        PROBE_STAGE, role, pool.model(role, probe=False).identity, ESTIMATED,
+        f"at most {calls} tiny requests, once per served model (then stored)",
+        requests=calls, samples=MAX_PROBE_CHOICES, cached_samples=None, calls=calls,
+        prompt_tokens=calls * prompt_tokens((Message(role="user", content=PROBE_PROMPT),)),
+        completion_tokens=MAX_PROBE_CHOICES * PROBE_MAX_TOKENS,
+    )
+    _price(pool, role, est)
+    return est
 
 
 def _later_sets(needs: set[str]) -> list[str]:
@@ -171,19 +212,10 @@ def _sample_set(
 
 
 def _writer_round(pool: ModelPool, task: Task, config: RunConfig) -> StageEstimate:
-    """The perturbation writer's first round: as many candidates per item as
-    :func:`credo.perturb.context.generate_perturbations` draws first."""
+    """The perturbation writer's first round, as the writer plans it
+    (:func:`credo.perturb.context.plan_writer_round`)."""
     p = config.perturbation
-    first = max(p.candidates_per_round or math.ceil(1.5 * config.m), config.m)
-    planned = [
-        PlannedRequest(
-            GenerationRequest(
-                messages=perturbation_messages(it, task.domain, p.prompt), params=p.sampling
-            ),
-            first,
-        )
-        for it in task.items
-    ]
+    planned = plan_writer_round(task.items, config.m, task.domain, p)
     return _tally(
         pool, WRITING_STAGE, WRITER, planned, PLANNED,
         f"round 1 of at most {p.max_rounds}; later rounds depend on the diversity filter",
@@ -191,66 +223,51 @@ def _writer_round(pool: ModelPool, task: Task, config: RunConfig) -> StageEstima
 
 
 def _paraphrase_writing(pool: ModelPool, task: Task, config: RunConfig) -> StageEstimate:
-    """The paraphrase writer's candidates (as :func:`generate_paraphrases` asks)."""
+    """The paraphraser's candidates, as it plans them
+    (:func:`credo.perturb.paraphrase.plan_paraphrases`)."""
     b = config.baselines
-    k = b.paraphrase_candidates or 2 * b.paraphrases
-    planned = [
-        PlannedRequest(
-            GenerationRequest(messages=paraphrase_messages(it), params=b.paraphrase_sampling), k
-        )
-        for it in task.items
-    ]
+    planned = plan_paraphrases(task.items, b.paraphrases, b.paraphrase_sampling,
+                               b.paraphrase_candidates)
     return _tally(pool, PARAPHRASE_STAGE, PARAPHRASER, planned, PLANNED)
 
 
 def _judge_pairs(
     pool: ModelPool, task: Task, config: RunConfig, needs: set[str]
 ) -> StageEstimate:
-    """At most every pair of distinct answers of an item (the judge kernel)."""
-    answers = config.n + (config.m if PERTURBED in needs else 0)
-    answers += config.baselines.paraphrases if PARAPHRASED in needs else 0
-    long = _placeholder(config.sampling.max_tokens)
-    params = SamplingParams(temperature=0.0, max_tokens=config.judge.max_tokens)
-    est = StageEstimate(
-        "judge pairs", JUDGE, pool.model(JUDGE).identity, ESTIMATED,
-        "at most every pair of distinct answers: u(u-1)/2 per item, u <= n + m",
-        cached_samples=None,
-    )
-    for it in task.items:
-        u = min(answers, len(it.choices)) if task.format is AnswerFormat.CHOICE else answers
-        pairs = u * (u - 1) // 2
-        messages = judge_messages(JudgePair(it.id, long + "a", long + "b", it.question))
-        est.requests += pairs
-        est.samples += pairs
-        est.calls += pairs
-        est.prompt_tokens += pairs * prompt_tokens(messages)
-        est.completion_tokens += pairs * params.max_tokens
-    _price(pool, JUDGE, est)
-    return est
+    """The judge kernel's own plan (:func:`credo.kernels.judge.plan_judge_stage`) on
+    placeholder answers, all distinct: at most every pair of distinct answers."""
+    counts = {ORIGINAL: config.n, PERTURBED: config.m if PERTURBED in needs else 0,
+              PARAPHRASED: config.baselines.paraphrases if PARAPHRASED in needs else 0}
+    samples = [_placeholder_answers(it, task.format, counts, config.sampling.max_tokens)
+               for it in task.items]
+    _, planned = plan_judge_stage(samples, {it.id: it for it in task.items}, task.format,
+                                  config.judge.max_tokens)
+    return _tally(pool, JUDGE_STAGE, JUDGE, planned, ESTIMATED,
+                  "at most every pair of distinct answers: u(u-1)/2 per item, u <= n + m")
 
 
 def _grading(pool: ModelPool, task: Task, config: RunConfig) -> list[StageEstimate]:
-    """SimpleQA grades (at most one per original sample) and FActScore claim checks
+    """SimpleQA grades (the grader's own plan, :func:`credo.tasks.factual.plan_simpleqa`,
+    on placeholder answers: at most one per original sample) and FActScore claim checks
     (unknown) of the items whose grader asks the judge."""
     graders = {it.meta.get("grader") for it in task.items}
     out = []
     if SIMPLEQA in graders:
         settings = config.grader or config.judge
         params = SamplingParams(temperature=0.0, max_tokens=settings.max_tokens)
-        long = _placeholder(config.sampling.max_tokens)
-        planned = [
-            PlannedRequest(
-                GenerationRequest(messages=grading_messages(it, long + str(i)), params=params), 1
-            )
-            for it in task.items
-            if it.meta.get("grader") == SIMPLEQA
-            for i in range(config.n)
-        ]
-        out.append(_tally(pool, "grading", GRADER, planned, ESTIMATED,
+        graded = [it for it in task.items if it.meta.get("grader") == SIMPLEQA]
+        originals = {
+            it.id: _placeholder_answers(
+                it, task.format, {ORIGINAL: config.n}, config.sampling.max_tokens
+            ).sets[ORIGINAL]
+            for it in graded
+        }
+        plan = plan_simpleqa({it.id: it for it in graded}, originals, params)
+        out.append(_tally(pool, GRADING_STAGE, GRADER, plan.requests, ESTIMATED,
                           "at most one per original sample (exact matches need none)"))
     if FACTSCORE in graders:
         out.append(
-            _unknown(pool, "claims checking", GRADER, "depends on the claims of the samples")
+            _unknown(pool, CLAIMS_STAGE, GRADER, "depends on the claims of the samples")
         )
     return out
 
@@ -309,6 +326,24 @@ def _price(pool: ModelPool, role: str, est: StageEstimate) -> None:
 def _placeholder(tokens: int) -> str:
     """A text of about ``tokens`` tokens by the estimate (a sample not yet drawn)."""
     return "x" * (CHARS_PER_TOKEN * tokens)
+
+
+def _placeholder_answers(
+    item: Item, fmt: AnswerFormat, counts: dict[str, int], max_tokens: int
+) -> ItemSamples:
+    """Answer samples not yet drawn, all distinct: ``counts[set]`` of each answer set, of
+    the longest length (a choice item's answers are its option letters, taken in turn)."""
+    long = _placeholder(max_tokens)
+    sets: dict[str, tuple[Sample, ...]] = {}
+    k = 0
+    for name, n in counts.items():
+        made = []
+        for _ in range(n):
+            text = LETTERS[k % len(item.choices)] if fmt is AnswerFormat.CHOICE else f"{long}{k}"
+            made.append(Sample(text, Answer(text, text)))
+            k += 1
+        sets[name] = tuple(made)
+    return ItemSamples(item.id, sets, fmt, len(item.choices))
 
 
 def _dummy_context(task: Task, config: RunConfig, logprobs: bool, grammar: bool) -> PlanContext:

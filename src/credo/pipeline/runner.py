@@ -32,9 +32,9 @@ from credo.kernels.registry import ItemKernels, KernelContext, build_kernel, get
 from credo.methods import get_method
 from credo.methods.base import MethodSpec
 from credo.methods.scoring import GeneratedSets, ItemResult, score_items
-from credo.perturb.context import PerturbationSet, generate_perturbations
+from credo.perturb.context import WRITING_STAGE, PerturbationSet, generate_perturbations
 from credo.perturb.corpus import corpus_perturbations, load_corpus
-from credo.perturb.paraphrase import ParaphraseSet, generate_paraphrases
+from credo.perturb.paraphrase import PARAPHRASE_STAGE, ParaphraseSet, generate_paraphrases
 from credo.perturb.quality import similarity_record
 from credo.pipeline.ending import Outcome, decide_outcome, end_run
 from credo.plan.sample_sets import PlanContext, get_sample_set
@@ -49,6 +49,8 @@ log = logging.getLogger(__name__)
 
 __all__ = [
     "ANSWER_SETS",
+    "PARAPHRASE_STAGE",
+    "WRITING_STAGE",
     "ItemResult",
     "PreparedRun",
     "RunResult",
@@ -362,10 +364,8 @@ def _warn_unpriced(pool: ModelPool, roles: list[str]) -> None:
         seen.add(identity)
 
 
-WRITING_STAGE = "perturbation writing"
-PARAPHRASE_STAGE = "paraphrase writing"
-"""The ledger stages of the perturbation stage's writers (the sample sets' stages are
-their names: ``original``, ``perturbed``, ``verbalized``...)."""
+# The ledger stages of the perturbation stage's writers are WRITING_STAGE and
+# PARAPHRASE_STAGE (their planners name them); the sample sets' stages are their names.
 
 RUNNER_ROLES = {"model": MODEL, "judge": JUDGE}
 """The pool role that generates the sample sets of each planner ``runner``."""
@@ -409,20 +409,18 @@ def _perturbations(
                 config.perturbation, config.seed,
             )
         else:
-            with pool.stage(WRITING_STAGE):
-                psets = generate_perturbations(
-                    task.items, config.m, task.domain, pool.executor(WRITER), embedder,
-                    config.perturbation, answers,
-                )
+            psets = generate_perturbations(
+                task.items, config.m, task.domain, pool.executor(WRITER), embedder,
+                config.perturbation, answers,
+            )
         groups = [p.kept for p in psets.values() if len(p.kept) >= 2]
         if groups:
             similarity = similarity_record(groups, embedder, config.perturbation.threshold)
     if PARAPHRASED in needs:
-        with pool.stage(PARAPHRASE_STAGE):
-            paras = generate_paraphrases(
-                task.items, config.baselines.paraphrases, pool.executor(PARAPHRASER),
-                config.baselines.paraphrase_sampling, config.baselines.paraphrase_candidates,
-            )
+        paras = generate_paraphrases(
+            task.items, config.baselines.paraphrases, pool.executor(PARAPHRASER),
+            config.baselines.paraphrase_sampling, config.baselines.paraphrase_candidates,
+        )
     for name, made in ((PERTURBED, psets), (PARAPHRASED, paras)):
         if name in needs:
             for it in task.items:
@@ -558,8 +556,17 @@ def build_kernels(
     stats: dict[str, int | float | str],
     incomplete: dict[str, str],
 ) -> dict[str, ItemKernels]:
-    """Every kernel the selected methods name, built for this run (000 App. H)."""
-    ctx = KernelContext(config, task, answers, pool, stats, incomplete)
+    """Every kernel the selected methods name, built for this run (000 App. H). A kernel
+    gets what it needs (the judge role's executor, built on first use; the embedder),
+    not the config or the pool."""
+    ctx = KernelContext(
+        task, answers,
+        judge=lambda: pool.executor(JUDGE),
+        judge_max_tokens=config.judge.max_tokens,
+        embedder=lambda: pool.embedder(config.kernel_embedder),
+        embedding_cache=config.cache_path.with_name("embeddings.sqlite"),
+        stats=stats, incomplete=incomplete,
+    )
     names = sorted({spec.kernel or config.kernel for spec in specs})
     return {name: build_kernel(name, ctx) for name in names}
 

@@ -31,15 +31,17 @@ import math
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
+from credo.generation.executor import PlannedRequest
 from credo.tasks.answers import normalise_text
 from credo.tasks.base import AnswerFormat, Item, Task
-from credo.tasks.grading import Graded, GradeMap, GradingContext, grader
+from credo.tasks.grading import GRADING_STAGE, Graded, GradeMap, GradingContext, grader
 from credo.tasks.loaders import DatasetError, read_csv
 from credo.tasks.registry import TaskSpecError, check_argument, package_data, task_loader
-from credo.types import GenerationRequest, Message
+from credo.types import GenerationRequest, Message, SamplingParams
 
 log = logging.getLogger(__name__)
 
@@ -295,14 +297,24 @@ def parse_grade(text: str) -> Grade:
     }[word]
 
 
-@grader(SIMPLEQA, "an LLM judge (grader.model) gives SimpleQA's grade; only CORRECT counts")
-def grade_simpleqa(ctx: GradingContext, originals: Mapping[str, Sequence[Graded]]) -> GradeMap:
-    """SimpleQA grades (correct / incorrect / not attempted); only CORRECT counts as
-    correct. Each distinct answer text of an item is graded once; exact matches, unparsed
-    answers and numbers against numeric gold answers need no call (:func:`pregrade`)."""
-    from credo.generation.executor import PlannedRequest
+@dataclass
+class SimpleQAPlan:
+    """The SimpleQA grading stage before its judge is asked: the grades decided without
+    a model by (item id, answer text), the (item id, answer text) pairs the judge must
+    grade, and one request per pair (in the same order)."""
 
-    items = ctx.items
+    grades: dict[tuple[str, str], Grade]
+    todo: list[tuple[str, str]]
+    requests: list[PlannedRequest]
+
+
+def plan_simpleqa(
+    items: Mapping[str, Item], originals: Mapping[str, Sequence[Graded]], params: SamplingParams
+) -> SimpleQAPlan:
+    """The grader's requests for ``originals`` (the run sends them; the dry run counts
+    them on placeholder answers): each distinct answer text of an item once, except
+    those :func:`pregrade` decides; T = 0 at ``params``, under ledger stage
+    :data:`~credo.tasks.grading.GRADING_STAGE`."""
     grades: dict[tuple[str, str], Grade] = {}
     todo: list[tuple[str, str]] = []
     for i, orig in originals.items():
@@ -315,18 +327,29 @@ def grade_simpleqa(ctx: GradingContext, originals: Mapping[str, Sequence[Graded]
                 todo.append(key)
             else:
                 grades[key] = decided
-    decided_free = len(grades)
-    planned = [
+    requests = [
         PlannedRequest(
-            GenerationRequest(messages=grading_messages(items[i], text), params=ctx.params),
+            GenerationRequest(messages=grading_messages(items[i], text), params=params),
             1,
             label=f"{i}/grade",
+            stage=GRADING_STAGE,
         )
         for i, text in todo
     ]
+    return SimpleQAPlan(grades, todo, requests)
+
+
+@grader(SIMPLEQA, "an LLM judge (grader.model) gives SimpleQA's grade; only CORRECT counts")
+def grade_simpleqa(ctx: GradingContext, originals: Mapping[str, Sequence[Graded]]) -> GradeMap:
+    """SimpleQA grades (correct / incorrect / not attempted); only CORRECT counts as
+    correct. Each distinct answer text of an item is graded once; exact matches, unparsed
+    answers and numbers against numeric gold answers need no call (:func:`pregrade`)."""
+    plan = plan_simpleqa(ctx.items, originals, ctx.params)
+    grades, todo, planned = plan.grades, plan.todo, plan.requests
+    decided_free = len(grades)
     generated = cached = 0
     if planned:
-        gens = ctx.ask(planned, "grading answers", "grading")
+        gens = ctx.ask(planned, "grading answers", GRADING_STAGE)
         last = ctx.judge().history[-1]
         generated, cached = last.generated_samples, last.cached_samples
         for key, g in zip(todo, gens, strict=True):

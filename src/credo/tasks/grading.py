@@ -40,8 +40,10 @@ if TYPE_CHECKING:
     from credo.generation.executor import Executor
 
 __all__ = [
+    "CLAIMS_STAGE",
     "DEFAULT_GRADER",
     "GRADERS",
+    "GRADING_STAGE",
     "Graded",
     "GradingContext",
     "correctness",
@@ -51,6 +53,11 @@ __all__ = [
     "is_correct",
     "within_rel_tol",
 ]
+
+GRADING_STAGE = "grading"
+"""The ledger stage of the SimpleQA grader's requests."""
+CLAIMS_STAGE = "claims checking"
+"""The ledger stage of FActScore's claim checks."""
 
 DEFAULT_GRADER = "exact"
 """The grader of items that name none: each answer by its format's correctness rule."""

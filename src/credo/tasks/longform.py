@@ -32,7 +32,7 @@ from typing import Protocol
 
 from credo.errors import UserError
 from credo.tasks.base import AnswerFormat, Item, Task
-from credo.tasks.grading import Graded, GradeMap, GradingContext, grader
+from credo.tasks.grading import CLAIMS_STAGE, Graded, GradeMap, GradingContext, grader
 from credo.tasks.loaders import DatasetError, read_jsonl
 from credo.tasks.registry import TaskSpecError, task_loader
 from credo.types import GenerationRequest, Message
@@ -328,9 +328,10 @@ def _check_claims(
                                   params=ctx.params),
                 1,
                 label=f"{i}/support",
+                stage=CLAIMS_STAGE,
             )
         )
-    gens = ctx.ask(requests, "checking claims", "claims checking")
+    gens = ctx.ask(requests, "checking claims", CLAIMS_STAGE)
     return {
         key: parse_support(g[0].text) for key, g in zip(plan, gens, strict=True) if g is not None
     }
