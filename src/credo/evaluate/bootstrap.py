@@ -3,10 +3,12 @@
 002 §3.7: "we estimate bootstrap confidence intervals at the 95% confidence level over
 calibration curves and representative ECE values using 1000 resamples". The resampling is
 scipy's (:func:`scipy.stats.bootstrap`, paired over items, percentile intervals). The
-named metrics (ECE, MCE, Brier, AUROC, AUPRC-P/N, AUARC, PRR) are evaluated on the same
-resample indices by the weighted engine of :mod:`credo.evaluate.weighted`, all metrics of
-one method from one set of weights (:func:`bootstrap_cis`); any other metric callable
-goes through scipy's loop.
+named metrics are those of the registry (:mod:`credo.evaluate.registry`, issue 22 item 4):
+ECE, MCE, Brier, AUROC, AUPRC-P/N, AUARC and PRR are evaluated on the same resample
+indices by the weighted engine of :mod:`credo.evaluate.weighted`, all metrics of one
+method from one set of weights (:func:`bootstrap_cis`); a registered metric without a
+weighted form gets its row function on the same resamples (:func:`registry_bootstrap`);
+any other metric callable goes through scipy's loop.
 
 Polarisation (002 §4, Fig. A.2 tables) is read from the normalised entropy of the bucket
 counts of a calibration plot: 1 when scores spread evenly over the bins, 0 when every
@@ -17,54 +19,31 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 
 import numpy as np
 from scipy import stats
 
+from credo.evaluate import registry
 from credo.evaluate.binning import bin_index, number_of_bins
-from credo.evaluate.metrics import (
-    auarc,
-    auarc_rows,
-    auprc_neg,
-    auprc_neg_rows,
-    auprc_pos,
-    auroc,
-    auroc_rows,
-    average_precision_rows,
-    brier,
-    brier_rows,
-    ece,
-    ece_rows,
-    mce,
-    mce_rows,
-    prr,
-    prr_rows,
-)
 from credo.evaluate.weighted import (
-    FAST_METRICS,
-    LABEL_METRICS,
     WeightedSample,
+    resample_indices,
     weighted_bootstrap,
 )
 
 ArrayLike = Sequence[float] | np.ndarray
 Metric = Callable[[np.ndarray, np.ndarray], float]
 
-#: Metrics a name can select in :func:`bootstrap_ci`; targets are the quality (p̄ or 0/1
-#: correctness) for ECE, MCE, AUARC and PRR, 0/1 labels for the rest.
-NAMED_METRICS: dict[str, Metric] = {
-    "ece": ece,
-    "mce": mce,
-    "brier": brier,
-    "auroc": auroc,
-    "auprc_pos": auprc_pos,
-    "auprc_neg": auprc_neg,
-    "auarc": auarc,
-    "prr": prr,
-}
+#: Metrics a name can select in :func:`bootstrap_ci`: the registry of
+#: :mod:`credo.evaluate.registry` (issue 22 item 4), each a checked one-sample function
+#: ``(scores, targets) -> float``; targets are the quality (p̄ or 0/1 correctness) for
+#: ECE, MCE, AUARC and PRR, 0/1 labels for the rest (a metric's ``target``).
+NAMED_METRICS: Mapping[str, registry.Metric] = registry.METRICS
+#: The metrics with a bootstrap CI (``bootstrap=True``), in the registry's order (live).
+CI_METRICS = registry.names(bootstrap=True)
 
 
 @dataclass(frozen=True)
@@ -97,10 +76,11 @@ def bootstrap_ci(
 
     Items are resampled with replacement, scores and targets together (scipy's paired
     bootstrap), ``n_resamples`` times. ``metric`` is a callable ``(scores, targets) ->
-    float`` or one of ``"ece"``, ``"mce"``, ``"auarc"``, ``"prr"`` (targets = per-item
-    performance in [0, 1]), ``"brier"``, ``"auroc"``, ``"auprc_pos"``, ``"auprc_neg"``
-    (targets = 0/1 labels); a name runs on the weighted engine (10 ECE/MCE bins; see
-    :func:`bootstrap_cis` for other bins and several metrics at once).
+    float`` or the name of a registered metric (:mod:`credo.evaluate.registry`): targets
+    are the per-item performance in [0, 1] for a ``p_bar`` metric (``"ece"``, ``"mce"``,
+    ``"auarc"``, ``"prr"``), 0/1 labels for a ``label`` one (``"brier"``, ``"auroc"``,
+    ``"auprc_pos"``, ``"auprc_neg"``); a name runs on :func:`registry_bootstrap` (10
+    ECE/MCE bins; see :func:`bootstrap_cis` for other bins and several metrics at once).
 
     A resample on which the metric is undefined (NaN: e.g. AUROC on a resample holding
     one class) is left out of the percentiles; if more than half are undefined the
@@ -123,7 +103,7 @@ def bootstrap_cis(
     scores: ArrayLike,
     quality: ArrayLike,
     labels: ArrayLike | None = None,
-    metrics: Sequence[str] = FAST_METRICS,
+    metrics: Sequence[str] = CI_METRICS,
     *,
     n_bins: int = 10,
     levels: ArrayLike | None = None,
@@ -134,10 +114,11 @@ def bootstrap_cis(
     """Percentile bootstrap CIs of several metrics of one method, from the same resamples.
 
     Every resample (the indices of :func:`bootstrap_ci` with the same ``seed``) is
-    evaluated for all ``metrics`` at once by :mod:`credo.evaluate.weighted`. ``quality``
-    is the target of ECE, MCE, AUARC and PRR (p̄ at item level, 0/1 correctness per
-    generation); ``labels`` (0/1) that of Brier, AUROC and AUPRC-P/N, by default
-    ``quality`` itself. ECE and MCE use ``n_bins`` equal-width bins or one per discrete
+    evaluated for all ``metrics`` (by default every registered metric with a CI) at once
+    by :func:`registry_bootstrap`. ``quality`` is the target of the ``p_bar`` metrics
+    (ECE, MCE, AUARC, PRR: p̄ at item level, 0/1 correctness per generation); ``labels``
+    (0/1) that of the ``label`` metrics (Brier, AUROC, AUPRC-P/N), by default ``quality``
+    itself. ECE and MCE use ``n_bins`` equal-width bins or one per discrete
     level. A metric undefined on more than half of the resamples gets ``(nan, nan)``.
     """
     s, q = _paired(scores, quality, "quality")
@@ -145,14 +126,51 @@ def bootstrap_cis(
         labels = q
     _, y = _paired(s, labels, "labels")
     _check_resampling(n_resamples, confidence)
-    unknown = set(metrics) - set(FAST_METRICS)
+    unknown = set(metrics) - set(CI_METRICS)
     if unknown:
-        raise ValueError(f"unknown metrics {sorted(unknown)}; known: {list(FAST_METRICS)}")
+        raise ValueError(f"unknown metrics {sorted(unknown)}; known: {list(CI_METRICS)}")
     if s.size < 2:
         return {m: (math.nan, math.nan) for m in metrics}
-    sample = WeightedSample(s, q, y, n_bins=n_bins, levels=levels)
-    dist = weighted_bootstrap(sample, metrics, n_resamples, seed)
+    dist = registry_bootstrap(s, q, y, metrics, n_resamples, seed, n_bins=n_bins, levels=levels)
     return {m: percentile_interval(dist[m], confidence) for m in metrics}
+
+
+def registry_bootstrap(
+    scores: np.ndarray,
+    quality: np.ndarray,
+    labels: np.ndarray | None,
+    metrics: Sequence[str],
+    n_resamples: int,
+    seed: int = 0,
+    *,
+    n_bins: int = 10,
+    levels: ArrayLike | None = None,
+) -> dict[str, np.ndarray]:
+    """The ``n_resamples`` values of each registered metric of ``metrics`` on the resamples
+    of :func:`credo.evaluate.weighted.resample_indices` (002 §3.7; issue 22 item 4).
+
+    Metrics registered ``weighted`` run on the weighted engine
+    (:func:`~credo.evaluate.weighted.weighted_bootstrap`); any other gets its row function
+    on the resampled (batch, N) matrices, batch by batch, on the same indices. Targets:
+    ``labels`` for label metrics (required for them), ``quality`` for the rest.
+    """
+    chosen = [registry.get(m) for m in metrics]
+    fast = [m.name for m in chosen if m.weighted]
+    out: dict[str, np.ndarray] = {}
+    if fast:
+        sample = WeightedSample(scores, quality, labels, n_bins=n_bins, levels=levels)
+        out.update(weighted_bootstrap(sample, fast, n_resamples, seed))
+    rest = [m for m in chosen if not m.weighted]
+    if rest:
+        if labels is None and any(m.target == "label" for m in rest):
+            raise ValueError(f"{[m.name for m in rest if m.target == 'label']} need labels")
+        parts: dict[str, list[np.ndarray]] = {m.name: [] for m in rest}
+        for idx in resample_indices(scores.size, n_resamples, seed):
+            for m in rest:
+                t = m.target_of(quality, labels)  # type: ignore[arg-type]
+                parts[m.name].append(m.values(scores[idx], t[idx], n_bins, levels))
+        out.update({k: np.concatenate(v) if v else np.zeros(0) for k, v in parts.items()})
+    return {m: out[m] for m in metrics}
 
 
 def percentile_interval(dist: np.ndarray, confidence: float = 0.95) -> tuple[float, float]:
@@ -175,18 +193,17 @@ def bootstrap_distribution(
 ) -> np.ndarray:
     """The ``n_resamples`` values of ``metric`` on paired item resamples (NaN where undefined).
 
-    A metric name runs on the weighted engine (:mod:`credo.evaluate.weighted`; targets
-    as in :func:`bootstrap_ci`); a :class:`RowMetric` gets all resamples in one call, as
-    (B, N) matrices; any other callable is called once per resample. The resamples are
-    the same in all three cases.
+    A metric name runs on :func:`registry_bootstrap` (targets as in
+    :func:`bootstrap_ci`); a :class:`RowMetric` gets all resamples in one call, as (B, N)
+    matrices; any other callable is called once per resample. The resamples are the same
+    in all three cases.
     """
     fn = _resolve(metric)
     s = np.asarray(scores, dtype=float)
     t = np.asarray(targets, dtype=float)
     if isinstance(metric, str):
-        labels = t if metric in LABEL_METRICS else None
-        sample = WeightedSample(s, t, labels)
-        return weighted_bootstrap(sample, [metric], n_resamples, seed)[metric]
+        labels = t if registry.get(metric).target == "label" else None
+        return registry_bootstrap(s, t, labels, [metric], n_resamples, seed)[metric]
     rows = fn.rows if isinstance(fn, RowMetric) else None
 
     def statistic(a: np.ndarray, b: np.ndarray, axis: int = -1) -> float | np.ndarray:
@@ -273,7 +290,7 @@ def polarisation_entropy(
 
 def row_metrics(n_bins: int = 10) -> dict[str, RowMetric]:
     """The metrics of :data:`NAMED_METRICS` as :class:`RowMetric` functions of (scores,
-    targets), in the order of :data:`credo.evaluate.weighted.FAST_METRICS`.
+    targets), in the registry's order (:mod:`credo.evaluate.registry`, issue 22 item 4).
 
     The row functions of :mod:`credo.evaluate.metrics` (the one implementation of each
     formula: ECE and MCE with ``n_bins`` equal-width bins, scikit-learn's ROC, average
@@ -281,17 +298,10 @@ def row_metrics(n_bins: int = 10) -> dict[str, RowMetric]:
     are p̄ for ECE, MCE, AUARC and PRR and 0/1 labels for the rest (000 App. E.2); NaN
     where undefined.
     """
-    rows = {
-        "ece": RowMetric(partial(ece_rows, n_bins=n_bins)),
-        "mce": RowMetric(partial(mce_rows, n_bins=n_bins)),
-        "brier": RowMetric(brier_rows),
-        "auroc": RowMetric(auroc_rows),
-        "auprc_pos": RowMetric(average_precision_rows),
-        "auprc_neg": RowMetric(auprc_neg_rows),
-        "auarc": RowMetric(auarc_rows),
-        "prr": RowMetric(prr_rows),
+    return {
+        m.name: RowMetric(partial(m.values, n_bins=n_bins) if m.binned else m.rows)
+        for m in registry.registered()
     }
-    return {m: rows[m] for m in FAST_METRICS}
 
 
 def _paired(a: ArrayLike, b: ArrayLike, name: str) -> tuple[np.ndarray, np.ndarray]:
@@ -313,7 +323,4 @@ def _check_resampling(n_resamples: int, confidence: float) -> None:
 def _resolve(metric: str | Metric) -> Metric:
     if callable(metric):
         return metric
-    try:
-        return NAMED_METRICS[metric]
-    except KeyError:
-        raise ValueError(f"unknown metric {metric!r}; known: {sorted(NAMED_METRICS)}") from None
+    return registry.get(metric)

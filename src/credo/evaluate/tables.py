@@ -15,37 +15,28 @@ from typing import Any
 
 import numpy as np
 
+from credo.evaluate import registry
 from credo.evaluate.bootstrap import (
     bootstrap_cis,
     calibration_correlation,
     polarisation_entropy,
 )
 from credo.evaluate.calibration import Calibration, cross_fitted
-from credo.evaluate.metrics import (
-    auarc,
-    auprc_neg,
-    auprc_pos,
-    auroc,
-    brier,
-    ece,
-    ece_discrete,
-    labels_from_performance,
-    mce,
-    prr,
-    smaller_class,
-)
-from credo.evaluate.weighted import FAST_METRICS
+from credo.evaluate.metrics import labels_from_performance, smaller_class
+from credo.evaluate.registry import Level
 from credo.methods.scoring import ItemResult
 
 __all__ = ["METRICS", "RESPONSE_CI_METRICS", "evaluate_items", "evaluate_responses",
            "unavailable_reasons"]
 
-#: Metrics of every table, each with a bootstrap CI: calibration (ECE, MCE, Brier),
-#: ranking (AUROC, AUPRC-P, AUPRC-N) and rejection (AUARC, PRR).
-METRICS = FAST_METRICS
-#: Metrics that get bootstrap CIs at the response level: all of them, now that the
-#: weighted bootstrap makes 10^5 responses cheap (002 §3.7 reports ECE and AUROC).
-RESPONSE_CI_METRICS = FAST_METRICS
+#: Metrics of the item table with a bootstrap CI: the registered metrics evaluated per
+#: item (:mod:`credo.evaluate.registry`, issue 22 item 4), calibration (ECE, MCE, Brier),
+#: ranking (AUROC, AUPRC-P, AUPRC-N) and rejection (AUARC, PRR). A live view.
+METRICS = registry.names("item", bootstrap=True)
+#: Metrics that get bootstrap CIs at the response level: all registered per generation,
+#: now that the weighted bootstrap makes 10^5 responses cheap (002 §3.7 reports ECE and
+#: AUROC).
+RESPONSE_CI_METRICS = registry.names("generation", bootstrap=True)
 
 
 def evaluate_items(
@@ -80,14 +71,14 @@ def evaluate_items(
             s = np.array([r.scores[name] for r in rows], dtype=float)
             perf = np.array([r.performance for r in rows], dtype=float)
             labels = labels_from_performance(perf) if rows else np.zeros(0, dtype=int)
-            d = _metrics(s, perf, labels, n_bins, None)
+            d = _metrics(s, perf, labels, n_bins, None, "item")
             d["n_items"] = len(rows)
             if n_resamples and len(rows) >= 2:
-                cis = bootstrap_cis(s, perf, labels, n_bins=n_bins, n_resamples=n_resamples,
-                                    seed=seed)
+                cis = bootstrap_cis(s, perf, labels, METRICS, n_bins=n_bins,
+                                    n_resamples=n_resamples, seed=seed)
                 _add_cis(d, cis)
             if calibrate != "none":
-                d.update(_calibrated(s, perf, labels, n_bins, calibrate, seed, None))
+                d.update(_calibrated(s, perf, labels, n_bins, calibrate, seed, None, "item"))
             extras: dict[str, list[float]] = defaultdict(list)
             for r in rows:
                 for k, v in r.method_scores[name].extras.items():
@@ -136,7 +127,7 @@ def evaluate_responses(
             if not conf:
                 continue
             s, c = np.array(conf), np.array(corr)
-            d = _metrics(s, c, c.astype(int), n_bins, levels)
+            d = _metrics(s, c, c.astype(int), n_bins, levels, "generation")
             d["n_responses"] = len(conf)
             d["accuracy"] = float(c.mean())
             if n_resamples and len(conf) >= 2:
@@ -144,25 +135,24 @@ def evaluate_responses(
                                     n_resamples=n_resamples, seed=seed)
                 _add_cis(d, cis)
             if calibrate != "none":
-                d.update(_calibrated(s, c, c, n_bins, calibrate, seed, np.array(owner)))
+                d.update(_calibrated(s, c, c, n_bins, calibrate, seed, np.array(owner),
+                                     "generation"))
             out[name] = d
     return out
 
 
 def _metrics(
-    s: np.ndarray, target: np.ndarray, labels: np.ndarray, n_bins: int, levels: Any
+    s: np.ndarray, target: np.ndarray, labels: np.ndarray, n_bins: int, levels: Any,
+    per: Level,
 ) -> dict[str, float]:
+    """The registered metrics of level ``per`` (issue 22 item 4; inputs checked by each
+    metric), then the mean score, the smaller class, Pearson and polarisation."""
+    chosen = registry.registered(per)
     if s.size == 0:
-        return {k: math.nan for k in (*METRICS, "mean_score", "pearson", "polarisation")}
+        return {k: math.nan for k in (*(m.name for m in chosen), "mean_score", "pearson",
+                                      "polarisation")}
     return {
-        "ece": ece_discrete(s, target, levels) if levels else ece(s, target, n_bins),
-        "mce": mce(s, target, n_bins, levels),
-        "brier": brier(s, labels),
-        "auroc": auroc(s, labels),
-        "auprc_pos": auprc_pos(s, labels),
-        "auprc_neg": auprc_neg(s, labels),
-        "auarc": auarc(s, target),
-        "prr": prr(s, target),
+        **{m.name: m(s, m.target_of(target, labels), n_bins, levels) for m in chosen},
         "mean_score": float(s.mean()),
         "smaller_class": smaller_class(labels),
         "pearson": calibration_correlation(s, target, n_bins, levels),
@@ -183,13 +173,17 @@ def _calibrated(
     method: Calibration,
     seed: int,
     items: np.ndarray | None,
+    per: Level,
 ) -> dict[str, float]:
-    """ECE and Brier of the cross-fitted calibrated scores (NaN below 2 items)."""
+    """``<metric>_calibrated`` of the cross-fitted calibrated scores for the metrics
+    registered ``calibrated`` (ECE with ``n_bins`` equal-width bins, Brier); NaN below 2
+    items."""
+    chosen = registry.registered(per, calibrated=True)
     cal = cross_fitted(s, target, method, items=items, seed=seed)
     if s.size == 0 or np.isnan(cal).any():
-        return {"ece_calibrated": math.nan, "brier_calibrated": math.nan}
+        return {f"{m.name}_calibrated": math.nan for m in chosen}
     cal = np.clip(cal, 0.0, 1.0)
-    return {"ece_calibrated": ece(cal, target, n_bins), "brier_calibrated": brier(cal, labels)}
+    return {f"{m.name}_calibrated": m(cal, m.target_of(target, labels), n_bins) for m in chosen}
 
 
 def unavailable_reasons(items: Sequence[ItemResult], methods: Sequence[str]) -> dict[str, str]:

@@ -40,6 +40,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 import numpy as np
 from scipy import sparse
 
+from credo.evaluate import registry
 from credo.evaluate.binning import bin_index, number_of_bins
 
 __all__ = [
@@ -52,10 +53,12 @@ __all__ = [
 
 ArrayLike = Sequence[float] | np.ndarray
 
-#: Metrics of the weighted engine.
-FAST_METRICS = ("ece", "mce", "brier", "auroc", "auprc_pos", "auprc_neg", "auarc", "prr")
-#: Metrics read against the 0/1 labels; the others against the quality (p̄ or correctness).
-LABEL_METRICS = frozenset({"brier", "auroc", "auprc_pos", "auprc_neg"})
+#: Metrics of the weighted engine: those registered with ``weighted=True``
+#: (:mod:`credo.evaluate.registry`, issue 22 item 4), in the registry's order; each has a
+#: method of :class:`_Stats` of its name. A live view of the registry.
+FAST_METRICS = registry.names(weighted=True)
+#: Those read against the 0/1 labels; the others against the quality (p̄ or correctness).
+LABEL_METRICS = registry.names(weighted=True, target="label")
 
 _BATCH_ELEMENTS = 1 << 21
 """Resample rows per batch = this / N (at least 1): ~16 MB per (batch, N) float matrix."""
@@ -215,8 +218,9 @@ class WeightedSample:
         unknown = set(metrics) - set(FAST_METRICS)
         if unknown:
             raise ValueError(f"no weighted form of {sorted(unknown)}; known: {FAST_METRICS}")
-        if LABEL_METRICS & set(metrics) and self.labels is None:
-            raise ValueError(f"{sorted(LABEL_METRICS & set(metrics))} need labels")
+        need = sorted(m for m in metrics if m in LABEL_METRICS)
+        if need and self.labels is None:
+            raise ValueError(f"{need} need labels")
         stats = _Stats(self, np.atleast_2d(w))
         return {m: getattr(stats, m)() for m in metrics}
 

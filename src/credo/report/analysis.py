@@ -13,7 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from credo.evaluate.bootstrap import bootstrap_cis, row_metrics
+from credo.evaluate import registry
+from credo.evaluate.bootstrap import bootstrap_cis
 from credo.evaluate.convergence import Convergence, ItemTrials, trial_convergence
 from credo.evaluate.metrics import (
     FEW_IN_CLASS,
@@ -26,19 +27,9 @@ from credo.evaluate.quadrants import Quadrants, diagnose
 from credo.report.figures import discrete_levels
 from credo.report.rundata import SIMILARITY_FILE, RunData
 
-CI_METRICS: dict[str, str] = {
-    "ece": "ECE ↓",
-    "mce": "MCE ↓",
-    "brier": "Brier ↓",
-    "auroc": "AUROC ↑",
-    "auprc_pos": "AUPRC-P ↑",
-    "auprc_neg": "AUPRC-N ↑",
-    "auarc": "AUARC ↑",
-    "prr": "PRR ↑",
-}
-LOWER_IS_BETTER = frozenset({"ece", "mce", "brier"})
-#: Metrics read against the quality p̄; the others against the label 1[p̄ ≥ 0.5].
-QUALITY_TARGET = frozenset({"ece", "mce", "auarc", "prr"})
+#: ``name -> header`` of the item-level metrics of the report's tables: the metrics
+#: registered per item (:mod:`credo.evaluate.registry`, issue 22 item 4), a live view.
+CI_METRICS = registry.headers("item")
 
 
 @dataclass(frozen=True)
@@ -76,9 +67,9 @@ def method_summaries(
     """The metrics of :data:`CI_METRICS` with bootstrap CIs for every method of ``run``.
 
     Recomputed from scores.jsonl (000 App. E.2: targets p̄ for ECE, MCE, AUARC and PRR,
-    labels 1[p̄ ≥ 0.5] for the rest; ECE and MCE with the run's ``ece_bins``
-    equal-width bins) so point and interval come from the same data; points from
-    :func:`~credo.evaluate.bootstrap.row_metrics`, CIs from
+    labels 1[p̄ ≥ 0.5] for the rest, as registered; ECE and MCE with the run's
+    ``ece_bins`` equal-width bins) so point and interval come from the same data; points
+    from each registered metric's row function (:mod:`credo.evaluate.registry`), CIs from
     :func:`~credo.evaluate.bootstrap.bootstrap_cis` (002 §3.7: 95%, 1000 resamples; all
     metrics of a method from the same resamples, as in metrics.json). Other numeric
     entries of metrics.json (Pearson calibration correlation, polarisation, mean score,
@@ -86,7 +77,7 @@ def method_summaries(
     """
     perf = run.performance
     n_bins = int(run.config.get("ece_bins") or 10)
-    fns = row_metrics(n_bins)
+    chosen = registry.registered("item")
     out = []
     for m in run.methods:
         s = run.score(m)
@@ -94,20 +85,21 @@ def method_summaries(
         s_ok, p_ok = s[ok], perf[ok]
         y = labels_from_performance(p_ok).astype(float) if p_ok.size else np.zeros(0)
         values = {
-            name: fn(s_ok, p_ok if name in QUALITY_TARGET else y) if s_ok.size else math.nan
-            for name, fn in fns.items()
+            x.name: float(x.values(s_ok[None, :], x.target_of(p_ok, y)[None, :], n_bins)[0])
+            if s_ok.size else math.nan
+            for x in chosen
         }
-        defined = [k for k in CI_METRICS if not math.isnan(values[k])]
+        defined = [x.name for x in chosen if x.bootstrap and not math.isnan(values[x.name])]
         cis: dict[str, tuple[float, float]] = {}
         if defined and n_resamples > 0:
             cis = bootstrap_cis(s_ok, p_ok, y, defined, n_bins=n_bins, n_resamples=n_resamples,
                                 confidence=confidence, seed=seed)
-        est = {k: Estimate(float(values[k]), *cis.get(k, (math.nan, math.nan)))
-               for k in CI_METRICS}
+        est = {k: Estimate(values[k], *cis.get(k, (math.nan, math.nan))) for k in values}
         extra = {
             k: float(v)
             for k, v in ((run.metrics.get("methods") or {}).get(m) or {}).items()
-            if isinstance(v, int | float) and not isinstance(v, bool) and k not in fns
+            if isinstance(v, int | float) and not isinstance(v, bool)
+            and k not in registry.METRICS
             and k not in ("items", "n_items", "smaller_class")
             and not k.endswith(("_low", "_high"))
         }

@@ -32,6 +32,7 @@ import numpy as np
 from jinja2 import Environment, PackageLoader, Undefined, select_autoescape
 from pydantic import BaseModel, ConfigDict, Field
 
+from credo.evaluate import registry
 from credo.evaluate.metrics import FEW_IN_CLASS, ece, ece_discrete
 from credo.evaluate.paired import PairedDifference
 from credo.evaluate.quadrants import REGION_COLORS, REGIONS, Quadrants
@@ -373,15 +374,19 @@ def marked_label(run: RunData) -> str:
     return run.label if run.status == "complete" else f"{run.label} ({run.status})"
 
 
+_PICK = {"lower": min, "higher": max}
+
+
 def _best(summaries: Sequence[an.MethodSummary]) -> dict[str, str]:
-    """The best method per metric (lowest ECE, highest otherwise) among two or more."""
+    """The best method per metric among two or more: the lowest or the highest value, as
+    the metric's registered direction says (none for direction "none")."""
     best: dict[str, str] = {}
-    for k in an.CI_METRICS:
+    for m in registry.registered("item"):
+        k = m.name
         vals = [(s.estimates[k].value, s.method) for s in summaries
                 if not math.isnan(s.estimates[k].value)]
-        if len(vals) >= 2:
-            pick = min(vals) if k in an.LOWER_IS_BETTER else max(vals)
-            best[k] = pick[1]
+        if len(vals) >= 2 and m.direction in _PICK:
+            best[k] = _PICK[m.direction](vals)[1]
     return best
 
 
@@ -389,7 +394,7 @@ def _responses(run: RunData) -> dict[str, Any]:
     """Per-generation metrics and unavailable methods, as metrics.json states them."""
     unavailable = run.metrics.get("unavailable") or {}
     resp = {m: d for m, d in (run.metrics.get("responses") or {}).items() if isinstance(d, dict)}
-    keys = [k for k in an.CI_METRICS if any(k in d for d in resp.values())]
+    keys = [k for k in registry.names("generation") if any(k in d for d in resp.values())]
     others = list(dict.fromkeys(
         k for d in resp.values() for k, v in d.items()
         if k not in keys and not k.endswith(("_low", "_high"))
@@ -494,9 +499,9 @@ def _environment() -> Environment:
     )
     env.filters["fmt"] = _fmt
     env.tests["nan"] = _is_nan
-    env.globals.update(ci_metrics=an.CI_METRICS, regions=REGIONS, region_colors=REGION_COLORS,
-                       ranking_metrics=("auroc", "auprc_pos", "auprc_neg"),
-                       few_in_class=FEW_IN_CLASS)
+    env.globals.update(ci_metrics=an.CI_METRICS, metric_labels=registry.headers(),
+                       regions=REGIONS, region_colors=REGION_COLORS,
+                       ranking_metrics=registry.names(ranking=True), few_in_class=FEW_IN_CLASS)
     return env
 
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections import ChainMap
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -38,7 +39,9 @@ import numpy as np
 import yaml
 
 from credo import jsonio
+from credo.evaluate import registry
 from credo.evaluate.metrics import FEW_IN_CLASS
+from credo.evaluate.registry import Level
 from credo.models.urls import redact_url
 from credo.report.ledger import ledger_notes, ledger_table_rows
 from credo.report.markdown import fmt_number, md_cell, md_table
@@ -50,23 +53,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-METRIC_LABELS = {
-    "ece": "ECE ↓",
-    "mce": "MCE ↓",
-    "brier": "Brier ↓",
-    "auroc": "AUROC ↑",
-    "auprc_pos": "AUPRC-P ↑",
-    "auprc_neg": "AUPRC-N ↑",
-    "auarc": "AUARC ↑",
-    "prr": "PRR ↑",
-    "mean_score": "mean score",
-    "ece_calibrated": "ECE cal. ↓",
-    "brier_calibrated": "Brier cal. ↓",
-}
-
-#: The metrics with bootstrap CIs, in table order (credo.evaluate.tables.METRICS).
-CI_METRICS = ("ece", "mce", "brier", "auroc", "auprc_pos", "auprc_neg", "auarc", "prr")
-CALIBRATED = ("ece_calibrated", "brier_calibrated")
+#: Table headers by metrics.json key: the registered metrics' (``ECE ↓``), their
+#: calibrated forms' (``ECE cal. ↓``) and the mean score's; live views of
+#: :mod:`credo.evaluate.registry` (issue 22 item 4).
+METRIC_LABELS = ChainMap(registry.headers(), registry.headers(calibrated=True),
+                         {"mean_score": "mean score"})
 
 
 PREVIOUS_RUN_FILES = (*OPTIONAL_JSON, "report.html", "scores.parquet", "samples.parquet")
@@ -190,30 +181,32 @@ def metrics_table_rows(result: RunResult, compact: bool = False) -> list[list[st
     calibrated ECE and Brier when the run calibrates, Pearson calibration correlation,
     polarisation, mean score. ``compact`` (the terminal): the headline metrics
     (:data:`COMPACT_METRICS`) without CIs, which report.md and report.html carry."""
-    return _table_rows(result.metrics, "items", "n_items", compact=compact)
+    return _table_rows(result.metrics, "items", "n_items", "item", compact=compact)
 
 
 def response_table_rows(result: RunResult, compact: bool = False) -> list[list[str]]:
     """002-style rows: each generation's confidence against its own correctness (the
     metrics of :func:`metrics_table_rows`, plus the accuracy)."""
-    return _table_rows(result.response_metrics, "responses", "n_responses", accuracy=True,
-                       compact=compact)
+    return _table_rows(result.response_metrics, "responses", "n_responses", "generation",
+                       accuracy=True, compact=compact)
 
 
-COMPACT_METRICS = ("ece", "brier", "auroc", "auprc_pos", "auprc_neg", "prr")
-"""What the terminal table shows: calibration (ECE, Brier), ranking (AUROC, AUPRC-P/N)
-and LM-Polygraph's PRR."""
+COMPACT_METRICS = registry.names(headline=True)
+"""What the terminal table shows: the metrics registered ``headline`` (issue 22 item 4):
+calibration (ECE, Brier), ranking (AUROC, AUPRC-P/N) and LM-Polygraph's PRR."""
 
 
 def _compact_rows(
-    metrics: dict[str, dict[str, float]], count_label: str, count_key: str, accuracy: bool
+    metrics: dict[str, dict[str, float]], count_label: str, count_key: str, per: Level,
+    accuracy: bool,
 ) -> list[list[str]]:
+    keys = registry.names(per, headline=True)
     rows = [["method", count_label, *(["accuracy"] if accuracy else []),
-             *(METRIC_LABELS[k] for k in COMPACT_METRICS), "mean score"]]
+             *(METRIC_LABELS[k] for k in keys), "mean score"]]
     for method, d in metrics.items():
         rows.append([method, str(d.get(count_key, "")),
                      *([fmt_number(d.get("accuracy"))] if accuracy else []),
-                     *(fmt_number(d.get(k)) + _few_mark(d, k) for k in COMPACT_METRICS),
+                     *(fmt_number(d.get(k)) + _few_mark(d, k) for k in keys),
                      fmt_number(d.get("mean_score"))])
     return rows
 
@@ -222,18 +215,21 @@ def _table_rows(
     metrics: dict[str, dict[str, float]],
     count_label: str,
     count_key: str,
+    per: Level,
     accuracy: bool = False,
     compact: bool = False,
 ) -> list[list[str]]:
     if compact:
-        return _compact_rows(metrics, count_label, count_key, accuracy)
-    calibrated = [k for k in CALIBRATED if any(k in d for d in metrics.values())]
+        return _compact_rows(metrics, count_label, count_key, per, accuracy)
+    keys = registry.names(per)
+    calibrated = [k for k in registry.headers(per, calibrated=True)
+                  if any(k in d for d in metrics.values())]
     rows = [
         [
             "method",
             count_label,
             *(["accuracy"] if accuracy else []),
-            *(METRIC_LABELS[k] for k in CI_METRICS),
+            *(METRIC_LABELS[k] for k in keys),
             *(METRIC_LABELS[k] for k in calibrated),
             "Pearson ↑",
             "polarisation",
@@ -246,7 +242,7 @@ def _table_rows(
                 method,
                 str(d.get(count_key, "")),
                 *([fmt_number(d.get("accuracy"))] if accuracy else []),
-                *(_with_ci(d, k) + _few_mark(d, k) for k in CI_METRICS),
+                *(_with_ci(d, k) + _few_mark(d, k) for k in keys),
                 *(fmt_number(d.get(k)) for k in calibrated),
                 fmt_number(d.get("pearson")),
                 fmt_number(d.get("polarisation")),
@@ -256,7 +252,8 @@ def _table_rows(
     return rows
 
 
-RANKING_METRICS = ("auroc", "auprc_pos", "auprc_neg")
+RANKING_METRICS = registry.names(ranking=True)
+"""The ranking metrics (AUROC, AUPRC-P/N): marked when the smaller class is small."""
 FEW_MARK = " †"
 FEW_NOTE = (
     f"†: the smaller class has fewer than {FEW_IN_CLASS} items; this ranking metric rests on"
@@ -272,7 +269,7 @@ def _few_mark(d: dict[str, float], key: str) -> str:
 
 def few_in_class(metrics: dict[str, dict[str, float]]) -> bool:
     """Whether any method's ranking metrics rest on a class of fewer than FEW_IN_CLASS."""
-    return any(_few_mark(d, "auroc") for d in metrics.values())
+    return any(_few_mark(d, k) for d in metrics.values() for k in RANKING_METRICS)
 
 
 def _with_ci(d: dict[str, float], key: str) -> str:
