@@ -11,10 +11,20 @@ from __future__ import annotations
 
 from rich.table import Table
 
-__all__ = ["DROP_ORDER", "fit_columns", "terminal_table"]
+__all__ = ["drop_order", "fit_columns", "terminal_table"]
 
-DROP_ORDER = ("mean score", "AUPRC-N", "AUPRC-P", "PRR", "Brier", "accuracy", "ECE")
-"""Headers left out first when a table is too wide; the method, its count and AUROC stay."""
+KEEP = ("auroc",)
+"""Headline metrics never left out: the ranking a newcomer reads first."""
+
+
+def drop_order() -> tuple[str, ...]:
+    """Headers left out first when a table is too wide: the mean score, then the headline
+    metrics of the registry (:mod:`credo.evaluate.registry`) from the last registered to
+    the first, AUROC aside, then the accuracy; the method and its count always stay."""
+    from credo.evaluate.registry import registered
+
+    headline = [m.label for m in reversed(registered(headline=True)) if m.name not in KEEP]
+    return ("mean score", *headline[:-1], "accuracy", *headline[-1:])
 
 _TEXT_COLUMNS = ("method",)
 
@@ -27,12 +37,12 @@ def _width(rows: list[list[str]], keep: list[int]) -> int:
 
 def fit_columns(rows: list[list[str]], width: int) -> tuple[list[int], list[str]]:
     """The indices of the columns of ``rows`` (header first) that fit in ``width``
-    characters, leaving out headers in :data:`DROP_ORDER` (direction arrows aside), and
+    characters, leaving out headers in :func:`drop_order` (direction arrows aside), and
     the headers left out."""
     header = [h.rstrip(" ↑↓") for h in rows[0]]  # "AUROC ↑" is AUROC
     keep = list(range(len(header)))
     dropped: list[str] = []
-    for name in DROP_ORDER:
+    for name in drop_order():
         if _width(rows, keep) <= width:
             break
         if name in header:
