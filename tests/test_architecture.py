@@ -184,3 +184,35 @@ def test_the_openai_backend_stays_split_by_concern():
     modules of their own; ``openai_compat.py`` keeps the model that ties them together."""
     lines = (SRC / "credo" / "models" / "openai_compat.py").read_text(encoding="utf-8")
     assert len(lines.splitlines()) < 500
+
+
+CLI_MODULES = sorted(m for m in MODULES if m == "credo.cli" or m.startswith("credo.cli."))
+
+
+@pytest.mark.parametrize("module", CLI_MODULES)
+def test_the_command_line_holds_no_logic(module):
+    """Issue 22 item 5: no cli module opens a pool, loads a model or an embedder or talks to
+    a server: none imports ``credo.generation`` or ``credo.models``, not even inside a
+    function; the API (``credo.api``) does that work and returns typed results."""
+    bad = [
+        f"{MODULES[module].relative_to(ROOT)}:{line}: {target}"
+        for target, line, _ in _imports(MODULES[module])
+        if target.split(".")[:2] in (["credo", "generation"], ["credo", "models"])
+    ]
+    assert not bad, "the command line imports a layer it should reach through credo.api:\n" \
+        + "\n".join(bad)
+
+
+def test_one_helper_merges_flags_into_a_config():
+    """Issue 22 item 5: flags meet a config in ``credo.cli.flags`` alone; no other cli
+    module reads a YAML config or validates one itself."""
+    assert "credo.cli.flags" in MODULES
+    for module in CLI_MODULES:
+        if module == "credo.cli.flags":
+            continue
+        tree = ast.parse(MODULES[module].read_text(encoding="utf-8"))
+        names = {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
+        names |= {a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)
+                  for a in n.names}
+        found = names & {"model_validate", "read_yaml_mapping", "ValidationError"}
+        assert not found, f"{module} merges or validates a config itself: {sorted(found)}"

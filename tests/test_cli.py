@@ -74,3 +74,75 @@ def test_report_flags_are_validated(tmp_path, capsys):
     (run_dir / "scores.jsonl").write_text("", encoding="utf-8")
     assert main(["report", str(run_dir), "--confidence", "1.5", "--embedder", "none"]) == 2
     assert "confidence" in capsys.readouterr().err
+
+
+def _subparser(*path: str):
+    """The argparse parser of ``credo <path...>``."""
+    import argparse
+
+    parser = _parser()
+    for name in path:
+        sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        parser = sub.choices[name]
+    return parser
+
+
+# options that set no config field: the file itself, output and the parser's own
+_NOT_CONFIG = {"help", "config", "quiet", "dry_run", "samples", "format", "lm_eval_filter"}
+
+
+@pytest.mark.parametrize("command, table", [
+    (("run",), "RUN_FLAGS"),
+    (("score",), "SCORE_FLAGS"),
+    (("study",), "STUDY_FLAGS"),
+    (("strength", "run"), "STRENGTH_RUN_FLAGS"),
+])
+def test_every_config_flag_of_a_command_is_in_its_table(command, table):
+    """Issue 22 item 5: one helper merges flags into a config, from one table per command;
+    a flag missing from its table would be silently ignored."""
+    from credo.cli import flags
+
+    rows = getattr(flags, table)
+    dests = {a.dest for a in _subparser(*command)._actions} - _NOT_CONFIG
+    assert dests == {f.dest for f in rows}
+    assert len({f.path for f in rows}) == len(rows), "two flags set one field"
+
+
+def test_merge_flags_keeps_a_section_s_other_keys_and_skips_absent_flags():
+    import argparse
+
+    from credo.cli.flags import SKIP, Flag, merge_flags
+
+    table = (Flag("a", "x.a"), Flag("b", "x.b"), Flag("c", "c", lambda v: SKIP),
+             Flag("d", "d", lambda v: v.split(",")), Flag("e", "e", lambda v: None))
+    data = {"x": {"keep": 1}, "c": "file"}
+    args = argparse.Namespace(a=2, b=None, c="given", d="p,q", e="none")
+    assert merge_flags(data, args, table) == {
+        "x": {"keep": 1, "a": 2}, "c": "file", "d": ["p", "q"], "e": None}
+
+
+def test_strength_run_flags_build_the_config_the_keywords_built():
+    from credo.cli.flags import STRENGTH_RUN_FLAGS, config_from_flags
+    from credo.config import StrengthConfig
+
+    args = _subparser("strength", "run").parse_args(
+        ["--model", "a, b", "--surprisal-model", "None", "--types", "cot"])
+    cfg = config_from_flags(StrengthConfig, args, STRENGTH_RUN_FLAGS)
+    assert cfg.models == ["a", "b"] and cfg.surprisal_model is None and cfg.types == ["cot"]
+    assert cfg.limit == 30 and cfg.judge is None and str(cfg.out) == "runs/strength"
+
+
+def test_cache_stats_is_a_typed_result(tmp_path, capsys):
+    from credo.api import CacheStats, cache_stats
+    from credo.generation.store import GenerationStore
+
+    path = tmp_path / "c.sqlite"
+    assert cache_stats(path) is None
+    assert main(["cache", "stats", "--cache", str(path)]) == 1
+    with GenerationStore(path) as store:
+        assert store.stats()["requests"] == 0
+        store.mark_unverified_empty("k", [])  # a write: the file is created
+    stats = cache_stats(path)
+    assert isinstance(stats, CacheStats) and stats.path == path and stats.requests == 0
+    assert main(["cache", "stats", "--cache", str(path)]) == 0
+    assert "0 reported completion tokens" in " ".join(capsys.readouterr().out.split())

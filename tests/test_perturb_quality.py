@@ -172,6 +172,18 @@ def test_cli_topic_check_and_calibration(tmp_path, monkeypatch, bow_embedder):
                  "--cache", str(tmp_path / "c2.sqlite")]) == 0
     assert json.loads(out.read_text())["premises"] == 2
 
+    # issue 22 item 5: the commands print what the API returns, typed (the cache answers)
+    from credo.api import ThresholdResult, TopicCheckResult, calibrate_threshold, topic_check
+
+    found = topic_check(cfg.out, "judge", expected="statistical reasoning",
+                        show_progress=False)
+    assert isinstance(found, TopicCheckResult) and found.path == cfg.out / "topic_check.json"
+    assert found.check.aligned == 1 and found.expected == "statistical reasoning"
+    k = calibrate_threshold("para", premises=premises, paraphrases=5, out=out,
+                            cache=tmp_path / "c2.sqlite", show_progress=False)
+    assert isinstance(k, ThresholdResult) and k.path == out
+    assert k.calibration.k == pytest.approx(json.loads(out.read_text())["k"])
+
 
 def test_clean_sentence():
     assert clean_sentence('\n  Rewritten sentence: "A calm day."\nmore') == "A calm day."

@@ -591,6 +591,19 @@ def test_credo_report_writes_the_similarities_once(run_dir, tmp_path, monkeypatc
     assert not (other / an.SIMILARITY_FILE).exists()
 
 
+def test_the_report_api_returns_what_it_wrote(run_dir, tmp_path, monkeypatch):
+    """Issue 22 item 5: ``credo report`` prints what :func:`credo.api.report` returns."""
+    from credo.api import ReportResult, report
+
+    monkeypatch.setattr("credo.generation.pool.shared_embedder",
+                        lambda name: BagOfWordsEmbedder())
+    copy = _bare_copy(run_dir, tmp_path / "copy")
+    done = report([copy], resamples=50, pairs="")
+    assert isinstance(done, ReportResult) and done.page == copy / "report.html"
+    assert done.similarities == [copy / an.SIMILARITY_FILE] and done.unfinished == []
+    assert [r.path for r in done.runs] == [copy]
+
+
 def test_run_writer_saves_the_result_similarities(run_dir, tmp_path, bow_embedder):
     """The perturbation stage computes the kept prefixes' similarities with its embedder
     (000 App. A.2) and the run folder keeps them, so the report draws the diversity

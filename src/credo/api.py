@@ -6,8 +6,14 @@
 - :func:`score`: ``credo score``, generations a user already has, scored and written.
 - :func:`calibrate_prompt`: ``credo perturb calibrate-prompt``, the most neutral prefix
   setting on a calibration split (issue 16).
+- :func:`calibrate_prompt_file`: the same from a run config file, the choice written into
+  a copy of it.
 - :func:`study`: ``credo study``, every task with every model, one run folder each and
   one comparison report.
+- :func:`topic_check`, :func:`calibrate_threshold`, :func:`strength_agreement`,
+  :func:`probe`, :func:`report`, :func:`cache_stats` (:mod:`credo.commands`): the other
+  commands' work, each returning a typed result (issue 22 item 5: the command line only
+  prints them and maps their outcomes to exit statuses).
 """
 
 from __future__ import annotations
@@ -19,6 +25,21 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from credo.commands import (
+    AgreementResult,
+    CacheStats,
+    ProbeResult,
+    ReportResult,
+    ThresholdResult,
+    TopicCheckResult,
+    cache_stats,
+    calibrate_threshold,
+    probe,
+    report,
+    strength_agreement,
+    topic_check,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -33,15 +54,29 @@ if TYPE_CHECKING:
     from credo.tasks.base import Task
 
 __all__ = [
+    "AgreementResult",
+    "CacheStats",
+    "ProbeResult",
+    "PromptCalibration",
+    "ReportResult",
     "StudyResult",
     "StudyRun",
+    "ThresholdResult",
+    "TopicCheckResult",
+    "cache_stats",
     "calibrate_prompt",
+    "calibrate_prompt_file",
+    "calibrate_threshold",
     "check_writable",
     "dry_run",
+    "probe",
+    "report",
     "run",
     "run_strength",
     "score",
+    "strength_agreement",
     "study",
+    "topic_check",
 ]
 
 
@@ -329,6 +364,54 @@ def calibrate_prompt(
         raise UserError("no setting gave both original and perturbed correctness to compare")
     best = min(usable, key=lambda r: abs(r["mean_delta"]))
     return (best["prompt"], best["rules"]), rows
+
+
+@dataclass
+class PromptCalibration:
+    """``credo perturb calibrate-prompt``'s result: the chosen writer prompt and rules,
+    one row per setting tried (:func:`credo.api.calibrate_prompt`), the config file's
+    mapping with the choice written into its ``perturbation`` section, and the file that
+    mapping was written to (None: not written)."""
+
+    prompt: str
+    rules: str
+    rows: list[dict[str, Any]]
+    config: dict[str, Any]
+    written: Path | None = None
+
+
+def calibrate_prompt_file(
+    config: str | Path,
+    items: int = 10,
+    *,
+    write_config: str | Path | None = None,
+    show_progress: bool = True,
+) -> PromptCalibration:
+    """:func:`credo.api.calibrate_prompt` for the run config file ``config``: the writer
+    prompt and rules most neutral on ``items`` calibration items, written into the file's
+    ``perturbation`` section and saved as ``write_config`` when given (issue 22 item 5:
+    the command line only prints the result)."""
+    import yaml
+    from pydantic import ValidationError
+
+    from credo import jsonio
+    from credo.config import RunConfig, read_yaml_mapping, validation_message
+    from credo.errors import UserError
+
+    data = read_yaml_mapping(config)
+    try:
+        cfg = RunConfig.model_validate(data)
+    except ValidationError as e:
+        raise UserError(validation_message(e, str(config))) from None
+    if items < 2:
+        raise UserError(f"--items must be at least 2, got {items}")
+    (prompt, rules), rows = calibrate_prompt(cfg, items, show_progress=show_progress)
+    data["perturbation"] = {**(data.get("perturbation") or {}), "prompt": prompt, "rules": rules}
+    written = None
+    if write_config is not None:
+        written = Path(write_config)
+        jsonio.write_text(written, yaml.safe_dump(data, sort_keys=False))
+    return PromptCalibration(prompt, rules, rows, data, written)
 
 
 @dataclass

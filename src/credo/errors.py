@@ -9,11 +9,20 @@ with no traceback unless ``-v``. Any layer may raise it; it imports nothing.
 A :class:`NeutralityFailed` is no mistake of the user's: the run finished and its folder
 is written, but its context prefixes failed 000 App. A.3's neutrality test under
 ``perturbation.neutrality: fail`` (issue 22). The command line exits 4.
+
+A :class:`RequestsFailed` (some requests failed after the backend's retries) or a
+:class:`BudgetReached` (the run's ``max_cost_usd`` was reached) ends a command with exit
+status 3; everything generated is cached, and a rerun resumes. The executor
+(:mod:`credo.generation.executor`) raises them; they live here so the command line
+maps every ending to its exit status without importing a layer below (issue 22 item 5).
 """
 
 from __future__ import annotations
 
-__all__ = ["NeutralityFailed", "UserError"]
+from collections.abc import Sequence
+from typing import Any
+
+__all__ = ["BudgetReached", "NeutralityFailed", "RequestsFailed", "UserError"]
 
 
 class UserError(ValueError):
@@ -33,3 +42,61 @@ class NeutralityFailed(RuntimeError):
         super().__init__(message)
         self.result = result
         self.study = study
+
+
+class RequestsFailed(RuntimeError):
+    """Some planned requests could not be completed after the backend's retries.
+
+    Raised by :meth:`credo.generation.executor.Executor.execute` after every other
+    request of the call completed and was cached. ``results`` is aligned with the
+    planned requests: the generations of each complete one, ``None`` for each that is
+    missing samples; ``failed`` holds the indices of the latter and ``errors`` one
+    message per failed backend call. A caller that can go on without those requests
+    (the run marks their items incomplete) catches this; otherwise it ends the run, and a
+    rerun generates only what is missing. ``planned`` are
+    :class:`~credo.generation.executor.PlannedRequest` (issue 22: the failures the
+    command line maps to exit status 3 live here, below every layer).
+    """
+
+    def __init__(
+        self,
+        planned: Sequence[Any],
+        results: list[list[Any] | None],
+        errors: list[str],
+    ) -> None:
+        self.planned = list(planned)
+        self.results = results
+        self.failed = [i for i, r in enumerate(results) if r is None]
+        self.errors = errors
+        first = errors[0] if errors else "samples missing"
+        super().__init__(
+            f"{len(self.failed)} of {len(results)} requests failed after the backend's retries"
+            f" (first: {first})"
+        )
+
+    @property
+    def failed_labels(self) -> list[str]:
+        """The labels of the failed planned requests (``<item id>/<set>`` by convention)."""
+        return [self.planned[i].label for i in self.failed]
+
+
+class BudgetReached(RequestsFailed):
+    """The run's cost budget (``max_cost_usd``) was reached: the executor dispatched no
+    more blocks, so the requests in ``failed`` are missing samples (everything generated
+    is cached; a rerun resumes). Caught wherever :class:`RequestsFailed` is. ``ledger`` is
+    the run's :class:`~credo.generation.ledger.Ledger`."""
+
+    def __init__(
+        self,
+        planned: Sequence[Any],
+        results: list[list[Any] | None],
+        errors: list[str],
+        ledger: Any,
+    ) -> None:
+        super().__init__(planned, results, errors)
+        self.cost_usd = ledger.cost_usd
+        self.max_cost_usd = ledger.max_cost_usd
+        self.args = (
+            f"cost budget reached ({self.cost_usd:.6g} of max_cost_usd {self.max_cost_usd:g}"
+            f" USD): {len(self.failed)} of {len(results)} requests not generated",
+        )

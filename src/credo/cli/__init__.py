@@ -31,13 +31,13 @@ def main(argv: list[str] | None = None) -> int:
     is cached and written; rerun to retry them); 4 the prefixes failed the neutrality test
     under ``perturbation.neutrality: fail``.
     """
-    from credo.errors import NeutralityFailed, UserError
-    from credo.generation.executor import BudgetReached, RequestsFailed
+    from credo.commands import RedactURLs
+    from credo.errors import BudgetReached, NeutralityFailed, RequestsFailed, UserError
 
     parser = _parser()
     args = parser.parse_args(argv)
     handler = RichHandler(console=Console(stderr=True), show_path=False)
-    handler.addFilter(_RedactURLs())
+    handler.addFilter(RedactURLs())
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING,
         format="%(message)s",
@@ -63,20 +63,6 @@ def main(argv: list[str] | None = None) -> int:
         _error(f"{len(e.failed)} requests failed after the backend's retries; rerun to retry"
                f" them (first: {e.errors[0] if e.errors else 'samples missing'})")
         return 3
-
-
-class _RedactURLs(logging.Filter):
-    """Every URL in a log line without its credentials (issue 21): the HTTP client logs
-    each request's URL under ``-v``, query parameters (``?api_key=…``) included."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        from credo.models.urls import redact_text
-
-        message = record.getMessage()
-        redacted = redact_text(message)
-        if redacted != message:
-            record.msg, record.args = redacted, None
-        return True
 
 
 def _error(message: str) -> None:
@@ -196,18 +182,17 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _cmd_cache(args: argparse.Namespace) -> int:
+    """``credo cache stats`` (:func:`credo.api.cache_stats`): exit 1 when there is no cache."""
+    from credo.api import cache_stats
     from credo.config import default_cache_path
-    from credo.generation.store import GenerationStore
 
-    path = default_cache_path(args.cache)
-    if not path.exists():
-        console.print(f"no cache at {path}")
+    stats = cache_stats(args.cache)
+    if stats is None:
+        console.print(f"no cache at {default_cache_path(args.cache)}")
         return 1
-    with GenerationStore(path) as store:
-        stats = store.stats()
     console.print(
-        f"{path}: {stats['requests']} requests, {stats['samples']} samples, "
-        f"{stats['completion_tokens']} reported completion tokens"
+        f"{stats.path}: {stats.requests} requests, {stats.samples} samples, "
+        f"{stats.completion_tokens} reported completion tokens"
     )
     return 0
 

@@ -1,21 +1,16 @@
 """``credo perturb topic-check`` and ``credo perturb calibrate-threshold`` (000 App. A.2, A.4).
 
-Both call a model, taken from the model pool, so both plan their requests through the
-cached :class:`~credo.generation.executor.Executor`: a rerun reads every generation from
-the cache. Both refresh the run's report.html afterwards from the files they wrote.
+Both call a model through the cache, so a rerun reads every generation from it, and both
+refresh the run's report.html from the files they wrote: :func:`credo.api.topic_check`
+and :func:`credo.api.calibrate_threshold` do the work; these commands print their typed
+results (issue 22 item 5).
 """
 
 from __future__ import annotations
 
 import argparse
-import logging
 from pathlib import Path
 from typing import Any
-
-from credo import jsonio
-from credo.errors import UserError
-
-log = logging.getLogger(__name__)
 
 
 def add_perturb_parser(sub: argparse._SubParsersAction) -> None:
@@ -88,39 +83,30 @@ def _add_calibrate_prompt(psub: Any) -> None:
 
 
 def cmd_calibrate_prompt(args: argparse.Namespace) -> int:
-    """Run ``credo perturb calibrate-prompt``."""
+    """Run ``credo perturb calibrate-prompt`` (:func:`credo.api.calibrate_prompt_file`)."""
     import yaml
-    from pydantic import ValidationError
     from rich.console import Console
     from rich.table import Table
 
-    from credo.api import calibrate_prompt
-    from credo.config import RunConfig, read_yaml_mapping, validation_message
+    from credo.api import calibrate_prompt_file
 
-    data = read_yaml_mapping(args.config)
-    try:
-        config = RunConfig.model_validate(data)
-    except ValidationError as e:
-        raise UserError(validation_message(e, str(args.config))) from None
-    if args.items < 2:
-        raise UserError(f"--items must be at least 2, got {args.items}")
-    (prompt, rules), rows = calibrate_prompt(config, args.items, show_progress=not args.quiet)
+    found = calibrate_prompt_file(args.config, args.items, write_config=args.write_config,
+                                  show_progress=not args.quiet)
     table = Table(title=f"prefix settings on {args.items} calibration items (000 App. A.3)")
     for h in ("prompt", "rules", "mean Δ", "95% CI", "items", "prefixes kept / item"):
         table.add_column(h)
-    for r in rows:
+    for r in found.rows:
         table.add_row(r["prompt"], r["rules"], f"{r['mean_delta']:+.2f}",
                       f"[{r['low']:+.2f}, {r['high']:+.2f}]", str(r["items"]), f"{r['kept']:.1f}")
     console = Console()
     console.print(table)
-    data["perturbation"] = {**(data.get("perturbation") or {}), "prompt": prompt, "rules": rules}
-    if args.write_config:
-        jsonio.write_text(args.write_config, yaml.safe_dump(data, sort_keys=False))
-        console.print(f"chose prompt {prompt}, rules {rules}; wrote {args.write_config}")
+    prompt, rules = found.prompt, found.rules
+    if found.written is not None:
+        console.print(f"chose prompt {prompt}, rules {rules}; wrote {found.written}")
     else:
         console.print(f"chose prompt {prompt}, rules {rules}:")
-        console.print(yaml.safe_dump({"perturbation": data["perturbation"]}, sort_keys=False),
-                      markup=False, highlight=False)
+        console.print(yaml.safe_dump({"perturbation": found.config["perturbation"]},
+                                     sort_keys=False), markup=False, highlight=False)
     return 0
 
 
@@ -131,129 +117,40 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_topic_check(args: argparse.Namespace) -> int:
-    """Run ``credo perturb topic-check``."""
+    """Run ``credo perturb topic-check`` (:func:`credo.api.topic_check`)."""
     from rich.console import Console
 
-    from credo.perturb.quality import TOPIC_DOMAINS, topic_alignment
-    from credo.report.rundata import load_run
+    from credo.api import topic_check
 
-    console = Console()
-    run = load_run(args.run)
-    texts = [t for kept in run.kept_perturbations() for t in kept]
-    if not texts:
-        raise UserError(f"{args.run / 'perturbations.jsonl'} has no kept perturbations")
-    task_file = run.config.get("task_file") or {}
-    expected = args.expected or task_file.get("domain") or _task_domain(run.task)
-    if not expected:
-        raise UserError(f"task {run.task!r} has no domain; pass --expected")
     domains = ([d.strip() for d in args.domains.split(";") if d.strip()] if args.domains
-               else list(TOPIC_DOMAINS))
-    from credo.types import SamplingParams
-
-    with _executor(args, args.judge, run.config.get("cache"), "judge") as ex:
-        tc = topic_alignment(texts, expected, ex, domains=domains,
-                             sampling=SamplingParams(temperature=0.0, max_tokens=args.max_tokens))
-    out = run.path / "topic_check.json"
-    jsonio.write_text(out, jsonio.dumps(tc.to_json(), indent=2, ensure_ascii=False))
-    console.print(
+               else None)
+    found = topic_check(args.run, args.judge, base_url=args.base_url, expected=args.expected,
+                        domains=domains, max_tokens=args.max_tokens, cache=args.cache,
+                        seed=args.seed, show_progress=not args.quiet)
+    tc = found.check
+    Console().print(
         f"topic alignment: {tc.aligned}/{len(tc.texts)} = {tc.rate:.3f} judged "
-        f"{expected!r} ({tc.unparsable} unparsable); wrote {out}"
+        f"{found.expected!r} ({tc.unparsable} unparsable); wrote {found.path}"
     )
-    _refresh_report(run.path)
     return 0
 
 
 def cmd_calibrate_threshold(args: argparse.Namespace) -> int:
-    """Run ``credo perturb calibrate-threshold``."""
+    """Run ``credo perturb calibrate-threshold`` (:func:`credo.api.calibrate_threshold`)."""
     from rich.console import Console
 
-    from credo.perturb.quality import calibrate_threshold
-    from credo.report.rundata import load_run
-    from credo.types import SamplingParams
+    from credo.api import calibrate_threshold
 
-    console = Console()
-    cache = None
-    if args.run:
-        run = load_run(args.run)
-        premises = list(dict.fromkeys(t for kept in run.kept_perturbations() for t in kept))
-        cache = run.config.get("cache")
-    else:
-        if not args.premises.is_file():
-            raise UserError(f"{args.premises}: no such file (--premises)")
-        premises = [ln.strip() for ln in args.premises.read_text(encoding="utf-8").splitlines()
-                    if ln.strip()]
-    premises = premises[: args.n_premises]
-    if not premises:
-        raise UserError("no premises to paraphrase (--run has no kept perturbations, or"
-                        " --premises is empty)")
-    from credo.generation.pool import shared_embedder
-
-    embedder = shared_embedder(args.embedder)
-    with _executor(args, args.model, cache, "paraphraser") as ex:
-        cal = calibrate_threshold(
-            premises, ex, embedder, n_paraphrases=args.paraphrases, percentile=args.percentile,
-            sampling=SamplingParams(temperature=1.0, max_tokens=args.max_tokens),
-        )
-    out = args.out or ((args.run / "threshold_calibration.json") if args.run
-                       else Path("threshold_calibration.json"))
-    jsonio.write_text(out, jsonio.dumps(cal.to_json(), indent=2, ensure_ascii=False))
-    console.print(
+    found = calibrate_threshold(
+        args.model, run=args.run, premises=args.premises, base_url=args.base_url,
+        n_premises=args.n_premises, paraphrases=args.paraphrases, percentile=args.percentile,
+        embedder=args.embedder, max_tokens=args.max_tokens, out=args.out, cache=args.cache,
+        seed=args.seed, show_progress=not args.quiet,
+    )
+    cal = found.calibration
+    Console().print(
         f"k = {cal.k:.4f}: the {args.percentile:g}th percentile of {cal.similarities.size} "
         f"paraphrase-pair similarities over {len(cal.premises)} premises "
-        f"({cal.unusable} unusable paraphrases); wrote {out}"
+        f"({cal.unusable} unusable paraphrases); wrote {found.path}"
     )
-    if args.run and out.parent.resolve() == args.run.resolve():
-        _refresh_report(args.run)
     return 0
-
-
-_FLAG = {"judge": "--judge", "paraphraser": "--model"}
-"""The option of each ``credo perturb`` command that picks its model."""
-
-
-class _executor:
-    """Context manager: the one model of a check from the model pool, over the cache."""
-
-    def __init__(
-        self, args: argparse.Namespace, spec: str, run_cache: str | None, role: str
-    ) -> None:
-        self.args, self.spec, self.run_cache, self.role = args, spec, run_cache, role
-
-    def __enter__(self):
-        from credo.generation.pool import ModelPool
-        from credo.generation.roles import assign_roles, single_role
-
-        self.pool = ModelPool(
-            cache_path=self.args.cache or self.run_cache,
-            seed=self.args.seed,
-            show_progress=not self.args.quiet,
-        )
-        assign_roles(self.pool, single_role(self.role, self.spec, base_url=self.args.base_url))
-        try:  # issue 20: the model is there before any call
-            self.pool.preflight([self.role], {self.role: _FLAG[self.role]})
-        except BaseException:
-            self.pool.close()
-            raise
-        return self.pool.executor(self.role)
-
-    def __exit__(self, *exc) -> None:
-        self.pool.close()
-
-
-def _task_domain(task: str) -> str:
-    from credo.tasks.builtin import load_task
-
-    try:
-        return load_task(task).domain
-    except Exception as e:  # a file: task whose data moved, say
-        log.warning("could not load task %r for its domain: %s", task, e)
-        return ""
-
-
-def _refresh_report(run_dir: Path) -> None:
-    from credo.report.html import write_run_report
-
-    try:
-        write_run_report(run_dir)
-    except Exception:
-        log.exception("could not refresh %s/report.html", run_dir)

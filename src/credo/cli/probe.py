@@ -10,6 +10,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from credo.cli.flags import base_url_option
+
 __all__ = ["add_probe_parser", "base_url_option", "cmd_probe"]
 
 console = Console(stderr=False)
@@ -57,31 +59,14 @@ def _uses(found: Any) -> list[str]:
     return lines
 
 
-def base_url_option(values: list[str] | None) -> str | list[str] | None:
-    """``--base-url`` given once or more, each maybe comma-separated: one URL stays a
-    string (as in a YAML config), several are a list of replicas."""
-    urls = [u.strip() for v in values or () for u in v.split(",") if u.strip()]
-    if not urls:
-        return None
-    return urls[0] if len(urls) == 1 else urls
-
-
 def cmd_probe(args: argparse.Namespace) -> int:
-    """Probe, print the answers, store them: exit 0, or 3 when the probe did not finish
-    (nothing is stored then)."""
-    from credo.config import default_cache_path
-    from credo.errors import UserError
-    from credo.generation.pool import MODEL, ModelPool
-    from credo.generation.roles import assign_roles, single_role
+    """Probe (:func:`credo.api.probe`), print the answers: exit 0 once they are stored,
+    or 3 when the probe did not finish (nothing is stored then)."""
+    from credo.api import probe
 
-    if not args.model.startswith("openai:"):
-        raise UserError(f"--model {args.model!r}: credo probe asks served models (openai:<m>)")
-    roles = single_role(MODEL, args.model, base_url=base_url_option(args.base_url),
-                        label=args.label, api_key_env=args.api_key_env, probe=False)
-    with ModelPool(cache_path=default_cache_path(args.cache), show_progress=False) as pool:
-        assign_roles(pool, roles)
-        found = pool.probe(MODEL)
-        where = pool.probes.path
+    done = probe(args.model, base_url_option(args.base_url), label=args.label,
+                 api_key_env=args.api_key_env, cache=args.cache)
+    found = done.probe
     table = Table(title=f"{found.identity} · {found.requests} requests · {found.seconds:.1f} s")
     table.add_column("question")
     table.add_column("answer")
@@ -90,8 +75,8 @@ def cmd_probe(args: argparse.Namespace) -> int:
     console.print(table)
     for line in _uses(found):
         console.print(f"credo run: {line}", highlight=False)
-    if not found.complete:
+    if done.stored is None:
         console.print(f"[red]the probe did not finish[/red]: {found.errors[0]}", highlight=False)
         return 3
-    console.print(f"stored in {where}", highlight=False)
+    console.print(f"stored in {done.stored}", highlight=False)
     return 0

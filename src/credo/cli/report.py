@@ -1,26 +1,16 @@
 """``credo report RUN_DIR [RUN_DIR ...]``: HTML reports from run folders, no model needed.
 
-The pages read the run folders only. This command is the one place that may load a model
-for them: before rendering, a run folder lacking ``perturbation_similarity.json`` (000
-App. A.2 diversity check) gets it from the sentence embedder, loaded lazily here, so every
-later report reads the file without the embedder.
+The pages read the run folders only. :func:`credo.api.report` is the one place that may
+load a model for them: before rendering, a run folder lacking
+``perturbation_similarity.json`` (000 App. A.2 diversity check) gets it from the sentence
+embedder, so every later report reads the file without the embedder. This command prints
+what it returns (issue 22 item 5).
 """
 
 from __future__ import annotations
 
 import argparse
-import logging
-from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-from credo import jsonio
-from credo.errors import UserError
-
-if TYPE_CHECKING:
-    from credo.report.rundata import RunData
-
-log = logging.getLogger(__name__)
 
 
 def add_report_parser(sub: argparse._SubParsersAction) -> None:
@@ -53,39 +43,19 @@ def add_report_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    """Run ``credo report``."""
-    from pydantic import ValidationError
+    """Run ``credo report`` (:func:`credo.api.report`): the page, then one line on stderr
+    per run folder that is not complete."""
     from rich.console import Console
 
-    from credo.config import validation_message
-    from credo.report.html import ReportOptions, load_flip_rates, write_report, write_run_report
-    from credo.report.rundata import load_run
+    from credo.api import report
 
-    console = Console()
-    runs = [load_run(r) for r in args.runs]
-    pairs = _parse_pairs(args.pairs) if args.pairs else None
-    for a, b in pairs or []:
-        for r in runs:
-            if a not in r.methods or b not in r.methods:
-                raise UserError(f"--pairs {a}:{b}: {r.path} has methods {r.methods}")
-    try:
-        flips = load_flip_rates(args.strength)
-    except FileNotFoundError as e:
-        raise UserError(f"--strength: {e}") from None
-    try:
-        opts = ReportOptions(
-            n_resamples=args.resamples, confidence=args.confidence, seed=args.seed,
-            pairs=pairs, reference=args.reference, c3_method=args.c3_method, flip_rates=flips,
-        )
-    except ValidationError as e:
-        raise UserError(validation_message(e, "options")) from None
-    write_missing_similarities(runs, args.embedder)
-    if len(runs) == 1 and args.out is None:
-        page = write_run_report(runs[0].path, opts)
-    else:
-        page = write_report([r.path for r in runs], args.out or Path("credo-report"), opts)
-    console.print(f"report: {page}")
-    _say_unfinished(runs)
+    done = report(
+        args.runs, out=args.out, resamples=args.resamples, confidence=args.confidence,
+        seed=args.seed, pairs=args.pairs, reference=args.reference, c3_method=args.c3_method,
+        strength=args.strength, embedder=args.embedder,
+    )
+    Console().print(f"report: {done.page}")
+    _say_unfinished(done.unfinished)
     return 0
 
 
@@ -97,74 +67,12 @@ _UNFINISHED = {
 }
 
 
-def _say_unfinished(runs: Sequence[RunData]) -> None:
+def _say_unfinished(unfinished: list[tuple[Path, str]]) -> None:
     """One line on stderr per run folder that is not complete (issue 21): the page says
     it too, but a terminal that says nothing reads as a clean run."""
     from rich.console import Console
 
     err = Console(stderr=True, soft_wrap=True)
-    for run in runs:
-        if run.status != "complete":
-            why = _UNFINISHED.get(run.status, run.status)
-            err.print(f"warning: {run.path}: {why}", markup=False, highlight=False)
-
-
-def _parse_pairs(text: str) -> list[tuple[str, str]]:
-    pairs = []
-    for part in text.split(","):
-        a, sep, b = part.strip().partition(":")
-        if not sep or not a or not b:
-            raise UserError(f"--pairs expects A:B[,C:D...], got {part!r}")
-        pairs.append((a, b))
-    return pairs
-
-
-def write_missing_similarities(runs: Sequence[RunData], embedder: str | None) -> list[Path]:
-    """Write ``perturbation_similarity.json`` into each run folder that lacks it and has an
-    item with two or more kept perturbations (000 App. A.2); return the files written.
-
-    ``embedder`` names the sentence embedder (default: each run's configured one; ``none``
-    skips the check). Each embedder is loaded once, only when a run needs it; a failure
-    to load it or to write the file is logged and the report goes on without the figure.
-    """
-    from credo.report.rundata import SIMILARITY_FILE
-
-    if embedder == "none":
-        return []
-    loaded: dict[str, Any] = {}
-    written: list[Path] = []
-    for run in runs:
-        groups = [g for g in run.kept_perturbations() if len(g) >= 2]
-        if SIMILARITY_FILE in run.extras or not groups:
-            continue
-        pert = run.config.get("perturbation") or {}
-        name = embedder or pert.get("embedder")
-        if not name:
-            continue
-        if name not in loaded:
-            loaded[name] = _load_embedder(name)
-        if loaded[name] is None:
-            continue
-        from credo.perturb.quality import similarity_record
-
-        record = similarity_record(groups, loaded[name], pert.get("threshold"))
-        target = run.path / SIMILARITY_FILE
-        try:
-            jsonio.write_text(target, jsonio.dumps(record))
-        except OSError as e:  # a read-only run folder still gets its report
-            log.warning("diversity check not saved: %s: %s", target, e)
-            continue
-        run.extras[SIMILARITY_FILE] = record
-        written.append(target)
-    return written
-
-
-def _load_embedder(name: str) -> Any:
-    """The sentence embedder ``name``, or None (logged) when it cannot be loaded."""
-    from credo.generation.pool import shared_embedder
-
-    try:
-        return shared_embedder(name)
-    except Exception as e:  # the report is still useful without the diversity figure
-        log.warning("diversity check skipped: could not load embedder %r: %s", name, e)
-        return None
+    for path, status in unfinished:
+        why = _UNFINISHED.get(status, status)
+        err.print(f"warning: {path}: {why}", markup=False, highlight=False)

@@ -1,4 +1,5 @@
-"""``credo run``: flags and YAML into one validated :class:`~credo.config.RunConfig`."""
+"""``credo run``: flags and YAML into one validated :class:`~credo.config.RunConfig`
+(:mod:`credo.cli.flags`), then :func:`credo.api.run` and its tables."""
 
 from __future__ import annotations
 
@@ -13,7 +14,6 @@ err = Console(stderr=True)
 __all__ = [
     "add_executor_flags",
     "cmd_run",
-    "executor_flags",
     "print_estimate",
     "print_result",
     "run_config_from_args",
@@ -31,89 +31,15 @@ def add_executor_flags(parser: argparse.ArgumentParser) -> None:
                    help="Ray cluster to join ('auto': this machine's); default: a local one")
 
 
-def executor_flags(args: argparse.Namespace) -> dict[tuple[str, str], Any]:
-    """The ``executor`` section's keys the flags give (None where a flag is absent)."""
-    return {
-        ("executor", "kind"): args.executor,
-        ("executor", "workers"): args.workers,
-        ("executor", "address"): args.ray_address,
-    }
-
-
 def run_config_from_args(args: argparse.Namespace) -> Any:
-    """The run's config: the YAML file (if any) with every given flag written over it,
-    validated once by pydantic, so ``--max-tokens 0`` fails exactly as
-    ``sampling: {max_tokens: 0}`` does. Raises ValueError (pydantic's ValidationError
-    is one) naming the field."""
-    from pydantic import ValidationError
+    """The run's config: the YAML file (if any) with every given flag written over it
+    (:data:`credo.cli.flags.RUN_FLAGS`), validated once by pydantic, so ``--max-tokens 0``
+    fails exactly as ``sampling: {max_tokens: 0}`` does. Raises a
+    :class:`~credo.errors.UserError` naming the field."""
+    from credo.cli.flags import RUN_FLAGS, config_from_flags
+    from credo.config import RunConfig
 
-    from credo.cli.probe import base_url_option
-    from credo.config import RunConfig, read_yaml_mapping, validation_message
-    from credo.errors import UserError
-
-    data: dict[str, Any] = read_yaml_mapping(args.config) if args.config else {}
-    flat = {
-        "task": args.task,
-        "model": args.model,
-        "n": args.n,
-        "m": args.m,
-        "limit": args.limit,
-        "prompt_style": args.prompt_style,
-        "seed": args.seed,
-        "out": args.out,
-        "cache": args.cache,
-        "kernel": args.kernel,
-        "bootstrap": args.bootstrap,
-        "calibrate": args.calibrate,
-        "max_cost_usd": args.max_cost_usd,
-    }
-    data.update({k: v for k, v in flat.items() if v is not None})
-    if args.methods:
-        data["methods"] = [s.strip() for s in args.methods.split(",") if s.strip()]
-    nested = {
-        ("sampling", "max_tokens"): args.max_tokens,
-        ("model_options", "base_url"): base_url_option(args.base_url),
-        ("model_options", "label"): args.label,
-        ("baselines", "followups"): args.followups,
-        ("perturbation", "corpus"): args.corpus,
-        ("perturbation", "generator"): args.writer,
-        ("perturbation", "prompt"): args.writer_prompt,
-        ("judge", "model"): args.judge,
-        ("perturbation", "rules"): args.prefix_rules,
-        ("perturbation", "neutrality"): args.neutrality,
-        **executor_flags(args),
-        **{("task_file", key): value for key, value in _task_file_flags(args).items()},
-    }
-    for (section, key), value in nested.items():
-        if value is not None:
-            data[section] = {**(data.get(section) or {}), key: value}
-    try:
-        return RunConfig.model_validate(data)
-    except ValidationError as e:
-        raise UserError(validation_message(e, str(args.config or "options"))) from None
-
-
-def _task_file_flags(args: argparse.Namespace) -> dict[str, Any]:
-    """The ``task_file`` section's keys the flags give (None where a flag is absent);
-    ``a,b`` in a field flag names several fields."""
-
-    def fields(value: str | None) -> str | list[str] | None:
-        if value is None:
-            return None
-        names = [v.strip() for v in value.split(",") if v.strip()]
-        return names[0] if len(names) == 1 else names
-
-    return {
-        "path": args.task_file,
-        "format": args.answer_format,
-        "question": fields(args.question_field),
-        "choices": fields(args.choices_field),
-        "gold": args.gold_field,
-        "gold_is_index": args.gold_is_index,
-        "id": args.id_field,
-        "domain": args.domain,
-        "grader": args.grader,
-    }
+    return config_from_flags(RunConfig, args, RUN_FLAGS, config=args.config)
 
 
 def cmd_run(args: argparse.Namespace) -> int:

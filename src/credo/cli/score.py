@@ -47,26 +47,13 @@ def add_score_parser(sub: Any) -> None:
 
 def cmd_score(args: argparse.Namespace) -> int:
     """Run ``credo score``: validate, score, print the tables, write the folder."""
-    from pydantic import ValidationError
-
     from credo.api import score
+    from credo.cli.flags import SCORE_FLAGS, config_from_flags
     from credo.cli.run import print_result
-    from credo.config import RunConfig, read_yaml_mapping, validation_message
-    from credo.errors import UserError
+    from credo.config import RunConfig
 
-    data: dict[str, Any] = read_yaml_mapping(args.config) if args.config else {}
-    flat = {"kernel": args.kernel, "bootstrap": args.bootstrap, "seed": args.seed,
-            "out": args.out, "cache": args.cache, "calibrate": args.calibrate}
-    data.update({k: v for k, v in flat.items() if v is not None})
-    if args.methods:
-        data["methods"] = [m.strip() for m in args.methods.split(",") if m.strip()]
-    if args.judge:
-        data["judge"] = {**(data.get("judge") or {}), "model": args.judge}
-    try:
-        config = RunConfig.model_validate(data)
-    except ValidationError as e:
-        raise UserError("invalid configuration: "
-                        + validation_message(e, str(args.config or "options"))) from None
+    config = config_from_flags(RunConfig, args, SCORE_FLAGS, config=args.config,
+                               prefix="invalid configuration: ")
     result = score(args.samples, config, answer_format=args.format,
                    lm_eval_filter=args.lm_eval_filter, show_progress=not args.quiet)
     return print_result(result)

@@ -1,17 +1,16 @@
-"""``credo strength run | agree``: the command line of :mod:`credo.strength`."""
+"""``credo strength run | agree``: the command line of :mod:`credo.strength`, printing what
+:func:`credo.api.run_strength` and :func:`credo.api.strength_agreement` return (issue 22
+item 5)."""
 
 from __future__ import annotations
 
 import argparse
-import json
 import math
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
-
-from credo import jsonio
 
 console = Console()
 
@@ -57,31 +56,15 @@ def add_strength_parser(sub: Any) -> None:
 
 def cmd_strength_run(args: argparse.Namespace) -> int:
     """Run ``credo strength run``: validate the config, run, write the folder, print FR."""
-    from pydantic import ValidationError
-
     from credo.api import run_strength
-    from credo.config import StrengthConfig, validation_message
-    from credo.errors import UserError
+    from credo.cli.flags import STRENGTH_RUN_FLAGS, config_from_flags
+    from credo.config import StrengthConfig
+    from credo.report.strength import strength_summary
 
-    try:
-        cfg = StrengthConfig(
-            task=args.task,
-            limit=args.limit,
-            models=[m.strip() for m in args.model.split(",") if m.strip()],
-            judge=args.judge,
-            writer=args.writer,
-            surprisal_model=None if args.surprisal_model.lower() == "none"
-            else args.surprisal_model,
-            types=[t.strip() for t in args.types.split(",") if t.strip()],
-            cot_mode=args.cot_mode,
-            seed=args.seed,
-            out=args.out,
-            cache=args.cache,
-        )
-    except ValidationError as e:
-        raise UserError("invalid configuration: " + validation_message(e, "options")) from None
+    cfg = config_from_flags(StrengthConfig, args, STRENGTH_RUN_FLAGS,
+                            prefix="invalid configuration: ")
     result = run_strength(cfg, show_progress=not args.quiet)
-    summary = json.loads((cfg.out / "summary.json").read_text(encoding="utf-8"))
+    summary = strength_summary(result)
     table = Table(title=f"{result.task.name} · {len(result.task.items)} items · flip rates")
     for h in ("model", "type", "n rated", "FR(0) robust ↓", "FR(3) responsive ↑", "FR(3)−FR(0)",
               "judge unparsable"):
@@ -96,29 +79,23 @@ def cmd_strength_run(args: argparse.Namespace) -> int:
 
 
 def cmd_strength_agree(args: argparse.Namespace) -> int:
-    """Run ``credo strength agree``: one measure on labelled perturbations vs the labels."""
-    from credo.generation.pool import ModelPool
-    from credo.strength.labels import agree, load_labels, measure_in_pool
-    rows = load_labels(args.labels)
-    with ModelPool(cache_path=args.cache, seed=args.seed, show_progress=not args.quiet) as pool:
-        values = measure_in_pool(pool, args.measure, rows, judge=args.judge,
-                                 surprisal_model=args.surprisal_model, embedder=args.embedder)
-    results = agree(args.measure, rows, values)
-    title = f"{args.measure} vs human labels · {args.labels.name} · {len(rows)} rows"
+    """Run ``credo strength agree``: one measure on labelled perturbations vs the labels
+    (:func:`credo.api.strength_agreement`)."""
+    from credo.api import strength_agreement
+
+    found = strength_agreement(
+        args.labels, args.measure, judge=args.judge, surprisal_model=args.surprisal_model,
+        embedder=args.embedder, seed=args.seed, cache=args.cache, write_json=args.json,
+        show_progress=not args.quiet,
+    )
+    title = f"{args.measure} vs human labels · {args.labels.name} · {found.rows} rows"
     table = Table(title=title)
     for h in ("subset", "n", "Pearson r", "Spearman ρ", "linear κ", "skipped (unparsable)"):
         table.add_column(h, justify="left" if h == "subset" else "right")
-    for name, ag in results.items():
+    for name, ag in found.agreement.items():
         table.add_row(name, str(ag.n), _f(ag.pearson), _f(ag.spearman),
                       "n/a (continuous)" if ag.kappa is None else _f(ag.kappa), str(ag.skipped))
     console.print(table)
-    if args.json:
-        payload = {"labels": str(args.labels), "measure": args.measure,
-                   "judge": args.judge if args.measure == "judge" else None,
-                   "values": values,
-                   "agreement": {k: v.as_dict() for k, v in results.items()}}
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        jsonio.write_text(args.json, jsonio.dumps(payload, indent=2) + "\n")
     return 0
 
 

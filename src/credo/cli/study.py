@@ -40,22 +40,11 @@ def add_study_parser(sub: Any) -> None:
 def study_config_from_args(args: argparse.Namespace) -> Any:
     """The study's config: the YAML file with the given flags written over it, validated
     once; a :class:`~credo.errors.UserError` names the bad field."""
-    from pydantic import ValidationError
+    from credo.cli.flags import STUDY_FLAGS, config_from_flags
+    from credo.config import StudyConfig
 
-    from credo.cli.run import executor_flags
-    from credo.config import StudyConfig, read_yaml_mapping, validation_message
-    from credo.errors import UserError
-
-    data: dict[str, Any] = read_yaml_mapping(args.config)
-    data.update({k: v for k, v in {"out": args.out, "cache": args.cache}.items()
-                 if v is not None})
-    for (section, key), value in executor_flags(args).items():
-        if value is not None:
-            data[section] = {**(data.get(section) or {}), key: value}
-    try:
-        return StudyConfig.model_validate(data)
-    except ValidationError as e:
-        raise UserError(f"invalid study: {validation_message(e, str(args.config))}") from None
+    return config_from_flags(StudyConfig, args, STUDY_FLAGS, config=args.config,
+                             prefix="invalid study: ")
 
 
 def cmd_study(args: argparse.Namespace) -> int:

@@ -28,6 +28,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
+from credo.errors import BudgetReached, RequestsFailed
 from credo.generation.ledger import Ledger
 from credo.generation.store import GenerationStore, request_key, sample_seed
 from credo.models.base import Model
@@ -71,60 +72,6 @@ class ExecutionStats:
     failed_requests: int = 0
     budget_skipped: int = 0
     unverified_empty: int = 0
-
-
-class RequestsFailed(RuntimeError):
-    """Some planned requests could not be completed after the backend's retries.
-
-    Raised by :meth:`Executor.execute` after every other request of the call completed
-    and was cached. ``results`` is aligned with the planned requests: the generations of
-    each complete one, ``None`` for each that is missing samples; ``failed`` holds the
-    indices of the latter and ``errors`` one message per failed backend call. A caller
-    that can go on without those requests (the run marks their items incomplete) catches
-    this; otherwise it ends the run, and a rerun generates only what is missing.
-    """
-
-    def __init__(
-        self,
-        planned: Sequence[PlannedRequest],
-        results: list[list[Generation] | None],
-        errors: list[str],
-    ) -> None:
-        self.planned = list(planned)
-        self.results = results
-        self.failed = [i for i, r in enumerate(results) if r is None]
-        self.errors = errors
-        first = errors[0] if errors else "samples missing"
-        super().__init__(
-            f"{len(self.failed)} of {len(results)} requests failed after the backend's retries"
-            f" (first: {first})"
-        )
-
-    @property
-    def failed_labels(self) -> list[str]:
-        """The labels of the failed planned requests (``<item id>/<set>`` by convention)."""
-        return [self.planned[i].label for i in self.failed]
-
-
-class BudgetReached(RequestsFailed):
-    """The run's cost budget (``max_cost_usd``) was reached: the executor dispatched no
-    more blocks, so the requests in ``failed`` are missing samples (everything generated
-    is cached; a rerun resumes). Caught wherever :class:`RequestsFailed` is."""
-
-    def __init__(
-        self,
-        planned: Sequence[PlannedRequest],
-        results: list[list[Generation] | None],
-        errors: list[str],
-        ledger: Ledger,
-    ) -> None:
-        super().__init__(planned, results, errors)
-        self.cost_usd = ledger.cost_usd
-        self.max_cost_usd = ledger.max_cost_usd
-        self.args = (
-            f"cost budget reached ({self.cost_usd:.6g} of max_cost_usd {self.max_cost_usd:g}"
-            f" USD): {len(self.failed)} of {len(results)} requests not generated",
-        )
 
 
 class Block(NamedTuple):

@@ -53,14 +53,24 @@ CSV_COLUMNS = FLIP_RATE_COLUMNS
 
 def write_strength_run(result: StrengthResult, out: str | Path) -> Path:
     """Write the run folder for ``result`` (see the module docstring)."""
-    meta = {
+    return write_outputs([r.as_dict() for r in result.rows], out, _meta(result))
+
+
+def strength_summary(result: StrengthResult) -> dict[str, Any]:
+    """What ``summary.json`` holds for ``result`` (FR(3), FR(0), counts per model and
+    type), without writing it: the command line prints it (issue 22 item 5)."""
+    rows = [r.as_dict() for r in result.rows]
+    return summarise(rows, flip_tables(rows), _meta(result))
+
+
+def _meta(result: StrengthResult) -> dict[str, Any]:
+    return {
         "task": result.task.name,
         "items": len(result.task.items),
         "config": result.config.model_dump(mode="json"),
         "identities": result.identities,
         "seconds": round(result.seconds, 1),
     }
-    return write_outputs([r.as_dict() for r in result.rows], out, meta)
 
 
 def write_outputs(rows: Sequence[dict[str, Any]], out: str | Path, meta: dict[str, Any]) -> Path:
@@ -242,6 +252,7 @@ __all__ = [
     "flip_tables",
     "render_report",
     "save_flip_rate_figure",
+    "strength_summary",
     "summarise",
     "write_outputs",
     "write_strength_run",

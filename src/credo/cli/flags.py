@@ -1,0 +1,218 @@
+"""Flags into a config: one helper for every command (issue 22 item 5).
+
+Each command that builds a config names its flags in a table, :class:`Flag` rows mapping
+an argparse attribute to a config path (``"sampling.max_tokens"``) with an optional
+conversion; :func:`config_from_flags` reads the YAML file (if any), writes every given
+flag over it in the table's order and validates the result once with pydantic, so a flag
+fails exactly as the YAML field it sets does. A flag that is absent (``None``) leaves the
+file's value; a conversion may return :data:`SKIP` to leave it too.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+__all__ = [
+    "CALIBRATE_PROMPT_FLAGS",
+    "EXECUTOR_FLAGS",
+    "RUN_FLAGS",
+    "SCORE_FLAGS",
+    "SKIP",
+    "STRENGTH_RUN_FLAGS",
+    "STUDY_FLAGS",
+    "Flag",
+    "base_url_option",
+    "config_from_flags",
+    "merge_flags",
+]
+
+SKIP: Any = object()
+"""What a conversion returns for a flag that sets nothing (``--methods ""``)."""
+
+C = TypeVar("C")
+
+
+@dataclass(frozen=True)
+class Flag:
+    """One flag of a command: its argparse attribute ``dest``, the config ``path`` it sets
+    (dotted: ``"perturbation.rules"``) and how its value becomes the field's."""
+
+    dest: str
+    path: str
+    convert: Callable[[Any], Any] | None = None
+
+
+def merge_flags(
+    data: dict[str, Any], args: argparse.Namespace, table: Sequence[Flag]
+) -> dict[str, Any]:
+    """``data`` (a config mapping, changed in place and returned) with every flag of
+    ``table`` that ``args`` gives written at its path; a section (``sampling``) keeps its
+    other keys."""
+    for flag in table:
+        value = getattr(args, flag.dest, None)
+        if value is None:
+            continue
+        if flag.convert is not None:
+            value = flag.convert(value)
+            if value is SKIP:
+                continue
+        *sections, key = flag.path.split(".")
+        target = data
+        for section in sections:
+            target[section] = {**(target.get(section) or {})}
+            target = target[section]
+        target[key] = value
+    return data
+
+
+def config_from_flags(
+    model: type[C],
+    args: argparse.Namespace,
+    table: Sequence[Flag],
+    *,
+    config: Path | None = None,
+    prefix: str = "",
+    where: str | None = None,
+) -> C:
+    """The config ``model`` from the YAML file ``config`` (if any) with the flags of
+    ``table`` written over it, validated once. A bad field is a
+    :class:`~credo.errors.UserError`: ``prefix`` then the field and ``where`` it came from
+    (default: the file, or ``options``)."""
+    from pydantic import ValidationError
+
+    from credo.config import read_yaml_mapping, validation_message
+    from credo.errors import UserError
+
+    data: dict[str, Any] = read_yaml_mapping(config) if config else {}
+    merge_flags(data, args, table)
+    try:
+        return model.model_validate(data)  # type: ignore[attr-defined]
+    except ValidationError as e:
+        raise UserError(prefix + validation_message(e, where or str(config or "options"))) \
+            from None
+
+
+def base_url_option(values: list[str] | None) -> str | list[str] | None:
+    """``--base-url`` given once or more, each maybe comma-separated: one URL stays a
+    string (as in a YAML config), several are a list of replicas."""
+    urls = [u.strip() for v in values or () for u in v.split(",") if u.strip()]
+    if not urls:
+        return None
+    return urls[0] if len(urls) == 1 else urls
+
+
+def _base_urls(values: list[str]) -> Any:
+    found = base_url_option(values)
+    return SKIP if found is None else found
+
+
+def _names(value: str) -> list[str]:
+    """``a, b,c`` -> ``[a, b, c]``."""
+    return [s.strip() for s in value.split(",") if s.strip()]
+
+
+def _names_if_given(value: str) -> Any:
+    """:func:`_names`, or :data:`SKIP` for an empty flag."""
+    return _names(value) if value else SKIP
+
+
+def _text_if_given(value: str) -> Any:
+    return value if value else SKIP
+
+
+def _fields(value: str) -> str | list[str]:
+    """A field flag: ``a,b`` names several fields, ``a`` one."""
+    names = _names(value)
+    return names[0] if len(names) == 1 else names
+
+
+def _none_word(value: str) -> str | None:
+    """``none`` (any case) is no model."""
+    return None if value.lower() == "none" else value
+
+
+EXECUTOR_FLAGS: tuple[Flag, ...] = (
+    Flag("executor", "executor.kind"),
+    Flag("workers", "executor.workers"),
+    Flag("ray_address", "executor.address"),
+)
+"""``--executor``, ``--workers``, ``--ray-address``: the config's ``executor`` section."""
+
+RUN_FLAGS: tuple[Flag, ...] = (
+    Flag("task", "task"),
+    Flag("model", "model"),
+    Flag("n", "n"),
+    Flag("m", "m"),
+    Flag("limit", "limit"),
+    Flag("prompt_style", "prompt_style"),
+    Flag("seed", "seed"),
+    Flag("out", "out"),
+    Flag("cache", "cache"),
+    Flag("kernel", "kernel"),
+    Flag("bootstrap", "bootstrap"),
+    Flag("calibrate", "calibrate"),
+    Flag("max_cost_usd", "max_cost_usd"),
+    Flag("methods", "methods", _names_if_given),
+    Flag("max_tokens", "sampling.max_tokens"),
+    Flag("base_url", "model_options.base_url", _base_urls),
+    Flag("label", "model_options.label"),
+    Flag("followups", "baselines.followups"),
+    Flag("corpus", "perturbation.corpus"),
+    Flag("writer", "perturbation.generator"),
+    Flag("writer_prompt", "perturbation.prompt"),
+    Flag("judge", "judge.model"),
+    Flag("prefix_rules", "perturbation.rules"),
+    Flag("neutrality", "perturbation.neutrality"),
+    *EXECUTOR_FLAGS,
+    Flag("task_file", "task_file.path"),
+    Flag("answer_format", "task_file.format"),
+    Flag("question_field", "task_file.question", _fields),
+    Flag("choices_field", "task_file.choices", _fields),
+    Flag("gold_field", "task_file.gold"),
+    Flag("gold_is_index", "task_file.gold_is_index"),
+    Flag("id_field", "task_file.id"),
+    Flag("domain", "task_file.domain"),
+    Flag("grader", "task_file.grader"),
+)
+"""``credo run``'s flags over a :class:`~credo.config.RunConfig`."""
+
+SCORE_FLAGS: tuple[Flag, ...] = (
+    Flag("kernel", "kernel"),
+    Flag("bootstrap", "bootstrap"),
+    Flag("seed", "seed"),
+    Flag("out", "out"),
+    Flag("cache", "cache"),
+    Flag("calibrate", "calibrate"),
+    Flag("methods", "methods", _names_if_given),
+    Flag("judge", "judge.model", _text_if_given),
+)
+"""``credo score``'s flags over a :class:`~credo.config.RunConfig`."""
+
+STUDY_FLAGS: tuple[Flag, ...] = (
+    Flag("out", "out"),
+    Flag("cache", "cache"),
+    *EXECUTOR_FLAGS,
+)
+"""``credo study``'s flags over a :class:`~credo.config.StudyConfig`."""
+
+STRENGTH_RUN_FLAGS: tuple[Flag, ...] = (
+    Flag("task", "task"),
+    Flag("limit", "limit"),
+    Flag("model", "models", _names),
+    Flag("judge", "judge"),
+    Flag("writer", "writer"),
+    Flag("surprisal_model", "surprisal_model", _none_word),
+    Flag("types", "types", _names),
+    Flag("cot_mode", "cot_mode"),
+    Flag("seed", "seed"),
+    Flag("out", "out"),
+    Flag("cache", "cache"),
+)
+"""``credo strength run``'s flags over a :class:`~credo.config.StrengthConfig`."""
+
+CALIBRATE_PROMPT_FLAGS: tuple[Flag, ...] = ()
+"""``credo perturb calibrate-prompt`` takes its config from the file alone."""

