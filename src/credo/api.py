@@ -18,6 +18,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import time
@@ -48,6 +49,7 @@ if TYPE_CHECKING:
     from credo.generation.pool import ModelPool
     from credo.models.base import Model
     from credo.models.embedders import Embedder
+    from credo.pipeline.certificate import RunCertificate
     from credo.pipeline.estimate import RunEstimate
     from credo.pipeline.runner import RunResult
     from credo.strength.pipeline import StrengthResult
@@ -90,8 +92,15 @@ def run(
     judge: Model | None = None,
     show_progress: bool = True,
     write: bool = True,
+    certificate: RunCertificate | str | Path | None = None,
 ) -> RunResult:
     """Run C3 and the selected baselines on a task, write the run folder, return the results.
+
+    ``certificate`` (a :class:`~credo.pipeline.certificate.RunCertificate` or the file
+    ``credo certify`` wrote; default ``config.certificate``) decides which answers to act
+    on: the run is refused before its first model call when its settings differ from the
+    certificate's, and ``answers.jsonl`` gives each item's answer, its score and whether
+    it is accepted at the certificate's risk (issue 23).
 
     ``model``, ``perturber`` (writes context prefixes and paraphrases), ``judge`` (the
     LLM judge: CCP's NLI step, the judge kernel, open-ended grading), ``embedder`` and
@@ -105,6 +114,7 @@ def run(
     from credo.pipeline.runner import configured_task, method_specs, run_pipeline
 
     method_specs(config.methods)  # an unknown method fails before the folder or cache
+    cert = _certificate(certificate if certificate is not None else config.certificate)
     task = configured_task(config) if task is None else task  # a bad task fails first
     if write:
         check_writable(config.out, "the run folder (out)")
@@ -116,13 +126,75 @@ def run(
         max_cost_usd=config.max_cost_usd,
         executor=config.executor,
     ) as pool:
+        if cert is not None:
+            from credo.pipeline.runner import assign_roles
+
+            assign_roles(pool, config)  # the model's identity, built, not called
+            cert.check(config, pool.model(MODEL, probe=False).identity)
         result = run_pipeline(config, pool, task)
     if write:
-        from credo.report.writer import write_run
+        from credo.report.writer import write_answers, write_run
 
         write_run(result, config.out)
+        if cert is not None:
+            write_answers(result, cert, config.out)
     _check_neutral(result)
     return result
+
+
+def _certificate(given: RunCertificate | str | Path | None) -> RunCertificate | None:
+    """The run's certificate: the one given, or read from its file."""
+    from credo.pipeline.certificate import RunCertificate
+
+    if given is None or isinstance(given, RunCertificate):
+        return given
+    return RunCertificate.read(given)
+
+
+def certify_run(
+    run_dir: str | Path,
+    method: str,
+    *,
+    alpha: float = 0.1,
+    delta: float = 0.1,
+    procedure: str = "ltt",
+    out: str | Path | None = None,
+) -> RunCertificate:
+    """Certify a threshold on a finished, labelled run's ``method`` scores (issue 23): the
+    items' scores and the correctness of the answer credo gave each (``scores.jsonl``),
+    :func:`credo.evaluate.certify.certify` at risk ``alpha`` with confidence
+    ``1 - delta`` by ``procedure``, bound to the run's settings
+    (:func:`credo.pipeline.certificate.run_settings`); written to ``out`` when given.
+    Items without a score or a known correctness are left out (their count is in the
+    certificate's message). No model is called."""
+    from credo.config import RunConfig
+    from credo.errors import UserError
+    from credo.evaluate.certify import certify
+    from credo.pipeline.certificate import RunCertificate, run_settings
+    from credo.report.rundata import load_run
+
+    data = load_run(run_dir)
+    if method not in data.methods:
+        raise UserError(f"--method {method!r}: the run at {data.path} has no such scores "
+                        f"(methods: {', '.join(data.methods)})")
+    scores = [row.get("scores", {}).get(method) for row in data.scores]
+    correct = [row.get("answer_correct") for row in data.scores]
+    keep = [i for i, (s, c) in enumerate(zip(scores, correct, strict=True))
+            if isinstance(s, int | float) and isinstance(c, int | float)
+            and math.isfinite(s) and math.isfinite(c)]
+    if not keep:
+        raise UserError(f"{data.path}: no item has both a {method} score and a known "
+                        "correctness (a labelled run is needed to certify)")
+    found = certify([scores[i] for i in keep], [correct[i] >= 0.5 for i in keep],
+                    alpha=alpha, delta=delta, method=procedure)
+    config = RunConfig.model_validate({k: v for k, v in data.config.items()
+                                       if k in RunConfig.model_fields})
+    cert = RunCertificate(found, run_settings(config, data.model, method), str(data.path))
+    if out is not None:
+        from credo import jsonio
+
+        jsonio.write_text(Path(out), json.dumps(cert.to_json(), indent=1) + "\n")
+    return cert
 
 
 def _check_neutral(result: RunResult, study: StudyResult | None = None) -> None:

@@ -379,6 +379,12 @@ class RunConfig(_Config):
         default_factory=ExecutorConfig,
         description="where samples are generated: local (default) or ray",
     )
+    certificate: Path | None = Field(
+        None,
+        description="a certificate file from `credo certify` (issue 23): the run decides "
+        "which answers to act on at its risk and writes answers.jsonl; refused when the "
+        "run's settings differ from the certificate's; part of no request",
+    )
 
 
 class StrengthConfig(_Config):

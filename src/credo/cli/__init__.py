@@ -131,6 +131,8 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--judge", help="the LLM judge (judge kernel, CCP's NLI step, grading): "
                    "judge.model (default: the model under test)")
     r.add_argument("--writer-prompt", help="the writer prompt: v2 (default) or v1")
+    r.add_argument("--certificate", type=Path, help="a certificate from `credo certify`: "
+                   "which answers to act on at its risk, written to answers.jsonl")
     r.add_argument("--prefix-rules", help="neutrality rules a prefix must pass: strict "
                    "(default) or basic")
     r.add_argument("--neutrality", help="000 App. A.3's gate: warn (default), fail, off")
@@ -165,6 +167,7 @@ def _parser() -> argparse.ArgumentParser:
     m = sub.add_parser("methods", help="list the scoring methods")
     m.set_defaults(func=_cmd_methods)
 
+    from credo.cli.certify import add_certify_parser
     from credo.cli.perturb import add_perturb_parser
     from credo.cli.probe import add_probe_parser
     from credo.cli.report import add_report_parser
@@ -177,6 +180,7 @@ def _parser() -> argparse.ArgumentParser:
     add_perturb_parser(sub)
     add_strength_parser(sub)
     add_probe_parser(sub)
+    add_certify_parser(sub)
     add_study_parser(sub)
     return p
 

@@ -177,6 +177,7 @@ RUN_FLAGS: tuple[Flag, ...] = (
     Flag("id_field", "task_file.id"),
     Flag("domain", "task_file.domain"),
     Flag("grader", "task_file.grader"),
+    Flag("certificate", "certificate"),
 )
 """``credo run``'s flags over a :class:`~credo.config.RunConfig`."""
 

@@ -81,7 +81,7 @@ class RunCertificate:
 
     def to_json(self) -> dict[str, Any]:
         """The certificate file's content."""
-        return {"certificate": self.certificate.to_json(), "settings": self.settings,
+        return {"certificate": self.certificate.to_dict(), "settings": self.settings,
                 "source": self.source}
 
     @classmethod
@@ -91,7 +91,7 @@ class RunCertificate:
         p = Path(path)
         try:
             data = json.loads(p.read_text(encoding="utf-8"))
-            return cls(Certificate.from_json(data["certificate"]), dict(data["settings"]),
+            return cls(Certificate.from_dict(data["certificate"]), dict(data["settings"]),
                        str(data.get("source", "")))
         except OSError as e:
             raise UserError(f"{p}: cannot read the certificate ({e.strerror or e})") from None

@@ -24,6 +24,8 @@ Files
                         absent when writing was interrupted
 ``report.html``         the self-contained HTML report with figures (credo.report.html)
 ``scores.parquet``, ``samples.parquet``  the same tables for pandas / polars
+``answers.jsonl``       with a certificate (issue 23): per item the answer, the certified
+                        method's score and whether it is accepted at the certificate's risk
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ from credo.report.rundata import OPTIONAL_JSON, SIMILARITY_FILE, STATUS_FILE
 
 if TYPE_CHECKING:
     from credo.config import StudyConfig
+    from credo.pipeline.certificate import RunCertificate
     from credo.pipeline.runner import RunResult
 
 log = logging.getLogger(__name__)
@@ -60,7 +63,10 @@ METRIC_LABELS = ChainMap(registry.headers(), registry.headers(calibrated=True),
                          {"mean_score": "mean score"})
 
 
-PREVIOUS_RUN_FILES = (*OPTIONAL_JSON, "report.html", "scores.parquet", "samples.parquet")
+ANSWERS_FILE = "answers.jsonl"
+"""The decisions of a run with a certificate (:func:`write_answers`)."""
+PREVIOUS_RUN_FILES = (*OPTIONAL_JSON, "report.html", "scores.parquet", "samples.parquet",
+                      ANSWERS_FILE)
 """Files of a run folder that a run may not write (or writes last, after the marker):
 removed before a run is written into the folder, so none of them outlives its run."""
 
@@ -498,6 +504,28 @@ UNLABELLED_NOTE = (
     "scores.jsonl; nothing is evaluated (issue 23)"
 )
 """What a run on questions without gold answers says instead of its metrics."""
+
+
+def write_answers(result: RunResult, cert: RunCertificate, out: str | Path) -> Path:
+    """``out/answers.jsonl``: per item its id, question, the answer credo gives (the modal
+    original answer), the certified method's score, ``accept`` (score at or above the
+    certified threshold; never when nothing was certified or the item has no answer) and
+    the certificate's α, δ and procedure (issue 23, item 4)."""
+    c = cert.certificate
+    path = Path(out) / ANSWERS_FILE
+    rows = []
+    for r in result.items:
+        score = r.scores.get(cert.method, math.nan)
+        known = r.answer is not None and not math.isnan(score)
+        rows.append({
+            "id": r.item.id, "question": r.item.question, "answer": r.answer,
+            "score": None if math.isnan(score) else score,
+            "accept": bool(known and c.threshold is not None and score >= c.threshold),
+            "method": cert.method, "alpha": c.alpha, "delta": c.delta,
+            "procedure": c.method,
+        })
+    jsonio.write_jsonl(path, rows)
+    return path
 
 
 def _score_rows(result: RunResult):
