@@ -83,11 +83,18 @@ def _lm_eval() -> Any:
 
 @contextmanager
 def _quiet() -> Iterator[None]:
-    """lm-eval and datasets log a line per task and a progress bar per split."""
+    """lm-eval and datasets log a line per task and a progress bar per split: a user
+    error must stay one line (issue 21)."""
+    from datasets.utils import (
+        are_progress_bars_disabled,
+        disable_progress_bars,
+        enable_progress_bars,
+    )
+
     names = ("lm_eval", "lm-eval", "datasets")
     levels = {n: logging.getLogger(n).level for n in names}
-    old = os.environ.get("HF_DATASETS_DISABLE_PROGRESS_BARS")
-    os.environ["HF_DATASETS_DISABLE_PROGRESS_BARS"] = "1"
+    bars = not are_progress_bars_disabled()
+    disable_progress_bars()
     for n in names:
         logging.getLogger(n).setLevel(logging.ERROR)
     try:
@@ -95,8 +102,8 @@ def _quiet() -> Iterator[None]:
     finally:
         for n, level in levels.items():
             logging.getLogger(n).setLevel(level)
-        if old is None:
-            os.environ.pop("HF_DATASETS_DISABLE_PROGRESS_BARS", None)
+        if bars:
+            enable_progress_bars()
 
 
 @cache
