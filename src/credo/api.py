@@ -545,6 +545,7 @@ def study(
     from credo.generation.pool import JUDGE, MODEL, WRITER
     from credo.pipeline.runner import configured_task, method_specs
 
+    config = _lm_eval_groups(config)
     configs = config.run_configs()
     for cfg in configs:
         method_specs(cfg.methods)  # an unknown method fails before anything runs
@@ -580,6 +581,17 @@ def study(
     if result.runs:
         _check_neutral(result.runs[-1].result, result)
     return result
+
+
+def _lm_eval_groups(config: StudyConfig) -> StudyConfig:
+    """``config`` with each ``lm-eval:<group>`` task replaced by the group's tasks
+    (issue 25; lm-eval is imported only when a task names it)."""
+    if not any(t.startswith("lm-eval:") for t in config.tasks):
+        return config
+    from credo.tasks.lm_eval import expand_lm_eval_specs
+
+    tasks = expand_lm_eval_specs(config.tasks, config.run.lm_eval.include_path)
+    return config.model_copy(update={"tasks": tasks})
 
 
 def _study_runs(

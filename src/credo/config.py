@@ -232,6 +232,21 @@ class TaskFileConfig(BaseModel):
         return self
 
 
+class LmEvalConfig(BaseModel):
+    """How an ``lm-eval:<task>`` task is read through lm-evaluation-harness (the optional
+    ``lm-eval`` extra): ``num_fewshot`` examples before each question (None: zero-shot,
+    whatever the task's YAML says), ``include_path`` folders of custom task YAMLs (as
+    lm-eval's ``--include_path``), ``revision`` the dataset revision: a Hub commit to pin,
+    and what the run records (for a local ``data_files`` dataset, a digest of its files).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    num_fewshot: int | None = Field(None, ge=0)
+    include_path: list[Path] = Field(default_factory=list)
+    revision: str | None = None
+
+
 class JudgeConfig(RoleConfig):
     """An LLM judge at T = 0: answer equivalence for the ``judge`` kernel (000 App. D.5),
     CCP's NLI step and, unless ``RunConfig.grader`` names another, the grading of
@@ -336,6 +351,10 @@ class RunConfig(_Config):
         None, description="a task from any JSONL/JSON/CSV file by field names; replaces task"
     )
     limit: int | None = Field(20, ge=1)
+    lm_eval: LmEvalConfig = Field(
+        default_factory=LmEvalConfig,
+        description="an lm-eval:<task> task's few-shot count, task folders and dataset revision",
+    )
     model: str = "qwen2.5-coder-1.5b"
     model_options: dict[str, Any] = Field(default_factory=dict)
     n: int = Field(30, ge=2, description="samples from the original prompt (000: 30)")

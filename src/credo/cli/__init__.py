@@ -77,7 +77,8 @@ def _parser() -> argparse.ArgumentParser:
 
     r = sub.add_parser("run", help="sample, score (C3 and baselines) and evaluate a task")
     r.add_argument("--config", type=Path, help="YAML run config; flags below override it")
-    r.add_argument("--task", help="gsm8k, mmlu:<subject>, truthfulqa_mc1 (see `credo tasks`)")
+    r.add_argument("--task", help="gsm8k, mmlu:<subject>, truthfulqa_mc1, lm-eval:<task> "
+                   "(see `credo tasks`)")
     r.add_argument("--model", help="embedded model name, a .gguf path, or openai:<model>")
     r.add_argument(
         "--base-url", action="append",
@@ -88,6 +89,10 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--n", type=int, help="samples from the original prompt (paper: 30)")
     r.add_argument("--m", type=int, help="perturbed samples, one per perturbation (paper: 30)")
     r.add_argument("--limit", type=int, help="first N items of the task")
+    r.add_argument("--num-fewshot", type=int,
+                   help="lm-eval:<task>: few-shot examples before each question (default 0)")
+    r.add_argument("--include-path", type=Path, action="append",
+                   help="lm-eval:<task>: a folder of custom lm-eval task YAMLs (repeatable)")
     r.add_argument(
         "--methods",
         help="comma-separated, e.g. c3,self_consistency,verbalized,p_true,label_prob,"
@@ -237,7 +242,8 @@ def _task_cells(r) -> list[str]:
     """One table row: the spec (or how to name the user's file), items, format, whether
     multiple choice, grader, source."""
     mc = {True: "yes", False: "no", None: "?"}[r.multiple_choice]
-    spec = r.spec if r.items is not None else f"{r.spec}:PATH"
+    spec = r.spec if r.items is not None else (
+        f"{r.spec}:PATH" if r.source == "your file" else r.usage)
     return [spec, "-" if r.items is None else str(r.items), r.answer_format or "?", mc,
             r.grader, r.source]
 

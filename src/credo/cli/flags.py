@@ -178,6 +178,8 @@ RUN_FLAGS: tuple[Flag, ...] = (
     Flag("domain", "task_file.domain"),
     Flag("grader", "task_file.grader"),
     Flag("certificate", "certificate"),
+    Flag("num_fewshot", "lm_eval.num_fewshot"),
+    Flag("include_path", "lm_eval.include_path", lambda v: [str(p) for p in v]),
 )
 """``credo run``'s flags over a :class:`~credo.config.RunConfig`."""
 

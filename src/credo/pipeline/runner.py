@@ -41,7 +41,8 @@ from credo.plan.sample_sets import PlanContext, get_sample_set
 from credo.plan.samples import ORIGINAL, PARAPHRASED, PERTURBED, ItemSamples, Sample
 from credo.tasks.base import Item, Task
 from credo.tasks.builtin import load_task, load_task_file
-from credo.tasks.grading import GradingContext, grade_originals
+from credo.tasks.grading import JUDGED, GradingContext, grade_originals
+from credo.tasks.lm_eval import LM_EVAL, load_lm_eval
 from credo.tasks.prompts import render_messages
 from credo.types import Capabilities, Generation, SamplingParams
 
@@ -192,7 +193,8 @@ def run_pipeline(config: RunConfig, pool: ModelPool, task: Task | None = None) -
     for name in sorted(needs - {ORIGINAL}):
         run_stats[f"samples_{name}"] = sum(len(r.sets.get(name, ())) for r in items)
     return RunResult(
-        config, task, pool.model(MODEL).identity, items, ending.metrics, run_stats, psets,
+        _recorded(config, task), task, pool.model(MODEL).identity, items, ending.metrics,
+        run_stats, psets,
         ending.response_metrics, ending.unavailable, paras, similarity,
         incomplete, neutrality=ending.neutrality, ledger=ledger,
     )
@@ -256,7 +258,21 @@ def configured_task(config: RunConfig) -> Task:
     """The task ``config`` names: its ``task_file`` section when set, else ``task``."""
     if config.task_file is not None:
         return load_task_file(config.task_file)
+    if config.task.startswith(f"{LM_EVAL}:"):
+        opts = config.lm_eval
+        return load_lm_eval(config.task, num_fewshot=opts.num_fewshot,
+                            include_path=opts.include_path, revision=opts.revision)
     return load_task(config.task)
+
+
+def _recorded(config: RunConfig, task: Task) -> RunConfig:
+    """``config`` with the dataset revision of an lm-eval task (issue 25: the run's
+    config names the data its items came from)."""
+    revision = task.items[0].meta.get("lm_eval_revision") if task.items else None
+    if not revision or config.lm_eval.revision == revision:
+        return config
+    section = config.lm_eval.model_copy(update={"revision": revision})
+    return config.model_copy(update={"lm_eval": section})
 
 
 def check_static(config: RunConfig, task: Task, specs: list[MethodSpec]) -> None:
@@ -345,7 +361,8 @@ def run_roles(
     roles += [WRITER] if PERTURBED in needs and config.perturbation.corpus is None else []
     roles += [PARAPHRASER] if PARAPHRASED in needs else []
     roles += [JUDGE] if "judge" in runners or "judge" in kernels else []
-    roles += [GRADER] if any(it.meta.get("grader") for it in task.items) else []
+    judged = any(it.meta.get("grader") in JUDGED for it in task.items)
+    roles += [GRADER] if judged else []
     return roles
 
 

@@ -312,6 +312,7 @@ def _run_facts(run: RunData) -> dict[str, Any]:
         "n_items": len(run.scores),
         "positives": int(np.nansum(run.performance >= 0.5)),
         "accuracy": m.get("accuracy"),
+        "correctness": m.get("correctness"),
         "n": c.get("n", "?"),
         "m": c.get("m", "?"),
         "sampling": c.get("sampling") or {},

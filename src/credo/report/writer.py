@@ -113,6 +113,7 @@ def write_run(result: RunResult, out: str | Path) -> Path:
         "model": result.model_identity,
         "items": len(result.items),
         "accuracy": result.accuracy,
+        "correctness": correctness_of(result),
         "methods": result.metrics,
         "responses": result.response_metrics,
         "unavailable": result.unavailable,
@@ -286,6 +287,16 @@ def _with_ci(d: dict[str, float], key: str) -> str:
     return f"{value} [{lo:.2f}, {hi:.2f}]"
 
 
+def correctness_of(result: RunResult) -> str:
+    """How the run's correctness was decided (issue 25 item 3: metrics.json and the
+    reports name it): :func:`credo.tasks.grading.describe_correctness`, with the grader
+    model of a grader that asks one."""
+    from credo.tasks.grading import describe_correctness
+
+    c = result.config
+    return describe_correctness(result.task, (c.grader or c.judge).model or c.model)
+
+
 def render_markdown(result: RunResult) -> str:
     """The run report as Markdown."""
     c = result.config
@@ -312,6 +323,7 @@ def render_markdown(result: RunResult) -> str:
         f"- items: {len(result.items)} (label 1 = p̄ ≥ 0.5: {sum(labels)} items)",
         *origin,
         f"- accuracy (mean p̄ over items): {fmt_number(result.accuracy)}",
+        f"- correctness: {correctness_of(result)}",
         *([f"- {UNLABELLED_NOTE}"] if not result.metrics and result.items else []),
         "",
         "## Calibration and ranking (000 App. E.2)",

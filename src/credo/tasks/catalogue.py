@@ -18,7 +18,7 @@ from typing import Any
 from credo.tasks.base import AnswerFormat, Task
 from credo.tasks.builtin import list_tasks, load_task
 from credo.tasks.grading import DEFAULT_GRADER, describe_grader
-from credo.tasks.registry import declared
+from credo.tasks.registry import declared, declared_source
 
 __all__ = ["TaskInfo", "task_catalogue"]
 
@@ -52,6 +52,9 @@ def task_catalogue() -> list[TaskInfo]:
 
 
 def _describe(spec: str) -> TaskInfo:
+    name = spec.split(":", 1)[0]
+    if ":" not in spec and declared_source(name) is not None:
+        return _declared(spec)
     try:
         task = load_task(spec)
     except (ValueError, FileNotFoundError) as exc:  # needs the user's file (or a package)
@@ -90,6 +93,26 @@ def _needs_file(spec: str, message: str) -> TaskInfo:
         correctness=describe_grader(grader, fmt) if fmt else f"{grader} (by the file's layout)",
         multiple_choice=(fmt is AnswerFormat.CHOICE) if fmt else None,
         usage=found.group(1).strip() if found else f"{name}:<path>",
+    )
+
+
+def _declared(spec: str) -> TaskInfo:
+    """A task described by its registration, not loaded (its data may need the network
+    or an optional package: lm-eval tasks)."""
+    fmt, grader = declared(spec)
+    found = declared_source(spec)
+    assert found is not None
+    source, usage = found
+    grader = grader or DEFAULT_GRADER
+    return TaskInfo(
+        spec=spec,
+        source=source,
+        items=None,
+        answer_format=fmt.value if fmt else None,
+        grader=grader,
+        correctness=describe_grader(grader, fmt) if fmt else "the lm-eval task's own metric",
+        multiple_choice=(fmt is AnswerFormat.CHOICE) if fmt else None,
+        usage=usage,
     )
 
 

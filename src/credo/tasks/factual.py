@@ -339,7 +339,8 @@ def plan_simpleqa(
     return SimpleQAPlan(grades, todo, requests)
 
 
-@grader(SIMPLEQA, "an LLM judge (grader.model) gives SimpleQA's grade; only CORRECT counts")
+@grader(SIMPLEQA, "an LLM judge (grader.model) gives SimpleQA's grade; only CORRECT counts",
+        judge=True)
 def grade_simpleqa(ctx: GradingContext, originals: Mapping[str, Sequence[Graded]]) -> GradeMap:
     """SimpleQA grades (correct / incorrect / not attempted); only CORRECT counts as
     correct. Each distinct answer text of an item is graded once; exact matches, unparsed

@@ -47,6 +47,7 @@ __all__ = [
     "Graded",
     "GradingContext",
     "correctness",
+    "describe_correctness",
     "get_grader",
     "grade_originals",
     "grader",
@@ -99,6 +100,25 @@ def describe_grader(name: str | None, fmt: AnswerFormat) -> str:
     key = f"{name}:{fmt.value}" if name == DEFAULT_GRADER else name
     summary = _SUMMARIES.get(key, "")
     return f"{name} ({summary})" if summary else name
+
+
+def describe_correctness(task: Task, judge_model: str | None = None) -> str:
+    """How correctness is decided on ``task``'s items, in one line per grader (issue 25
+    item 3; metrics.json's ``correctness``): an item's own ``meta["correctness"]`` line
+    (an lm-eval task's metric and filter), else its grader's summary
+    (:func:`describe_grader`), with ``judge_model`` named for a grader that asks one."""
+    lines: dict[str, None] = {}
+    for it in task.items:
+        line = it.meta.get("correctness")
+        name = it.meta.get("grader") or DEFAULT_GRADER
+        if not line:
+            line = describe_grader(name, task.format)
+            if name in JUDGED and judge_model:
+                line += f"; grader model {judge_model}"
+        elif name != DEFAULT_GRADER and not line.startswith(name):
+            line = f"{name}: {line}"
+        lines[line] = None
+    return "; ".join(lines)
 
 
 def is_correct(answer: Answer, item: Item, fmt: AnswerFormat) -> bool:
@@ -211,18 +231,22 @@ class GradingContext:
 GradeMap = dict[str, tuple[bool | float, ...]]
 Grader = Callable[[GradingContext, Mapping[str, Sequence[Graded]]], GradeMap]
 GRADERS: dict[str, Grader] = {}
+JUDGED: set[str] = set()
+"""The graders that ask a grader model (the run's ``grader`` role, else its judge)."""
 
 
-def grader(name: str, summary: str = "") -> Callable[[Grader], Grader]:
+def grader(name: str, summary: str = "", *, judge: bool = False) -> Callable[[Grader], Grader]:
     """Register ``fn(ctx, originals) -> {item id: per-sample correctness}`` as grader
     ``name`` (what ``item.meta["grader"]`` names). A value is a bool, or a float in [0, 1]
     (FActScore's supported fraction), or NaN where correctness is unknown. ``summary``
-    says in a few words how it decides."""
+    says in a few words how it decides; ``judge`` that it asks the grader model."""
 
     def register(fn: Grader) -> Grader:
         if name in GRADERS:
             raise ValueError(f"grader {name!r} is registered twice")
         GRADERS[name] = fn
+        if judge:
+            JUDGED.add(name)
         if summary:
             _SUMMARIES[name] = summary
         return fn

@@ -260,7 +260,8 @@ def parse_support(text: str) -> bool | None:
     return None if m is None else m.group("word").lower() == "true"
 
 
-@grader(FACTSCORE, "share of claims an LLM judge finds supported by the knowledge source")
+@grader(FACTSCORE, "share of claims an LLM judge finds supported by the knowledge source",
+        judge=True)
 def grade_factscore(ctx: GradingContext, originals: Mapping[str, Sequence[Graded]]) -> GradeMap:
     """Per sample: supported claims / claims (FActScore); NaN without a knowledge source.
 

@@ -69,10 +69,22 @@ def question_text(item: Item, prefix: str | None = None) -> str:
     return text
 
 
+RENDERED = "rendered"
+"""``item.meta["prompt"]``: the item's question is already rendered by its benchmark's
+own template (lm-eval's ``doc_to_text``), sent as is after ``meta["context"]`` (its
+description and few-shot examples) and before ``meta["suffix"]``, with no instruction."""
+
+
 def render_messages(
     item: Item, fmt: AnswerFormat, style: str = "direct", prefix: str | None = None
 ) -> tuple[Message, ...]:
-    """System instruction for (format, style), then the (optionally perturbed) question."""
+    """System instruction for (format, style), then the (optionally perturbed) question;
+    a :data:`RENDERED` item is its own prompt (the prefix goes right before its
+    question)."""
+    if item.meta.get("prompt") == RENDERED:
+        question = item.question if not prefix else f"{prefix.strip()} {item.question}"
+        text = f"{item.meta.get('context', '')}{question}{item.meta.get('suffix', '')}"
+        return (Message(role="user", content=text),)
     try:
         instruction = INSTRUCTIONS[(fmt, style)]
     except KeyError:

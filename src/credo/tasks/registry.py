@@ -27,6 +27,8 @@ class _Registered:
     variants: Callable[[], list[str]] | None
     fmt: AnswerFormat | None = None
     grader: str | None = None
+    source: str | None = None
+    usage: str | None = None
 
 
 _TASKS: dict[str, _Registered] = {}
@@ -38,19 +40,23 @@ def task_loader(
     variants: Callable[[], list[str]] | None = None,
     fmt: AnswerFormat | None = None,
     grader: str | None = None,
+    source: str | None = None,
+    usage: str | None = None,
 ) -> Callable[[TaskLoader], TaskLoader]:
     """Register the decorated ``loader(argument)`` as built-in task ``name``.
 
     ``variants`` lists the full specs (``"name:arg"``) the loader accepts, for
     :func:`list_tasks`. ``fmt`` and ``grader`` describe a task that loads only from the
     user's file (``credo tasks`` shows them without a file; a task that loads on its own
-    is described by its items).
+    is described by its items). ``source`` says where a task's data come from when
+    loading it needs more than this machine may have (lm-eval's registry, the Hub):
+    ``credo tasks`` then describes it by its registration and ``usage`` without loading.
     """
 
     def register(fn: TaskLoader) -> TaskLoader:
         if name in _TASKS:
             raise ValueError(f"task {name!r} is already registered")
-        _TASKS[name] = _Registered(fn, variants, fmt, grader)
+        _TASKS[name] = _Registered(fn, variants, fmt, grader, source, usage)
         return fn
 
     return register
@@ -105,6 +111,13 @@ def declared(name: str) -> tuple[AnswerFormat | None, str | None]:
     declared; read them off its items)."""
     reg = _TASKS[name]
     return reg.fmt, reg.grader
+
+
+def declared_source(name: str) -> tuple[str, str] | None:
+    """``(source, usage)`` of a task registered with a ``source`` (described without
+    loading it), else None."""
+    reg = _TASKS[name]
+    return (reg.source, reg.usage or name) if reg.source else None
 
 
 def registered_names() -> list[str]:

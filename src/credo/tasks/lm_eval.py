@@ -1,0 +1,438 @@
+"""Tasks of lm-evaluation-harness (issue 25): ``lm-eval:<task>`` through lm-eval's own
+task registry, an optional extra (``pip install credo[lm-eval]``; imported only when
+such a task is loaded).
+
+Per document of the task's evaluation split, an :class:`~credo.tasks.base.Item` holds
+the question as lm-eval renders it (``doc_to_text``; the description and
+``num_fewshot`` examples, zero-shot by default, go before it as ``meta["context"]``, so
+that C3's prefixes go right before the rendered question), the gold (``doc_to_target``)
+and, for a ``multiple_choice`` task, the options (``doc_to_choice``).
+
+* ``generate_until`` tasks are sampled as lm-eval renders them (no credo instruction)
+  and graded by the ``lm-eval`` grader: each response, cut at the task's ``until``
+  strings as lm-eval's backends cut it, goes through the task's first filter ensemble
+  and its first metric (:func:`score_responses`): what lm-eval would report for that
+  response.
+* ``multiple_choice`` tasks are scored by lm-eval from log-likelihoods; credo samples
+  an option letter instead (credo's choice prompt) and grades it against the gold
+  option (the ``exact`` grader), which the items' ``meta["correctness"]`` says.
+* ``loglikelihood`` and ``loglikelihood_rolling`` tasks have no answer to sample: they
+  are refused (:class:`LmEvalError`).
+
+Item ids are ``<task>@<revision>:<doc id>``; the revision is the Hub commit the dataset
+was pinned to, else a digest of a local dataset's files, else the dataset's
+fingerprint. A run records it in its config (``lm_eval.revision``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from credo.errors import UserError
+from credo.tasks.base import AnswerFormat, Item, Task
+from credo.tasks.grading import Graded, GradeMap, GradingContext, grader
+from credo.tasks.prompts import LETTERS
+from credo.tasks.registry import TaskSpecError, task_loader
+
+__all__ = [
+    "LM_EVAL",
+    "LmEvalError",
+    "expand_lm_eval_specs",
+    "load_lm_eval",
+    "score_responses",
+]
+
+LM_EVAL = "lm-eval"
+"""The spec prefix (``lm-eval:<task>``) and the grader's name."""
+
+INSTALL = "pip install credo[lm-eval]"
+SAMPLED = ("generate_until", "multiple_choice")
+NOT_SAMPLED = {
+    "loglikelihood": "lm-eval scores it by the log-likelihood of a fixed continuation",
+    "loglikelihood_rolling": "lm-eval scores it by the perplexity of the document",
+}
+
+log = logging.getLogger(__name__)
+
+
+class LmEvalError(TaskSpecError):
+    """An lm-eval task credo cannot run: lm-eval missing, an unknown task, an output type
+    credo cannot sample, a dataset that cannot be read (offline); one line, exit 2."""
+
+
+# --------------------------------------------------------------------------- lm-eval
+
+
+def _lm_eval() -> Any:
+    try:
+        import lm_eval.tasks
+    except ImportError:
+        raise LmEvalError(
+            f"lm-eval tasks need lm-evaluation-harness: {INSTALL}"
+        ) from None
+    return lm_eval.tasks
+
+
+@contextmanager
+def _quiet() -> Iterator[None]:
+    """lm-eval and datasets log a line per task and a progress bar per split: a user
+    error must stay one line (issue 21)."""
+    from datasets.utils import (
+        are_progress_bars_disabled,
+        disable_progress_bars,
+        enable_progress_bars,
+    )
+
+    names = ("lm_eval", "lm-eval", "datasets")
+    levels = {n: logging.getLogger(n).level for n in names}
+    bars = not are_progress_bars_disabled()
+    disable_progress_bars()
+    for n in names:
+        logging.getLogger(n).setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        for n, level in levels.items():
+            logging.getLogger(n).setLevel(level)
+        if bars:
+            enable_progress_bars()
+
+
+@cache
+def _manager(include: tuple[str, ...]) -> Any:
+    tasks = _lm_eval()
+    with _quiet():
+        return tasks.TaskManager(include_path=list(include) or None)
+
+
+def _names(name: str, include: tuple[str, ...]) -> list[str]:
+    """The leaf tasks ``name`` (a task, a group or a tag) stands for."""
+    tm = _manager(include)
+    if name not in tm.all_tasks:
+        where = f" or in {', '.join(include)}" if include else " (custom tasks: --include-path)"
+        raise LmEvalError(f"task 'lm-eval:{name}': lm-eval knows no task {name!r}{where}")
+    if name in tm.all_subtasks:
+        return [name]
+    return sorted(_load(name, include, None).keys())
+
+
+def _load(name: str, include: tuple[str, ...], revision: str | None) -> dict[str, Any]:
+    """lm-eval's task objects for ``name`` (its dataset read: from local files, or the
+    Hub when online), or :class:`LmEvalError` naming the task and why it cannot."""
+    tm = _manager(include)
+    try:
+        with _quiet():
+            return dict(tm.load([name])["tasks"])
+    except UserError:
+        raise
+    except Exception as e:  # datasets' and lm-eval's errors have no common base
+        reason = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        offline = os.environ.get("HF_DATASETS_OFFLINE") == "1" or os.environ.get(
+            "HF_HUB_OFFLINE") == "1"
+        hint = " (offline: the dataset must be local, dataset_path: json + data_files)" \
+            if offline else ""
+        raise LmEvalError(
+            f"task 'lm-eval:{name}': its dataset cannot be read{hint}: {reason[:300]}"
+        ) from None
+
+
+@cache
+def _lm_task(name: str, include: tuple[str, ...], num_fewshot: int) -> Any:
+    """One lm-eval task, its dataset read, set to ``num_fewshot`` examples (lm-eval's
+    default few-shot seed, 1234)."""
+    tasks = _load(name, include, None)
+    if name not in tasks:
+        raise LmEvalError(f"task 'lm-eval:{name}': lm-eval loaded {sorted(tasks)} instead")
+    task = tasks[name]
+    if task.OUTPUT_TYPE in NOT_SAMPLED:
+        raise LmEvalError(
+            f"task 'lm-eval:{name}': output type {task.OUTPUT_TYPE!r} cannot be sampled "
+            f"({NOT_SAMPLED[task.OUTPUT_TYPE]}); credo runs generate_until and "
+            "multiple_choice tasks"
+        )
+    if task.OUTPUT_TYPE not in SAMPLED:
+        raise LmEvalError(f"task 'lm-eval:{name}': unknown output type {task.OUTPUT_TYPE!r}")
+    task.set_config(key="num_fewshot", value=num_fewshot)
+    task.set_fewshot_seed(seed=1234)
+    return task
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def load_lm_eval(
+    spec: str,
+    *,
+    num_fewshot: int | None = None,
+    include_path: Sequence[str | Path] = (),
+    revision: str | None = None,
+) -> Task:
+    """The credo task of ``lm-eval:<task>`` (``spec`` with or without the prefix).
+
+    A group or tag of several tasks is refused (one task per run; ``credo study``
+    expands it). ``revision``, when given, must be the dataset's (a pinned Hub commit in
+    the task's ``dataset_kwargs``, or the digest a previous run recorded)."""
+    name = spec.split(":", 1)[1] if spec.startswith(f"{LM_EVAL}:") else spec
+    name = name.strip()
+    if not name:
+        raise LmEvalError(f"task {spec!r}: name the lm-eval task: lm-eval:<task>")
+    include = tuple(str(Path(p).expanduser().resolve()) for p in include_path)
+    names = _names(name, include)
+    if names != [name]:
+        raise LmEvalError(
+            f"task 'lm-eval:{name}' is a group of {len(names)} tasks "
+            f"({', '.join(names[:5])}{', ...' if len(names) > 5 else ''}); run one, or "
+            "list the group in a study (credo study expands it)"
+        )
+    task = _lm_task(name, include, num_fewshot or 0)
+    rev = dataset_revision(task)
+    if revision and revision != rev:
+        raise LmEvalError(
+            f"task 'lm-eval:{name}': dataset revision {rev!r}, not the configured "
+            f"{revision!r} (lm_eval.revision)"
+        )
+    return _task_of(task, name, include, num_fewshot or 0, rev)
+
+
+def expand_lm_eval_specs(specs: Sequence[str], include_path: Sequence[str | Path] = ()) -> \
+        list[str]:
+    """``specs`` with every ``lm-eval:<group>`` replaced by its tasks (``credo study``);
+    other specs are kept as they are."""
+    include = tuple(str(Path(p).expanduser().resolve()) for p in include_path)
+    out: list[str] = []
+    for spec in specs:
+        if spec.startswith(f"{LM_EVAL}:"):
+            out += [f"{LM_EVAL}:{n}" for n in _names(spec.split(":", 1)[1].strip(), include)]
+        else:
+            out.append(spec)
+    return list(dict.fromkeys(out))
+
+
+def dataset_revision(task: Any) -> str:
+    """The revision of the task's dataset: the Hub commit it is pinned to
+    (``dataset_kwargs.revision``), else a digest of its local ``data_files``, else the
+    evaluation split's fingerprint (datasets' hash of its data)."""
+    kwargs = task.config.dataset_kwargs or {}
+    if kwargs.get("revision"):
+        return str(kwargs["revision"])
+    files = _local_files(kwargs.get("data_files"))
+    if files:
+        digest = hashlib.sha256()
+        for f in files:
+            digest.update(f.read_bytes())
+        return digest.hexdigest()[:12]
+    docs = task.eval_docs
+    return str(getattr(docs, "_fingerprint", "") or "unknown")[:12]
+
+
+def _local_files(data_files: Any) -> list[Path]:
+    if isinstance(data_files, Mapping):
+        values: list[Any] = list(data_files.values())
+    elif data_files is None:
+        values = []
+    else:
+        values = [data_files]
+    flat = [v for x in values for v in (x if isinstance(x, list) else [x])]
+    paths = [Path(str(v)) for v in flat]
+    return sorted(p for p in paths if p.is_file())
+
+
+def _task_of(lm: Any, name: str, include: tuple[str, ...], shots: int, rev: str) -> Task:
+    mc = lm.OUTPUT_TYPE == "multiple_choice"
+    shared = {
+        "lm_eval_task": name,
+        "lm_eval_include": json.dumps(list(include)),
+        "lm_eval_fewshot": str(shots),
+        "lm_eval_revision": rev,
+        "correctness": correctness_line(lm, name),
+    }
+    items = tuple(
+        _item(lm, name, doc_id, doc, rev, mc, shared) for doc_id, doc in enumerate(lm.eval_docs)
+    )
+    fmt = AnswerFormat.CHOICE if mc else AnswerFormat.SHORT_TEXT
+    return Task(f"{LM_EVAL}:{name}", items, fmt, "")
+
+
+def _item(
+    lm: Any, name: str, doc_id: int, doc: Any, rev: str, mc: bool, shared: dict[str, str]
+) -> Item:
+    question = lm.doc_to_text(doc)
+    if not isinstance(question, str):  # multiple-input tasks (winogrande) render choices
+        raise LmEvalError(f"task 'lm-eval:{name}': doc_to_text gives no text (multiple input)")
+    context = lm.fewshot_context(doc, lm.config.num_fewshot or 0,
+                                 gen_prefix=lm.doc_to_prefix(doc))
+    at = context.rfind(question)
+    before, after = (context[:at], context[at + len(question):]) if at >= 0 else ("", "")
+    target = lm.doc_to_target(doc)
+    where = f"lm-eval:{name}@{rev}:{doc_id}"
+    meta = {**shared, "lm_eval_doc": str(doc_id)}
+    if mc:
+        choices = tuple(str(c) for c in lm.doc_to_choice(doc))
+        index = target if isinstance(target, int) else (
+            choices.index(target) if target in choices else -1)
+        if not 0 <= index < len(choices):
+            raise LmEvalError(f"{where}: gold {target!r} is not one of the choices")
+        return Item(f"{name}@{rev}:{doc_id}", question.strip(), LETTERS[index], choices,
+                    meta, where)
+    golds = _golds(lm, doc, target)
+    meta |= {"grader": LM_EVAL, "prompt": "rendered", "context": before, "suffix": after,
+             "gold_answers": json.dumps(golds, ensure_ascii=False)}
+    return Item(f"{name}@{rev}:{doc_id}", question, golds[0] if golds else "", (), meta, where)
+
+
+def _golds(lm: Any, doc: Any, target: Any) -> list[str]:
+    if lm.config.doc_to_choice is not None and isinstance(target, int):
+        return [str(lm.doc_to_choice(doc)[target])]
+    if isinstance(target, list):
+        return [str(t) for t in target] or [""]
+    return [str(target)]
+
+
+def correctness_line(lm: Any, name: str) -> str:
+    """How the items of lm-eval task ``name`` are graded, in one line."""
+    if lm.OUTPUT_TYPE == "multiple_choice":
+        return (f"lm-eval {name}: sampled option letter equals doc_to_target's option "
+                "(lm-eval itself scores this task by log-likelihood)")
+    ensemble, metric = _primary(lm)
+    kwargs = lm._metric_fn_kwargs.get(metric) or {}
+    args = ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
+    steps = ", ".join(_filter_name(f) for f in ensemble.filters)
+    until = _until(lm)
+    return (f"lm-eval {name}: {metric}({args}) after filter {ensemble.name!r} ({steps})"
+            f"{f'; responses cut at {until!r}' if until else ''}")
+
+
+def _filter_name(f: Any) -> str:
+    fn = getattr(f, "func", f)
+    return getattr(fn, "__name__", type(fn).__name__)
+
+
+def _primary(lm: Any) -> tuple[Any, str]:
+    """The task's first filter ensemble and its first metric: what it reports first."""
+    ensembles = getattr(lm, "_filters", None) or []
+    metrics = list(lm._metric_fn_list)
+    if not ensembles or not metrics:
+        raise LmEvalError(f"task 'lm-eval:{lm.config.task}': no filter or metric to grade by")
+    return ensembles[0], metrics[0]
+
+
+def _until(lm: Any) -> list[str]:
+    until = (lm.config.generation_kwargs or {}).get("until") or []
+    return [until] if isinstance(until, str) else list(until)
+
+
+# --------------------------------------------------------------------------- grading
+
+
+def cut(text: str, until: Sequence[str]) -> str:
+    """``text`` up to the first of the ``until`` strings, as lm-eval's backends stop."""
+    for stop in until:
+        if stop:
+            text = text.split(stop, 1)[0]
+    return text
+
+
+def score_responses(lm: Any, responses: Mapping[int, Sequence[str]]) -> dict[int, list[float]]:
+    """Per document id, lm-eval's metric on each response: cut at the task's ``until``
+    strings, through its first filter ensemble, scored by ``process_results``'s first
+    metric (what lm-eval reports for that response)."""
+    from lm_eval.api.instance import Instance
+
+    ensemble, metric = _primary(lm)
+    until = _until(lm)
+    docs = lm.eval_docs
+    made: list[tuple[int, Any, Any]] = []
+    for doc_id, texts in responses.items():
+        doc = docs[doc_id]
+        for text in texts:
+            inst = Instance(
+                request_type="generate_until", doc=doc,
+                arguments=("", dict(lm.config.generation_kwargs or {})), idx=0,
+                metadata=(lm.config.task, doc_id, 1),
+            )
+            inst.resps = [cut(text, until)]
+            made.append((doc_id, doc, inst))
+    if made:
+        ensemble.apply([inst for _, _, inst in made])
+    out: dict[int, list[float]] = {doc_id: [] for doc_id in responses}
+    for doc_id, doc, inst in made:
+        value = lm.process_results(doc, [inst.filtered_resps[ensemble.name]])[metric]
+        out[doc_id].append(_unit(value, lm.config.task, metric))
+    return out
+
+
+def _unit(value: Any, task: str, metric: str) -> float:
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        raise UserError(
+            f"task 'lm-eval:{task}': metric {metric!r} gives {type(value).__name__}, not a "
+            "per-response score in [0, 1]; credo cannot grade by it"
+        ) from None
+    if not 0.0 <= x <= 1.0:
+        raise UserError(f"task 'lm-eval:{task}': metric {metric!r} gives {x}, not in [0, 1]")
+    return x
+
+
+@grader(LM_EVAL, "the lm-eval task's own filter and metric on each response (its line says "
+        "which)")
+def grade_lm_eval(ctx: GradingContext, originals: Mapping[str, Sequence[Graded]]) -> GradeMap:
+    """Each response by its lm-eval task's filters and metric (:func:`score_responses`);
+    a 0/1 metric gives bools, another one its value in [0, 1]."""
+    items = ctx.items
+    groups: dict[tuple[str, tuple[str, ...], int], dict[str, int]] = {}
+    for item_id in originals:
+        meta = items[item_id].meta
+        key = (meta["lm_eval_task"], tuple(json.loads(meta.get("lm_eval_include", "[]"))),
+               int(meta.get("lm_eval_fewshot", "0")))
+        groups.setdefault(key, {})[item_id] = int(meta["lm_eval_doc"])
+    out: GradeMap = {}
+    for (name, include, shots), ids in groups.items():
+        lm = _lm_task(name, include, shots)
+        scores = score_responses(
+            lm, {doc: [s.text for s in originals[i]] for i, doc in ids.items()})
+        for item_id, doc in ids.items():
+            out[item_id] = tuple(bool(v) if v in (0.0, 1.0) else v for v in scores[doc])
+    return out
+
+
+# --------------------------------------------------------------------------- registry
+
+
+@task_loader(LM_EVAL, fmt=None, source="lm-evaluation-harness's task registry "
+             f"({INSTALL})", usage="lm-eval:<task>")
+def _lm_eval_task(arg: str | None) -> Task:
+    """``lm-eval:<task>``: any task of lm-eval's registry (zero-shot, no custom folder;
+    ``credo run`` passes ``--num-fewshot`` and ``--include-path``)."""
+    if not arg:
+        raise LmEvalError("task 'lm-eval' needs a task name: lm-eval:<task>")
+    return load_lm_eval(arg)
+
+
+def _named(name: str, lm_name: str, what: str) -> None:
+    """Register ``name`` as lm-eval's ``lm_name``: its data come from the Hub."""
+
+    @task_loader(name, fmt=AnswerFormat.SHORT_TEXT, grader=LM_EVAL,
+                 source=f"lm-eval task {lm_name!r} ({INSTALL}); {what}", usage=name)
+    def load(arg: str | None) -> Task:
+        if arg:
+            raise TaskSpecError(f"task {name!r} takes no argument, got {arg!r}")
+        return load_lm_eval(lm_name)
+
+    load.__doc__ = f"{name}: lm-eval's {lm_name!r} task ({what})."
+
+
+_named("triviaqa", "triviaqa",
+       "data: mandarjoshi/trivia_qa rc.nocontext from the Hugging Face Hub (online, or "
+       "in the HF cache offline)")
+_named("nq_open", "nq_open",
+       "data: google-research-datasets/nq_open from the Hugging Face Hub (online, or in "
+       "the HF cache offline)")
