@@ -144,11 +144,11 @@ def run(
 
 def _certificate(given: RunCertificate | str | Path | None) -> RunCertificate | None:
     """The run's certificate: the one given, or read from its file."""
+    if given is None:
+        return None
     from credo.pipeline.certificate import RunCertificate
 
-    if given is None or isinstance(given, RunCertificate):
-        return given
-    return RunCertificate.read(given)
+    return given if isinstance(given, RunCertificate) else RunCertificate.read(given)
 
 
 def certify_run(
