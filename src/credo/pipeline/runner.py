@@ -600,14 +600,15 @@ def grade_items(
     the judge, grades what needs a judge). An item without a gold answer (a question a
     user wants answered, issue 23) is not graded: its correctness is unknown (NaN), and
     the evaluation leaves it out."""
-    unknown = {it.id for it in task.items if not it.gold}
+    # no gold and no grader of its own (FActScore grades against a knowledge source)
+    unknown = {it.id for it in task.items if not it.gold and not it.meta.get("grader")}
     out: dict[str, tuple[bool | float, ...]] = {
         s.item_id: tuple(math.nan for _ in s.sets[ORIGINAL])
         for s in answers if s.item_id in unknown
     }
     if len(unknown) == len(task.items):
         return out
-    task = dataclasses.replace(task, items=tuple(it for it in task.items if it.gold))
+    task = dataclasses.replace(task, items=tuple(it for it in task.items if it.id not in unknown))
     answers = [s for s in answers if s.item_id not in unknown]
     settings = config.grader or config.judge
     ctx = GradingContext(
