@@ -111,6 +111,8 @@ class Certificate:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Certificate:
+        """The certificate in ``data``; keys that are not fields (run settings written
+        next to it) are ignored."""
         return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
 
     @classmethod
@@ -330,9 +332,9 @@ def _sgr(s, wrong, alpha, delta):
 def _ltt_split(s, wrong, alpha, delta, select_fraction, seed):
     """Learn then Test with a selection split: order on one part, fixed-sequence on the
     rest (module docstring)."""
-    n_sel = min(max(1, round(select_fraction * s.size)), s.size - 1)
     if s.size < 2:
         return None, None
+    n_sel = min(max(1, round(select_fraction * s.size)), s.size - 1)
     perm = np.random.default_rng(seed).permutation(s.size)
     sel, test = perm[:n_sel], perm[n_sel:]
     ts, m1, k1 = _ladder(s[sel], wrong[sel])
