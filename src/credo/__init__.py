@@ -9,7 +9,9 @@ Public API (000 = Cross-Contextual Consistency paper):
   et al. 2024; Lin et al. 2024; Nikitin et al. 2024).
 - :func:`ece`, :func:`mce`, :func:`brier`, :func:`auroc`, :func:`auprc_pos`,
   :func:`auprc_neg`, :func:`auarc`, :func:`prr`: evaluation metrics; :func:`bootstrap_ci`:
-  their 95% bootstrap intervals (002 §3.7).
+  their 95% bootstrap intervals (002 §3.7); :func:`certify`: a score threshold whose
+  selective risk is certified (Learn then Test), :func:`coverage_at_risk`: its coverage
+  estimated by calibration/test splits.
 - :func:`run`: the whole pipeline from a :class:`RunConfig`; :func:`study`: every task
   with every model from a :class:`StudyConfig`, one run folder each and one comparison
   report; :class:`ExecutorConfig`: where samples are generated (locally or on Ray).
@@ -29,6 +31,7 @@ if TYPE_CHECKING:
     from credo.api import run, study
     from credo.config import ExecutorConfig, PerturbationConfig, RunConfig, StudyConfig
     from credo.evaluate.bootstrap import bootstrap_ci
+    from credo.evaluate.certify import Certificate, certify, coverage_at_risk
     from credo.evaluate.metrics import auarc, auprc_neg, auprc_pos, auroc, brier, ece, mce, prr
     from credo.methods import (
         answer_consistency,
@@ -47,6 +50,7 @@ if TYPE_CHECKING:
     from credo.strength import flip_rates, linear_kappa
 
 _EXPORTS = {
+    "Certificate": "credo.evaluate.certify",
     "ExecutorConfig": "credo.config",
     "ItemResult": "credo.methods.scoring",
     "PerturbationConfig": "credo.config",
@@ -61,6 +65,8 @@ _EXPORTS = {
     "brier": "credo.evaluate.metrics",
     "c3": "credo.methods",
     "c3_cross": "credo.methods",
+    "certify": "credo.evaluate.certify",
+    "coverage_at_risk": "credo.evaluate.certify",
     "degree": "credo.methods",
     "eccentricity": "credo.methods",
     "eigv": "credo.methods",
@@ -79,6 +85,7 @@ _EXPORTS = {
 }
 
 __all__ = [
+    "Certificate",
     "ExecutorConfig",
     "ItemResult",
     "PerturbationConfig",
@@ -94,6 +101,8 @@ __all__ = [
     "brier",
     "c3",
     "c3_cross",
+    "certify",
+    "coverage_at_risk",
     "degree",
     "eccentricity",
     "ece",

@@ -7,6 +7,7 @@ from credo.evaluate.bootstrap import (
     calibration_curve,
     polarisation_entropy,
 )
+from credo.evaluate.certify import Certificate, certify, coverage_at_risk
 from credo.evaluate.metrics import (
     auarc,
     auprc_neg,
@@ -21,6 +22,7 @@ from credo.evaluate.metrics import (
 )
 
 __all__ = [
+    "Certificate",
     "auarc",
     "auprc_neg",
     "auprc_pos",
@@ -30,6 +32,8 @@ __all__ = [
     "brier",
     "calibration_correlation",
     "calibration_curve",
+    "certify",
+    "coverage_at_risk",
     "ece",
     "ece_discrete",
     "labels_from_performance",

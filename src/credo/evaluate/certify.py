@@ -1,0 +1,454 @@
+"""Selective risk control: a score threshold certified on a labelled calibration set.
+
+Given ``N`` calibration items, each with a credibility score ``s_i`` (higher = more
+credible; negate an uncertainty such as semantic entropy first) and the correctness
+``c_i`` of the answer credo would give, :func:`certify` chooses a threshold ``t`` and
+answers only items with ``s >= t``. Three guarantees, each under the one assumption that
+the calibration items and the new items are exchangeable (e.g. i.i.d. draws from one
+distribution of questions, one model, one method):
+
+``method="ltt"`` (default) -- Learn then Test (Angelopoulos, Bates, Candès, Jordan & Lei
+    2021, "Learn then Test: Calibrating predictive algorithms to achieve risk control"),
+    fixed-sequence testing with a selection split. With probability at least ``1 - delta``
+    over the calibration draw, the selective risk of the returned threshold,
+    ``R(t) = P(wrong | s >= t)`` on new items, is at most ``alpha``. A random share
+    ``select_fraction`` of the calibration items orders the candidate thresholds (the one
+    whose projected p-value is smallest first, then every looser one, strictest to
+    loosest); the other items test ``H_t: R(t) > alpha`` along that order with the exact
+    binomial p-value ``P(Binom(m, alpha) <= k)`` (``k`` errors among ``m`` accepted
+    items) and stop at the first test that fails (p > delta). Every hypothesis rejected
+    before the stop is rejected at level ``delta`` jointly (fixed-sequence testing controls
+    the family-wise error rate because the order does not depend on the test items), so
+    the loosest of them is certified. Nothing beyond exchangeability is assumed: not that
+    P(correct | s) rises with ``s``, not that scores are untied.
+``method="sgr"`` -- Selection with Guaranteed Risk (Geifman & El-Yaniv 2017, "Selective
+    classification for deep neural networks", Algorithm 1): a binary search over the
+    sorted scores, ``ceil(log2 N)`` binomial tests each at level ``delta / ceil(log2 N)``
+    (a union bound); the loosest threshold that passed is returned. Same guarantee as
+    ``ltt``; the union bound over data-chosen thresholds is exact for untied (continuous)
+    scores, where the items above an order statistic are i.i.d. given it.
+``method="fixed-sequence"`` -- plain Learn-then-Test fixed-sequence over every distinct
+    score from the highest down, each at level ``delta``, all calibration items testing.
+    Valid as ``ltt`` but nearly powerless: the first thresholds accept one or two items,
+    whose p-value is at least ``(1 - alpha)^m``, so the sequence usually stops at once
+    (docs/benchmarks.md, "Certified thresholds").
+``method="crc"`` -- conformal risk control (Angelopoulos, Bates, Fisch, Lei & Schuster
+    2022, "Conformal risk control") with the loss ``L_i(t) = 1[s_i >= t and c_i wrong]``:
+    the loosest ``t`` with ``(errors accepted at t + 1) / (N + 1) <= alpha``. Guarantee in
+    expectation over calibration and new item together: ``E[P(s >= t and wrong)] <= alpha``,
+    the expected share of answered-and-wrong items among *all* items (not among the
+    answered ones, and not with high probability); ``delta`` plays no part.
+
+The binomial tail is the exact one (``scipy.stats.binom``); scores need not lie in [0, 1].
+When no threshold can be certified (too few items, or even the best-scored items err too
+often), :func:`certify` returns a :class:`Certificate` with ``threshold=None``, a message
+saying so, and ``n_needed``: about how many calibration items would be needed at the
+error rates observed. It never returns a threshold that was not certified.
+
+:func:`coverage_at_risk` estimates, from one run's labelled items, the coverage the
+procedure would certify on new data: repeated random calibration/test splits.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+from scipy.special import betainc
+from scipy.stats import binom, norm
+
+__all__ = ["METHODS", "Certificate", "CoverageAtRisk", "certify", "coverage_at_risk"]
+
+METHODS = ("ltt", "sgr", "fixed-sequence", "crc")
+ArrayLike = Sequence[float] | np.ndarray
+
+
+@dataclass(frozen=True)
+class Certificate:
+    """A threshold certified by :func:`certify`, or the statement that none could be.
+
+    ``threshold``: answer items with ``score >= threshold`` (None: answer none);
+    ``coverage``: share of the ``n`` calibration items accepted; ``risk``: their error
+    rate (None when none is accepted); ``n_accepted``; ``p_value``: the binomial p-value of
+    the certified threshold on the items that tested it (None for ``crc`` or when
+    uncertified); ``n_needed``: about how many calibration items would certify something
+    at the observed error rates (set only when ``threshold`` is None; None there too when
+    no number of items would); ``message``: one sentence for people.
+    """
+
+    threshold: float | None
+    coverage: float
+    alpha: float
+    delta: float | None
+    n: int
+    method: str
+    n_accepted: int = 0
+    risk: float | None = None
+    p_value: float | None = None
+    n_needed: int | None = None
+    message: str = ""
+
+    @property
+    def certified(self) -> bool:
+        return self.threshold is not None
+
+    def accept(self, scores: ArrayLike) -> np.ndarray:
+        """Boolean array: which of ``scores`` are answered (``score >= threshold``)."""
+        s = _as_scores(scores)
+        if self.threshold is None:
+            return np.zeros(s.shape, dtype=bool)
+        return s >= self.threshold
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def to_json(self, **kwargs: Any) -> str:
+        return json.dumps(self.to_dict(), allow_nan=False, **kwargs)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Certificate:
+        """The certificate in ``data``; keys that are not fields (run settings written
+        next to it) are ignored."""
+        return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
+
+    @classmethod
+    def from_json(cls, text: str) -> Certificate:
+        return cls.from_dict(json.loads(text))
+
+
+@dataclass(frozen=True)
+class CoverageAtRisk:
+    """What :func:`coverage_at_risk` measured over ``splits`` calibration/test splits.
+
+    ``coverage_mean``, ``coverage_std``, ``coverage_q05``, ``coverage_q95``: the share of
+    test items accepted (0 where nothing was certified); ``exceed_rate``: share of splits
+    whose accepted test items erred more often than ``alpha`` (a finite test half is noisy,
+    so this can exceed ``delta`` somewhat even for a valid procedure); ``certified_rate``:
+    share of splits where a threshold was certified; ``risk_mean``: mean test error rate
+    among accepted items over the splits that accepted any.
+    """
+
+    coverage_mean: float
+    coverage_std: float
+    coverage_q05: float
+    coverage_q95: float
+    exceed_rate: float
+    certified_rate: float
+    risk_mean: float | None
+    alpha: float
+    delta: float | None
+    method: str
+    splits: int
+    calibration_fraction: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def certify(
+    scores: ArrayLike,
+    correct: ArrayLike,
+    alpha: float = 0.1,
+    delta: float = 0.1,
+    method: str = "ltt",
+    *,
+    select_fraction: float = 0.3,
+    seed: int = 0,
+) -> Certificate:
+    """Certify a threshold whose selective risk is at most ``alpha`` (module docstring).
+
+    ``scores``: one credibility score per calibration item (higher = answer more
+    readily); ``correct``: 0/1 or bool correctness of each item's answer; ``alpha``: the
+    risk level; ``delta``: the allowed probability that the calibration draw misleads;
+    ``method``: ``"ltt"``, ``"sgr"``, ``"fixed-sequence"`` or ``"crc"``;
+    ``select_fraction`` and ``seed``: the share of items that orders the thresholds in
+    ``ltt`` and the seed of that random split (the certificate is reproducible).
+
+    Assumes the calibration items and future items are exchangeable.
+    """
+    s, wrong = _check_inputs(scores, correct)
+    alpha = _check_level(alpha, "alpha")
+    delta = _check_level(delta, "delta")
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {', '.join(METHODS)}; got {method!r}")
+    if method == "ltt":
+        if not 0.0 < select_fraction < 1.0:
+            raise ValueError(f"select_fraction must lie in (0, 1); got {select_fraction!r}")
+        t, p = _ltt_split(s, wrong, alpha, delta, select_fraction, seed)
+    elif method == "sgr":
+        t, p = _sgr(s, wrong, alpha, delta)
+    elif method == "fixed-sequence":
+        t, p = _fixed_sequence(s, wrong, alpha, delta)
+    else:
+        t, p = _crc(s, wrong, alpha), None
+    return _certificate(s, wrong, alpha, None if method == "crc" else delta, method, t, p,
+                        select_fraction if method == "ltt" else 0.0)
+
+
+def binomial_p_value(errors: ArrayLike, accepted: ArrayLike, alpha: float) -> np.ndarray:
+    """Exact p-value of ``H: risk > alpha`` given ``errors`` among ``accepted`` items.
+
+    ``P(Binom(m, alpha) <= k)``, the chance of so few errors if the risk were ``alpha``
+    (it is larger for any risk above ``alpha``: a valid p-value). 1 where ``m = 0``.
+    """
+    k = np.asarray(errors, dtype=float)
+    m = np.asarray(accepted, dtype=float)
+    return np.where(m > 0, binom.cdf(k, m, alpha), 1.0)
+
+
+def items_needed(error_rate: float, alpha: float, level: float, limit: int = 10**7) -> int | None:
+    """Fewest accepted items ``m`` with ``P(Binom(m, alpha) <= floor(error_rate * m)) <=
+    level``: how many items at this error rate a binomial test needs. None if none up to
+    ``limit`` (always when ``error_rate >= alpha``)."""
+    if error_rate >= alpha:
+        return None
+    m0 = _approx_needed(np.array([error_rate]), alpha, level)[0]
+    hi = int(min(limit, 4 * m0 + 200))
+    m = np.arange(1, hi + 1, dtype=float)
+    ok = np.nonzero(binom.cdf(np.floor(error_rate * m + 1e-9), m, alpha) <= level)[0]
+    return int(ok[0]) + 1 if ok.size else None
+
+
+def _approx_needed(rates: np.ndarray, alpha: float, level: float) -> np.ndarray:
+    """Normal approximation of :func:`items_needed`: ``(z sqrt(alpha (1 - alpha)) /
+    (alpha - r))^2`` with ``z`` the upper ``level`` quantile."""
+    z = float(norm.isf(level))
+    return (z * math.sqrt(alpha * (1.0 - alpha)) / (alpha - rates)) ** 2
+
+
+def coverage_at_risk(
+    scores: ArrayLike,
+    correct: ArrayLike,
+    alpha: float = 0.1,
+    delta: float = 0.1,
+    *,
+    method: str = "ltt",
+    splits: int = 100,
+    calibration_fraction: float = 0.5,
+    seed: int = 0,
+) -> CoverageAtRisk:
+    """Coverage a certified threshold reaches on new items, estimated by splitting a run.
+
+    ``splits`` times: a random ``calibration_fraction`` of the items calibrates
+    :func:`certify` (``method``, ``alpha``, ``delta``), the rest test it: the share of test
+    items accepted (0 when nothing was certified) and whether their error rate exceeded
+    ``alpha``. The items are assumed exchangeable; the calibration sets are smaller than
+    the whole run, so the coverage is a slight underestimate of what all items certify.
+    """
+    s, wrong = _check_inputs(scores, correct)
+    if not 0.0 < calibration_fraction < 1.0:
+        raise ValueError(f"calibration_fraction must lie in (0, 1); got {calibration_fraction!r}")
+    if splits < 1:
+        raise ValueError(f"splits must be at least 1; got {splits!r}")
+    n_cal = round(calibration_fraction * s.size)
+    if n_cal < 1 or n_cal >= s.size:
+        raise ValueError(f"{s.size} items cannot be split {calibration_fraction:g} / rest")
+    rng = np.random.default_rng(seed)
+    cov = np.zeros(splits)
+    risk = np.full(splits, np.nan)
+    certified = np.zeros(splits, dtype=bool)
+    for j in range(splits):
+        perm = rng.permutation(s.size)
+        cal, test = perm[:n_cal], perm[n_cal:]
+        cert = certify(s[cal], ~wrong[cal], alpha, delta, method, seed=int(rng.integers(2**31)))
+        acc = cert.accept(s[test])
+        certified[j] = cert.certified
+        cov[j] = acc.mean()
+        if acc.any():
+            risk[j] = wrong[test][acc].mean()
+    accepted_any = ~np.isnan(risk)
+    return CoverageAtRisk(
+        coverage_mean=float(cov.mean()),
+        coverage_std=float(cov.std(ddof=1)) if splits > 1 else 0.0,
+        coverage_q05=float(np.quantile(cov, 0.05)),
+        coverage_q95=float(np.quantile(cov, 0.95)),
+        exceed_rate=float(np.mean(accepted_any & (np.nan_to_num(risk) > alpha))),
+        certified_rate=float(certified.mean()),
+        risk_mean=float(np.nanmean(risk)) if accepted_any.any() else None,
+        alpha=alpha,
+        delta=None if method == "crc" else delta,
+        method=method,
+        splits=splits,
+        calibration_fraction=calibration_fraction,
+    )
+
+
+# --- procedures: each returns (threshold or None, p-value or None) ------------------------
+
+
+def _ladder(s: np.ndarray, wrong: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Distinct scores from highest to lowest, with the number of items accepted (``m``)
+    and of errors among them (``k``) when the threshold is each score."""
+    order = np.argsort(-s, kind="stable")
+    ss = s[order]
+    last = np.r_[ss[1:] != ss[:-1], True]
+    m = np.arange(1, s.size + 1)[last]
+    k = np.cumsum(wrong[order])[last]
+    return ss[last], m, k
+
+
+def _first_run(passed: np.ndarray) -> int:
+    """Length of the leading run of True in ``passed`` (fixed-sequence: stop at a failure)."""
+    fails = np.nonzero(~passed)[0]
+    return int(fails[0]) if fails.size else int(passed.size)
+
+
+def _fixed_sequence(s, wrong, alpha, delta):
+    ts, m, k = _ladder(s, wrong)
+    p = binomial_p_value(k, m, alpha)
+    run = _first_run(p <= delta)
+    return (None, None) if run == 0 else (float(ts[run - 1]), float(p[run - 1]))
+
+
+def _sgr(s, wrong, alpha, delta):
+    """Geifman & El-Yaniv (2017) Algorithm 1 in accepted-count form: binary search over
+    the top-``z`` sets, ``ceil(log2 N)`` tests at ``delta / ceil(log2 N)``."""
+    ss = np.sort(s)[::-1]
+    tests = max(1, math.ceil(math.log2(s.size)))
+    level = delta / tests
+    lo, hi = 0, s.size  # accepted counts: lo always fails or is empty, search (lo, hi]
+    best: tuple[float | None, float | None] = (None, None)
+    best_m = 0
+    for _ in range(tests):
+        z = (lo + hi + 1) // 2
+        t = ss[z - 1]
+        acc = s >= t
+        p = float(binomial_p_value(wrong[acc].sum(), acc.sum(), alpha))
+        if p <= level:
+            lo = z
+            if acc.sum() > best_m:
+                best, best_m = (float(t), p), int(acc.sum())
+        else:
+            hi = z - 1
+        if lo >= hi:
+            break
+    return best
+
+
+def _ltt_split(s, wrong, alpha, delta, select_fraction, seed):
+    """Learn then Test with a selection split: order on one part, fixed-sequence on the
+    rest (module docstring)."""
+    if s.size < 2:
+        return None, None
+    n_sel = min(max(1, round(select_fraction * s.size)), s.size - 1)
+    perm = np.random.default_rng(seed).permutation(s.size)
+    sel, test = perm[:n_sel], perm[n_sel:]
+    ts, m1, k1 = _ladder(s[sel], wrong[sel])
+    scale = test.size / sel.size
+    p_hat = _projected_p(k1 * scale, m1 * scale, alpha)
+    grid = ts[int(np.argmin(p_hat)):]  # most promising first, then looser, in order
+    st = np.sort(s[test])
+    m2 = st.size - np.searchsorted(st, grid, side="left")
+    k2 = _errors_at(s[test], wrong[test], grid)
+    p = binomial_p_value(k2, m2, alpha)
+    run = _first_run(p <= delta)
+    return (None, None) if run == 0 else (float(grid[run - 1]), float(p[run - 1]))
+
+
+def _errors_at(s: np.ndarray, wrong: np.ndarray, grid: np.ndarray) -> np.ndarray:
+    """Errors among items with ``s >= t`` for each ``t`` of ``grid``."""
+    sw = np.sort(s[wrong])
+    return sw.size - np.searchsorted(sw, grid, side="left")
+
+
+def _projected_p(k: np.ndarray, m: np.ndarray, alpha: float) -> np.ndarray:
+    """The binomial p-value extended to real counts, ``I_{1-alpha}(m - k, k + 1)``."""
+    ok = m > k
+    out = np.ones_like(m, dtype=float)
+    out[ok] = betainc(m[ok] - k[ok], k[ok] + 1.0, 1.0 - alpha)
+    return out
+
+
+def _crc(s, wrong, alpha):
+    """Loosest distinct score with ``(k + 1) / (N + 1) <= alpha`` (Angelopoulos et al. 2022,
+    B = 1); None when even answering only the top group breaks it."""
+    ts, _, k = _ladder(s, wrong)
+    ok = (k + 1.0) / (s.size + 1.0) <= alpha
+    run = _first_run(ok)  # k only grows as the threshold loosens
+    return None if run == 0 else float(ts[run - 1])
+
+
+# --- the certificate and its message ------------------------------------------------------
+
+
+def _certificate(s, wrong, alpha, delta, method, t, p, held_out) -> Certificate:
+    n = int(s.size)
+    if t is not None:
+        acc = s >= t
+        m = int(acc.sum())
+        risk = float(wrong[acc].mean())
+        what = ("expected answered-and-wrong share" if method == "crc"
+                else f"selective risk (probability >= {1 - delta:g})")
+        msg = (f"{method}: answer scores >= {t:.6g}; {what} <= {alpha:g}; "
+               f"{m}/{n} calibration items accepted (error rate {risk:.3g}).")
+        return Certificate(t, m / n, alpha, delta, n, method, m, risk, p, None, msg)
+    needed = _n_needed(s, wrong, alpha, delta, method, held_out)
+    msg = (f"{method}: nothing certified: {n} calibration items cannot show "
+           f"{'expected risk' if method == 'crc' else 'selective risk'} <= {alpha:g}"
+           + ("" if delta is None else f" at delta = {delta:g}") + "; ")
+    if needed is None:
+        msg += (f"no calibration size would: even the best-scored items err at least at "
+                f"{alpha:g} (raise alpha or use a better score).")
+    else:
+        msg += f"at the observed error rates about {needed} items would be needed."
+    return Certificate(None, 0.0, alpha, delta, n, method, 0, None, None, needed, msg)
+
+
+def _n_needed(s, wrong, alpha, delta, method, held_out) -> int | None:
+    """About how many calibration items would certify a threshold, at the error rates of
+    the top-scored sets observed: the least over top sets of (items a binomial test needs
+    at that set's error rate) / (the set's share of items), inflated for a held-out
+    selection part; the set is chosen by the normal approximation, counted exactly."""
+    n = s.size
+    if method == "crc":
+        return max(n + 1, math.ceil(1.0 / alpha - 1.0))  # (0 + 1) / (N + 1) <= alpha
+    _, m, k = _ladder(s, wrong)
+    level = delta / max(1, math.ceil(math.log2(n))) if method == "sgr" else delta
+    rates = k / m
+    ok = rates < alpha
+    if not ok.any():
+        return None
+    total = _approx_needed(rates[ok], alpha, level) / (m[ok] / n)
+    j = int(np.argmin(total))
+    need = items_needed(float(rates[ok][j]), alpha, level)
+    if need is None:
+        return None
+    return max(n + 1, math.ceil(need * n / m[ok][j] / (1.0 - held_out)))
+
+
+# --- input checks -------------------------------------------------------------------------
+
+
+def _as_scores(scores: ArrayLike) -> np.ndarray:
+    s = np.asarray(scores, dtype=float)
+    if s.ndim != 1:
+        raise ValueError(f"scores must be one-dimensional; got shape {s.shape}")
+    if not np.all(np.isfinite(s)):
+        raise ValueError("scores must be finite (no NaN or infinity)")
+    return s
+
+
+def _check_inputs(scores: ArrayLike, correct: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
+    s = _as_scores(scores)
+    c = np.asarray(correct)
+    if c.shape != s.shape:
+        raise ValueError(f"correct has shape {c.shape}, scores {s.shape}: one per item")
+    if s.size == 0:
+        raise ValueError("certify needs at least one calibration item")
+    if c.dtype != bool:
+        cf = np.asarray(c, dtype=float)
+        if not np.all((cf == 0) | (cf == 1)):
+            raise ValueError("correct must be 0/1 or boolean")
+        c = cf == 1
+    return s, ~c
+
+
+def _check_level(x: float, name: str) -> float:
+    x = float(x)
+    if not 0.0 < x < 1.0:
+        raise ValueError(f"{name} must lie in (0, 1); got {x!r}")
+    return x
