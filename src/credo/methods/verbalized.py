@@ -23,8 +23,10 @@ def score_verbalized(samples: ItemSamples, kernel: Kernel) -> Score:
     """One stated confidence per original sample that was asked about."""
     n = len(samples.sets[ORIGINAL])
     conf: list[float | None] = [None] * n
-    for s in samples.sets[VERBALIZED]:
-        conf[s.ref[0]] = None if s.answer.value is None else float(s.answer.value)
+    for k, s in enumerate(samples.sets[VERBALIZED]):
+        at = s.ref[0] if s.ref else k  # given files may leave out ref: the k-th original
+        if 0 <= at < n:
+            conf[at] = None if s.answer.value is None else float(s.answer.value)
     vals = [c for c in conf if c is not None]
     if not vals:
         return Score(np.nan, tuple(conf), ORIGINAL, unavailable="no parsable confidence")
