@@ -242,6 +242,12 @@ def _given_or_graded(
                 f"{it.source}: item {it.id!r} gives no 'correct' for its original samples, and"
                 " code is graded by running tests a given file does not hold (--format code)"
             )
+        elif it.gold and task.format is AnswerFormat.LONG_FORM:
+            raise UserError(
+                f"{it.source}: item {it.id!r} gives no 'correct' for its original samples, and"
+                " long-form answers are graded by a judge against a knowledge source"
+                " (--format long_form), not from a gold answer alone: give 'correct'"
+            )
         elif it.gold:
             to_grade.append((it, its))
         else:
