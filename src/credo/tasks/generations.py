@@ -10,16 +10,23 @@ Four layouts, told apart by the file (:func:`read_generations`):
   run's samples score again without a model.
 * **lm-evaluation-harness** ``--log_samples`` output (``samples_<task>_<date>.jsonl``): one
   row per document and filter; the sampled generations of a document are ``resps[0]`` (a
-  task with ``repeats: n`` has n of them), their extracted answers ``filtered_resps`` when
-  it has one per generation; a generation is correct when its answer equals ``target``
-  (after trimming and case folding). The first filter of each document is read unless
-  ``lm_eval_filter`` names another. Log-likelihood rows (multiple choice) hold no sampled
-  answers and are refused.
+  task with ``repeats: n`` has n of them). Correctness is lm-eval's own: the task's first
+  metric with a per-sample score in [0, 1] (``exact_match``), applied to each response
+  after the row's filter, as lm-eval applies it to the one it keeps
+  (:mod:`credo.tasks.lm_eval_scores`; the answer is what the filter extracts). The first
+  filter of each document is read unless ``lm_eval_filter`` names another. An item's id is
+  the document's own id field when every document has a distinct one, else ``doc_id``.
+  Log-likelihood rows (multiple choice) hold no sampled answers and are refused, and so is
+  lm-eval's ``results_*.json`` (aggregates, no generations).
 * **inspect_ai** eval logs, ``.json`` (a ``samples`` list) or ``.eval`` (a zip of
-  ``samples/<id>_epoch_<k>.json``): each epoch of a sample is one generation of item
-  ``id``; the answer is the first score's ``answer`` (else the completion), correct when
-  that score's value is ``C`` / ``1`` / true, wrong when ``I`` / ``0`` / false.
+  ``samples/<id>_epoch_<k>.json``, zstd-compressed by current inspect_ai: read through its
+  own reader when it is installed, else with ``zstandard``): each epoch of a sample is one
+  generation of item ``id``; the answer is the first score's ``answer`` (else the
+  completion), correct when that scorer's value is ``C`` / ``1`` / true, wrong when ``I`` /
+  ``0`` / false. Samples the log marks errored (or an unfinished eval never wrote) are left
+  out and counted in :attr:`Generations.failed`.
 
+With ``recompute``, the files' own correctness is not read (credo grades the answers).
 A bad row raises :class:`~credo.tasks.loaders.DatasetError` naming the file and line.
 """
 
