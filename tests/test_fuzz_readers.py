@@ -621,18 +621,31 @@ def _rows(*rows: dict) -> bytes:
     return "".join(json.dumps(r) + "\n" for r in rows).encode()
 
 
-@pytest.mark.parametrize("rows,fmt,named", [
-    (_rows({"item": "a", "answer": "1"}), "number", "item 'a' has 1 'original' sample"),
+@pytest.mark.parametrize("rows,method,why", [
+    (_rows({"item": "a", "answer": "1"}), "self_consistency", "at least 2 'original'"),
     (_rows(*[{"item": i, "answer": "1", "correct": True} for i in "aabb"],
-           *[{"item": "a", "set": "perturbed", "answer": "1"}] * 2), "number",
-     "item 'b' has no 'perturbed' samples"),
+           *[{"item": "a", "set": "perturbed", "answer": "1"}] * 2), "c3",
+     "at least 2 'perturbed'"),
+])
+def test_score_leaves_out_what_the_estimators_cannot_take(rows, method, why, tmp_path):
+    """Rows the importer reads that the estimators cannot take were tracebacks (fuzzing
+    found them), then user errors: one sample of a compared set, perturbed samples for
+    some items only. Issue 25: those methods are n/a for those items, the run completes."""
+    path = _write(tmp_path, "mine.jsonl", rows)
+    code, stdout, err = _cli(["score", str(path), "--format", "number", "--methods",
+                              "c3,self_consistency", "--bootstrap", "0", "--out",
+                              str(tmp_path / "run"), "--cache", str(tmp_path / "c.sqlite"),
+                              "--quiet"])
+    assert code == 0 and "Traceback" not in stdout + err, err
+    assert method in stdout and why in stdout.replace("\n", " ")
+
+
+@pytest.mark.parametrize("rows,fmt,named", [
     (_rows(*[{"item": "a", "answer": "def f(): pass", "gold": "x"}] * 2), "code",
      "gives no 'correct'"),
 ])
 def test_score_refuses_what_the_estimators_cannot_take(rows, fmt, named, tmp_path):
-    """Rows the importer reads but scoring could not use were tracebacks (fuzzing found
-    them): one sample of a compared set, perturbed samples for some items only, code
-    with no correctness (its tests are not in the file)."""
+    """Code with no correctness (its tests are not in the file) is refused."""
     path = _write(tmp_path, "mine.jsonl", rows)
     out = tmp_path / "run"
     _exit_2(["score", str(path), "--format", fmt, "--methods", "c3,self_consistency",

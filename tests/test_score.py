@@ -13,6 +13,7 @@ import credo
 from credo import RunConfig, run
 from credo.cli import main
 from credo.config import BaselineConfig
+from credo.errors import UserError
 from credo.models.scripted import ScriptedModel
 from credo.tasks.generations import read_generations
 from test_baselines import NUM, responder
@@ -146,15 +147,20 @@ def test_lm_eval_log_samples(tmp_path):
                 "doc_hash": "h", "prompt_hash": "p", "target_hash": "t",
             })
     path = _write_jsonl(tmp_path / "samples_gsm8k_2026-01-01T00-00-00.jsonl", rows)
-    gens = read_generations(path)
+    gens = read_generations(path, recompute=True)
     assert gens.layout == "lm-evaluation-harness"
     assert [s.answer for s in gens.samples] == ["4", "4", "5", "7", "8", "9"]
+    # lm-eval logs the metric of the response its filter kept; without the task's config
+    # (results_*.json beside it) the others' cannot be had: a user error, unless recomputed
+    with pytest.raises(UserError, match=r"results_.*--recompute-correctness"):
+        read_generations(path)
     res = credo.api.score(path, RunConfig(methods=["self_consistency"], bootstrap=0,
                                           out=tmp_path / "o", cache=tmp_path / "c.sqlite"),
-                          show_progress=False)
+                          recompute_correctness=True, show_progress=False)
     perf = {r.item.id: r.performance for r in res.items}
     assert perf == {"0": pytest.approx(2 / 3), "1": pytest.approx(1 / 3)}
     assert res.items[0].scores["self_consistency"] == pytest.approx(1 / 3)  # 1 agreeing pair
+    assert res.stats["correctness"].startswith("recomputed (--recompute-correctness)")
     loglik = _write_jsonl(tmp_path / "ll.jsonl", [{"doc_id": 0, "target": "A",
                                                   "resps": [[[-1.0, True]]]}])
     assert main(["score", str(loglik), "--out", str(tmp_path / "x")]) == 2
@@ -199,6 +205,28 @@ def test_bad_rows_name_file_and_line(tmp_path, capsys, row, named):
     assert main(["score", str(path), "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err
     assert f"{path}:2" in err and named in err
+
+
+def test_one_sample_per_item_scores_what_needs_one(tmp_path, capsys):
+    """Issue 25 item 4: one sample per item (both tools' default) was a traceback, then a
+    user error; now the methods that compare samples are n/a for those items, with the
+    reason, verbalized confidence still scores, and the run completes."""
+    rows = [{"item": "a", "answer": "18", "correct": True},
+            {"item": "a", "set": "verbalized", "answer": 0.8},
+            {"item": "b", "answer": "3", "correct": False},
+            {"item": "b", "answer": "4", "correct": False},
+            {"item": "b", "set": "verbalized", "answer": 0.3}]
+    path = _write_jsonl(tmp_path / "one.jsonl", rows)
+    out = tmp_path / "o"
+    assert main(["score", str(path), "--methods", "self_consistency,verbalized", "--out",
+                 str(out), "--bootstrap", "0", "--quiet"]) == 0
+    scores = {r["id"]: r["scores"] for r in _rows(out / "scores.jsonl")}
+    assert scores["a"]["self_consistency"] is None and scores["b"]["self_consistency"] == 0.0
+    assert scores["a"]["verbalized"] == pytest.approx(0.8)
+    assert "needs at least 2 'original' samples" in capsys.readouterr().out
+    assert json.loads((out / "run_status.json").read_text())["status"] == "complete"
+    config = (out / "config.yaml").read_text()
+    assert "n: 2\n" in config and "limit: null" in config
 
 
 def test_items_need_original_samples(tmp_path, capsys):

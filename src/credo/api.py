@@ -332,6 +332,7 @@ def score(
     *,
     answer_format: str = "short_text",
     lm_eval_filter: str | None = None,
+    recompute_correctness: bool = False,
     embedder: Embedder | None = None,
     judge: Model | None = None,
     show_progress: bool = True,
@@ -344,11 +345,18 @@ def score(
     (:mod:`credo.tasks.generations`); ``config`` gives the methods, kernel, bootstrap,
     ``out`` and the judge/grader models (no model is called for methods that read only
     samples); ``answer_format`` says how gold answers grade and which methods apply.
+
+    Correctness is the file's own (lm-eval's metric per response, inspect_ai's scorer
+    value, credo's ``correct``) unless ``recompute_correctness``: then credo grades every
+    answer against its item's gold answer. Without ``methods`` in ``config``, the methods
+    are those the file's sample sets allow (:func:`~credo.pipeline.score.default_methods`);
+    the config written says what the file holds (samples per item, its sampling
+    settings), not credo's defaults for a run.
     """
     from credo.config import RunConfig
     from credo.generation.pool import JUDGE
     from credo.pipeline.runner import method_specs
-    from credo.pipeline.score import score_generations
+    from credo.pipeline.score import default_methods, given_config, score_generations
     from credo.tasks.base import AnswerFormat
     from credo.tasks.generations import read_generations
 
@@ -363,16 +371,21 @@ def score(
         raise UserError(
             f"unknown answer format {answer_format!r} (--format); known: {known}"
         ) from None
-    generations = read_generations(samples, lm_eval_filter=lm_eval_filter)
+    generations = read_generations(samples, lm_eval_filter=lm_eval_filter,
+                                   recompute=recompute_correctness)
+    update = given_config(config, generations)
+    if "methods" not in config.model_fields_set:
+        update["methods"] = default_methods(generations, fmt)
     config = config.model_copy(
-        update={"task": str(samples), "model": f"given:{generations.layout}"}
+        update={"task": str(samples), "model": f"given:{generations.layout}", **update}
     )
     if write:
         check_writable(config.out, "the run folder (out)")
     with _config_pool(
         config, show_progress=show_progress, roles={JUDGE: judge}, embedder=embedder
     ) as pool:
-        result = score_generations(config, generations, pool, fmt)
+        result = score_generations(config, generations, pool, fmt,
+                                   recompute=recompute_correctness)
     if write:
         from credo.report.writer import write_run
 

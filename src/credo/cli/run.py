@@ -118,7 +118,15 @@ def print_result(result: Any) -> int:
         line = neutrality_line(result.neutrality)
         err.print(("error: " if gate == "fail" else "warning: ") + line,
                   markup=False, highlight=False, soft_wrap=True)
-    if outcome is Outcome.INCOMPLETE_FAILURES:
+    if outcome is Outcome.INCOMPLETE_FAILURES and "given_failed_samples" in result.stats:
+        status = result.stats.get("given_log_status")
+        err.print(
+            "incomplete: " + (f"the log's eval ended '{status}'; " if status != "success" else "")
+            + f"{result.stats['given_failed_samples']} samples failed (errored or cancelled) and"
+            f" are left out ({len(result.incomplete)} items incomplete)",
+            markup=False, highlight=False, soft_wrap=True,
+        )
+    elif outcome is Outcome.INCOMPLETE_FAILURES:
         failures = result.stats.get("request_failures")
         retries = result.stats.get("request_retries")
         err.print(

@@ -20,7 +20,9 @@ def add_score_parser(sub: Any) -> None:
             "`credo run` writes (so `credo report` works on it). SAMPLES is credo's JSONL "
             "(one object per sample: item, set, answer, correct; a run's samples.jsonl too), "
             "an lm-evaluation-harness --log_samples file, or an inspect_ai eval log (.json or "
-            ".eval). No model is called unless a method needs a judge."
+            ".eval). Correctness is the file's own (lm-eval's metric per response, inspect's "
+            "scorer) unless --recompute-correctness; without --methods, the methods its sample "
+            "sets allow are scored. No model is called unless a method needs a judge."
         ),
     )
     s.add_argument("samples", type=Path, metavar="SAMPLES")
@@ -31,6 +33,12 @@ def add_score_parser(sub: Any) -> None:
                    help="answer format: number, choice, short_text, code, long_form")
     s.add_argument("--judge", help="judge model for the judge kernel or grading")
     s.add_argument("--lm-eval-filter", help="lm-eval filter to read (default: each doc's first)")
+    s.add_argument(
+        "--recompute-correctness", action="store_true",
+        help="grade every answer against its item's gold answer (--format) instead of using"
+        " the file's own correctness (lm-eval's metric per response, inspect's scorer value,"
+        " the 'correct' field)",
+    )
     s.add_argument("--bootstrap", type=int, help="bootstrap resamples for CIs (0 = none)")
     s.add_argument(
         "--calibrate",
@@ -55,5 +63,7 @@ def cmd_score(args: argparse.Namespace) -> int:
     config = config_from_flags(RunConfig, args, SCORE_FLAGS, config=args.config,
                                prefix="invalid configuration: ")
     result = score(args.samples, config, answer_format=args.format,
-                   lm_eval_filter=args.lm_eval_filter, show_progress=not args.quiet)
+                   lm_eval_filter=args.lm_eval_filter,
+                   recompute_correctness=args.recompute_correctness,
+                   show_progress=not args.quiet)
     return print_result(result)

@@ -83,6 +83,10 @@ Scorer = Callable[[ItemSamples, Kernel], "float | Score"]
 Needs = tuple[str, ...] | Callable[[AnswerFormat], tuple[str, ...]]
 
 
+COMPARED_SETS = (ORIGINAL, PERTURBED, PARAPHRASED)
+"""The answer sets whose samples methods compare with one another."""
+
+
 @dataclass(frozen=True)
 class MethodSpec:
     """A registered method: its scorer, the sample sets it needs, and a one-line summary.
@@ -106,6 +110,16 @@ class MethodSpec:
     def needs_for(self, fmt: AnswerFormat) -> tuple[str, ...]:
         """The sample sets this method reads on a task of format ``fmt``."""
         return tuple(self.needs(fmt)) if callable(self.needs) else tuple(self.needs)
+
+    def short_sets(self, fmt: AnswerFormat, sets: Mapping[str, tuple]) -> tuple[str, ...]:
+        """The sample sets this method compares that hold fewer than 2 samples in ``sets``
+        (one item's): a method that reads only answer sets (original, perturbed,
+        paraphrased) compares their samples, so it needs 2 of each (issue 25: one given
+        sample per item makes it not available for that item, not a crash)."""
+        needs = self.needs_for(fmt)
+        if not needs or not set(needs) <= set(COMPARED_SETS):
+            return ()
+        return tuple(name for name in needs if len(sets.get(name, ())) < 2)
 
     def applies_to(self, fmt: AnswerFormat) -> bool:
         """Whether the method is defined for tasks of format ``fmt``."""

@@ -148,6 +148,10 @@ def _score(
                if available_sets is not None and s not in available_sets]
     if missing:
         return Score.not_available(f"needs the {', '.join(missing)} samples; the input has none")
+    short = spec.short_sets(task.format, samples.sets)
+    if short:
+        return Score.not_available(
+            f"needs at least 2 {short[0]!r} samples per item; the item has fewer")
     if spec.logprobs and not logprobs:
         if available_sets is not None:
             return Score.not_available("needs token logprobs; the input has none")

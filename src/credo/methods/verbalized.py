@@ -8,6 +8,8 @@ confidence; a reply without a readable probability in [0, 1] is recorded as unpa
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from credo.kernels.registry import Kernel
@@ -23,9 +25,21 @@ def score_verbalized(samples: ItemSamples, kernel: Kernel) -> Score:
     """One stated confidence per original sample that was asked about."""
     n = len(samples.sets[ORIGINAL])
     conf: list[float | None] = [None] * n
-    for s in samples.sets[VERBALIZED]:
-        conf[s.ref[0]] = None if s.answer.value is None else float(s.answer.value)
+    for k, s in enumerate(samples.sets[VERBALIZED]):
+        at = s.ref[0] if s.ref else k  # given files may leave out ref: the k-th original
+        if 0 <= at < n:
+            conf[at] = _confidence(s.answer.value)
     vals = [c for c in conf if c is not None]
     if not vals:
         return Score(np.nan, tuple(conf), ORIGINAL, unavailable="no parsable confidence")
     return Score(float(np.mean(vals)), tuple(conf), ORIGINAL)
+
+
+def _confidence(value: object) -> float | None:
+    """A stated confidence; None for no answer or one that is not a finite number (a given
+    file may hold anything there)."""
+    try:
+        x = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    return x if math.isfinite(x) else None

@@ -14,6 +14,8 @@ from __future__ import annotations
 import math
 import time
 from collections import defaultdict
+from dataclasses import replace
+from typing import Any
 
 from credo.config import RunConfig
 from credo.errors import UserError
@@ -27,15 +29,22 @@ from credo.tasks.answers import Answer
 from credo.tasks.base import AnswerFormat, Item, Task
 from credo.tasks.generations import Generations, GivenSample
 
-__all__ = ["score_generations"]
+__all__ = ["default_methods", "given_config", "score_generations"]
 
 
 def score_generations(
-    config: RunConfig, generations: Generations, pool: ModelPool, fmt: AnswerFormat
+    config: RunConfig,
+    generations: Generations,
+    pool: ModelPool,
+    fmt: AnswerFormat,
+    *,
+    recompute: bool = False,
 ) -> RunResult:
     """Score ``generations`` with ``config.methods`` under ``config.kernel``; writes nothing.
 
-    ``fmt`` is the answers' format (which methods apply, how a gold answer grades).
+    ``fmt`` is the answers' format (which methods apply, how a gold answer grades);
+    ``recompute``: the given correctness is set aside and every answer graded against its
+    item's gold answer (``--recompute-correctness``).
     """
     t0 = time.perf_counter()
     task = _task(generations, fmt)
@@ -44,8 +53,8 @@ def score_generations(
     pool.preflight(_roles(pool, config, specs))
     by_item: dict[str, dict[str, list[GivenSample]]] = defaultdict(lambda: defaultdict(list))
     for s in generations.samples:
-        by_item[s.item][s.set].append(s)
-    _check_set_sizes(generations.source, [it.id for it in task.items], by_item)
+        by_item[s.item][s.set].append(s if not recompute else replace(s, correct=None))
+    _check_originals(generations.source, [it.id for it in task.items], by_item)
     generated = {
         it.id: {name: _set(it, rows, fmt) for name, rows in by_item[it.id].items()}
         for it in task.items
@@ -57,7 +66,10 @@ def score_generations(
         for it in task.items
     ]
     stats: dict[str, int | float | str] = {}
-    incomplete: dict[str, str] = {}
+    incomplete: dict[str, str] = {
+        item: f"{k} sample{'' if k == 1 else 's'} failed in the log (errored or cancelled)"
+        for item, k in generations.failed.items()
+    }
     kernels = build_kernels(config, specs, task, answers, pool, stats, incomplete)
     graded = _given_or_graded(config, task, generated, answers, pool, stats, incomplete)
     present = {name for sets in by_item.values() for name in sets}
@@ -81,6 +93,7 @@ def score_generations(
         "seconds_total": round(time.perf_counter() - t0, 2),
         "given_samples": len(generations.samples),
         "given_layout": generations.layout,
+        **given_stats(generations, stats, recompute, fmt),
         "unparsable_answers": sum(
             1 for r in items for s in (*r.original, *r.perturbed) if not s.answer.parsed
         ),
@@ -93,6 +106,49 @@ def score_generations(
     )
 
 
+DEFAULT_METHODS = ("c3", "c3_cross", "self_consistency", "paraphrase", "verbalized", "p_true",
+                   "label_prob")
+"""What ``credo score`` scores when no methods are named: those of these the input allows."""
+
+
+def default_methods(generations: Generations, fmt: AnswerFormat) -> list[str]:
+    """The methods of :data:`DEFAULT_METHODS` the input allows: defined for ``fmt``, their
+    sample sets (and logprobs) given, and, for those comparing samples, 2 or more of each
+    set on some item; self-consistency when none is (it is then reported not available,
+    with the reason)."""
+    sets: dict[str, dict[str, list[GivenSample]]] = defaultdict(lambda: defaultdict(list))
+    for s in generations.samples:
+        sets[s.item][s.set].append(s)
+    logprobs = any(s.logprobs for s in generations.samples)
+    chosen = []
+    for spec in method_specs(list(DEFAULT_METHODS)):
+        needs = spec.needs_for(fmt)
+        if not spec.applies_to(fmt) or (spec.logprobs and not logprobs):
+            continue
+        if any(all(its.get(n) for n in needs) and not spec.short_sets(fmt, its)
+               for its in sets.values()):
+            chosen.append(spec.name)
+    return chosen or ["self_consistency"]
+
+
+def given_config(config: RunConfig, generations: Generations) -> dict[str, Any]:
+    """The config fields a score run takes from the file rather than credo's run defaults:
+    ``n`` and ``m`` (the most original and perturbed samples of an item), no ``limit``,
+    and the sampling settings the file records."""
+    most: dict[str, int] = defaultdict(int)
+    counts: dict[tuple[str, str], int] = defaultdict(int)
+    for s in generations.samples:
+        counts[s.item, s.set] += 1
+        most[s.set] = max(most[s.set], counts[s.item, s.set])
+    known = {k: v for k, v in generations.settings.items() if k in SAMPLING_KEYS}
+    return {"n": most[ORIGINAL], "m": most[PERTURBED], "limit": None,
+            "sampling": config.sampling.model_copy(update=known)}
+
+
+SAMPLING_KEYS = ("temperature", "top_p", "top_k", "max_tokens")
+"""The sampling settings a file may record that a run config has."""
+
+
 def _roles(pool: ModelPool, config: RunConfig, specs: list) -> list[str]:
     """The roles scoring may ask (issue 20: checked before the first call): the judge when
     a method's kernel is the judge, the grader when one is named."""
@@ -100,35 +156,51 @@ def _roles(pool: ModelPool, config: RunConfig, specs: list) -> list[str]:
     return [r for r, used in ((JUDGE, judged), (GRADER, True)) if used and pool.has(r)]
 
 
-COMPARED_SETS = (ORIGINAL, PERTURBED, "paraphrased")
-"""The sample sets the consistency methods compare within and across."""
-
-
-def _check_set_sizes(
+def _check_originals(
     source: str, items: list[str], by_item: dict[str, dict[str, list[GivenSample]]]
 ) -> None:
-    """A :class:`UserError` naming the file unless every item has 2 or more original
-    samples, and 2 or more in each other compared set any item has: the methods compare
-    samples, as ``credo run`` holds n, m >= 2 (issue 21; one given sample, or perturbed
-    samples for some items only, were tracebacks from the estimators)."""
-    lacking = [it for it in items if len(by_item[it].get(ORIGINAL, ())) < 2]
+    """A :class:`UserError` naming the file unless every item has an original sample.
+    One is enough: the methods that compare samples are not available for an item with
+    fewer than 2 of a set (issue 25 item 4: one sample per item is both tools' default),
+    and the others score it."""
+    lacking = [it for it in items if not by_item[it].get(ORIGINAL)]
     if lacking:
-        have = len(by_item[lacking[0]].get(ORIGINAL, ()))
         raise UserError(
-            f"{source}: item {lacking[0]!r} has {have or 'no'} 'original' "
-            f"sample{'' if have == 1 else 's'} ({len(lacking)} items have fewer than 2); every"
-            " item needs at least 2 original samples"
+            f"{source}: item {lacking[0]!r} has no 'original' samples ({len(lacking)} items"
+            " have none); every item needs at least one"
         )
-    given = [name for name in COMPARED_SETS[1:] if any(by_item[it].get(name) for it in items)]
-    short = [(it, name) for name in given for it in items if len(by_item[it].get(name, ())) < 2]
-    if short:
-        item, name = short[0]
-        have = len(by_item[item].get(name, ()))
-        raise UserError(
-            f"{source}: item {item!r} has {have or 'no'} {name!r} sample"
-            f"{'' if have == 1 else 's'}; when any item has {name!r} samples, every item"
-            " needs at least 2"
-        )
+
+
+def given_stats(
+    generations: Generations, stats: dict[str, int | float | str], recompute: bool,
+    fmt: AnswerFormat,
+) -> dict[str, int | float | str]:
+    """What the file holds, for the report: the correctness used (the tool's own metric or
+    scorer, 'given', or credo's grading), the samples per item, the sampling settings it
+    records, and the samples it marks failed."""
+    counts: dict[str, int] = defaultdict(int)
+    for s in generations.samples:
+        if s.set == ORIGINAL:
+            counts[s.item] += 1
+    low, high = min(counts.values(), default=0), max(counts.values(), default=0)
+    graded = f"graded by credo against each item's gold answer (--format {fmt.value})"
+    if recompute:
+        correctness = f"recomputed (--recompute-correctness): {graded}"
+    elif generations.correctness:
+        correctness = generations.correctness + (
+            f"; items without it {graded}" if stats.get("graded_items") else "")
+    else:
+        correctness = graded if stats.get("graded_items") else "none (no gold answers)"
+    settings = ", ".join(f"{k}={v}" for k, v in generations.settings.items())
+    out: dict[str, int | float | str] = {
+        "correctness": correctness,
+        "given_samples_per_item": str(high) if low == high else f"{low} to {high}",
+        "given_sampling": settings or "not recorded in the file",
+    }
+    if generations.failed or generations.status:
+        out["given_failed_samples"] = sum(generations.failed.values())
+        out["given_log_status"] = generations.status or "success"
+    return out
 
 
 def _task(generations: Generations, fmt: AnswerFormat) -> Task:
@@ -170,11 +242,18 @@ def _given_or_graded(
                 f"{it.source}: item {it.id!r} gives no 'correct' for its original samples, and"
                 " code is graded by running tests a given file does not hold (--format code)"
             )
+        elif it.gold and task.format is AnswerFormat.LONG_FORM:
+            raise UserError(
+                f"{it.source}: item {it.id!r} gives no 'correct' for its original samples, and"
+                " long-form answers are graded by a judge against a knowledge source"
+                " (--format long_form), not from a gold answer alone: give 'correct'"
+            )
         elif it.gold:
             to_grade.append((it, its))
         else:
             out[it.id] = tuple(math.nan for _ in given)
     if to_grade:
+        stats["graded_items"] = len(to_grade)
         sub = Task(task.name, tuple(it for it, _ in to_grade), task.format, task.domain)
         out.update(grade_items(config, sub, [its for _, its in to_grade], pool, stats, incomplete))
     return out

@@ -91,6 +91,10 @@ def write_run(result: RunResult, out: str | Path) -> Path:
         (out / name).unlink(missing_ok=True)
     cfg = _without_credentials(result.config.model_dump(mode="json"))
     cfg["cache"] = str(result.config.cache_path)
+    if result.source:  # a score run: only the sampling settings the file records
+        given = str(result.stats.get("given_sampling", ""))
+        keys = {part.split("=", 1)[0] for part in given.split(", ") if "=" in part}
+        cfg["sampling"] = {k: v for k, v in cfg["sampling"].items() if k in keys}
     jsonio.write_text(out / "config.yaml", yaml.safe_dump(cfg, sort_keys=False))
     jsonio.write_jsonl(out / "scores.jsonl", _score_rows(result))
     jsonio.write_jsonl(out / "samples.jsonl", _sample_rows(result))
@@ -306,6 +310,9 @@ def render_markdown(result: RunResult) -> str:
         origin = [
             f"- generations: given in `{result.source}`, scored without a model"
             f" ({result.stats.get('given_samples', '?')} samples)",
+            f"- correctness: {result.stats.get('correctness', '?')}",
+            f"- samples per item: {result.stats.get('given_samples_per_item', '?')}; sampling:"
+            f" {result.stats.get('given_sampling', '?')}",
             f"- kernel: {c.kernel}; seed: {c.seed}",
         ]
     else:

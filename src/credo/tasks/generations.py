@@ -10,16 +10,23 @@ Four layouts, told apart by the file (:func:`read_generations`):
   run's samples score again without a model.
 * **lm-evaluation-harness** ``--log_samples`` output (``samples_<task>_<date>.jsonl``): one
   row per document and filter; the sampled generations of a document are ``resps[0]`` (a
-  task with ``repeats: n`` has n of them), their extracted answers ``filtered_resps`` when
-  it has one per generation; a generation is correct when its answer equals ``target``
-  (after trimming and case folding). The first filter of each document is read unless
-  ``lm_eval_filter`` names another. Log-likelihood rows (multiple choice) hold no sampled
-  answers and are refused.
+  task with ``repeats: n`` has n of them). Correctness is lm-eval's own: the task's first
+  metric with a per-sample score in [0, 1] (``exact_match``), applied to each response
+  after the row's filter, as lm-eval applies it to the one it keeps
+  (:mod:`credo.tasks.lm_eval_scores`; the answer is what the filter extracts). The first
+  filter of each document is read unless ``lm_eval_filter`` names another. An item's id is
+  the document's own id field when every document has a distinct one, else ``doc_id``.
+  Log-likelihood rows (multiple choice) hold no sampled answers and are refused, and so is
+  lm-eval's ``results_*.json`` (aggregates, no generations).
 * **inspect_ai** eval logs, ``.json`` (a ``samples`` list) or ``.eval`` (a zip of
-  ``samples/<id>_epoch_<k>.json``): each epoch of a sample is one generation of item
-  ``id``; the answer is the first score's ``answer`` (else the completion), correct when
-  that score's value is ``C`` / ``1`` / true, wrong when ``I`` / ``0`` / false.
+  ``samples/<id>_epoch_<k>.json``, zstd-compressed by current inspect_ai: read through its
+  own reader when it is installed, else with ``zstandard``): each epoch of a sample is one
+  generation of item ``id``; the answer is the first score's ``answer`` (else the
+  completion), correct when that scorer's value is ``C`` / ``1`` / true, wrong when ``I`` /
+  ``0`` / false. Samples the log marks errored (or an unfinished eval never wrote) are left
+  out and counted in :attr:`Generations.failed`.
 
+With ``recompute``, the files' own correctness is not read (credo grades the answers).
 A bad row raises :class:`~credo.tasks.loaders.DatasetError` naming the file and line.
 """
 
@@ -27,6 +34,7 @@ from __future__ import annotations
 
 import lzma
 import math
+import struct
 import zipfile
 import zlib
 from collections.abc import Iterator, Mapping
@@ -72,17 +80,31 @@ class Generations:
     layout: str
     items: list[GivenItem] = field(default_factory=list)
     samples: list[GivenSample] = field(default_factory=list)
+    correctness: str = ""
+    """What the given ``correct`` values are: the tool's own metric or scorer, or 'given'."""
+    failed: dict[str, int] = field(default_factory=dict)
+    """Per item, the samples the log marks failed (errored, cancelled), left out."""
+    status: str = ""
+    """The log's own status when it is not a finished one ('error', 'cancelled')."""
+    settings: dict[str, Any] = field(default_factory=dict)
+    """The sampling settings the file records (``temperature``, ``max_tokens``, ...;
+    ``repeats`` / ``epochs``)."""
 
 
-def read_generations(path: str | Path, *, lm_eval_filter: str | None = None) -> Generations:
-    """Read generations from ``path`` in whichever layout it has (module docstring)."""
+def read_generations(
+    path: str | Path, *, lm_eval_filter: str | None = None, recompute: bool = False
+) -> Generations:
+    """Read generations from ``path`` in whichever layout it has (module docstring).
+
+    ``recompute``: the file's own correctness is not wanted (credo grades the answers),
+    so lm-eval's metric is not rebuilt."""
     p = Path(path)
     if not p.is_file():
         raise DataFileNotFound(f"{p}: no such file")
     if p.suffix == ".eval":
-        return _from_inspect(p, _inspect_zip_samples(p))
+        return _from_inspect(p, *_inspect_eval(p))
     if p.suffix == ".json":
-        return _from_inspect(p, _inspect_json_samples(p))
+        return _from_inspect(p, *_inspect_json(p))
     rows = read_jsonl(p)
     first = next(rows, None)
     if first is None:
@@ -90,7 +112,7 @@ def read_generations(path: str | Path, *, lm_eval_filter: str | None = None) -> 
     line_no, row = first
     rows = _chain((line_no, row), rows)
     if "doc_id" in row:
-        return _from_lm_eval(p, rows, lm_eval_filter)
+        return _from_lm_eval(p, rows, lm_eval_filter, recompute)
     return _from_credo(p, rows)
 
 
@@ -129,6 +151,8 @@ def _from_credo(path: Path, rows: Iterator[tuple[int, Mapping[str, Any]]]) -> Ge
         if item not in items or not items[item].question:
             items[item] = _item(item, row, where)
     out.items = list(items.values())
+    if any(s.correct is not None for s in out.samples):
+        out.correctness = "given (the file's 'correct')"
     return out
 
 
@@ -188,27 +212,86 @@ def _logprobs(value: Any, where: str) -> tuple[TokenLogprob, ...] | None:
 
 
 def _from_lm_eval(
-    path: Path, rows: Iterator[tuple[int, Mapping[str, Any]]], wanted: str | None
+    path: Path, rows: Iterator[tuple[int, Mapping[str, Any]]], wanted: str | None,
+    recompute: bool,
 ) -> Generations:
     out = Generations(str(path), "lm-evaluation-harness")
     seen: dict[str, str] = {}  # doc id -> the filter read
+    kept: list[tuple[int, Mapping[str, Any]]] = []
     for line_no, row in rows:
-        where = f"{path}:{line_no}"
         doc = str(row.get("doc_id"))
         flt = str(row.get("filter", "none"))
         if (wanted is not None and flt != wanted) or seen.setdefault(doc, flt) != flt:
             continue
-        texts = _lm_eval_responses(row.get("resps"), where)
-        answers = _lm_eval_answers(row.get("filtered_resps"), texts)
+        kept.append((line_no, row))
+    if not kept:
+        raise DatasetError(f"{path}: no rows with filter {wanted!r}")
+    texts = [_lm_eval_responses(row.get("resps"), f"{path}:{n}") for n, row in kept]
+    flt = str(kept[0][1].get("filter", "none"))
+    if recompute:
+        scores: list[list[float]] | list[list[None]] = [[None] * len(t) for t in texts]
+        extracted = None
+    else:
+        from credo.tasks.lm_eval_scores import per_response_scores
+
+        scores, extracted, how = per_response_scores(path, kept, texts, flt)
+        out.correctness = how.describe()
+    ids = _lm_eval_ids(kept)
+    for k, ((_, row), doc, its_texts, its_scores) in enumerate(
+        zip(kept, ids, texts, scores, strict=True)
+    ):
+        answers = ([a.strip() or None for a in extracted[k]] if not recompute and extracted
+                   else _lm_eval_answers(row.get("filtered_resps"), its_texts))
         target = row.get("target")
         gold = "" if target is None else str(target)
-        for text, answer in zip(texts, answers, strict=True):
-            correct = _same(answer, gold) if gold else None
-            out.samples.append(GivenSample(doc, "original", text, answer, correct))
+        for text, answer, score in zip(its_texts, answers, its_scores, strict=True):
+            out.samples.append(GivenSample(doc, "original", text, answer, _verdict(score)))
         out.items.append(GivenItem(doc, _lm_eval_question(row), gold))
-    if not out.samples:
-        raise DatasetError(f"{path}: no rows with filter {wanted!r}")
+    out.settings = _lm_eval_settings(kept[0][1], len(texts[0]))
     return out
+
+
+def _verdict(score: float | None) -> bool | float | None:
+    """A score in [0, 1] as credo's correctness: 0 and 1 are wrong and right."""
+    if score is None:
+        return None
+    return bool(score) if score in (0.0, 1.0) else float(score)
+
+
+_ID_FIELDS = ("id", "idx", "question_id", "qid", "uid", "task_id", "example_id", "_id")
+"""A document's own id fields, in order of preference (else lm-eval's ``doc_id``)."""
+
+
+def _lm_eval_ids(rows: list[tuple[int, Mapping[str, Any]]]) -> list[str]:
+    """Each row's item id: the document's own id field when every document has a distinct
+    one, else lm-eval's ``doc_id``."""
+    docs = [row.get("doc") if isinstance(row.get("doc"), Mapping) else {} for _, row in rows]
+    for key in _ID_FIELDS:
+        ids = [d.get(key) for d in docs]
+        if all(isinstance(i, str | int) and not isinstance(i, bool) and str(i) for i in ids):
+            if len({str(i) for i in ids}) == len(ids):
+                return [str(i) for i in ids]
+    return [str(row.get("doc_id")) for _, row in rows]
+
+
+def _lm_eval_settings(row: Mapping[str, Any], repeats: int) -> dict[str, Any]:
+    """The sampling settings the row's request says (``arguments.gen_args_0.arg_1``)."""
+    args = row.get("arguments")
+    first = next(iter(args.values()), None) if isinstance(args, Mapping) and args else None
+    gen = first.get("arg_1") if isinstance(first, Mapping) else None
+    gen = gen if isinstance(gen, Mapping) else {}
+    out: dict[str, Any] = {"repeats": repeats}
+    for theirs, ours in (("temperature", "temperature"), ("top_p", "top_p"),
+                         ("top_k", "top_k"), ("max_gen_toks", "max_tokens")):
+        if _number(gen.get(theirs)):
+            out[ours] = gen[theirs]
+    if gen.get("do_sample") is False and "temperature" not in out:
+        out["temperature"] = 0.0
+    return out
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _lm_eval_responses(resps: Any, where: str) -> list[str]:
@@ -240,14 +323,15 @@ def _lm_eval_question(row: Mapping[str, Any]) -> str:
     return ""
 
 
-def _same(answer: str | None, gold: str) -> bool:
-    return answer is not None and answer.strip().casefold() == gold.strip().casefold()
-
-
 # --------------------------------------------------------------------------- inspect_ai
 
 
-def _inspect_json_samples(path: Path) -> Iterator[tuple[str, Mapping[str, Any]]]:
+Samples = Iterator[tuple[str, Mapping[str, Any]]]
+"""``(where, sample)`` for each sample of an inspect_ai log."""
+
+
+def _inspect_json(path: Path) -> tuple[Samples, Mapping[str, Any]]:
+    """The samples and the header (``status``, ``eval``, ``plan``) of a ``.json`` log."""
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as e:
@@ -255,62 +339,196 @@ def _inspect_json_samples(path: Path) -> Iterator[tuple[str, Mapping[str, Any]]]
     except OSError as e:
         raise DatasetError(f"{path}: cannot read it ({e.strerror or e})") from None
     log = parse_json(text, path)
+    if isinstance(log, dict) and "samples" not in log and {"configs", "results"} <= log.keys():
+        raise DatasetError(
+            f"{path}: an lm-evaluation-harness results file holds aggregate metrics, no"
+            " generations; score the samples_<task>_<date>.jsonl lm-eval writes beside it"
+            " with --log_samples"
+        )
     samples = log.get("samples") if isinstance(log, dict) else None
     if not isinstance(samples, list):
         raise DatasetError(f"{path}: an inspect_ai eval log needs a 'samples' list")
-    for k, sample in enumerate(samples):
-        yield f"{path}: samples[{k}]", sample
+    return ((f"{path}: samples[{k}]", sample) for k, sample in enumerate(samples)), log
+
+
+def _inspect_eval(path: Path) -> tuple[Samples, Mapping[str, Any]]:
+    """The samples and header of a ``.eval`` log: through inspect_ai's own reader when it
+    is installed (it resolves attachments), else (or where it fails) the archive read
+    here, zstd members included (:func:`_inspect_zip`)."""
+    try:
+        from inspect_ai.log import read_eval_log
+    except ImportError:
+        return _inspect_zip(path)
+    try:
+        log = read_eval_log(str(path), resolve_attachments=True)
+        header = {"status": log.status,
+                  "eval": log.eval.model_dump(mode="json", exclude_none=True),
+                  "plan": log.plan.model_dump(mode="json", exclude_none=True)}
+        samples = [(f"{path}:samples/{s.id}_epoch_{s.epoch}", _inspect_sample(s))
+                   for s in log.samples or ()]
+    except Exception:  # inspect_ai's reader on a file it cannot read: ours says why
+        return _inspect_zip(path)
+    return iter(samples), header
+
+
+def _inspect_sample(s: Any) -> dict[str, Any]:
+    """The fields credo reads of one of inspect_ai's ``EvalSample``."""
+    return {
+        "id": s.id, "epoch": s.epoch, "target": s.target, "choices": s.choices,
+        "input": s.input if isinstance(s.input, str) else "",
+        "output": {"completion": s.output.completion if s.output is not None else ""},
+        "scores": {k: {"value": v.value, "answer": v.answer} for k, v in
+                   (s.scores or {}).items()},
+        "error": s.error.message if s.error is not None else None,
+    }
 
 
 _ZIP_ERRORS = (zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, lzma.LZMAError, EOFError,
-               OSError, NotImplementedError, RuntimeError, ValueError)
+               OSError, NotImplementedError, RuntimeError, ValueError, struct.error)
 """What :mod:`zipfile` raises for a damaged archive or member: a bad directory or CRC, a
 cut or corrupt compressed stream, an unknown compression method (NotImplementedError),
 an encrypted member (RuntimeError), an impossible offset (ValueError, OSError)."""
 
+ZSTD = 93
+"""The zip compression method of Zstandard, which inspect_ai writes ``.eval`` logs with."""
 
-def _inspect_zip_samples(path: Path) -> Iterator[tuple[str, Mapping[str, Any]]]:
+
+def _inspect_zip(path: Path) -> tuple[Samples, Mapping[str, Any]]:
     try:
         archive = zipfile.ZipFile(path)
     except _ZIP_ERRORS as e:
         raise DatasetError(f"{path}: not an inspect_ai .eval archive ({e})") from None
     with archive:
-        names = sorted(n for n in archive.namelist()
-                       if n.startswith("samples/") and n.endswith(".json"))
-        for name in names:
-            try:
-                text = archive.read(name).decode("utf-8")
-            except UnicodeDecodeError as e:
-                raise DatasetError(f"{path}:{name}: not JSON ({e})") from None
-            except _ZIP_ERRORS as e:
-                raise DatasetError(f"{path}:{name}: a damaged archive member ({e})") from None
-            yield f"{path}:{name}", parse_json(text, f"{path}:{name}")
+        infos = sorted((i for i in archive.infolist()
+                        if i.filename.startswith("samples/") and i.filename.endswith(".json")),
+                       key=lambda i: i.filename)
+        header: Any = {}
+        if "header.json" in archive.namelist():
+            header = _zip_json(path, archive, archive.getinfo("header.json"))
+        samples = [(f"{path}:{i.filename}", _zip_json(path, archive, i)) for i in infos]
+    return iter(samples), header if isinstance(header, Mapping) else {}
 
 
-def _from_inspect(path: Path, samples: Iterator[tuple[str, Mapping[str, Any]]]) -> Generations:
+def _zip_json(path: Path, archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> Any:
+    where = f"{path}:{info.filename}"
+    try:
+        data = _zstd_member(path, info) if info.compress_type == ZSTD else archive.read(info)
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise DatasetError(f"{where}: not JSON ({e})") from None
+    except _ZIP_ERRORS as e:
+        raise DatasetError(f"{where}: a damaged archive member ({e})") from None
+    return parse_json(text, where)
+
+
+def _zstd_member(path: Path, info: zipfile.ZipInfo) -> bytes:
+    """A zstd-compressed member (:mod:`zipfile` cannot read them) through ``zstandard``."""
+    try:
+        import zstandard
+    except ImportError:
+        raise DatasetError(
+            f"{path}: its members are zstd-compressed, as inspect_ai writes .eval logs; install"
+            " inspect-ai (pip install 'credo[interop]') or zstandard to read it"
+        ) from None
+    with path.open("rb") as f:
+        f.seek(info.header_offset)
+        local = f.read(30)
+        if len(local) < 30 or local[:4] != b"PK\x03\x04":
+            raise zipfile.BadZipFile(f"no local header for {info.filename}")
+        name_len, extra_len = struct.unpack("<HH", local[26:30])
+        f.seek(info.header_offset + 30 + name_len + extra_len)
+        raw = f.read(info.compress_size)
+    try:
+        data = zstandard.ZstdDecompressor().decompressobj().decompress(raw)
+    except zstandard.ZstdError as e:
+        raise ValueError(f"bad zstd data ({e})") from None
+    if len(data) != info.file_size or zlib.crc32(data) != info.CRC:
+        raise zipfile.BadZipFile(f"bad CRC or size of {info.filename}")
+    return data
+
+
+_UNFINISHED = {"error", "cancelled", "started"}
+"""The log statuses of an eval that did not finish."""
+
+
+def _from_inspect(path: Path, samples: Samples, header: Mapping[str, Any]) -> Generations:
     out = Generations(str(path), "inspect_ai")
     items: dict[str, GivenItem] = {}
     ordered: list[tuple[str, int, GivenSample]] = []
+    scorers: dict[str, None] = {}
     for where, sample in samples:
         if not isinstance(sample, Mapping) or "id" not in sample:
             raise DatasetError(f"{where}: a sample needs an 'id'")
         item = str(sample["id"])
-        text = _inspect_completion(sample.get("output"))
-        answer, correct = _inspect_score(sample.get("scores"), text, where)
         epoch = _inspect_epoch(sample.get("epoch"), where)
+        if sample.get("error"):  # errored or cancelled: no generation of the model's
+            out.failed[item] = out.failed.get(item, 0) + 1
+            continue
+        text = _attached(_inspect_completion(sample.get("output")), sample)
+        answer, correct = _inspect_score(sample.get("scores"), text, where)
+        if isinstance(sample.get("scores"), Mapping) and sample["scores"]:
+            scorers[str(next(iter(sample["scores"])))] = None
         ordered.append((item, epoch, GivenSample(item, "original", text, answer, correct)))
         if item not in items:
-            target = sample.get("target")
-            gold = target[0] if isinstance(target, list) and target else target
-            question = sample.get("input") if isinstance(sample.get("input"), str) else ""
-            items[item] = GivenItem(item, question, "" if gold is None else str(gold),
-                                    _inspect_choices(sample.get("choices"), where))
+            items[item] = _inspect_item(item, sample, where)
+    _inspect_header(out, header, ordered)
     if not ordered:
-        raise DatasetError(f"{path}: no samples")
+        failed = f" ({sum(out.failed.values())} failed)" if out.failed else ""
+        raise DatasetError(f"{path}: no samples{failed}")
     order = {item: k for k, item in enumerate(items)}
     out.samples = [s for _, _, s in sorted(ordered, key=lambda t: (order[t[0]], t[1]))]
     out.items = list(items.values())
+    if any(s.correct is not None for s in out.samples):
+        out.correctness = f"inspect_ai scorer {', '.join(scorers) or '?'} (its value per sample)"
     return out
+
+
+def _inspect_item(item: str, sample: Mapping[str, Any], where: str) -> GivenItem:
+    target = sample.get("target")
+    gold = target[0] if isinstance(target, list) and target else target
+    question = sample.get("input") if isinstance(sample.get("input"), str) else ""
+    return GivenItem(item, _attached(question, sample), "" if gold is None else str(gold),
+                     _inspect_choices(sample.get("choices"), where))
+
+
+def _attached(text: str, sample: Mapping[str, Any]) -> str:
+    """``text``, or the attachment it refers to (``attachment://<hash>``)."""
+    attachments = sample.get("attachments")
+    if text.startswith("attachment://") and isinstance(attachments, Mapping):
+        found = attachments.get(text.removeprefix("attachment://"))
+        return found if isinstance(found, str) else text
+    return text
+
+
+def _inspect_header(
+    out: Generations, header: Mapping[str, Any], ordered: list[tuple[str, int, GivenSample]]
+) -> None:
+    """The log's status, settings and, for an eval that did not finish, the epochs of
+    each item it never wrote (counted failed)."""
+    ev = header.get("eval") if isinstance(header.get("eval"), Mapping) else {}
+    config = ev.get("config") if isinstance(ev.get("config"), Mapping) else {}
+    epochs = config.get("epochs")
+    status = header.get("status")
+    if isinstance(status, str) and status in _UNFINISHED:
+        out.status = status
+        if isinstance(epochs, int) and not isinstance(epochs, bool) and epochs > 0:
+            dataset = ev.get("dataset") if isinstance(ev.get("dataset"), Mapping) else {}
+            ids = dataset.get("sample_ids")
+            have: dict[str, int] = {}
+            for item, _, _ in ordered:
+                have[item] = have.get(item, 0) + 1
+            for item in [str(i) for i in ids] if isinstance(ids, list) else list(have):
+                missing = epochs - have.get(item, 0) - out.failed.get(item, 0)
+                if missing > 0:
+                    out.failed[item] = out.failed.get(item, 0) + missing
+    if isinstance(epochs, int) and not isinstance(epochs, bool):
+        out.settings["epochs"] = epochs
+    plan = header.get("plan") if isinstance(header.get("plan"), Mapping) else {}
+    for source in (plan.get("config"), ev.get("model_generate_config")):
+        for key in ("temperature", "top_p", "top_k", "max_tokens", "seed"):
+            value = source.get(key) if isinstance(source, Mapping) else None
+            if _number(value):
+                out.settings.setdefault(key, value)
 
 
 def _inspect_epoch(value: Any, where: str) -> int:
