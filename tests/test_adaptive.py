@@ -92,3 +92,37 @@ def test_live_adaptive_run_equals_its_replay(config, tmp_path, bow_embedder, rul
     assert files["figure"].is_file() and "ΔAUROC" in files["table"].read_text()
     data = json.loads(files["data"].read_text())
     assert data["points"][0]["rule"] == rule
+
+
+def test_cli_flag_and_command(config, tmp_path, bow_embedder, capsys) -> None:
+    from credo.cli import _parser
+    from credo.cli.flags import RUN_FLAGS, config_from_flags
+
+    args = _parser().parse_args(["run", "--adaptive", "decision", "--adaptive-threshold", "0.6"])
+    cfg = config_from_flags(RunConfig, args, RUN_FLAGS)
+    assert cfg.adaptive == AdaptiveConfig(rule="decision", threshold=0.6)
+    assert config_from_flags(RunConfig, _parser().parse_args(["run"]), RUN_FLAGS).adaptive is None
+
+    run(config, model=ScriptedModel(respond), embedder=bow_embedder, task=TASK,
+        show_progress=False)
+    # the command replays with the config's models: the scripted one is handed in here
+    import credo.api as api
+
+    real = api.simulate_adaptive
+
+    def scripted(*a, **k):
+        return real(*a, **k, model=ScriptedModel(respond), embedder=bow_embedder, task=TASK)
+
+    api.simulate_adaptive = scripted
+    try:
+        from credo.cli import main
+
+        assert main(["adaptive", str(config.out), "--epsilon", "0.2,0.4", "--threshold", "0.5",
+                     "--bootstrap", "20"]) == 0
+    finally:
+        api.simulate_adaptive = real
+    text = capsys.readouterr().out
+    assert "consensus" in text and "decision" in text and "0.4" in text
+    data = json.loads((config.out / "adaptive" / "adaptive.json").read_text())
+    assert [(p["rule"], p["epsilon"]) for p in data["points"]] == [
+        ("consensus", None), ("interval", 0.2), ("interval", 0.4), ("decision", None)]

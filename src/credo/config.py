@@ -430,9 +430,12 @@ class RunConfig(_Config):
         if isinstance(value, dict) and isinstance(value.get("sampling"), dict):
             sampling = dict(value["sampling"])
             if "adaptive" in sampling:
-                if value.get("adaptive") is not None:
+                nested, top = sampling.pop("adaptive"), value.get("adaptive")
+                if isinstance(nested, dict) and isinstance(top, dict):
+                    nested = {**nested, **top}  # a flag (top level) over the file's
+                elif top is not None:
                     raise ValueError("adaptive is given twice: at the top and under sampling")
-                value = {**value, "adaptive": sampling.pop("adaptive"), "sampling": sampling}
+                value = {**value, "adaptive": nested, "sampling": sampling}
         return value
 
 
