@@ -20,7 +20,8 @@ def _floats(text: str) -> list[float]:
     try:
         return [float(x) for x in text.split(",") if x.strip()]
     except ValueError:
-        raise argparse.ArgumentTypeError(f"not a comma-separated list of numbers: {text!r}") from None
+        msg = f"not a comma-separated list of numbers: {text!r}"
+        raise argparse.ArgumentTypeError(msg) from None
 
 
 def add_adaptive_parser(sub: Any) -> None:
