@@ -8,6 +8,8 @@
   setting on a calibration split (issue 16).
 - :func:`calibrate_prompt_file`: the same from a run config file, the choice written into
   a copy of it.
+- :func:`simulate_adaptive`: ``credo adaptive RUN_DIR``, what adaptive sampling would have
+  drawn and scored, replayed from a full run's cache with no model call (issue 24).
 - :func:`study`: ``credo study``, every task with every model, one run folder each and
   one comparison report.
 - :func:`topic_check`, :func:`calibrate_threshold`, :func:`strength_agreement`,
@@ -56,6 +58,7 @@ if TYPE_CHECKING:
     from credo.tasks.base import Task
 
 __all__ = [
+    "AdaptiveSimulation",
     "AgreementResult",
     "CacheStats",
     "ProbeResult",
@@ -76,6 +79,7 @@ __all__ = [
     "run",
     "run_strength",
     "score",
+    "simulate_adaptive",
     "strength_agreement",
     "study",
     "topic_check",
@@ -637,3 +641,71 @@ def _study_runs(
         if done.outcome is Outcome.NEUTRALITY_FAILED:
             return False
     return True
+
+
+@dataclass(frozen=True)
+class AdaptiveSimulation:
+    """What :func:`simulate_adaptive` found: one point per rule and ε (samples per stage,
+    metric changes with paired CIs), the method the table and figure show, and the files
+    written (``table``, ``data``, ``figure``; empty when nothing was written)."""
+
+    run_dir: Path
+    method: str
+    points: list[Any]
+    files: dict[str, Path] = field(default_factory=dict)
+
+
+def simulate_adaptive(
+    run_dir: str | Path,
+    rules: Sequence[str] = ("interval",),
+    epsilons: Sequence[float | None] = (None,),
+    *,
+    options: Mapping[str, Any] | None = None,
+    out: str | Path | None = None,
+    method: str | None = None,
+    n_resamples: int = 1000,
+    model: Model | None = None,
+    perturber: Model | None = None,
+    embedder: Embedder | None = None,
+    task: Task | None = None,
+    judge: Model | None = None,
+    write: bool = True,
+) -> AdaptiveSimulation:
+    """``credo adaptive RUN_DIR``: replay the finished full run in ``run_dir`` from its
+    cache, and each stopping rule of ``rules`` at each ε of ``epsilons`` (ε is read by
+    the interval rule; the others run once), with no model call
+    (:func:`credo.pipeline.simulate.simulate`). ``options`` are the other fields of
+    :class:`~credo.config.AdaptiveConfig` (``round``, ``min``, ``window``,
+    ``confidence``, ``threshold``). Writes ``adaptive.md``, ``adaptive.json`` and
+    ``adaptive.png`` into ``out`` (default ``RUN_DIR/adaptive``) when ``write``;
+    ``method`` is the one they show (default: c3 when scored, else the first). The
+    models, embedder and task replace the config's as in :func:`run`."""
+    from credo.config import AdaptiveConfig, RunConfig
+    from credo.errors import UserError
+    from credo.generation.pool import JUDGE, MODEL, WRITER
+    from credo.pipeline.simulate import simulate
+
+    folder = Path(run_dir)
+    if not (folder / "config.yaml").is_file():
+        raise UserError(f"{folder}: no config.yaml; is it a finished run folder?")
+    config = RunConfig.from_yaml(folder / "config.yaml")
+    points = []
+    for rule in dict.fromkeys(rules):
+        for eps in (epsilons if rule == "interval" else (None,)):
+            try:
+                points.append(AdaptiveConfig(rule=rule, epsilon=eps, **dict(options or {})))
+            except ValueError as e:
+                raise UserError(f"adaptive rule {rule!r}: {e}") from None
+    with _config_pool(
+        config, show_progress=False, roles={MODEL: model, WRITER: perturber, JUDGE: judge},
+        embedder=embedder, reach=False, replay=True,
+    ) as pool:
+        full, replayed = simulate(config, pool, points, task, n_resamples=n_resamples)
+    found = [p for p, _ in replayed]
+    shown = method or ("c3" if "c3" in full.metrics else next(iter(full.metrics), ""))
+    files: dict[str, Path] = {}
+    if write:
+        from credo.report.adaptive import write_adaptive
+
+        files = write_adaptive(found, folder / "adaptive" if out is None else out, shown)
+    return AdaptiveSimulation(folder, shown, found, files)

@@ -320,6 +320,42 @@ class ExecutorConfig(BaseModel):
     num_gpus: float = Field(0.0, ge=0.0, description="GPUs each actor reserves")
 
 
+AdaptiveRule = Literal["consensus", "interval", "decision"]
+"""The stopping rules of adaptive sampling (:mod:`credo.plan.adaptive`)."""
+
+
+class AdaptiveConfig(BaseModel):
+    """Adaptive sampling (issue 24): per item, draw samples in rounds and stop once the
+    stopping rule ``rule`` holds (:mod:`credo.plan.adaptive` defines the rules and their
+    sources). Part of no request: the samples an adaptive run draws are the first ones of
+    the full run's requests. ``epsilon`` None takes the rule's default
+    (:data:`credo.plan.adaptive.DEFAULT_EPSILON`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    rule: AdaptiveRule = "interval"
+    round: int = Field(4, ge=1, description="samples added per round to an unsettled item")
+    min: int = Field(4, ge=2, description="samples every item gets before any rule is read")
+    epsilon: float | None = Field(
+        None, gt=0, description="interval rule: the widest interval that settles an item "
+        "(default 0.25)"
+    )
+    window: int | None = Field(
+        None, ge=2, description="consensus rule: the last answers that must agree (default: "
+        "round, at least 2)"
+    )
+    confidence: float = Field(0.95, gt=0, lt=1, description="level of the rules' intervals")
+    threshold: float | None = Field(
+        None, ge=0, le=1, description="decision rule: the certificate's score threshold"
+    )
+
+    @model_validator(mode="after")
+    def _decision_needs_threshold(self) -> Self:
+        if self.rule == "decision" and self.threshold is None:
+            raise ValueError("the decision rule needs a threshold (adaptive.threshold)")
+        return self
+
+
 class _Config(BaseModel):
     """What every top-level config shares: unknown keys are errors, the cache file, and
     loading from YAML. Fields stay in the subclasses (their order is the order of the
@@ -404,6 +440,28 @@ class RunConfig(_Config):
         "which answers to act on at its risk and writes answers.jsonl; refused when the "
         "run's settings differ from the certificate's; part of no request",
     )
+    adaptive: AdaptiveConfig | None = Field(
+        None,
+        description="adaptive sampling (issue 24): draw original samples, prefixes and "
+        "perturbed samples in rounds and stop an item once its stopping rule holds; None = "
+        "every item gets n and m; part of no request. Also read as sampling.adaptive",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _adaptive_under_sampling(cls, value: Any) -> Any:
+        """``sampling: {adaptive: ...}`` (the issue's spelling) is read as the top-level
+        ``adaptive``: the sampling parameters enter request keys, adaptive sampling never."""
+        if isinstance(value, dict) and isinstance(value.get("sampling"), dict):
+            sampling = dict(value["sampling"])
+            if "adaptive" in sampling:
+                nested, top = sampling.pop("adaptive"), value.get("adaptive")
+                if isinstance(nested, dict) and isinstance(top, dict):
+                    nested = {**nested, **top}  # a flag (top level) over the file's
+                elif top is not None:
+                    raise ValueError("adaptive is given twice: at the top and under sampling")
+                value = {**value, "adaptive": nested, "sampling": sampling}
+        return value
 
 
 class StrengthConfig(_Config):

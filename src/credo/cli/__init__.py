@@ -141,6 +141,18 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--prefix-rules", help="neutrality rules a prefix must pass: strict "
                    "(default) or basic")
     r.add_argument("--neutrality", help="000 App. A.3's gate: warn (default), fail, off")
+    r.add_argument(
+        "--adaptive", metavar="RULE", choices=["consensus", "interval", "decision"],
+        help="adaptive sampling: draw each item's samples in rounds of 4 (at least 4) and "
+        "stop once RULE holds: consensus (the last round's answers unanimous; ESC, ICLR "
+        "2024), interval (the 95%% interval of the item's score narrower than "
+        "--adaptive-epsilon, default 0.25), decision (that interval on one side of "
+        "--adaptive-threshold); the config's adaptive section sets the rest",
+    )
+    r.add_argument("--adaptive-epsilon", type=float,
+                   help="the interval rule's width (adaptive.epsilon, default 0.25)")
+    r.add_argument("--adaptive-threshold", type=float,
+                   help="the decision rule's score threshold (adaptive.threshold)")
     add_executor_flags(r)
     f = r.add_argument_group(
         "a task from any JSONL/JSON/CSV file (the config's task_file section; replaces --task)"
@@ -173,6 +185,7 @@ def _parser() -> argparse.ArgumentParser:
     m.set_defaults(func=_cmd_methods)
 
     from credo.cli.certify import add_certify_parser
+    from credo.cli.adaptive import add_adaptive_parser
     from credo.cli.perturb import add_perturb_parser
     from credo.cli.probe import add_probe_parser
     from credo.cli.report import add_report_parser
@@ -187,6 +200,7 @@ def _parser() -> argparse.ArgumentParser:
     add_probe_parser(sub)
     add_certify_parser(sub)
     add_study_parser(sub)
+    add_adaptive_parser(sub)
     return p
 
 

@@ -36,6 +36,7 @@ from credo.evaluate.metrics import (
     average_precision,
     ece_rows,
     labels_from_performance,
+    prr_rows,
     smaller_class,
 )
 from credo.evaluate.weighted import WeightedSample
@@ -104,7 +105,7 @@ def paired_bootstrap(
         The two methods' scores, item ``i`` at position ``i`` in both.
     performance : float in [0, 1], shape (N,)
         Per-item performance p̄ (ECE target); AUROC uses the label ``1[p̄ >= 0.5]``.
-    metrics : names among ``"auroc"`` and ``"ece"``
+    metrics : names among ``"auroc"``, ``"ece"`` and ``"prr"`` (quality p̄)
     n_resamples, confidence, seed
         B resamples of the N item indices with replacement (the same indices for both
         methods), the two-sided percentile interval at ``confidence``, the generator seed.
@@ -128,9 +129,9 @@ def paired_bootstrap(
         raise ValueError(f"confidence must lie in (0, 1), got {confidence}")
     if n_resamples < 1:
         raise ValueError(f"n_resamples must be >= 1, got {n_resamples}")
-    unknown = set(metrics) - {"auroc", "ece"}
+    unknown = set(metrics) - {"auroc", "ece", "prr"}
     if unknown:
-        raise ValueError(f"unknown metrics {sorted(unknown)}; known: auroc, ece")
+        raise ValueError(f"unknown metrics {sorted(unknown)}; known: auroc, ece, prr")
     y = labels_from_performance(p)
     rng = np.random.default_rng(seed)
     idx = rng.integers(0, a.size, size=(n_resamples, a.size)) if a.size else np.zeros((0, 0), int)
@@ -140,6 +141,9 @@ def paired_bootstrap(
         if name == "auroc":
             full_a = auroc_rows(a[None, :], y[None, :])[0] if a.size else math.nan
             full_b = auroc_rows(b[None, :], y[None, :])[0] if a.size else math.nan
+        elif name == "prr":
+            full_a = prr_rows(a[None, :], p[None, :])[0] if a.size else math.nan
+            full_b = prr_rows(b[None, :], p[None, :])[0] if a.size else math.nan
         else:
             full_a = ece_rows(a[None, :], p[None, :], n_bins, levels_a)[0] if a.size else math.nan
             full_b = ece_rows(b[None, :], p[None, :], n_bins, levels_b)[0] if a.size else math.nan

@@ -154,6 +154,9 @@ class Executor:
         self.show_progress = show_progress
         self.ledger = ledger if ledger is not None else Ledger()
         self.history: list[ExecutionStats] = []
+        #: Replay from the cache only (``credo adaptive``): a sample not cached is never
+        #: asked of the model; its request fails (:class:`RequestsFailed`).
+        self.replay = False
 
     def key(self, request: GenerationRequest) -> str:
         """The cache key of ``request`` on this executor's model and run seed."""
@@ -177,7 +180,9 @@ class Executor:
         default_stage = stage or self.ledger.current_stage or description
         blocks = self._plan_blocks(planned, keys, default_stage, stats)
         errors: list[str] = []
-        if blocks:
+        if blocks and self.replay:
+            errors = self._not_cached(blocks, stats)
+        elif blocks:
             errors = self._run_blocks(blocks, description, stats)
         self.history.append(stats)
         log.info(
@@ -230,6 +235,13 @@ class Executor:
                 req = template[k].model_copy(update={"seed": sample_seed(k, start), "n": size})
                 blocks.append(Block(k, start, req, stage_of[k]))
         return blocks
+
+    @staticmethod
+    def _not_cached(blocks: list[Block], stats: ExecutionStats) -> list[str]:
+        """Fail every request of ``blocks`` with no model call (replay from the cache)."""
+        keys = {b.key for b in blocks}
+        stats.failed_requests += len(keys)
+        return [f"{len(keys)} requests are not in the cache (replay: no model call)"]
 
     def close(self) -> None:
         """Release what the executor holds beyond the model (nothing, locally; a Ray

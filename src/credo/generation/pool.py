@@ -197,6 +197,9 @@ class ModelPool:
         for a dry run, which builds models only to know their identities.
     executor : ExecutorConfig or None
         Where samples are generated (default: locally, in this process).
+    replay : bool
+        Read the cache only (``credo adaptive``): every executor is local and fails a
+        request it does not find cached instead of calling the model.
     """
 
     def __init__(
@@ -211,8 +214,10 @@ class ModelPool:
         max_cost_usd: float | None = None,
         reach: bool = True,
         executor: ExecutorConfig | None = None,
+        replay: bool = False,
     ) -> None:
         self._owns_store = store is None
+        self.replay = replay
         self.reach = reach
         self.store = store if store is not None else GenerationStore(default_cache_path(cache_path))
         self.probes = ProbeStore(probes_path(self.store.path))
@@ -287,7 +292,7 @@ class ModelPool:
                 raise _MissingRole(missing_model_message(role, exc), exc) from exc
         model = self._loaded[key]
         # auto_probe first: isinstance reads every member (a weights hash, for some)
-        if (probe and self.reach and key not in self._probed
+        if (probe and (self.reach or self.replay) and key not in self._probed
                 and getattr(model, "auto_probe", False) and isinstance(model, ServedModel)):
             self._use_probe(model, role)
             self._probed.add(key)
@@ -314,6 +319,8 @@ class ModelPool:
         """Give a freshly loaded model its stored probe, probing its server first when
         none is stored; log what the model warns about."""
         found = self.probes.get(model.identity)
+        if found is None and not self.reach:  # a replay takes a stored probe or none
+            return
         if found is None:
             log.info("probing the server of %s", model.identity)
             model.preflight()
@@ -355,11 +362,13 @@ class ModelPool:
         self.ledger.set_prices(model.identity, self.prices(role), role)
         ex = self._executors.get(id(model))
         if ex is None:
-            ex = self._ray_executor(role, model) if self.executor_config.kind == "ray" else None
+            ray = self.executor_config.kind == "ray" and not self.replay
+            ex = self._ray_executor(role, model) if ray else None
             if ex is None:
                 ex = Executor(
                     model, self.store, self.seed, self.max_block, self.show_progress, self.ledger
                 )
+                ex.replay = self.replay
             self._executors[id(model)] = ex
         return ex
 

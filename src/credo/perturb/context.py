@@ -264,6 +264,12 @@ def writer_request(item: Item, domain: str, config: PerturbationConfig) -> Gener
     )
 
 
+def more_candidates(missing: int, config: PerturbationConfig) -> int:
+    """Candidates one writer round adds for an item ``missing`` prefixes short:
+    ``candidates_per_round`` (default 1.5 x ``missing``), at least ``missing``."""
+    return max(config.candidates_per_round or math.ceil(1.5 * missing), missing)
+
+
 def plan_writer_round(
     items: Sequence[Item],
     m: int,
@@ -279,9 +285,7 @@ def plan_writer_round(
     kept, drawn = kept or {}, drawn or {}
     planned = []
     for it in items:
-        missing = m - kept.get(it.id, 0)
-        extra = config.candidates_per_round or math.ceil(1.5 * missing)
-        n = drawn.get(it.id, 0) + max(extra, missing)
+        n = drawn.get(it.id, 0) + more_candidates(m - kept.get(it.id, 0), config)
         planned.append(
             PlannedRequest(writer_request(it, domain, config), n, label=it.id,
                            stage=WRITING_STAGE)
@@ -392,3 +396,104 @@ def _filter_item(
         rejected_similar=len(valid) - len(order),
         rejected_by=dict(sorted(rejected.items())),
     )
+
+
+@dataclass
+class _WriterState:
+    """Where one item stands in :class:`PrefixWriter`: candidates drawn, and the full
+    run's writer round (0-based) whose cumulative candidate count ``bound`` caps them."""
+
+    drawn: int
+    bound: int
+    round: int = 0
+    exhausted: bool = False
+
+
+class PrefixWriter:
+    """Context prefixes written on demand, a few at a time (adaptive sampling, issue 24).
+
+    :meth:`ensure` gives each item at least its target of kept prefixes, drawing more
+    candidates of the item's one writer request (the same request as
+    :func:`generate_perturbations`', later sample indices) in batched calls over every
+    item still short. It never draws past the candidates the full run (target ``m``)
+    would have drawn by then: within the full run's writer round r it draws what the
+    target needs (:func:`more_candidates` of the prefixes missing) up to that round's
+    cumulative count, and moves on to round r + 1 only where the full run would (fewer
+    than ``m`` kept and rounds left; ``2 x max_rounds`` for an item with none). So the
+    candidates are always the first ones the full run drew under the same rule context,
+    and with target ``m`` the kept prefixes are the full run's. Candidates are filtered
+    exactly as there (:func:`_filter_item`: rules, then the diversity filter in sample
+    order, whose first k kept prefixes never change as candidates are added).
+    """
+
+    def __init__(
+        self,
+        items: Sequence[Item],
+        m: int,
+        domain: str,
+        executor: Executor,
+        embedder: Embedder,
+        config: PerturbationConfig,
+        answers: Mapping[str, Sequence[object]] | None = None,
+    ) -> None:
+        self.items = {it.id: it for it in items}
+        self.m, self.domain, self.executor, self.config = m, domain, executor, config
+        self.contexts = {it.id: rule_context(it, config.rules, (answers or {}).get(it.id, ()))
+                         for it in items}
+        self.embedder = _MemoEmbedder(embedder)
+        first = more_candidates(m, config)
+        self.state = {it.id: _WriterState(0, first) for it in items}
+        self.sets: dict[str, PerturbationSet] = {}
+        self.failed: set[str] = set()
+        self.calls = 0
+
+    def ensure(self, targets: Mapping[str, int]) -> dict[str, PerturbationSet]:
+        """The prefix sets of ``targets``' items, each with at least its target of kept
+        prefixes where the full run's rounds allow; an item whose writer request failed
+        has none (it is in :attr:`failed`)."""
+        while True:
+            wanted = {i: n for i, t in targets.items() if (n := self._wanted(i, t))}
+            if not wanted:
+                break
+            self.calls += 1
+            planned = [
+                PlannedRequest(writer_request(self.items[i], self.domain, self.config), n,
+                               label=i, stage=WRITING_STAGE)
+                for i, n in wanted.items()
+            ]
+            try:
+                gens = self.executor.execute(
+                    planned, description=f"perturbations (call {self.calls})")
+            except RequestsFailed as e:
+                gens = e.results
+            for (i, n), g in zip(wanted.items(), gens, strict=True):
+                if g is None:
+                    self.failed.add(i)
+                    self.sets.pop(i, None)
+                    continue
+                self.state[i].drawn = n
+                self.sets[i] = _filter_item(
+                    self.items[i], [x.text for x in g], self.m, self.embedder,
+                    self.config.threshold, self.contexts[i], self.config.rules,
+                )
+        return {i: self.sets[i] for i in targets if i in self.sets}
+
+    def _wanted(self, item_id: str, target: int) -> int:
+        """The candidates ``item_id`` should hold after the next call (0: none more)."""
+        st = self.state[item_id]
+        kept = len(self.sets[item_id].kept) if item_id in self.sets else 0
+        if item_id in self.failed or st.exhausted or kept >= target:
+            return 0
+        if st.drawn >= st.bound and not self._next_round(st, kept):
+            return 0
+        return min(st.drawn + more_candidates(target - kept, self.config), st.bound)
+
+    def _next_round(self, st: _WriterState, kept: int) -> bool:
+        """Move ``st`` to the full run's next writer round, if it has one for an item
+        with ``kept`` prefixes after the current one (:func:`generate_perturbations`)."""
+        r, rounds = st.round + 1, self.config.max_rounds
+        if not ((kept < self.m and r < rounds) or (kept == 0 and r < 2 * rounds)):
+            st.exhausted = True
+            return False
+        st.round, st.bound = r, st.drawn + more_candidates(self.m - kept, self.config)
+        return True

@@ -15,8 +15,9 @@ import logging
 import math
 import time
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -32,10 +33,16 @@ from credo.kernels.registry import ItemKernels, KernelContext, build_kernel, get
 from credo.methods import get_method
 from credo.methods.base import MethodSpec
 from credo.methods.scoring import GeneratedSets, ItemResult, score_items
-from credo.perturb.context import WRITING_STAGE, PerturbationSet, generate_perturbations
+from credo.perturb.context import (
+    WRITING_STAGE,
+    PerturbationSet,
+    PrefixWriter,
+    generate_perturbations,
+)
 from credo.perturb.corpus import corpus_perturbations, load_corpus
 from credo.perturb.paraphrase import PARAPHRASE_STAGE, ParaphraseSet, generate_paraphrases
 from credo.perturb.quality import similarity_record
+from credo.pipeline.adaptive import adaptive_originals, adaptive_perturbed
 from credo.pipeline.ending import Outcome, decide_outcome, end_run
 from credo.plan.sample_sets import PlanContext, get_sample_set
 from credo.plan.samples import ORIGINAL, PARAPHRASED, PERTURBED, ItemSamples, Sample
@@ -132,7 +139,7 @@ def run_pipeline(config: RunConfig, pool: ModelPool, task: Task | None = None) -
     replaces the one ``config`` names. Writes nothing; nothing passed in is closed.
     """
     t0 = time.perf_counter()
-    prepared = prepare_run(config, pool, task)
+    prepared = prepare_run(config, pool, task, reach=pool.reach)
     task, specs, caps, needs = prepared.task, prepared.specs, prepared.capabilities, prepared.needs
     before = {f: pool.total(f) for f in _TOTALS}
 
@@ -143,16 +150,22 @@ def run_pipeline(config: RunConfig, pool: ModelPool, task: Task | None = None) -
     }
     out: GeneratedOut = {it.id: {} for it in task.items}
     # the original answers first: a prefix must not name one (strict rules, issue 16)
-    _generate(task, ctx, {ORIGINAL}, runners, incomplete, out)
+    if config.adaptive is not None:
+        adaptive_originals(task, ctx, runners["model"], _run_plans, incomplete, out,
+                           config.adaptive)
+    else:
+        _generate(task, ctx, {ORIGINAL}, runners, incomplete, out)
     task = _without(task, incomplete)
     t_p0 = time.perf_counter()
     psets, paras, similarity = _perturbations(
-        task, config, needs, pool, incomplete, _original_answers(out, task)
+        task, config, needs, pool, incomplete, _original_answers(out, task),
+        _Drawn(ctx, runners["model"], out) if config.adaptive is not None else None,
     )
     t_p1 = time.perf_counter()
     task, dropped = _drop_unperturbed(_without(task, incomplete), psets)
     ctx.task, ctx.perturbations, ctx.paraphrases = task, psets, paras
-    _generate(task, ctx, needs - {ORIGINAL}, runners, incomplete, out)
+    done = {ORIGINAL} | ({PERTURBED} if config.adaptive is not None else set())
+    _generate(task, ctx, needs - done, runners, incomplete, out)
     task = _without(task, incomplete)
     generated = {it.id: out[it.id] for it in task.items}
     answers = _answer_samples(task, generated)
@@ -165,7 +178,7 @@ def run_pipeline(config: RunConfig, pool: ModelPool, task: Task | None = None) -
     items = score_items(
         task, generated, graded, specs, kernels,
         default_kernel=config.kernel, logprobs=caps.logprobs,
-        prefixes={it.id: tuple(psets[it.id].prefixes(config.m))
+        prefixes={it.id: tuple(psets[it.id].prefixes(_perturbed_size(generated[it.id], config)))
                   for it in task.items if it.id in psets},
         options={"followups": config.baselines.followups,
                  "ccp_min_prob": config.baselines.ccp_min_prob},
@@ -192,6 +205,11 @@ def run_pipeline(config: RunConfig, pool: ModelPool, task: Task | None = None) -
     }
     for name in sorted(needs - {ORIGINAL}):
         run_stats[f"samples_{name}"] = sum(len(r.sets.get(name, ())) for r in items)
+    if config.adaptive is not None:
+        run_stats["adaptive_rule"] = config.adaptive.rule
+        run_stats["samples_original"] = sum(len(r.original) for r in items)
+        run_stats["writer_candidates"] = sum(
+            psets[r.item.id].candidates for r in items if r.item.id in psets)
     return RunResult(
         _recorded(config, task), task, pool.model(MODEL).identity, items, ending.metrics,
         run_stats, psets,
@@ -403,6 +421,59 @@ def _applies(spec: MethodSpec, task: Task, logprobs: bool) -> bool:
     return spec.applies_to(task.format) and (logprobs or not spec.logprobs)
 
 
+@dataclass
+class _Drawn:
+    """What the adaptive perturbed stage draws into: the plan context, the model's
+    executor and the runner's generated sets."""
+
+    ctx: PlanContext
+    executor: Executor
+    out: GeneratedOut
+
+
+def _perturbed_size(sets: dict[str, Any], config: RunConfig) -> int:
+    """The perturbed samples an item holds: m, or fewer in an adaptive run."""
+    return len(sets[PERTURBED][0]) if PERTURBED in sets else config.m
+
+
+def _prefix_sets(
+    task: Task,
+    config: RunConfig,
+    pool: ModelPool,
+    incomplete: dict[str, str],
+    answers: dict[str, list[object]],
+    adaptive: _Drawn | None,
+) -> dict[str, PerturbationSet]:
+    """The context prefixes (000 §3; or corpus snippets, App. F, when
+    ``perturbation.corpus`` is set); in an adaptive run, with the perturbed samples drawn
+    round by round (:func:`credo.pipeline.adaptive.adaptive_perturbed`)."""
+    embedder = pool.embedder(config.perturbation.embedder)
+    if config.perturbation.corpus is not None:
+        psets = corpus_perturbations(
+            task.items, config.m, load_corpus(config.perturbation.corpus), embedder,
+            config.perturbation, config.seed,
+        )
+        if adaptive is None:
+            return psets
+        prefixes: Callable[[Any], dict[str, PerturbationSet]] = partial(_given, psets)
+    elif adaptive is None:
+        return generate_perturbations(
+            task.items, config.m, task.domain, pool.executor(WRITER), embedder,
+            config.perturbation, answers,
+        )
+    else:
+        prefixes = PrefixWriter(task.items, config.m, task.domain, pool.executor(WRITER),
+                                embedder, config.perturbation, answers).ensure
+    assert config.adaptive is not None
+    return adaptive_perturbed(task, adaptive.ctx, prefixes, adaptive.executor, _run_plans,
+                              incomplete, adaptive.out, config.adaptive)
+
+
+def _given(psets: dict[str, PerturbationSet], targets: Any) -> dict[str, PerturbationSet]:
+    """The prefix sets of ``targets``' items among ``psets`` (fixed corpus snippets)."""
+    return {i: psets[i] for i in targets if i in psets}
+
+
 def _perturbations(
     task: Task,
     config: RunConfig,
@@ -410,26 +481,17 @@ def _perturbations(
     pool: ModelPool,
     incomplete: dict[str, str],
     answers: dict[str, list[object]],
+    adaptive: _Drawn | None = None,
 ) -> tuple[dict[str, PerturbationSet], dict[str, ParaphraseSet], dict[str, Any]]:
-    """The perturbation stage: context prefixes (000 §3; or corpus snippets, App. F, when
-    ``perturbation.corpus`` is set) with the pairwise similarities of the kept ones
-    (App. A.2), and paraphrases, as needed. Items whose writer requests failed go into
-    ``incomplete``."""
+    """The perturbation stage: context prefixes (:func:`_prefix_sets`) with the pairwise
+    similarities of the kept ones (App. A.2), and paraphrases, as needed. Items whose
+    writer requests failed go into ``incomplete``."""
     psets: dict[str, PerturbationSet] = {}
     paras: dict[str, ParaphraseSet] = {}
     similarity: dict[str, Any] = {}
     if PERTURBED in needs:
         embedder = pool.embedder(config.perturbation.embedder)
-        if config.perturbation.corpus is not None:
-            psets = corpus_perturbations(
-                task.items, config.m, load_corpus(config.perturbation.corpus), embedder,
-                config.perturbation, config.seed,
-            )
-        else:
-            psets = generate_perturbations(
-                task.items, config.m, task.domain, pool.executor(WRITER), embedder,
-                config.perturbation, answers,
-            )
+        psets = _prefix_sets(task, config, pool, incomplete, answers, adaptive)
         groups = [p.kept for p in psets.values() if len(p.kept) >= 2]
         if groups:
             similarity = similarity_record(groups, embedder, config.perturbation.threshold)

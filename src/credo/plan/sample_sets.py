@@ -65,6 +65,14 @@ class PlanContext:
     perturbations: dict[str, PerturbationSet] = field(default_factory=dict)
     paraphrases: dict[str, ParaphraseSet] = field(default_factory=dict)
     originals: dict[str, tuple[Sample, ...]] = field(default_factory=dict)
+    #: Adaptive sampling (issue 24): the samples an item's set holds so far, by
+    #: ``(item id, set name)``; a set not named holds the configured n (or m).
+    sizes: dict[tuple[str, str], int] = field(default_factory=dict)
+
+    def size(self, item: Item, name: str, configured: int) -> int:
+        """How many samples ``item``'s set ``name`` holds: its adaptive size, else
+        ``configured``. The first k samples of a request are the same for any k."""
+        return self.sizes.get((item.id, name), configured)
 
     def original_messages(self, item: Item) -> tuple[Message, ...]:
         """The task prompt of ``item`` as the original samples saw it."""
@@ -175,17 +183,19 @@ def plan_original(item: Item, ctx: PlanContext) -> ItemPlan:
         return tuple(_answer_sample(g.text, item, fmt, g) for g in gens[0])
 
     return ItemPlan(
-        [PlannedRequest(req, cfg.n, f"{item.id}/original")], build, _answer_correct(item, fmt)
+        [PlannedRequest(req, ctx.size(item, ORIGINAL, cfg.n), f"{item.id}/original")],
+        build,
+        _answer_correct(item, fmt),
     )
 
 
 @sample_set(PERTURBED)
 def plan_perturbed(item: Item, ctx: PlanContext) -> ItemPlan:
-    """m samples, sample j under the j-th context prefix (000 §3); a prefix reused k
-    times is one request of k samples."""
+    """m samples (an adaptive run's size so far), sample j under the j-th context prefix
+    (000 §3); a prefix reused k times is one request of k samples."""
     cfg = ctx.config
     fmt = ctx.task.format
-    prefixes = ctx.perturbations[item.id].prefixes(cfg.m)
+    prefixes = ctx.perturbations[item.id].prefixes(ctx.size(item, PERTURBED, cfg.m))
     uses = Counter(prefixes)
     order = list(uses)
     requests = [

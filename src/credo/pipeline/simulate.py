@@ -1,0 +1,139 @@
+"""What adaptive sampling would have drawn and scored, replayed from a full run's cache
+(issue 24, ``credo adaptive RUN_DIR``).
+
+The full run is replayed from the cache (every sample is there: nothing is asked of a
+model), then the same config with ``adaptive`` set, once per rule and ε, through the
+same :func:`~credo.pipeline.runner.run_pipeline` on a pool whose executors read the cache
+only (:attr:`credo.generation.executor.Executor.replay`). The adaptive run's samples are
+the first ones of the full run's requests, and the stopping rules are the live run's
+(:mod:`credo.plan.adaptive`), so the replay is what a live adaptive run draws and scores:
+same samples, same scores (tests/test_adaptive.py). A sample the full run never drew
+(possible only where the adaptive run's writer rule context differs from the full run's,
+see :class:`~credo.perturb.context.PrefixWriter`) is not invented: its item is counted as
+not replayable and left out of both sides of the comparison.
+
+Per point, the samples of each stage (original, writer candidates, perturbed) against
+the full run's, and per method the change of AUROC, ECE and PRR with paired bootstrap
+CIs (:func:`credo.evaluate.paired.paired_bootstrap`), both runs scored against the full
+run's p̄ (the better estimate of each item's accuracy: an adaptive item's own p̄ rests
+on fewer samples).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from credo.config import AdaptiveConfig, RunConfig
+from credo.evaluate.paired import PairedDifference, paired_bootstrap
+from credo.generation.pool import ModelPool
+from credo.pipeline.runner import RunResult, run_pipeline
+from credo.plan.adaptive import epsilon_of
+from credo.plan.samples import PERTURBED
+from credo.tasks.base import Task
+
+__all__ = ["STAGES", "AdaptivePoint", "compare", "simulate", "stage_samples"]
+
+STAGES = ("original", "writer", "perturbed")
+"""The stages whose samples adaptive sampling saves."""
+
+METRICS = ("auroc", "ece", "prr")
+
+
+@dataclass(frozen=True)
+class AdaptivePoint:
+    """One rule and ε replayed: samples per stage (adaptive, full) on the items both
+    runs scored, and per method the paired Δ (adaptive − full) of every metric."""
+
+    rule: str
+    epsilon: float | None
+    samples: dict[str, tuple[int, int]]
+    deltas: dict[str, dict[str, PairedDifference]]
+    items: int
+    not_replayable: tuple[str, ...] = ()
+    #: Per item id: its original and perturbed samples drawn (adaptive).
+    drawn: dict[str, tuple[int, int]] = field(default_factory=dict)
+    #: Per item id: every method's score on the samples drawn (adaptive).
+    scores: dict[str, dict[str, float]] = field(default_factory=dict)
+
+    @property
+    def saved(self) -> float:
+        """Fraction of all samples (every stage) the rule did not draw."""
+        a = sum(x for x, _ in self.samples.values())
+        f = sum(y for _, y in self.samples.values())
+        return 1.0 - a / f if f else math.nan
+
+    def saved_in(self, stage: str) -> float:
+        """Fraction of ``stage``'s samples the rule did not draw."""
+        a, f = self.samples[stage]
+        return 1.0 - a / f if f else math.nan
+
+
+def stage_samples(result: RunResult, ids: set[str]) -> dict[str, int]:
+    """Samples of each stage of :data:`STAGES` over the items ``ids``."""
+    items = [r for r in result.items if r.item.id in ids]
+    return {
+        "original": sum(len(r.original) for r in items),
+        "writer": sum(result.perturbation_sets[r.item.id].candidates
+                      for r in items if r.item.id in result.perturbation_sets),
+        "perturbed": sum(len(r.sets.get(PERTURBED, ())) for r in items),
+    }
+
+
+def compare(
+    adaptive: RunResult,
+    full: RunResult,
+    rule: str,
+    epsilon: float | None,
+    *,
+    n_resamples: int = 1000,
+) -> AdaptivePoint:
+    """``adaptive`` against ``full`` on the items both scored (module docstring)."""
+    a_items = {r.item.id: r for r in adaptive.items}
+    f_items = {r.item.id: r for r in full.items}
+    ids = set(a_items) & set(f_items)
+    order = [r.item.id for r in full.items if r.item.id in ids]
+    a_n, f_n = stage_samples(adaptive, ids), stage_samples(full, ids)
+    deltas: dict[str, dict[str, PairedDifference]] = {}
+    perf = np.array([f_items[i].performance for i in order])
+    for method in full.metrics:
+        a = np.array([a_items[i].scores.get(method, math.nan) for i in order])
+        f = np.array([f_items[i].scores.get(method, math.nan) for i in order])
+        ok = np.isfinite(a) & np.isfinite(f) & np.isfinite(perf)
+        try:
+            deltas[method] = paired_bootstrap(
+                a[ok], f[ok], perf[ok], metrics=METRICS, method_a=f"{method} ({rule})",
+                method_b=method, n_resamples=n_resamples, n_bins=full.config.ece_bins,
+            )
+        except ValueError:  # a score outside [0, 1]: no paired ECE
+            continue
+    return AdaptivePoint(
+        rule, epsilon, {s: (a_n[s], f_n[s]) for s in STAGES}, deltas, len(ids),
+        tuple(sorted((set(f_items) ^ set(a_items)) | set(full.incomplete)
+                     | set(adaptive.incomplete))),
+        {i: (len(a_items[i].original), len(a_items[i].sets.get(PERTURBED, ()))) for i in order},
+        {i: dict(a_items[i].scores) for i in order},
+    )
+
+
+def simulate(
+    config: RunConfig,
+    pool: ModelPool,
+    points: Sequence[AdaptiveConfig],
+    task: Task | None = None,
+    *,
+    n_resamples: int = 1000,
+) -> tuple[RunResult, list[tuple[AdaptivePoint, RunResult]]]:
+    """The full run of ``config`` replayed from ``pool``'s cache, and each adaptive
+    config of ``points`` replayed and compared with it. ``pool`` must be a replay pool
+    (``ModelPool(replay=True)``) for the claim "no model call" to hold."""
+    full = run_pipeline(config.model_copy(update={"adaptive": None}), pool, task)
+    out = []
+    for point in points:
+        result = run_pipeline(config.model_copy(update={"adaptive": point}), pool, task)
+        eps = epsilon_of(point) if point.rule == "interval" else point.epsilon
+        out.append((compare(result, full, point.rule, eps, n_resamples=n_resamples), result))
+    return full, out
