@@ -11,21 +11,24 @@ from __future__ import annotations
 import numpy as np
 
 from credo.kernels.registry import Kernel
-from credo.methods.base import ORIGINAL, VERBALIZED, ItemSamples, Score, method
+from credo.methods.base import ORIGINAL, VERBALIZED, ItemSamples, Score, mean_confidence, method
 
 
 @method(
     "verbalized",
     needs=(ORIGINAL, VERBALIZED),
     summary="the model's stated probability that its answer is right (Tian et al.)",
+    min_samples={ORIGINAL: 1, VERBALIZED: 1},
 )
 def score_verbalized(samples: ItemSamples, kernel: Kernel) -> Score:
-    """One stated confidence per original sample that was asked about."""
+    """One stated confidence per original sample that was asked about, in [0, 1] (the
+    parser reads nothing outside it); the item's value is their mean, in [0, 1]."""
     n = len(samples.sets[ORIGINAL])
     conf: list[float | None] = [None] * n
     for s in samples.sets[VERBALIZED]:
-        conf[s.ref[0]] = None if s.answer.value is None else float(s.answer.value)
+        if s.ref and 0 <= s.ref[0] < n:  # a follow-up about an original sample there is
+            conf[s.ref[0]] = None if s.answer.value is None else float(s.answer.value)
     vals = [c for c in conf if c is not None]
     if not vals:
         return Score(np.nan, tuple(conf), ORIGINAL, unavailable="no parsable confidence")
-    return Score(float(np.mean(vals)), tuple(conf), ORIGINAL)
+    return Score(mean_confidence(vals), tuple(conf), ORIGINAL)

@@ -189,8 +189,7 @@ def run_pipeline(config: RunConfig, pool: ModelPool, task: Task | None = None) -
         default_kernel=config.kernel, logprobs=caps.logprobs,
         prefixes={it.id: tuple(psets[it.id].prefixes(config.m))
                   for it in task.items if it.id in psets},
-        options={"followups": config.baselines.followups,
-                 "ccp_min_prob": config.baselines.ccp_min_prob},
+        options=config.baselines.method_options(),
     )
     metrics = evaluate_items(
         items, config.methods, config.ece_bins, config.bootstrap, config.seed, config.calibrate
