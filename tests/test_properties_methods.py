@@ -119,7 +119,7 @@ def _answer_set(draw, fmt: AnswerFormat, vocab: list[Sample], min_size: int = 0,
 
 _LOGPROB = st.one_of(
     st.floats(-30.0, 0.0),
-    st.sampled_from([0.0, -1e-12, -0.69, -9999.0, -745.2, -800.0, -math.inf]),
+    st.sampled_from([0.0, -1e-12, -0.69, -9999.0, -745.2, -800.0, -math.inf, math.nan]),
 )
 _TOKENS = st.sampled_from(["A", " B", "(C", "D.", "True", " False", "the", "18", " 18", "\n"])
 
@@ -145,7 +145,8 @@ def item_samples(draw, n_min: int = 0, n_max: int = 40) -> tuple[ItemSamples, st
         )
     n = len(original)
     asked = draw(st.lists(st.integers(0, max(n - 1, 0)), max_size=n, unique=True)) if n else []
-    confidence = st.one_of(st.none(), st.floats(0.0, 1.0), st.sampled_from([0.0, 1.0]))
+    confidence = st.one_of(st.none(), st.floats(0.0, 1.0),
+                           st.sampled_from([0.0, 1.0, math.nan, 1.5, -0.1, "0.8", "high"]))
     verbalized = tuple(Sample("c", Answer(draw(confidence), "c"), ref=(i,)) for i in asked)
     p_true = tuple(Sample("A", Answer(None, "A"), (draw(_token()),), ref=(i,)) for i in asked)
     nli = tuple(

@@ -67,6 +67,12 @@ def _entailing_share(entail: list[float], contra: list[float]) -> float:
     return 0.0 if gap > 700.0 else 1.0 / (1.0 + math.exp(gap))
 
 
+def _readable(logprobs: tuple[TokenLogprob, ...]) -> bool:
+    """No NaN among the logprobs (a malformed record has no confidence to read)."""
+    return not any(math.isnan(tl.logprob) or any(math.isnan(lp) for _, lp in tl.top)
+                   for tl in logprobs)
+
+
 def _logsumexp(logs: list[float]) -> float:
     top = max(logs, default=-math.inf)
     if top == -math.inf:
@@ -82,8 +88,8 @@ def _logsumexp(logs: list[float]) -> float:
     min_samples={ORIGINAL: 1},
 )
 def score_ccp(samples: ItemSamples, kernel: Kernel) -> Score:
-    """CCP per original sample in the follow-up scope that has logprobs, each in [0, 1]
-    (a product of shares); the item's value is their mean, in [0, 1].
+    """CCP per original sample in the follow-up scope that has logprobs (none NaN), each
+    in [0, 1] (a product of shares); the item's value is their mean, in [0, 1].
 
     Reads ``samples.options["ccp_min_prob"]`` (the floor the NLI verdicts were planned
     with) and ``samples.options["followups"]`` (how many original samples were judged).
@@ -98,7 +104,7 @@ def score_ccp(samples: ItemSamples, kernel: Kernel) -> Score:
             verdicts.setdefault(i, {})[(pos, rank)] = s.answer.value
     conf: list[float | None] = []
     for i, s in enumerate(originals):
-        if i >= scope or not s.logprobs:
+        if i >= scope or not s.logprobs or not _readable(s.logprobs):
             conf.append(None)
         else:
             conf.append(ccp_sequence(s.logprobs, verdicts.get(i, {}), min_prob))

@@ -31,6 +31,8 @@ def p_true_from_logprobs(logprobs: tuple[TokenLogprob, ...] | None) -> float | N
     alts = first.top or ((first.token, first.logprob),)
     p_true = p_false = 0.0
     for tok, lp in alts:
+        if math.isnan(lp):  # no probability to read (a malformed record)
+            continue
         label = normalise_label_token(tok)
         if label in _TRUE:
             p_true += math.exp(lp)

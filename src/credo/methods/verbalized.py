@@ -27,8 +27,18 @@ def score_verbalized(samples: ItemSamples, kernel: Kernel) -> Score:
     conf: list[float | None] = [None] * n
     for s in samples.sets[VERBALIZED]:
         if s.ref and 0 <= s.ref[0] < n:  # a follow-up about an original sample there is
-            conf[s.ref[0]] = None if s.answer.value is None else float(s.answer.value)
+            conf[s.ref[0]] = _probability(s.answer.value)
     vals = [c for c in conf if c is not None]
     if not vals:
         return Score(np.nan, tuple(conf), ORIGINAL, unavailable="no parsable confidence")
     return Score(mean_confidence(vals), tuple(conf), ORIGINAL)
+
+
+def _probability(value: object) -> float | None:
+    """A stated confidence as a float in [0, 1]; None for anything else (no reply, a
+    word, NaN, 1.5 from given generations: unparsable, never clipped)."""
+    try:
+        x = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    return x if 0.0 <= x <= 1.0 else None
