@@ -257,10 +257,10 @@ def test_weighted_engine_equals_the_row_functions_on_every_resample(drawn, seed)
     s, p = drawn
     y = labels_from_performance(p)
     sample = WeightedSample(s, p, y)
-    w = sample.weights(next(resample_indices(s.size, 40, seed)))
+    w = sample.weights(next(resample_indices(s.size, 20, seed)))
     got = sample.evaluate(w, FAST_METRICS)
     for metric in FAST_METRICS:
-        want = _reference_distribution(metric, s, p, 40, seed)
+        want = _reference_distribution(metric, s, p, 20, seed)
         np.testing.assert_allclose(got[metric], want, rtol=0, atol=1e-12, err_msg=metric)
         values = got[metric][np.isfinite(got[metric])]
         assert all(_in_range(metric, v) for v in values), (metric, values.min(), values.max())
