@@ -189,7 +189,8 @@ def prr(scores: ArrayLike, quality: ArrayLike) -> float:
     1 = the scores order the items as well as their quality, 0 = no better than chance,
     negative = worse: at most 1, unbounded below (one good item among N ranked last gives
     about −N / ln N). NaN when N == 0 or every item has the same quality (the oracle
-    equals random).
+    equals random), or the quality varies so little (1e−16) that in floating point the
+    oracle's area does not exceed random's (:func:`prr_ratio`).
     """
     s = _as_unit_interval(scores, "scores")
     q = _as_unit_interval(quality, "quality")
