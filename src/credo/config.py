@@ -285,6 +285,18 @@ class BaselineConfig(BaseModel):
     )
     paraphrase_sampling: SamplingParams = SamplingParams(temperature=1.0, max_tokens=160)
     ccp_min_prob: float = Field(0.05, gt=0.0, le=1.0)
+    kle_t: float = Field(
+        0.3, gt=0.0, le=1000.0,
+        description="KLE's heat-kernel time t: larger t, more diffusion, agreeing answers "
+        "nearer confidence 1 (n identical answers score a function of t*n; Nikitin et al. "
+        "2024 select t on validation data; credo.methods.kle.select_heat_t)",
+    )
+
+    def method_options(self) -> dict[str, Any]:
+        """The settings scoring methods read from ``ItemSamples.options``: ``followups``
+        and ``ccp_min_prob`` (CCP, the follow-up scope) and ``kle_t`` (KLE)."""
+        return {"followups": self.followups, "ccp_min_prob": self.ccp_min_prob,
+                "kle_t": self.kle_t}
 
     @field_serializer("paraphrase_generator")
     def _dump_paraphraser(self, role: RoleConfig | None) -> Any:

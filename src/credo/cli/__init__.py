@@ -184,8 +184,8 @@ def _parser() -> argparse.ArgumentParser:
     m = sub.add_parser("methods", help="list the scoring methods")
     m.set_defaults(func=_cmd_methods)
 
-    from credo.cli.certify import add_certify_parser
     from credo.cli.adaptive import add_adaptive_parser
+    from credo.cli.certify import add_certify_parser
     from credo.cli.perturb import add_perturb_parser
     from credo.cli.probe import add_probe_parser
     from credo.cli.report import add_report_parser

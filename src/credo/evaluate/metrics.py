@@ -187,8 +187,10 @@ def prr(scores: ArrayLike, quality: ArrayLike) -> float:
     AUARC(random) is the mean quality (a random order keeps the mean at every level) and
     the oracle rejects the lowest-quality items first (``AUARC(quality, quality)``).
     1 = the scores order the items as well as their quality, 0 = no better than chance,
-    negative = worse. NaN when N == 0 or every item has the same quality (the oracle
-    equals random).
+    negative = worse: at most 1, unbounded below (one good item among N ranked last gives
+    about −N / ln N). NaN when N == 0 or every item has the same quality (the oracle
+    equals random), or the quality varies so little (1e−16) that in floating point the
+    oracle's area does not exceed random's (:func:`prr_ratio`).
     """
     s = _as_unit_interval(scores, "scores")
     q = _as_unit_interval(quality, "quality")
@@ -284,8 +286,21 @@ def prr_rows(scores: np.ndarray, quality: np.ndarray) -> np.ndarray:
     oracle = auarc_rows(q, q)
     random = q.mean(axis=1)
     constant = q.max(axis=1) == q.min(axis=1)
+    return np.where(constant, np.nan, prr_ratio(model, oracle, random))
+
+
+def prr_ratio(model: np.ndarray, oracle: np.ndarray, random: np.ndarray) -> np.ndarray:
+    """``(model − random) / (oracle − random)`` capped at 1, NaN where ``oracle ≤ random``.
+
+    AUARC(s) ≤ AUARC(oracle) for every s, so PRR ≤ 1, with equality when the scores order
+    the items as the quality does, and the oracle beats random whenever the quality
+    varies. The areas are summed along different paths; on quality that barely varies
+    (differences of 1e−9) their differences are rounding noise, which could pass 1 or
+    leave the oracle no better than random: there PRR is capped, or NaN (issue 21).
+    """
     with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(constant, np.nan, (model - random) / (oracle - random))
+        ratio = (model - random) / (oracle - random)
+    return np.where(oracle > random, np.minimum(ratio, 1.0), np.nan)
 
 
 def auroc_rows(scores: np.ndarray, labels: np.ndarray) -> np.ndarray:
@@ -306,9 +321,14 @@ def average_precision_rows(scores: np.ndarray, labels: np.ndarray) -> np.ndarray
     scikit-learn's ``average_precision_score`` of each row, ``Σ_k (R_k − R_{k−1}) P_k``
     over the distinct score thresholds (ties share one threshold), in one call over the
     rows with a positive label. NaN for rows without one. No range checks.
+
+    A weighted mean of precisions whose weights (the recall steps) sum to 1, so at most
+    1, with equality exactly when every precision is 1; scikit-learn's sum of rounded
+    recall steps gave 1.0000000000000002 there (all items positive), so values are
+    clipped to 1 (issue 21).
     """
     s, y = _rows(scores, labels)
-    return _sklearn_rows(average_precision_score, s, y, y.sum(axis=1) > 0)
+    return np.minimum(_sklearn_rows(average_precision_score, s, y, y.sum(axis=1) > 0), 1.0)
 
 
 def auprc_neg_rows(scores: np.ndarray, labels: np.ndarray) -> np.ndarray:

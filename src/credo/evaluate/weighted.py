@@ -42,6 +42,7 @@ from scipy import sparse
 
 from credo.evaluate import registry
 from credo.evaluate.binning import bin_index, number_of_bins
+from credo.evaluate.metrics import prr_ratio
 
 __all__ = [
     "FAST_METRICS",
@@ -320,7 +321,8 @@ class _Stats:
         np.divide(tp, precision, out=precision)
         n_pos = tp[:, -1]
         with np.errstate(invalid="ignore", divide="ignore"):
-            return np.where(n_pos > 0, _rowdot(self._get("pos"), precision) / n_pos, np.nan)
+            ap = _rowdot(self._get("pos"), precision) / n_pos
+            return np.where(n_pos > 0, np.minimum(ap, 1.0), np.nan)  # at most 1 (metrics)
 
     def auprc_neg(self) -> np.ndarray:
         """AUPRC-P of ``1 − s`` against ``1 − y``: thresholds from the lowest score up.
@@ -341,7 +343,7 @@ class _Stats:
         np.maximum(seen, 1.0, out=seen)  # 0 only past the last item
         np.divide(tn, seen, out=tn)
         with np.errstate(invalid="ignore", divide="ignore"):
-            return np.where(n_neg > 0, _rowdot(neg, tn) / n_neg, np.nan)
+            return np.where(n_neg > 0, np.minimum(_rowdot(neg, tn) / n_neg, 1.0), np.nan)
 
     def auarc(self) -> np.ndarray:
         if "auarc" not in self._cache:
@@ -379,8 +381,7 @@ class _Stats:
         ) / self.total
         random = quality_total / self.total
         constant = (count_int > 0).sum(axis=1) <= 1
-        with np.errstate(invalid="ignore", divide="ignore"):
-            return np.where(constant, np.nan, (model - random) / (oracle - random))
+        return np.where(constant, np.nan, prr_ratio(model, oracle, random))
 
 
 def _rejection_area(

@@ -12,10 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
 
-import numpy as np
-
 from credo.kernels.registry import Kernel
-from credo.methods.base import APRICOT, ORIGINAL, ItemSamples, Score, method
+from credo.methods.base import APRICOT, ORIGINAL, ItemSamples, Score, mean_confidence, method
 from credo.tasks.base import AnswerFormat
 
 
@@ -51,9 +49,13 @@ def _needs(fmt: AnswerFormat) -> tuple[str, ...]:
     "answer_consistency",
     needs=_needs,
     summary="per-generation agreement AC_i (002 App. A.11.2; APriCoT on choice tasks)",
+    min_samples={ORIGINAL: 2, APRICOT: 2},
 )
 def score_answer_consistency(samples: ItemSamples, kernel: Kernel) -> Score:
-    """AC per generation; the item's value is their mean."""
+    """AC per generation, in [0, 1]; the item's value is their mean
+    (:func:`~credo.methods.base.mean_confidence`). On choice tasks an option's verdicts
+    take the values j/(k − 1) of its own count k; ``levels`` holds those of every count.
+    Not available below 2 samples (2 verdicts on some option)."""
     if samples.format == AnswerFormat.CHOICE:
         verdicts = samples.sets[APRICOT]
         by_option: dict[int, list[int]] = {}
@@ -71,8 +73,8 @@ def score_answer_consistency(samples: ItemSamples, kernel: Kernel) -> Score:
         if not sizes:
             return Score.not_available("APriCoT needs at least 2 verdicts per option")
         vals = [r for r in responses if r is not None]
-        k = max(sizes)
-        return Score(float(np.mean(vals)), tuple(responses), APRICOT, ac_levels(k))
+        levels = tuple(sorted({v for k in sizes for v in ac_levels(k)}))
+        return Score(mean_confidence(vals), tuple(responses), APRICOT, levels)
     answers = samples.answers(ORIGINAL)
     acs = answer_consistency(answers)
-    return Score(float(np.mean(acs)), tuple(acs), ORIGINAL, ac_levels(len(answers)))
+    return Score(mean_confidence(acs), tuple(acs), ORIGINAL, ac_levels(len(answers)))

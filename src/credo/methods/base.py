@@ -14,7 +14,7 @@ The sample sets ``needs`` may name are listed in :mod:`credo.plan.samples`.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from credo.errors import UserError
@@ -50,6 +50,7 @@ __all__ = [
     "Sample",
     "Score",
     "get_method",
+    "mean_confidence",
     "method",
 ]
 
@@ -79,8 +80,15 @@ class Score:
         return cls(math.nan, unavailable=reason)
 
 
+def mean_confidence(values: Sequence[float]) -> float:
+    """The mean of per-generation confidences in [0, 1], as an item's value: exactly
+    rounded (``math.fsum``), so it does not depend on the samples' order (items with the
+    same confidences tie) and stays in [min, max] of the values. Needs one value."""
+    return min(max(math.fsum(values) / len(values), min(values)), max(values))
+
+
 Scorer = Callable[[ItemSamples, Kernel], "float | Score"]
-Needs = tuple[str, ...] | Callable[[AnswerFormat], tuple[str, ...]]
+Needs = tuple[str, ...] | Callable[[AnswerFormat | None], tuple[str, ...]]
 
 
 COMPARED_SETS = (ORIGINAL, PERTURBED, PARAPHRASED)
@@ -95,7 +103,11 @@ class MethodSpec:
     returning one (Answer Consistency reads APriCoT verdicts on choice tasks and the
     original answers elsewhere). ``formats`` restricts the method to some answer formats
     (None = all); ``logprobs`` says it reads token logprobs, so a backend without them
-    makes it "not available on this backend".
+    makes it "not available on this backend". ``min_samples`` gives, per sample set, the
+    fewest samples the method can score (self-consistency needs 2 original samples);
+    :meth:`score` reports an item below it, or one without a set the method reads, as not
+    available instead of calling the scorer (issue 21: an item is scored or says why,
+    never raises).
     """
 
     name: str
@@ -106,9 +118,11 @@ class MethodSpec:
     logprobs: bool = False
     kernel: str | None = None
     """The kernel this method scores with; None = the run's ``kernel`` (``c3@judge``)."""
+    min_samples: Mapping[str, int] = field(default_factory=dict)
 
-    def needs_for(self, fmt: AnswerFormat) -> tuple[str, ...]:
-        """The sample sets this method reads on a task of format ``fmt``."""
+    def needs_for(self, fmt: AnswerFormat | None) -> tuple[str, ...]:
+        """The sample sets this method reads on a task of format ``fmt`` (None: a format
+        that is not multiple choice)."""
         return tuple(self.needs(fmt)) if callable(self.needs) else tuple(self.needs)
 
     def short_sets(self, fmt: AnswerFormat, sets: Mapping[str, tuple]) -> tuple[str, ...]:
@@ -126,9 +140,26 @@ class MethodSpec:
         return self.formats is None or fmt in self.formats
 
     def score(self, samples: ItemSamples, kernel: Kernel) -> Score:
-        """Run the scorer and wrap a bare float as a :class:`Score`."""
+        """Run the scorer and wrap a bare float as a :class:`Score`; an item without a
+        sample set the method reads, or with fewer samples than ``min_samples``, is not
+        available (the scorer is not called)."""
+        lacking = self.lacking(samples)
+        if lacking:
+            return Score.not_available(lacking)
         out = self.scorer(samples, kernel)
         return out if isinstance(out, Score) else Score(float(out))
+
+    def lacking(self, samples: ItemSamples) -> str:
+        """Why the method cannot score ``samples`` ("" when it can): a sample set it reads
+        is missing, or holds fewer samples than ``min_samples`` asks."""
+        for name in self.needs_for(samples.format):
+            have = samples.sets.get(name)
+            if have is None:
+                return f"the item has no {name} samples"
+            least = self.min_samples.get(name, 0)
+            if len(have) < least:
+                return f"{len(have)} {name} samples; it needs at least {least}"
+        return ""
 
 
 METHODS: dict[str, MethodSpec] = {}
@@ -141,8 +172,10 @@ def method(
     summary: str = "",
     formats: tuple[AnswerFormat, ...] | None = None,
     logprobs: bool = False,
+    min_samples: Mapping[str, int] | None = None,
 ) -> Callable[[Scorer], Scorer]:
-    """Register ``scorer`` as method ``name`` needing the sample sets ``needs``."""
+    """Register ``scorer`` as method ``name`` needing the sample sets ``needs``, at least
+    ``min_samples[set]`` samples of a set (see :class:`MethodSpec`)."""
 
     def register(scorer: Scorer) -> Scorer:
         if name in METHODS:
@@ -155,6 +188,7 @@ def method(
             summary or (doc[0] if doc else ""),
             formats,
             logprobs,
+            min_samples=dict(min_samples or {}),
         )
         return scorer
 

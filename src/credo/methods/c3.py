@@ -60,13 +60,17 @@ def c3_cross(
     return float(get_kernel(kernel)(original, perturbed).sum() / (n * m))
 
 
-@method("c3", needs=(ORIGINAL, PERTURBED), summary="C3 = 1 − MMD²/2 (000 App. H)")
+@method("c3", needs=(ORIGINAL, PERTURBED), summary="C3 = 1 − MMD²/2 (000 App. H)",
+        min_samples={ORIGINAL: 2, PERTURBED: 2})
 def score_c3(samples: ItemSamples, kernel: Kernel) -> float:
-    """C3 of one item from its original and perturbed samples."""
+    """C3 of one item from its original and perturbed samples, in [0, 1] (clipped, see
+    :func:`c3`); 1 when both sets hold one answer. Not available below 2 samples a set."""
     return c3(samples.answers(ORIGINAL), samples.answers(PERTURBED), kernel)
 
 
-@method("c3_cross", needs=(ORIGINAL, PERTURBED), summary="C3 cross-comparison (000 App. G)")
+@method("c3_cross", needs=(ORIGINAL, PERTURBED), summary="C3 cross-comparison (000 App. G)",
+        min_samples={ORIGINAL: 1, PERTURBED: 1})
 def score_c3_cross(samples: ItemSamples, kernel: Kernel) -> float:
-    """C3 cross-comparison of one item."""
+    """C3 cross-comparison of one item, in [0, 1] (a mean of kernel values in [0, 1]);
+    1 when both sets hold one answer. Not available without a sample in each set."""
     return c3_cross(samples.answers(ORIGINAL), samples.answers(PERTURBED), kernel)

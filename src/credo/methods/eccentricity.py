@@ -70,6 +70,7 @@ def _centred_norms2(
     "eccentricity",
     needs=(ORIGINAL,),
     summary="1 − U_Ecc/√(K − 1), spread of the spectral embeddings (Lin et al. 2024)",
+    min_samples={ORIGINAL: 2},
 )
 def score_eccentricity(samples: ItemSamples, kernel: Kernel) -> Score:
     """Confidence ``1 − U_Ecc / √(K − 1)`` in [0, 1] (U ∈ [0, √(K − 1)], see

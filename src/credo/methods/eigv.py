@@ -35,6 +35,7 @@ def eigv(answers: Sequence[Hashable | None], kernel: str | Kernel = "indicator")
     "eigv",
     needs=(ORIGINAL,),
     summary="1 − (U_EigV − 1)/(K − 1), Laplacian eigenvalue sum (Lin et al. 2024)",
+    min_samples={ORIGINAL: 2},
 )
 def score_eigv(samples: ItemSamples, kernel: Kernel) -> float:
     """Confidence ``1 − (U_EigV − 1) / (K − 1)`` in [0, 1] (U ∈ [1, K], see :func:`eigv`):

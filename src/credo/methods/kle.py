@@ -1,5 +1,26 @@
 """Kernel language entropy (Nikitin et al., NeurIPS 2024, "Kernel Language Entropy:
-Fine-grained Uncertainty Quantification for LLMs from Semantic Similarities")."""
+Fine-grained Uncertainty Quantification for LLMs from Semantic Similarities").
+
+**The scale, and the heat-kernel time t.** The confidence ``1 − KLE / ln K`` is 0 when no
+two answers are similar (W = I: L = 0, ρ = I/K, KLE = ln K) but, unlike the discrete
+entropies, it is not 1 when all K answers agree. Then W is all ones, L = K·I − J, and the
+heat kernel ``exp(−tL)`` has eigenvalue 1 on the constant vector and ``e^{−tK}`` on the
+K − 1 others: ρ keeps the weight ``e^{−tK}`` off the constant eigenvector, and the
+confidence of K identical answers is a function of ``t·K`` alone. At the default
+t = 0.3, five identical answers score 0.16 (KLE 1.35 of ln 5 = 1.61), ten 0.44 and thirty
+0.99; at t = 1 five score 0.90. So with few samples the default t leaves even unanimous
+items far from 1: KLE ranks items (AUROC, PRR) on its own scale rather than stating a
+probability, and ECE/Brier of its raw value mostly measure that scale (``calibrate``
+maps it).
+
+t is a hyperparameter of the method. Nikitin et al. select the kernel and t per dataset
+on validation data; LM-Polygraph's default is 0.3, the paper's code's 0.4. credo keeps
+0.3 (:data:`HEAT_T`) and lets a run change it: ``baselines: {kle_t: 1.0}`` in a run's or
+``credo score``'s YAML reaches the method as ``ItemSamples.options["kle_t"]``.
+:func:`select_heat_t` is the paper's choice made on labelled validation items: the t of
+a grid whose KLE ranks them best (AUROC against 1[p̄ ≥ 0.5]); use it on items you do not
+evaluate on.
+"""
 
 from __future__ import annotations
 
@@ -13,8 +34,11 @@ from credo.methods.base import ORIGINAL, ItemSamples, method
 from credo.methods.graph import settle, similarity_graph
 
 HEAT_T = 0.3
-"""Heat-kernel time t: LM-Polygraph's default for KLE (the paper tunes t per dataset on a
-grid; its code's default is 0.4)."""
+"""Heat-kernel time t: LM-Polygraph's default for KLE (the paper tunes t per dataset on
+validation data; its code's default is 0.4). A run's ``baselines.kle_t`` replaces it."""
+
+T_GRID = (0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0)
+"""The heat times :func:`select_heat_t` tries by default."""
 
 
 def kle(
@@ -49,11 +73,57 @@ def kle(
 @method(
     "kle",
     needs=(ORIGINAL,),
-    summary="1 − KLE / ln K, von Neumann entropy of the heat kernel (Nikitin et al. 2024)",
+    summary="1 − KLE / ln K, von Neumann entropy of the heat kernel at t = baselines.kle_t "
+    "(default 0.3; Nikitin et al. 2024)",
+    min_samples={ORIGINAL: 2},
 )
 def score_kle(samples: ItemSamples, kernel: Kernel) -> float:
-    """Confidence ``1 − KLE / ln K`` in [0, 1] (KLE ∈ [0, ln K], see :func:`kle`), t = 0.3.
-    Unlike the discrete entropies it stays below 1 when all answers agree: the heat
-    kernel at finite t keeps weight ``e^{−tK}`` off the constant eigenvector."""
+    """Confidence ``1 − KLE / ln K`` in [0, 1] (KLE ∈ [0, ln K], see :func:`kle`), at the
+    heat time ``samples.options["kle_t"]`` (default :data:`HEAT_T`). 0 when no two answers
+    are similar; K identical answers score a function of t·K that reaches 1 only as t·K
+    grows (0.16 for five answers at t = 0.3; the module docstring). Rounded by
+    :func:`~credo.methods.graph.settle`, so the extremes are exact. Not available below
+    2 samples."""
     answers = samples.answers(ORIGINAL)
-    return float(np.clip(1.0 - kle(answers, kernel) / math.log(len(answers)), 0.0, 1.0))
+    t = float(samples.options.get("kle_t", HEAT_T))
+    return kle_confidence(answers, kernel, t)
+
+
+def kle_confidence(
+    answers: Sequence[Hashable | None], kernel: str | Kernel = "indicator", t: float = HEAT_T
+) -> float:
+    """The method's confidence ``1 − KLE / ln K`` of one item's answers at heat time t."""
+    ratio = kle(answers, kernel, t) / math.log(len(answers))
+    return float(settle(float(np.clip(1.0 - ratio, 0.0, 1.0))))
+
+
+def select_heat_t(
+    items: Sequence[Sequence[Hashable | None]],
+    performance: Sequence[float],
+    kernel: str | Kernel = "indicator",
+    grid: Sequence[float] = T_GRID,
+) -> tuple[float, dict[float, float]]:
+    """The heat time of ``grid`` whose KLE confidence ranks validation items best.
+
+    ``items`` holds each validation item's answers (2 or more), ``performance`` its p̄ (or
+    0/1 correctness); the criterion is AUROC against ``1[p̄ ≥ 0.5]``, as the evaluation
+    reads it (scikit-learn's ``roc_auc_score``, as :func:`credo.evaluate.metrics.auroc`).
+    Returns the best t (the smallest of equally good ones) and every t's AUROC. Nikitin
+    et al. select t on validation data in this way; choosing it on the items a run then
+    evaluates would flatter the method.
+    Raises ValueError when the labels hold one class (no AUROC to compare).
+    """
+    from sklearn.metrics import roc_auc_score  # the evaluation's AUROC (evaluate.metrics)
+
+    labels = (np.asarray(performance, dtype=float) >= 0.5).astype(int)
+    if len(items) != labels.size:
+        raise ValueError(f"{len(items)} items but {labels.size} performance values")
+    if np.unique(labels).size < 2:
+        raise ValueError("select_heat_t needs validation items of both classes")
+    table = {
+        float(t): float(roc_auc_score(labels, [kle_confidence(a, kernel, float(t))
+                                               for a in items]))
+        for t in sorted(grid)
+    }
+    best = max(table, key=lambda t: (table[t], -t))
+    return best, table

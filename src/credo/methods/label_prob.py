@@ -82,9 +82,15 @@ def letter_distribution(
     summary="normalised first-token probability of the chosen option letter (002 §3.4)",
     formats=(AnswerFormat.CHOICE,),
     logprobs=True,
+    min_samples={LABEL: 1},
 )
 def score_label_prob(samples: ItemSamples, kernel: Kernel) -> Score:
-    """Normalised probability of the top letter; extras: task comprehension (raw mass)."""
+    """Normalised probability of the top letter, in [0, 1] (at least 1/C of C letters
+    in exact arithmetic); extras: task comprehension (raw mass)."""
+    if len(samples.sets[LABEL]) != 1:
+        return Score.not_available(
+            f"{len(samples.sets[LABEL])} label samples; the greedy letter answer is one"
+        )
     (sample,) = samples.sets[LABEL]
     lp = label_probabilities(sample.logprobs, samples.n_choices)
     if lp is None:

@@ -23,6 +23,7 @@ def num_semantic_sets(
     "num_semantic_sets",
     needs=(ORIGINAL,),
     summary="1 − (C − 1)/(K − 1), C semantic sets among the n samples (Lin et al. 2024)",
+    min_samples={ORIGINAL: 2},
 )
 def score_num_semantic_sets(samples: ItemSamples, kernel: Kernel) -> float:
     """Confidence ``1 − (C − 1) / (K − 1)`` in [0, 1]: 1 for one set, 0 for K sets."""

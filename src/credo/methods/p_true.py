@@ -15,7 +15,7 @@ import math
 import numpy as np
 
 from credo.kernels.registry import Kernel
-from credo.methods.base import ORIGINAL, P_TRUE, ItemSamples, Score, method
+from credo.methods.base import ORIGINAL, P_TRUE, ItemSamples, Score, mean_confidence, method
 from credo.tasks.followups import normalise_label_token
 from credo.types import TokenLogprob
 
@@ -31,6 +31,8 @@ def p_true_from_logprobs(logprobs: tuple[TokenLogprob, ...] | None) -> float | N
     alts = first.top or ((first.token, first.logprob),)
     p_true = p_false = 0.0
     for tok, lp in alts:
+        if math.isnan(lp):  # no probability to read (a malformed record)
+            continue
         label = normalise_label_token(tok)
         if label in _TRUE:
             p_true += math.exp(lp)
@@ -46,14 +48,17 @@ def p_true_from_logprobs(logprobs: tuple[TokenLogprob, ...] | None) -> float | N
     needs=(ORIGINAL, P_TRUE),
     summary="probability of 'True' for the model's own answer (Kadavath et al.)",
     logprobs=True,
+    min_samples={ORIGINAL: 1, P_TRUE: 1},
 )
 def score_p_true(samples: ItemSamples, kernel: Kernel) -> Score:
-    """P(True) per original sample that was asked about; the item's value is the mean."""
+    """P(True) per original sample that was asked about, in [0, 1]; the item's value is
+    their mean, in [0, 1] (NaN with the reason when no reply has a readable label)."""
     n = len(samples.sets[ORIGINAL])
     conf: list[float | None] = [None] * n
     for s in samples.sets[P_TRUE]:
-        conf[s.ref[0]] = p_true_from_logprobs(s.logprobs)
+        if s.ref and 0 <= s.ref[0] < n:  # a follow-up about an original sample there is
+            conf[s.ref[0]] = p_true_from_logprobs(s.logprobs)
     vals = [c for c in conf if c is not None]
     if not vals:
         return Score(np.nan, tuple(conf), ORIGINAL, unavailable="no label among top logprobs")
-    return Score(float(np.mean(vals)), tuple(conf), ORIGINAL)
+    return Score(mean_confidence(vals), tuple(conf), ORIGINAL)

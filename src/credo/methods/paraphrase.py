@@ -16,9 +16,11 @@ from credo.methods.self_consistency import self_consistency
     "paraphrase",
     needs=(PARAPHRASED,),
     summary="agreement of answers to LLM paraphrases of the question (000 App. J)",
+    min_samples={PARAPHRASED: 2},
 )
 def score_paraphrase(samples: ItemSamples, kernel: Kernel) -> float | Score:
-    """Generalized consistency over the answers to the paraphrased prompts."""
+    """Generalized consistency over the answers to the paraphrased prompts, in [0, 1]: 1
+    when they all agree. Not available below 2 paraphrased samples."""
     answers = samples.answers(PARAPHRASED)
     if len(answers) < 2:
         return Score.not_available(f"{len(answers)} paraphrased samples; 2 are needed")

@@ -102,7 +102,7 @@ def score_items(
     ``graded`` is the grading stage's correctness of each item's original samples (NaN
     where unknown, kept as None per sample); ``prefixes`` the context prefix of each
     perturbed sample; ``options`` the run settings some methods read (``followups``,
-    ``ccp_min_prob``). ``available_sets`` (given generations) limits the sample sets
+    ``ccp_min_prob``, ``kle_t``). ``available_sets`` (given generations) limits the sample sets
     there are: a method that needs another one is not available, with the reason.
     """
     results = []

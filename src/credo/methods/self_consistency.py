@@ -27,7 +27,9 @@ def self_consistency(samples: Sequence[Hashable], kernel: str | Kernel = "indica
     "self_consistency",
     needs=(ORIGINAL,),
     summary="agreement among the n original samples (000 App. J eq. 2)",
+    min_samples={ORIGINAL: 2},
 )
 def score_self_consistency(samples: ItemSamples, kernel: Kernel) -> float:
-    """Self-consistency of one item's original samples."""
+    """Self-consistency of one item's original samples, in [0, 1]: 1 when all agree, 0
+    when no two do. Not available below 2 samples."""
     return self_consistency(samples.answers(ORIGINAL), kernel)

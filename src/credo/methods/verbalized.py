@@ -8,38 +8,38 @@ confidence; a reply without a readable probability in [0, 1] is recorded as unpa
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from credo.kernels.registry import Kernel
-from credo.methods.base import ORIGINAL, VERBALIZED, ItemSamples, Score, method
+from credo.methods.base import ORIGINAL, VERBALIZED, ItemSamples, Score, mean_confidence, method
 
 
 @method(
     "verbalized",
     needs=(ORIGINAL, VERBALIZED),
     summary="the model's stated probability that its answer is right (Tian et al.)",
+    min_samples={ORIGINAL: 1, VERBALIZED: 1},
 )
 def score_verbalized(samples: ItemSamples, kernel: Kernel) -> Score:
-    """One stated confidence per original sample that was asked about."""
+    """One stated confidence per original sample that was asked about, in [0, 1] (the
+    parser reads nothing outside it); the item's value is their mean, in [0, 1]."""
     n = len(samples.sets[ORIGINAL])
     conf: list[float | None] = [None] * n
     for k, s in enumerate(samples.sets[VERBALIZED]):
         at = s.ref[0] if s.ref else k  # given files may leave out ref: the k-th original
         if 0 <= at < n:
-            conf[at] = _confidence(s.answer.value)
+            conf[at] = _probability(s.answer.value)
     vals = [c for c in conf if c is not None]
     if not vals:
         return Score(np.nan, tuple(conf), ORIGINAL, unavailable="no parsable confidence")
-    return Score(float(np.mean(vals)), tuple(conf), ORIGINAL)
+    return Score(mean_confidence(vals), tuple(conf), ORIGINAL)
 
 
-def _confidence(value: object) -> float | None:
-    """A stated confidence; None for no answer or one that is not a finite number (a given
-    file may hold anything there)."""
+def _probability(value: object) -> float | None:
+    """A stated confidence as a float in [0, 1]; None for anything else (no reply, a
+    word, NaN, 1.5 from given generations: unparsable, never clipped)."""
     try:
         x = float(value)  # type: ignore[arg-type]
     except (TypeError, ValueError):
         return None
-    return x if math.isfinite(x) else None
+    return x if 0.0 <= x <= 1.0 else None

@@ -180,8 +180,7 @@ def run_pipeline(config: RunConfig, pool: ModelPool, task: Task | None = None) -
         default_kernel=config.kernel, logprobs=caps.logprobs,
         prefixes={it.id: tuple(psets[it.id].prefixes(_perturbed_size(generated[it.id], config)))
                   for it in task.items if it.id in psets},
-        options={"followups": config.baselines.followups,
-                 "ccp_min_prob": config.baselines.ccp_min_prob},
+        options=config.baselines.method_options(),
     )
     ledger = pool.ledger.to_dict()
     ending = end_run(items, config, incomplete=incomplete,

@@ -79,8 +79,7 @@ def score_generations(
         default_kernel=config.kernel, logprobs=logprobs,
         prefixes={i: tuple(s.prefix or "" for s in sets.get(PERTURBED, ()))
                   for i, sets in by_item.items()},
-        options={"followups": config.baselines.followups,
-                 "ccp_min_prob": config.baselines.ccp_min_prob},
+        options=config.baselines.method_options(),
         available_sets=present,
     )
     ledger = pool.ledger.to_dict()

@@ -62,7 +62,8 @@ class ItemSamples:
     sets: Mapping[str, tuple[Sample, ...]] = field(default_factory=dict)
     format: AnswerFormat | None = None
     n_choices: int = 0
-    #: Run-level settings some methods read (``followups``, ``ccp_min_prob``).
+    #: Run-level settings some methods read (``followups``, ``ccp_min_prob``, ``kle_t``:
+    #: :meth:`credo.config.BaselineConfig.method_options`).
     options: Mapping[str, Any] = field(default_factory=dict)
 
     def answers(self, name: str) -> list[Hashable | None]:
