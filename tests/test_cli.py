@@ -88,7 +88,8 @@ def _subparser(*path: str):
 
 
 # options that set no config field: the file itself, output and the parser's own
-_NOT_CONFIG = {"help", "config", "quiet", "dry_run", "samples", "format", "lm_eval_filter"}
+_NOT_CONFIG = {"help", "config", "quiet", "dry_run", "samples", "format", "lm_eval_filter",
+               "recompute_correctness"}  # an argument of credo.api.score, not a config field
 
 
 @pytest.mark.parametrize("command, table", [

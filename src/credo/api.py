@@ -193,7 +193,8 @@ def certify_run(
                     alpha=alpha, delta=delta, method=procedure)
     config = RunConfig.model_validate({k: v for k, v in data.config.items()
                                        if k in RunConfig.model_fields})
-    cert = RunCertificate(found, run_settings(config, data.model, method), str(data.path))
+    identity = str(data.metrics.get("model") or data.model)  # the identity, not the spec
+    cert = RunCertificate(found, run_settings(config, identity, method), str(data.path))
     if out is not None:
         from credo import jsonio
 
