@@ -37,8 +37,9 @@ def test_rules_read_only_the_answers_drawn() -> None:
 def test_schedule_and_config_spellings() -> None:
     cfg = AdaptiveConfig(round=4, min=6)
     assert [next_size(k, 12, cfg) for k in (0, 6, 10)] == [6, 10, 12]
-    with pytest.raises(ValueError, match="threshold"):
-        AdaptiveConfig(rule="decision")
+    with pytest.raises(ValueError, match="threshold"):  # a threshold, or a certificate's
+        RunConfig(adaptive={"rule": "decision"})
+    assert RunConfig(adaptive={"rule": "decision"}, certificate="cert.json").adaptive
     nested = RunConfig(sampling={"temperature": 1.0, "max_tokens": 32,
                                  "adaptive": {"rule": "consensus"}})
     assert nested.adaptive == AdaptiveConfig(rule="consensus")

@@ -32,8 +32,9 @@ def _task(items: int, gold: bool) -> Task:
 
 
 def _config(tmp: Path, out: str, **extra) -> RunConfig:
-    return RunConfig(task="gsm8k", n=6, limit=None, bootstrap=0, methods=["self_consistency"],
-                     out=tmp / out, cache=tmp / "c.sqlite", **extra)
+    fields = {"task": "gsm8k", "n": 6, "limit": None, "bootstrap": 0,
+              "methods": ["self_consistency"], "out": tmp / out, "cache": tmp / "c.sqlite"}
+    return RunConfig(**(fields | extra))
 
 
 def test_certify_then_answer_questions_without_gold(tmp_path, capsys):
@@ -90,3 +91,21 @@ def test_a_run_with_other_settings_is_refused_before_any_call(tmp_path, capsys):
     rows = [json.loads(x) for x in (tmp_path / "same" / "answers.jsonl").read_text()
             .splitlines()]
     assert [r["accept"] for r in rows] == [True] * 3  # all-correct calibration: all accepted
+
+
+def test_the_decision_rule_takes_the_certificates_threshold(tmp_path):
+    """Adaptive sampling's decision rule (issue 24) stops an item once its interval lies on
+    one side of the certified threshold, which the certificate supplies."""
+    model = ScriptedModel(_answerer)
+    run(_config(tmp_path, "calib", n=12), model=model, task=_task(120, gold=True),
+        show_progress=False)
+    assert main(["certify", str(tmp_path / "calib"), "--method", "self_consistency",
+                 "--alpha", "0.2", "--out", str(tmp_path / "cert.json")]) == 0
+    full = run(_config(tmp_path, "full", n=12), model=model, task=_task(40, gold=False),
+               show_progress=False, certificate=tmp_path / "cert.json")
+    lean = run(_config(tmp_path, "lean", n=12, adaptive={"rule": "decision"},
+                       certificate=tmp_path / "cert.json"), model=model,
+               task=_task(40, gold=False), show_progress=False)
+    drawn = sum(len(r.original) for r in lean.items)
+    assert drawn < sum(len(r.original) for r in full.items) == 40 * 12
+    assert lean.config.adaptive.threshold is not None

@@ -119,6 +119,7 @@ def run(
 
     method_specs(config.methods)  # an unknown method fails before the folder or cache
     cert = _certificate(certificate if certificate is not None else config.certificate)
+    config = _decision_threshold(config, cert)
     task = configured_task(config) if task is None else task  # a bad task fails first
     if write:
         check_writable(config.out, "the run folder (out)")
@@ -144,6 +145,21 @@ def run(
             write_answers(result, cert, config.out)
     _check_neutral(result)
     return result
+
+
+def _decision_threshold(config: RunConfig, cert: RunCertificate | None) -> RunConfig:
+    """``config`` with the adaptive decision rule's threshold taken from ``cert`` when the
+    rule names none (issue 24: stop sampling an item once its decision is settled)."""
+    a = config.adaptive
+    if a is None or a.rule != "decision" or a.threshold is not None:
+        return config
+    if cert is None or cert.certificate.threshold is None:
+        from credo.errors import UserError
+
+        raise UserError("--adaptive decision: no threshold (adaptive.threshold) and no "
+                        "certified one (the certificate certified nothing)")
+    return config.model_copy(update={"adaptive": a.model_copy(
+        update={"threshold": cert.certificate.threshold})})
 
 
 def _certificate(given: RunCertificate | str | Path | None) -> RunCertificate | None:

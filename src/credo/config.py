@@ -358,14 +358,9 @@ class AdaptiveConfig(BaseModel):
     )
     confidence: float = Field(0.95, gt=0, lt=1, description="level of the rules' intervals")
     threshold: float | None = Field(
-        None, ge=0, le=1, description="decision rule: the certificate's score threshold"
+        None, ge=0, le=1, description="decision rule: the score threshold; None = the run's "
+        "certificate's (RunConfig.certificate)"
     )
-
-    @model_validator(mode="after")
-    def _decision_needs_threshold(self) -> Self:
-        if self.rule == "decision" and self.threshold is None:
-            raise ValueError("the decision rule needs a threshold (adaptive.threshold)")
-        return self
 
 
 class _Config(BaseModel):
@@ -458,6 +453,18 @@ class RunConfig(_Config):
         "perturbed samples in rounds and stop an item once its stopping rule holds; None = "
         "every item gets n and m; part of no request. Also read as sampling.adaptive",
     )
+
+    @model_validator(mode="after")
+    def _decision_needs_threshold(self) -> Self:
+        """The decision rule stops an item once it is settled on one side of a threshold:
+        ``adaptive.threshold``, or the certified one of ``certificate`` (issue 24)."""
+        a = self.adaptive
+        if a is not None and a.rule == "decision" and a.threshold is None and (
+            self.certificate is None
+        ):
+            raise ValueError("the decision rule needs a threshold (adaptive.threshold) or a "
+                             "certificate (--certificate)")
+        return self
 
     @model_validator(mode="before")
     @classmethod
