@@ -172,3 +172,4 @@ def test_too_few_items_say_so_instead_of_a_number(tmp_path):
     text = (out / "report.md").read_text()
     assert f"most answers at α=0.1: none, too few items to split ({MIN_ITEMS - 1}" in text
     assert "too few items" in next(ln for ln in text.splitlines() if ln.startswith("| c3 |"))
+    assert "degenerate" not in json.loads((out / "metrics.json").read_text())

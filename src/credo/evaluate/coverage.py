@@ -23,9 +23,12 @@ run's items, precisely either
 * *confident but wrong*: a score of at least :data:`HIGH_SCORE` (0.9) on more than half the
   items while fewer than :data:`LOW_ACCURACY` (60%) of those items' answers are correct.
 
-The second is what C3 shows on every ≤ 1.5B model at T = 1: the answers are diffuse with
-and without the prefixes, the two sample sets look alike, MMD² ≈ 0 and C3 ≈ 1 on most
-items (000 §3; docs/benchmarks.md).
+Both are judged on the items with a score and a known correctness, from
+:data:`MIN_ITEMS` of them on. The second is what C3 shows on every ≤ 1.5B model at
+T = 1: the answers are diffuse with and without the prefixes, the two sample sets look
+alike, MMD² ≈ 0 and C3 ≈ 1 on most items (000 §3; docs/results.md). "Their answers" are
+those of the high-scored items: a method confident where it is right is not flagged even
+when the run's accuracy is low.
 
 :func:`risk_coverage_curve` gives the selective risk against coverage over every
 threshold (Geifman & El-Yaniv 2017's risk–coverage curve), the figure of report.html.
@@ -174,10 +177,13 @@ def degenerate_reason(scores: Sequence[float] | np.ndarray, correct: Sequence[fl
 
 def degenerate_table(items: Sequence[ItemResult], methods: Sequence[str]) -> dict[str, str]:
     """Per method whose scores are degenerate on this run's labelled items, the reason
-    (:func:`degenerate_reason`); empty for a run without gold."""
+    (:func:`degenerate_reason`); empty for a run without gold. A method with fewer than
+    :data:`MIN_ITEMS` labelled items is not judged (a share of a handful says little)."""
     out = {}
     for name in methods:
         s, c = labelled_rows(items, name)
+        if s.size < MIN_ITEMS:
+            continue
         why = degenerate_reason(s, c, name)
         if why is not None:
             out[name] = why
