@@ -363,6 +363,30 @@ class AdaptiveConfig(BaseModel):
     )
 
 
+class EvaluationConfig(BaseModel):
+    """How a labelled run's answers are judged for acting on them (issue 23, item 2):
+    coverage at risk ``α`` for each of ``alphas`` with confidence ``1 − delta``, over
+    ``splits`` random calibration/test halves of the run's items
+    (:mod:`credo.evaluate.coverage`). Evaluation only, part of no request."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    alphas: list[float] = Field(
+        default_factory=lambda: [0.1], min_length=1,
+        description="risk levels: the most errors among the answered items",
+    )
+    delta: float = Field(0.1, gt=0, lt=1, description="chance a certified threshold misleads")
+    splits: int = Field(100, ge=1, description="random calibration/test splits of the items")
+
+    @field_validator("alphas")
+    @classmethod
+    def _levels(cls, value: list[float]) -> list[float]:
+        bad = [a for a in value if not 0 < a < 1]
+        if bad:
+            raise ValueError(f"every alpha must lie strictly between 0 and 1; got {bad}")
+        return list(dict.fromkeys(value))
+
+
 class _Config(BaseModel):
     """What every top-level config shares: unknown keys are errors, the cache file, and
     loading from YAML. Fields stay in the subclasses (their order is the order of the
@@ -446,6 +470,11 @@ class RunConfig(_Config):
         description="a certificate file from `credo certify` (issue 23): the run decides "
         "which answers to act on at its risk and writes answers.jsonl; refused when the "
         "run's settings differ from the certificate's; part of no request",
+    )
+    evaluation: EvaluationConfig = Field(
+        default_factory=EvaluationConfig,
+        description="coverage at risk alpha per method (issue 23): evaluation.alphas, "
+        "evaluation.delta, evaluation.splits; part of no request",
     )
     adaptive: AdaptiveConfig | None = Field(
         None,

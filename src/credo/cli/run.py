@@ -92,6 +92,10 @@ def print_result(result: Any) -> int:
     if result.response_metrics:
         console.print(terminal_table(response_table_rows(result, compact=True),
                                      "per generation (002)", width))
+    from credo.report.coverage import headline_lines
+
+    for line in headline_lines(result.coverage, result.degenerate):  # issue 23 item 2
+        console.print(line, markup=False, highlight=False)
     if few_in_class(result.metrics) or few_in_class(result.response_metrics):
         console.print(FEW_NOTE, markup=False, highlight=False)
     if not result.metrics and result.items:

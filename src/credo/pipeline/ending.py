@@ -5,7 +5,9 @@ and the run's outcome, shared by ``credo run``, ``credo score``, ``credo study``
 :func:`end_run` is what every pipeline calls once its items are scored: the item-level
 and response-level metrics (with the config's ``calibrate``), why a method has no score
 on some items, 000 App. A.3's neutrality test when the run generated perturbed samples,
-and the :class:`Outcome`. :func:`decide_outcome` is the one rule for the outcome; the
+the coverage at risk α of every method with its degenerate-score flags (issue 23 item 2:
+:mod:`credo.evaluate.coverage`, with the config's ``evaluation``), and the
+:class:`Outcome`. :func:`decide_outcome` is the one rule for the outcome; the
 command line maps it to an exit status (:data:`EXIT_STATUS`), the Python API raises
 :class:`~credo.errors.NeutralityFailed` for :attr:`Outcome.NEUTRALITY_FAILED` once the
 run folder is written.
@@ -21,6 +23,7 @@ from enum import StrEnum
 from typing import Any
 
 from credo.config import RunConfig
+from credo.evaluate.coverage import coverage_table, degenerate_table
 from credo.evaluate.neutrality import neutrality_record
 from credo.evaluate.tables import evaluate_items, evaluate_responses, unavailable_reasons
 from credo.methods.scoring import ItemResult
@@ -57,13 +60,17 @@ EXIT_STATUS: Mapping[Outcome, int] = {
 @dataclass(frozen=True)
 class Ending:
     """What :func:`end_run` computed: the metrics (``credo.evaluate.tables``), the
-    unavailable reasons, the neutrality record (empty when not tested) and the outcome."""
+    unavailable reasons, the neutrality record (empty when not tested), the outcome, and
+    (issue 23 item 2, :mod:`credo.evaluate.coverage`) the coverage at risk per method and
+    α with the degenerate methods' reasons (both empty without known correctness)."""
 
     metrics: dict[str, dict[str, float]]
     response_metrics: dict[str, dict[str, float]]
     unavailable: dict[str, str]
     outcome: Outcome
     neutrality: dict[str, Any] = field(default_factory=dict)
+    coverage: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
+    degenerate: dict[str, str] = field(default_factory=dict)
 
 
 def end_run(
@@ -76,12 +83,14 @@ def end_run(
 ) -> Ending:
     """The ending of a run whose items are scored: evaluation with the config's bins,
     bootstrap, seed and post-hoc calibration, the unavailable reasons, the neutrality
-    test (when ``test_neutrality``: the run generated perturbed samples) and the outcome
+    test (when ``test_neutrality``: the run generated perturbed samples), the coverage at
+    risk of ``config.evaluation`` with the degenerate-score flags, and the outcome
     (:func:`decide_outcome`)."""
     args = (items, config.methods, config.ece_bins, config.bootstrap, config.seed,
             config.calibrate)
     graded = labelled(items)
     record = neutrality_test(items, config) if test_neutrality and graded else {}
+    ev = config.evaluation
     return Ending(
         metrics=evaluate_items(*args) if graded else {},
         response_metrics=evaluate_responses(*args) if graded else {},
@@ -89,6 +98,9 @@ def end_run(
         outcome=decide_outcome(incomplete, stopped_by_budget, record,
                                config.perturbation.neutrality),
         neutrality=record,
+        coverage=coverage_table(items, config.methods, ev.alphas, ev.delta, ev.splits,
+                                config.seed),
+        degenerate=degenerate_table(items, config.methods),
     )
 
 

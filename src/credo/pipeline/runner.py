@@ -108,6 +108,10 @@ class RunResult:
     #: (:meth:`credo.generation.ledger.Ledger.to_dict`; a pool that ran several runs
     #: counts them all); ``metrics.json`` keeps it as ``stats.ledger``.
     ledger: dict[str, Any] = field(default_factory=dict)
+    #: Coverage at risk α per method and α, and the degenerate methods' reasons (issue 23
+    #: item 2: :mod:`credo.evaluate.coverage`); empty without known correctness.
+    coverage: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
+    degenerate: dict[str, str] = field(default_factory=dict)
 
     @property
     def stopped_by_budget(self) -> bool:
@@ -214,6 +218,7 @@ def run_pipeline(config: RunConfig, pool: ModelPool, task: Task | None = None) -
         run_stats, psets,
         ending.response_metrics, ending.unavailable, paras, similarity,
         incomplete, neutrality=ending.neutrality, ledger=ledger,
+        coverage=ending.coverage, degenerate=ending.degenerate,
     )
 
 

@@ -102,6 +102,7 @@ def score_generations(
         config, task, f"given:{generations.layout}:{generations.source}", items,
         ending.metrics, run_stats, {}, ending.response_metrics, ending.unavailable,
         incomplete=incomplete, source=generations.source, ledger=ledger,
+        coverage=ending.coverage, degenerate=ending.degenerate,
     )
 
 

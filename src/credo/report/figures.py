@@ -193,6 +193,31 @@ def plot_roc_pr(
                     ha="center", fontsize=7, transform=ax_roc.transAxes, wrap=True)
 
 
+def plot_risk_coverage(
+    ax: Axes, curves: Mapping[str, tuple[np.ndarray, np.ndarray]], alphas: Sequence[float]
+) -> None:
+    """Selective risk against coverage per method (Geifman & El-Yaniv 2017; issue 23 item
+    2): each point answers the items scored at or above one threshold. ``curves`` maps
+    method -> (coverage, risk) from :func:`credo.evaluate.coverage.risk_coverage_curve`;
+    each ``alpha`` is a dotted horizontal line: points below it keep the risk at α on
+    this run (a certificate also needs the margin of finite calibration)."""
+    for name, (cov, risk) in curves.items():
+        if cov.size:
+            ax.step(np.r_[0.0, cov], np.r_[risk[0], risk], where="post", lw=1.5, label=name)
+    for a in alphas:
+        ax.axhline(a, ls=":", color="#444444", lw=1)
+        ax.text(1.0, a, f" α={a:g}", va="center", ha="left", fontsize=7,
+                transform=ax.get_yaxis_transform())
+    ax.set_xlabel("coverage (share of items answered)", fontsize=8)
+    ax.set_ylabel("selective risk (error rate of the answered)", fontsize=8)
+    ax.set_title("risk–coverage", fontsize=9)
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1.02)
+    ax.tick_params(labelsize=7)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=7, loc="upper left")
+
+
 def plot_quadrants(ax: Axes, q: Quadrants, title: str, *, jitter: float = 0.01) -> None:
     """000 Fig. 4: mean performance (x) against mean C3 (y) per item, median splits.
 

@@ -38,6 +38,13 @@ from credo.evaluate.paired import PairedDifference
 from credo.evaluate.quadrants import REGION_COLORS, REGIONS, Quadrants
 from credo.report import analysis as an
 from credo.report import figures as fg
+from credo.report.coverage import (
+    alphas_of,
+    coverage_cell,
+    coverage_detail_rows,
+    coverage_headers,
+    headline_lines,
+)
 from credo.report.export import write_parquet
 from credo.report.ledger import ledger_notes, ledger_table_rows
 from credo.report.rundata import RunData, load_run, read_flip_rates
@@ -156,6 +163,7 @@ def _run_figures(a: RunAnalysis, opts: ReportOptions) -> dict[str, str]:
     """Every figure of one run's page as a ``data:`` URI, keyed by section."""
     run = a.run
     figs = _method_figures(run, [s for s in a.summaries if s.n_items > 0], opts.seed)
+    figs.update(_coverage_figure(run))
     figs.update(_diagnosis_figures(a))
     figs.update(_perturbation_figures(run, a.similarity))
     flips = list(opts.flip_rates)
@@ -195,6 +203,25 @@ def _method_figures(run: RunData, ms: Sequence[an.MethodSummary], seed: int) -> 
     fg.plot_roc_pr(axes[0][0], axes[0][1], curves)
     figs["roc_pr"] = fg.figure_to_data_uri(fig)
     return figs
+
+
+def _coverage_figure(run: RunData) -> dict[str, str]:
+    """The risk–coverage curve of every method (issue 23 item 2) with each α of the run's
+    coverage at risk marked; none for a run without it (no known correctness)."""
+    from credo.evaluate.coverage import risk_coverage_curve
+
+    if not run.coverage:
+        return {}
+    correct = run.answer_correct
+    curves = {}
+    for name in run.methods:
+        s = run.score(name)
+        ok = np.isfinite(s) & np.isfinite(correct)
+        if ok.any():
+            curves[name] = risk_coverage_curve(s[ok], correct[ok] >= 0.5)
+    fig, axes = fg.new_figure(5.6, 3.8)
+    fg.plot_risk_coverage(axes[0][0], curves, [float(a) for a in alphas_of(run.coverage)])
+    return {"risk_coverage": fg.figure_to_data_uri(fig)}
 
 
 def _diagnosis_figures(a: RunAnalysis) -> dict[str, str]:
@@ -263,7 +290,9 @@ def render_run_page(a: RunAnalysis, opts: ReportOptions) -> str:
         opts=opts,
         facts=_run_facts(run),
         bins=run.config.get("ece_bins") or 10,
-        methods=_method_table(a.summaries),
+        methods=_method_table(a.summaries, run.coverage),
+        headline=headline_lines(run.coverage, run.degenerate),
+        coverage=_coverage_rows(run.coverage),
         responses=_responses(run),
         topic=run.extras.get("topic_check.json"),
         similarity=_similarity_summary(a.similarity),
@@ -344,13 +373,30 @@ def _ledger(stats: dict[str, Any]) -> dict[str, Any] | None:
     }
 
 
-def _method_table(summaries: Sequence[an.MethodSummary]) -> dict[str, Any]:
-    """Method × metric with CIs; extra metrics.json columns; the best method per metric."""
+def _method_table(
+    summaries: Sequence[an.MethodSummary], coverage: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """Method × metric with CIs; extra metrics.json columns; the best method per metric;
+    the coverage at risk α beside AUROC (issue 23 item 2: headers and, per method, one
+    cell per α; none without coverage)."""
+    coverage = coverage or {}
+    alphas = alphas_of(coverage)
     return {
         "summaries": summaries,
         "extras": list(dict.fromkeys(k for s in summaries for k in s.extra)),
         "best": _best(summaries),
+        "coverage_headers": coverage_headers(coverage),
+        "coverage": {s.method: [coverage_cell(coverage.get(s.method, {}).get(a))
+                                for a in alphas] for s in summaries},
     }
+
+
+def _coverage_rows(coverage: dict[str, Any]) -> dict[str, Any] | None:
+    """The coverage-at-risk detail table (header, rows), None without coverage."""
+    if not coverage:
+        return None
+    rows = coverage_detail_rows(coverage)
+    return {"header": rows[0], "rows": rows[1:]}
 
 
 def _comparison_table(analyses: Sequence[RunAnalysis]) -> dict[str, Any]:

@@ -98,6 +98,24 @@ class RunData:
         """p̄ per item (mean correctness of the original samples)."""
         return np.array([_num(r.get("p_bar")) for r in self.scores], dtype=float)
 
+    @property
+    def answer_correct(self) -> np.ndarray:
+        """Whether the answer credo gives each item is correct (1, 0, a grade in between;
+        NaN when unknown): scores.jsonl's ``answer_correct`` (issue 23)."""
+        return np.array([_num(r.get("answer_correct")) for r in self.scores], dtype=float)
+
+    @property
+    def coverage(self) -> dict[str, dict[str, dict[str, Any]]]:
+        """metrics.json's ``coverage_at_risk`` (issue 23 item 2); empty when absent."""
+        found = self.metrics.get("coverage_at_risk")
+        return found if isinstance(found, dict) else {}
+
+    @property
+    def degenerate(self) -> dict[str, str]:
+        """metrics.json's ``degenerate``: why a method's scores are degenerate here."""
+        found = self.metrics.get("degenerate")
+        return found if isinstance(found, dict) else {}
+
     def score(self, method: str) -> np.ndarray:
         """The method's score per item; NaN where it has none."""
         return np.array([_num((r.get("scores") or {}).get(method)) for r in self.scores])

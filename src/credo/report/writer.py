@@ -11,7 +11,16 @@ Files
                         and ``brier_calibrated``; ``responses``: the same per generation
                         (002 §3.5-3.7); ``unavailable``: why a method has no score;
                         ``stats``: the run's counters, with ``stats.ledger``: requests,
-                        samples, reported tokens and cost per stage (credo.generation.ledger)
+                        samples, reported tokens and cost per stage (credo.generation.ledger);
+                        ``coverage_at_risk[method][alpha]`` (issue 23 item 2; alpha as
+                        ``"0.1"``, credo.evaluate.coverage): the share of items answered at
+                        selective risk alpha, over ``evaluation.splits`` calibration/test
+                        halves: ``coverage_mean``, ``coverage_std``, ``coverage_q05``,
+                        ``coverage_q95``, ``exceed_rate`` (splits whose test risk exceeded
+                        alpha), ``certified_rate``, ``risk_mean``, ``n_items``, ``delta``,
+                        ``splits``, ``procedure``; or ``n_items`` and ``note`` when too few
+                        items to split; ``degenerate[method]``: why its scores are
+                        degenerate on this run. Both absent without known correctness
 ``samples.jsonl``       every sample of every set (set, index, ref, prefix, text, extracted
                         answer, correctness, the method confidences given to it)
 ``perturbations.jsonl`` the kept context prefixes per item and the filter's counts
@@ -45,6 +54,12 @@ from credo.evaluate import registry
 from credo.evaluate.metrics import FEW_IN_CLASS
 from credo.evaluate.registry import Level
 from credo.models.urls import redact_url
+from credo.report.coverage import (
+    coverage_cell,
+    coverage_detail_rows,
+    coverage_headers,
+    headline_lines,
+)
 from credo.report.ledger import ledger_notes, ledger_table_rows
 from credo.report.markdown import fmt_number, md_cell, md_table
 from credo.report.rundata import OPTIONAL_JSON, SIMILARITY_FILE, STATUS_FILE
@@ -127,6 +142,10 @@ def write_run(result: RunResult, out: str | Path) -> Path:
         metrics["incomplete"] = result.incomplete
     if result.neutrality:
         metrics["neutrality"] = result.neutrality
+    if result.coverage:
+        metrics["coverage_at_risk"] = result.coverage
+    if result.degenerate:
+        metrics["degenerate"] = result.degenerate
     jsonio.write_text(out / "metrics.json", jsonio.dumps(metrics, indent=2))
     if result.perturbation_similarity:
         jsonio.write_text(out / SIMILARITY_FILE, jsonio.dumps(result.perturbation_similarity))
@@ -191,8 +210,29 @@ def metrics_table_rows(result: RunResult, compact: bool = False) -> list[list[st
     AUPRC-P, AUPRC-N, AUARC, PRR (each with its 95% bootstrap CI when computed), the
     calibrated ECE and Brier when the run calibrates, Pearson calibration correlation,
     polarisation, mean score. ``compact`` (the terminal): the headline metrics
-    (:data:`COMPACT_METRICS`) without CIs, which report.md and report.html carry."""
-    return _table_rows(result.metrics, "items", "n_items", "item", compact=compact)
+    (:data:`COMPACT_METRICS`) without CIs, which report.md and report.html carry. Beside
+    AUROC, the coverage at risk α per α of a labelled run (issue 23 item 2: mean ± sd over
+    the splits; the mean alone when ``compact``)."""
+    rows = _table_rows(result.metrics, "items", "n_items", "item", compact=compact)
+    return with_coverage(rows, result.coverage, compact)
+
+
+def with_coverage(rows: list[list[str]], coverage: dict[str, dict[str, dict[str, Any]]],
+                  compact: bool) -> list[list[str]]:
+    """``rows`` (header first, method first) with one coverage-at-risk column per α after
+    the AUROC column (the last column without AUROC); unchanged without coverage."""
+    if not coverage:
+        return rows
+    header = rows[0]
+    auroc = registry.headers().get("auroc")
+    at = header.index(auroc) + 1 if auroc in header else len(header)
+    alphas = list(dict.fromkeys(a for d in coverage.values() for a in d))
+    out = [header[:at] + coverage_headers(coverage) + header[at:]]
+    for row in rows[1:]:
+        entries = coverage.get(row[0], {})
+        cells = [coverage_cell(entries.get(a), compact) for a in alphas]
+        out.append(row[:at] + cells + row[at:])
+    return out
 
 
 def response_table_rows(result: RunResult, compact: bool = False) -> list[list[str]]:
@@ -323,9 +363,12 @@ def render_markdown(result: RunResult) -> str:
             f" max_tokens = {c.sampling.max_tokens}",
             f"- prompt style: {c.prompt_style}; kernel: {c.kernel}; seed: {c.seed}",
         ]
+    first = headline_lines(result.coverage, result.degenerate)
     lines = [
         f"# credo run: {result.task.name} on {c.model}",
         "",
+        *(f"- {line}" for line in first),
+        *([""] if first else []),
         f"- model: `{result.model_identity}`",
         f"- items: {len(result.items)} (label 1 = p̄ ≥ 0.5: {sum(labels)} items)",
         *origin,
@@ -347,6 +390,7 @@ def render_markdown(result: RunResult) -> str:
         *table,
         "",
         *([FEW_NOTE, ""] if few_in_class(result.metrics) else []),
+        *_coverage_section(result),
         *_neutrality_section(result),
         *_response_section(result),
         *_histogram_section(result),
@@ -435,6 +479,29 @@ def _rule_counts(result: RunResult) -> str:
         for rule, k in p.rejected_by.items():
             totals[rule] = totals.get(rule, 0) + k
     return ", ".join(f"{r} {k}" for r, k in sorted(totals.items(), key=lambda x: -x[1])) or "none"
+
+
+def _coverage_section(result: RunResult) -> list[str]:
+    """Coverage at risk α per method (issue 23 item 2), with how it was estimated."""
+    if not result.coverage:
+        return []
+    ev = result.config.evaluation
+    return [
+        "## Coverage at risk α (issue 23)",
+        "",
+        "The share of items a method lets you answer when a threshold on its scores is",
+        f"certified (Learn then Test, δ = {ev.delta:g}) to keep the error rate among the",
+        "answered items at most α. Estimated on this run's items: "
+        f"{ev.splits} random halves calibrate,",
+        "the other halves count (mean ± sd, 5–95% range); risk > α: splits whose answered",
+        "test items erred more often than α; certified: splits with any threshold. The",
+        "correctness is the answer credo gives (the modal original answer). Degenerate:",
+        "≥ 80% of scores within 0.05 of one value, or a score ≥ 0.9 on most items while",
+        "fewer than 60% of their answers are correct.",
+        "",
+        *md_table(coverage_detail_rows(result.coverage)),
+        "",
+    ]
 
 
 def _neutrality_section(result: RunResult) -> list[str]:
