@@ -42,12 +42,16 @@ from credo.evaluate.metrics import (
 from credo.evaluate.weighted import WeightedSample
 
 __all__ = [
+    "PAIRED_METRICS",
     "PairedDifference",
     "auroc_rows",
     "average_precision",
     "ece_rows",
     "paired_bootstrap",
 ]
+
+PAIRED_METRICS = ("auroc", "ece", "prr")
+"""The metrics :func:`paired_bootstrap` compares (each paired on the same resamples)."""
 
 ArrayLike = Sequence[float] | np.ndarray
 
@@ -129,7 +133,7 @@ def paired_bootstrap(
         raise ValueError(f"confidence must lie in (0, 1), got {confidence}")
     if n_resamples < 1:
         raise ValueError(f"n_resamples must be >= 1, got {n_resamples}")
-    unknown = set(metrics) - {"auroc", "ece", "prr"}
+    unknown = set(metrics) - set(PAIRED_METRICS)
     if unknown:
         raise ValueError(f"unknown metrics {sorted(unknown)}; known: auroc, ece, prr")
     y = labels_from_performance(p)

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from credo.config import AdaptiveConfig, RunConfig
-from credo.evaluate.paired import PairedDifference, paired_bootstrap
+from credo.evaluate.paired import PAIRED_METRICS, PairedDifference, paired_bootstrap
 from credo.generation.pool import ModelPool
 from credo.pipeline.runner import RunResult, run_pipeline
 from credo.plan.adaptive import epsilon_of
@@ -40,7 +40,8 @@ __all__ = ["STAGES", "AdaptivePoint", "compare", "simulate", "stage_samples"]
 STAGES = ("original", "writer", "perturbed")
 """The stages whose samples adaptive sampling saves."""
 
-METRICS = ("auroc", "ece", "prr")
+METRICS = PAIRED_METRICS
+"""The metrics replayed: those :func:`paired_bootstrap` pairs."""
 
 
 @dataclass(frozen=True)
