@@ -76,3 +76,20 @@ def sums_task_file(tmp: Path, items: int, stem: str = "sums") -> Path:
         json.dumps({"question": f"Sam has {k} apples and gets {18 - k} more. How many?",
                     "answer": "... #### 18"}) + "\n" for k in range(items)))
     return path
+
+
+@pytest.fixture(autouse=True)
+def _library_log_streams_follow_the_test():
+    """huggingface_hub and datasets give their library logger a StreamHandler bound to the
+    sys.stderr of the moment they first log, which is some earlier test's captured stream,
+    closed since: a later record would fail with "I/O operation on closed file" and spill a
+    traceback into the output under test. Each test rebinds those handlers to its own
+    stderr."""
+    import logging
+    import sys
+
+    for name in ("huggingface_hub", "datasets", "transformers", "sentence_transformers"):
+        for handler in logging.getLogger(name).handlers:
+            if type(handler) is logging.StreamHandler:
+                handler.stream = sys.stderr  # not setStream: it flushes the closed one
+    yield

@@ -245,8 +245,9 @@ def test_factscore_without_knowledge_reports_correctness_unavailable(tmp_path, b
     r = result.items[0]
     assert math.isnan(r.performance) and all(math.isnan(c) for c in r.correct)
     assert 0.0 <= r.scores["c3"] <= 1.0
-    assert all(math.isnan(result.metrics["c3"][k]) for k in ("ece", "auroc", "auprc_pos"))
+    assert result.metrics == {}  # no correctness known: scored, not evaluated (issue 23)
     report = (cfg.out / "report.md").read_text()
+    assert "nothing is evaluated" in report
     assert "unavailable for 1 of 1 items: no knowledge source" in report
     assert "accuracy (mean p̄ over items): n/a" in report
     # unknown correctness is null in strict JSON, never a NaN token or an invented label

@@ -38,10 +38,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     handler = RichHandler(console=Console(stderr=True), show_path=False)
     handler.addFilter(RedactURLs())
-    logging.basicConfig(
-        level=logging.INFO if args.verbose else logging.WARNING,
+    if not args.verbose:
+        handler.addFilter(_own_or_errors)
+    logging.basicConfig(  # force: each call's own level and handler (main() may run twice
+        level=logging.INFO if args.verbose else logging.WARNING,  # in one process)
         format="%(message)s",
         handlers=[handler],
+        force=True,
     )
     log = logging.getLogger("credo")
     try:
@@ -63,6 +66,13 @@ def main(argv: list[str] | None = None) -> int:
         _error(f"{len(e.failed)} requests failed after the backend's retries; rerun to retry"
                f" them (first: {e.errors[0] if e.errors else 'samples missing'})")
         return 3
+
+
+def _own_or_errors(record: logging.LogRecord) -> bool:
+    """Without ``-v`` the terminal shows credo's own warnings and other libraries' errors
+    only: a library's retry warnings (Hugging Face Hub's, offline) are not the one line a
+    user error gets."""
+    return record.name.split(".")[0] == "credo" or record.levelno >= logging.ERROR
 
 
 def _error(message: str) -> None:
