@@ -348,13 +348,14 @@ def generate_perturbations(
             break
     short = [it.id for it in items if it.id in result and len(result[it.id].kept) < m]
     if short:
-        log.warning(
+        log.warning(  # a count and the three shortest in the terminal; every item in the run
             "%d of %d items have fewer than m=%d distinct perturbations (kept ones are reused"
-            " in turn): %s",
+            " in turn; perturbations.jsonl has every count), e.g. %s",
             len(short),
             len(items),
             m,
-            ", ".join(f"{i} ({len(result[i].kept)})" for i in short[:20]),
+            ", ".join(f"{i} ({len(result[i].kept)})"
+                      for i in sorted(short, key=lambda i: len(result[i].kept))[:3]),
         )
     return result
 
