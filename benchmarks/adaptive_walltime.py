@@ -21,6 +21,7 @@ from credo.api import simulate_adaptive
 from credo.config import AdaptiveConfig
 from credo.generation.pool import ModelPool
 from credo.pipeline.runner import RunResult, run_pipeline
+from credo.report.writer import write_run
 
 
 def _one(config: RunConfig) -> tuple[float, float, RunResult]:
@@ -30,7 +31,9 @@ def _one(config: RunConfig) -> tuple[float, float, RunResult]:
     with ModelPool(cache_path=config.cache_path, seed=config.seed, show_progress=False) as pool:
         result = run_pipeline(config, pool)
         generating = sum(h.seconds for h in pool.history)
-    return time.perf_counter() - t0, generating, result
+    seconds = time.perf_counter() - t0
+    write_run(result, config.out)  # the folder `credo adaptive` replays (not timed)
+    return seconds, generating, result
 
 
 def main() -> None:
