@@ -10,7 +10,6 @@ described by what its registration declares (:func:`credo.tasks.registry.task_lo
 
 from __future__ import annotations
 
-import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -21,9 +20,6 @@ from credo.tasks.grading import DEFAULT_GRADER, describe_grader
 from credo.tasks.registry import declared, declared_source
 
 __all__ = ["TaskInfo", "task_catalogue"]
-
-_NEEDS = re.compile(r"needs (?:a |an |the )?[^:]*:\s*'?([^']+?)'?(?:\[|$)")
-
 
 @dataclass(frozen=True)
 class TaskInfo:
@@ -57,8 +53,8 @@ def _describe(spec: str) -> TaskInfo:
         return _declared(spec)
     try:
         task = load_task(spec)
-    except (ValueError, FileNotFoundError) as exc:  # needs the user's file (or a package)
-        return _needs_file(spec, str(exc))
+    except (ValueError, FileNotFoundError) as exc:  # its data package is not installed
+        return _unavailable(spec, exc)
     return _from_items(spec, task)
 
 
@@ -79,26 +75,9 @@ def _from_items(spec: str, task: Task) -> TaskInfo:
     )
 
 
-def _needs_file(spec: str, message: str) -> TaskInfo:
-    name = spec.split(":", 1)[0]
-    fmt, grader = declared(name)
-    found = _NEEDS.search(message)
-    grader = grader or DEFAULT_GRADER
-    return TaskInfo(
-        spec=spec,
-        source="your file",
-        items=None,
-        answer_format=fmt.value if fmt else None,
-        grader=grader,
-        correctness=describe_grader(grader, fmt) if fmt else f"{grader} (by the file's layout)",
-        multiple_choice=(fmt is AnswerFormat.CHOICE) if fmt else None,
-        usage=found.group(1).strip() if found else f"{name}:<path>",
-    )
-
-
 def _declared(spec: str) -> TaskInfo:
-    """A task described by its registration, not loaded (its data may need the network
-    or an optional package: lm-eval tasks)."""
+    """A task described by its registration, not loaded: the user's file holds its data,
+    or the network or an optional package does (lm-eval tasks)."""
     fmt, grader = declared(spec)
     found = declared_source(spec)
     assert found is not None
@@ -110,10 +89,17 @@ def _declared(spec: str) -> TaskInfo:
         items=None,
         answer_format=fmt.value if fmt else None,
         grader=grader,
-        correctness=describe_grader(grader, fmt) if fmt else "the lm-eval task's own metric",
+        correctness=describe_grader(grader, fmt),
         multiple_choice=(fmt is AnswerFormat.CHOICE) if fmt else None,
         usage=usage,
     )
+
+
+def _unavailable(spec: str, exc: Exception) -> TaskInfo:
+    """A task that ships its data in a package this machine lacks."""
+    return TaskInfo(spec=spec, source=f"unavailable here: {exc}", items=None,
+                    answer_format=None, grader=DEFAULT_GRADER, correctness="",
+                    multiple_choice=None, usage=spec)
 
 
 def _package_of(source: str) -> str | None:

@@ -120,7 +120,8 @@ def load_freshqa(path: str | Path, *, false_premise: bool = False) -> Task:
     return Task(name, tuple(items), AnswerFormat.SHORT_TEXT, "short-form factual recall")
 
 
-@task_loader("simpleqa", fmt=AnswerFormat.SHORT_TEXT, grader="simpleqa")
+@task_loader("simpleqa", fmt=AnswerFormat.SHORT_TEXT, grader="simpleqa", source="your file",
+             usage="simpleqa:<path>")
 def _simpleqa(arg: str | None) -> Task:
     """SimpleQA from the user's ``simple_qa_test_set.csv``: ``simpleqa:<path>``."""
     if not arg:
@@ -128,7 +129,8 @@ def _simpleqa(arg: str | None) -> Task:
     return load_simpleqa(arg, name="simpleqa")
 
 
-@task_loader("simpleqa_verified", fmt=AnswerFormat.SHORT_TEXT, grader="simpleqa")
+@task_loader("simpleqa_verified", fmt=AnswerFormat.SHORT_TEXT, grader="simpleqa",
+             source="your file", usage="simpleqa_verified:<path>")
 def _simpleqa_verified(arg: str | None) -> Task:
     """SimpleQA Verified from the user's CSV: ``simpleqa_verified:<path>``."""
     if not arg:

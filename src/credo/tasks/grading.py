@@ -92,12 +92,15 @@ def correctness(fmt: AnswerFormat, summary: str = "") -> Callable[[Correctness],
     return register
 
 
-def describe_grader(name: str | None, fmt: AnswerFormat) -> str:
+def describe_grader(name: str | None, fmt: AnswerFormat | None) -> str:
     """How correctness is decided for items graded by ``name`` (None: the default) in
     answer format ``fmt``, in a few words: the grader's name and its summary, or for
-    the default grader the format's rule (issue 20: ``credo tasks``)."""
+    the default grader the format's rule (issue 20: ``credo tasks``); ``fmt`` None: the
+    format is the data's to say (a user's SciQ file: choice or text)."""
     name = name or DEFAULT_GRADER
-    key = f"{name}:{fmt.value}" if name == DEFAULT_GRADER else name
+    if name == DEFAULT_GRADER and fmt is None:
+        return f"{name} (the rule of the format the file holds)"
+    key = f"{name}:{fmt.value}" if name == DEFAULT_GRADER and fmt is not None else name
     summary = _SUMMARIES.get(key, "")
     return f"{name} ({summary})" if summary else name
 

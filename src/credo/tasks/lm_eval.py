@@ -407,7 +407,7 @@ def grade_lm_eval(ctx: GradingContext, originals: Mapping[str, Sequence[Graded]]
 # --------------------------------------------------------------------------- registry
 
 
-@task_loader(LM_EVAL, fmt=None, source="lm-evaluation-harness's task registry "
+@task_loader(LM_EVAL, fmt=None, grader=LM_EVAL, source="lm-evaluation-harness's task registry "
              f"({INSTALL})", usage="lm-eval:<task>")
 def _lm_eval_task(arg: str | None) -> Task:
     """``lm-eval:<task>``: any task of lm-eval's registry (zero-shot, no custom folder;

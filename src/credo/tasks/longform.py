@@ -61,7 +61,8 @@ class KnowledgeSource(Protocol):
     def passages(self, entity: str) -> list[str]: ...
 
 
-@task_loader("factscore", fmt=AnswerFormat.LONG_FORM, grader="factscore")
+@task_loader("factscore", fmt=AnswerFormat.LONG_FORM, grader="factscore", source="your file",
+             usage="factscore:<entities.txt or labelled.jsonl>")
 def _factscore(arg: str | None) -> Task:
     if not arg:
         raise TaskSpecError(

@@ -192,7 +192,8 @@ def _path(name: str, arg: str | None) -> str:
     return arg
 
 
-@task_loader("arc_challenge", fmt=AnswerFormat.CHOICE)
+@task_loader("arc_challenge", fmt=AnswerFormat.CHOICE, source="your file",
+             usage="arc_challenge:<path to the JSONL file>")
 def _arc_challenge(arg: str | None) -> Task:
     """ARC-Challenge from a Hugging Face-layout JSONL file."""
     return load_mc_file(
@@ -200,7 +201,8 @@ def _arc_challenge(arg: str | None) -> Task:
     )
 
 
-@task_loader("openbookqa", fmt=AnswerFormat.CHOICE)
+@task_loader("openbookqa", fmt=AnswerFormat.CHOICE, source="your file",
+             usage="openbookqa:<path to the JSONL file>")
 def _openbookqa(arg: str | None) -> Task:
     """OpenBookQA from a SWAG-style or AI2-layout JSON Lines file."""
     return load_mc_file(
@@ -208,7 +210,8 @@ def _openbookqa(arg: str | None) -> Task:
     )
 
 
-@task_loader("commonsenseqa", fmt=AnswerFormat.CHOICE)
+@task_loader("commonsenseqa", fmt=AnswerFormat.CHOICE, source="your file",
+             usage="commonsenseqa:<path to the JSONL file>")
 def _commonsenseqa(arg: str | None) -> Task:
     """CommonsenseQA (000 §4) from a Hugging Face- or original-layout JSON Lines file."""
     return load_mc_file(
@@ -216,7 +219,8 @@ def _commonsenseqa(arg: str | None) -> Task:
     )
 
 
-@task_loader("strategyqa", fmt=AnswerFormat.CHOICE)
+@task_loader("strategyqa", fmt=AnswerFormat.CHOICE, source="your file",
+             usage="strategyqa:<path to the JSONL file>")
 def _strategyqa(arg: str | None) -> Task:
     """StrategyQA yes/no questions as two-option multiple choice."""
     return load_mc_file(
@@ -224,7 +228,8 @@ def _strategyqa(arg: str | None) -> Task:
     )
 
 
-@task_loader("bbh_sports", fmt=AnswerFormat.CHOICE)
+@task_loader("bbh_sports", fmt=AnswerFormat.CHOICE, source="your file",
+             usage="bbh_sports:<path to the JSONL file>")
 def _bbh_sports(arg: str | None) -> Task:
     """BIG-Bench(-Hard) sports understanding as two-option multiple choice."""
     return load_mc_file(

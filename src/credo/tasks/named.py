@@ -24,7 +24,7 @@ from credo.tasks.registry import TaskSpecError, task_loader
 POPQA = "popqa"
 
 
-@task_loader("svamp", fmt=AnswerFormat.NUMBER)
+@task_loader("svamp", fmt=AnswerFormat.NUMBER, source="your file", usage="svamp:<path>")
 def _svamp(arg: str | None) -> Task:
     """SVAMP from the user's SVAMP.json: ``svamp:<path>``."""
     from credo.tasks.builtin import load_task_from_file
@@ -36,7 +36,8 @@ def _svamp(arg: str | None) -> Task:
     return load_task_from_file(arg, name="svamp", preset="svamp")
 
 
-@task_loader(POPQA, fmt=AnswerFormat.SHORT_TEXT, grader=POPQA)
+@task_loader(POPQA, fmt=AnswerFormat.SHORT_TEXT, grader=POPQA, source="your file",
+             usage="popqa:<path>")
 def _popqa(arg: str | None) -> Task:
     """PopQA from the user's export of akariasai/PopQA: ``popqa:<path>``."""
     if not arg:

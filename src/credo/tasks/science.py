@@ -60,7 +60,7 @@ _DISTRACTORS = ("distractor1", "distractor2", "distractor3")
 # --------------------------------------------------------------------------- sciq
 
 
-@task_loader("sciq")
+@task_loader("sciq", source="your file", usage="sciq:<path to test.txt or test.json>")
 def _sciq(arg: str | None) -> Task:
     """SciQ from the user's file: ``sciq:<path to a .txt, .json or .jsonl file>``."""
     if not arg:
@@ -163,7 +163,8 @@ def _permutation(item_id: str, n: int) -> list[int]:
 # --------------------------------------------------------------------------- scibench
 
 
-@task_loader("scibench", fmt=AnswerFormat.NUMBER)
+@task_loader("scibench", fmt=AnswerFormat.NUMBER, source="your file",
+             usage="scibench:<path to dataset/original>")
 def _scibench(arg: str | None) -> Task:
     """SciBench from the user's files: ``scibench:<a book's .json file or their folder>``."""
     if not arg:
