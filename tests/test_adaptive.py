@@ -127,3 +127,37 @@ def test_cli_flag_and_command(config, tmp_path, bow_embedder, capsys) -> None:
     data = json.loads((config.out / "adaptive" / "adaptive.json").read_text())
     assert [(p["rule"], p["epsilon"]) for p in data["points"]] == [
         ("consensus", None), ("interval", 0.2), ("interval", 0.4), ("decision", None)]
+
+
+def test_coverage_delta_pairs_the_splits() -> None:
+    """Δ coverage at risk (adaptive − full) is the difference of the two runs' coverage on
+    the same splits: zero for the same scores, and its mean equals the difference of the
+    two :func:`coverage_at_risk` means (a second formula: the mean is linear)."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from credo.evaluate.certify import coverage_at_risk
+    from credo.pipeline.simulate import _coverage_deltas
+
+    rng = np.random.default_rng(3)
+    correct = rng.random(80) < 0.7
+    good = np.clip(correct * 0.6 + rng.random(80) * 0.4, 0, 1)  # ranks the answers well
+    noisy = rng.random(80)
+    cfg = RunConfig(evaluation={"alphas": [0.1, 0.2], "delta": 0.1, "splits": 40})
+
+    def items(scores):
+        return [SimpleNamespace(scores={"m": float(s)}, answer_correct=float(c))
+                for s, c in zip(scores, correct, strict=True)]
+
+    same = _coverage_deltas("m", items(good), items(good), cfg)
+    assert set(same) == {0.1, 0.2} and all(v == (0.0, 0.0, 0.0) for v in same.values())
+    worse = _coverage_deltas("m", items(noisy), items(good), cfg)
+    for alpha, (delta, low, high) in worse.items():
+        a = coverage_at_risk(noisy, correct, alpha, 0.1, splits=40, seed=cfg.seed)
+        f = coverage_at_risk(good, correct, alpha, 0.1, splits=40, seed=cfg.seed)
+        assert delta == pytest.approx(a.coverage_mean - f.coverage_mean)
+        assert f.coverage_mean == pytest.approx(np.mean(f.coverages))
+        assert low - 1e-12 <= delta <= high + 1e-12
+    assert worse[0.2][0] < 0  # losing the ranking loses coverage
+    assert _coverage_deltas("m", items(good)[:5], items(good)[:5], cfg) == {}  # too few

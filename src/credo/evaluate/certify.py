@@ -129,7 +129,9 @@ class CoverageAtRisk:
     whose accepted test items erred more often than ``alpha`` (a finite test half is noisy,
     so this can exceed ``delta`` somewhat even for a valid procedure); ``certified_rate``:
     share of splits where a threshold was certified; ``risk_mean``: mean test error rate
-    among accepted items over the splits that accepted any.
+    among accepted items over the splits that accepted any; ``coverages``: each split's
+    test coverage, in split order (the same ``seed`` and item count give the same splits,
+    so two score vectors on the same items compare split by split).
     """
 
     coverage_mean: float
@@ -144,6 +146,7 @@ class CoverageAtRisk:
     method: str
     splits: int
     calibration_fraction: float
+    coverages: tuple[float, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -274,6 +277,7 @@ def coverage_at_risk(
         method=method,
         splits=splits,
         calibration_fraction=calibration_fraction,
+        coverages=tuple(float(x) for x in cov),
     )
 
 

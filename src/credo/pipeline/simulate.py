@@ -16,7 +16,12 @@ Per point, the samples of each stage (original, writer candidates, perturbed) ag
 the full run's, and per method the change of AUROC, ECE and PRR with paired bootstrap
 CIs (:func:`credo.evaluate.paired.paired_bootstrap`), both runs scored against the full
 run's p̄ (the better estimate of each item's accuracy: an adaptive item's own p̄ rests
-on fewer samples).
+on fewer samples). And the change of coverage at risk α for each α of the run's
+``evaluation.alphas`` (:func:`credo.evaluate.certify.coverage_at_risk`, issue 23): each
+run with its own answers' correctness (an adaptive run may give another modal answer:
+what a user of it would act on), on the same calibration/test splits of the same items,
+so the difference is paired split by split; its interval is the central 95% of the
+per-split differences (the spread of one split's estimate, not a CI of the mean).
 """
 
 from __future__ import annotations
@@ -24,10 +29,13 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from credo.config import AdaptiveConfig, RunConfig
+from credo.evaluate.certify import coverage_at_risk
+from credo.evaluate.coverage import MIN_ITEMS
 from credo.evaluate.paired import PAIRED_METRICS, PairedDifference, paired_bootstrap
 from credo.generation.pool import ModelPool
 from credo.pipeline.runner import RunResult, run_pipeline
@@ -59,6 +67,9 @@ class AdaptivePoint:
     drawn: dict[str, tuple[int, int]] = field(default_factory=dict)
     #: Per item id: every method's score on the samples drawn (adaptive).
     scores: dict[str, dict[str, float]] = field(default_factory=dict)
+    #: Per method, per α: Δ coverage at risk α (adaptive − full) with the central 95% of
+    #: the per-split differences, as (delta, low, high).
+    coverage: dict[str, dict[float, tuple[float, float, float]]] = field(default_factory=dict)
 
     @property
     def saved(self) -> float:
@@ -111,13 +122,41 @@ def compare(
             )
         except ValueError:  # a score outside [0, 1]: no paired ECE
             continue
+    coverage = {method: _coverage_deltas(method, [a_items[i] for i in order],
+                                         [f_items[i] for i in order], full.config)
+                for method in full.metrics}
     return AdaptivePoint(
         rule, epsilon, {s: (a_n[s], f_n[s]) for s in STAGES}, deltas, len(ids),
         tuple(sorted((set(f_items) ^ set(a_items)) | set(full.incomplete)
                      | set(adaptive.incomplete))),
         {i: (len(a_items[i].original), len(a_items[i].sets.get(PERTURBED, ()))) for i in order},
         {i: dict(a_items[i].scores) for i in order},
+        {m: c for m, c in coverage.items() if c},
     )
+
+
+def _coverage_deltas(
+    method: str, adaptive: Sequence[Any], full: Sequence[Any], config: RunConfig
+) -> dict[float, tuple[float, float, float]]:
+    """Per α: Δ coverage at risk (module docstring); empty where either run lacks
+    :data:`~credo.evaluate.coverage.MIN_ITEMS` items with a score and a known correctness
+    on both sides (the items must be the same for the splits to pair)."""
+    rows = np.array([(a.scores.get(method, math.nan), a.answer_correct,
+                      f.scores.get(method, math.nan), f.answer_correct)
+                     for a, f in zip(adaptive, full, strict=True)], dtype=float).reshape(-1, 4)
+    rows = rows[np.isfinite(rows).all(axis=1)]
+    if len(rows) < MIN_ITEMS:
+        return {}
+    a_s, a_c, f_s, f_c = rows.T
+    ev = config.evaluation
+    out = {}
+    for alpha in ev.alphas:
+        a = coverage_at_risk(a_s, a_c >= 0.5, alpha, ev.delta, splits=ev.splits, seed=config.seed)
+        f = coverage_at_risk(f_s, f_c >= 0.5, alpha, ev.delta, splits=ev.splits, seed=config.seed)
+        diff = np.array(a.coverages) - np.array(f.coverages)
+        low, high = np.quantile(diff, [0.025, 0.975])
+        out[alpha] = (float(diff.mean()), float(low), float(high))
+    return out
 
 
 def simulate(

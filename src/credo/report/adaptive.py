@@ -28,9 +28,12 @@ def _eps(p: AdaptivePoint) -> str:
 
 def adaptive_table(points: Sequence[AdaptivePoint], method: str) -> str:
     """Markdown: per point, samples saved per stage and overall, and ``method``'s Δ of
-    every metric (adaptive − full) with its paired 95% CI."""
+    every metric (adaptive − full) with its paired 95% CI, then Δ coverage at each risk α
+    with the central 95% of its per-split differences."""
+    alphas = sorted({a for p in points for a in p.coverage.get(method, {})})
     head = ["rule", "ε", "items", *(f"saved {s}" for s in STAGES), "saved all",
-            *(f"Δ{m.upper()} [CI]" for m in METRICS)]
+            *(f"Δ{m.upper()} [CI]" for m in METRICS),
+            *(f"Δcoverage@{a:g} [splits]" for a in alphas)]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for p in points:
         cells = [p.rule, _eps(p), str(p.items)]
@@ -40,6 +43,9 @@ def adaptive_table(points: Sequence[AdaptivePoint], method: str) -> str:
         d = p.deltas.get(method, {})
         cells += [f"{_f(d[m].delta)} [{_f(d[m].low)}, {_f(d[m].high)}]" if m in d else "n/a"
                   for m in METRICS]
+        cov = p.coverage.get(method, {})
+        cells += [f"{_f(cov[a][0])} [{_f(cov[a][1])}, {_f(cov[a][2])}]" if a in cov else "n/a"
+                  for a in alphas]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
@@ -57,6 +63,11 @@ def point_record(p: AdaptivePoint) -> dict[str, Any]:
             method: {m: {"delta": d.delta, "low": d.low, "high": d.high, "p": d.p_value,
                          "n_valid": d.n_valid} for m, d in by.items()}
             for method, by in p.deltas.items()
+        },
+        "coverage": {
+            method: {f"{a:g}": {"delta": d, "low": lo, "high": hi}
+                     for a, (d, lo, hi) in by.items()}
+            for method, by in p.coverage.items()
         },
         "drawn": {i: {"original": o, "perturbed": q} for i, (o, q) in p.drawn.items()},
     }

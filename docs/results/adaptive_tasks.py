@@ -1,0 +1,74 @@
+"""Issue 24's results table: every stopping rule replayed on finished full runs, no model call.
+
+For each run folder, `credo.simulate_adaptive` replays the full run from its cache and each
+rule (consensus; interval at each epsilon; decision at each threshold) as a live adaptive run
+would have drawn it, then prints one markdown row per task and rule: the samples saved per
+stage (original, writer candidates, perturbed) and overall, and for each method the change
+of AUROC (adaptive - full) with its 95% paired bootstrap CI over items.
+
+    CREDO_CACHE_DIR=/tmp/results-cache .venv/bin/python docs/results/adaptive_tasks.py \\
+        runs/results-adaptive-arc-easy runs/results-adaptive-arc-challenge \\
+        runs/results-adaptive-obqa --epsilon 0.25 0.4 --threshold 0.5
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from credo.api import simulate_adaptive
+from credo.pipeline.simulate import STAGES
+
+METHODS = ("self_consistency", "semantic_entropy", "c3", "c3_cross")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("runs", nargs="+", type=Path)
+    p.add_argument("--epsilon", type=float, nargs="*", default=[0.25, 0.4])
+    p.add_argument("--threshold", type=float, nargs="*", default=[])
+    p.add_argument("--window", type=int, nargs="*", default=[4])
+    p.add_argument("--round", type=int, default=4)
+    p.add_argument("--min", type=int, default=4)
+    p.add_argument("--bootstrap", type=int, default=1000)
+    p.add_argument("--json", type=Path, help="also write every point here")
+    args = p.parse_args()
+    head = ["task", "rule", "setting", *(f"saved {s}" for s in STAGES), "saved all",
+            *(f"ΔAUROC {m}" for m in METHODS)]
+    print("| " + " | ".join(head) + " |")
+    print("|" + "---|" * len(head))
+    dump = []
+    base = {"round": args.round, "min": args.min}
+    for run in args.runs:
+        settings: list[tuple[str, list[float | None], dict, str]] = [
+            ("consensus", [None], {**base, "window": w}, f"window {w}") for w in args.window
+        ]
+        settings.append(("interval", list(args.epsilon), base, "ε"))
+        settings += [("decision", [None], {**base, "threshold": t}, f"t = {t:g}")
+                     for t in args.threshold]
+        for rule, eps, options, label in settings:
+            sim = simulate_adaptive(run, [rule], eps, options=options, write=False,
+                                    n_resamples=args.bootstrap)
+            for point in sim.points:
+                setting = f"ε = {point.epsilon:g}" if rule == "interval" else label
+                cells = [run.name.removeprefix("results-adaptive-"), rule, setting]
+                cells += [f"{point.saved_in(s):.0%}" for s in STAGES]
+                cells.append(f"**{point.saved:.0%}**")
+                for m in METHODS:
+                    d = point.deltas.get(m, {}).get("auroc")
+                    cells.append("n/a" if d is None else
+                                 f"{d.delta:+.3f} [{d.low:+.3f}, {d.high:+.3f}]")
+                print("| " + " | ".join(cells) + " |", flush=True)
+                dump.append({"run": str(run), "rule": rule, "setting": setting,
+                             "saved": point.saved,
+                             "saved_stage": {s: point.saved_in(s) for s in STAGES},
+                             "auroc": {m: point.deltas[m]["auroc"].delta
+                                       for m in METHODS if m in point.deltas},
+                             "drawn": point.drawn})
+    if args.json:
+        args.json.write_text(json.dumps(dump, indent=1))
+
+
+if __name__ == "__main__":
+    main()
