@@ -4,34 +4,91 @@ from a full run's cache (``credo adaptive``), which must agree exactly."""
 from __future__ import annotations
 
 import json
+import math
 
+import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from credo import RunConfig, run
 from credo.api import simulate_adaptive
 from credo.config import AdaptiveConfig
 from credo.models.scripted import ScriptedModel
-from credo.plan.adaptive import c3_interval, modal_share_interval, next_size, settled
+from credo.plan.adaptive import next_size, predictive_scores, settled
 from test_runner import TASK, respond
 
 
 def test_rules_read_only_the_answers_drawn() -> None:
     cons = AdaptiveConfig(rule="consensus", round=4, min=4)
-    assert not settled(cons, ["5", "5", "5"])  # below min
-    assert settled(cons, ["5"] * 4)
-    assert not settled(cons, ["5", "5", "5", None])  # an unparsable answer breaks it
-    assert settled(cons, ["4", "3", "5", "5", "5", "5"])  # the last window is unanimous
-    assert settled(cons, ["5"] * 30, ["7"] * 4)  # unanimity across contexts
-    inter = AdaptiveConfig(rule="interval", epsilon=0.25)
-    assert not settled(inter, ["5"] * 8) and settled(inter, ["5"] * 12)
-    low, high = modal_share_interval(["5"] * 12)
-    assert high - low < 0.25 and low > 0.7
-    assert settled(inter, ["5"] * 30, ["5"] * 8)
-    assert not settled(inter, ["5"] * 15 + ["4"] * 15, ["5", "4", "3", "6"] * 2)
+    assert not settled(cons, ["5", "5", "5"], size=16)  # below min
+    assert settled(cons, ["5"] * 4, size=16)
+    assert settled(cons, ["5", "4", "3"] * 2, size=6)  # at the full size, whatever the rule
+    assert not settled(cons, ["5", "5", "5", None], size=16)  # an unparsable answer breaks it
+    assert settled(cons, ["4", "3", "5", "5", "5", "5"], size=16)  # the last window agrees
+    assert settled(cons, ["5"] * 30, ["7"] * 4, size=16)  # unanimity across contexts
+    inter = AdaptiveConfig(rule="interval", epsilon=0.05)
+    # 12 unanimous answers of 16: one dissent in the last 4 (SC 0.875) is too likely
+    assert not settled(inter, ["5"] * 12, size=16)
+    assert settled(inter.model_copy(update={"epsilon": 0.25}), ["5"] * 12, size=16)
+    assert settled(inter.model_copy(update={"epsilon": 0.15}), ["5"] * 15, size=16)
+    assert not settled(inter, ["5"] * 4, size=16)
+    # the perturbed stage: contexts that agree with unanimous originals settle C3 and
+    # C3 cross quickly; a split one does not
+    assert settled(inter.model_copy(update={"epsilon": 0.15}), ["5"] * 16, ["5"] * 12, size=16)
+    assert not settled(inter, ["5"] * 8 + ["4"] * 8, ["5", "4", "3", "6"] * 2, size=16)
+    # scores limits what is read: with only C3 cross, the originals' stage settles at once
+    only = inter.model_copy(update={"scores": ["c3_cross"]})
+    assert settled(only, ["5", "4", "3", "6"], size=16)
     decide = AdaptiveConfig(rule="decision", threshold=0.5)
-    assert settled(decide, ["5"] * 8)  # the modal share is surely above 0.5
-    assert not settled(decide, ["5", "4"] * 4)
-    assert c3_interval(["5"] * 10, ["5"] * 4) == c3_interval(["5"] * 10, ["5"] * 4)
+    assert settled(decide, ["5"] * 8, size=16)  # surely above 0.5 at 16 too
+    assert not settled(decide, ["5", "4"] * 4, size=16)
+    (now, once), (_, again) = (predictive_scores(["5"] * 10, ["5", "4"], 8) for _ in range(2))
+    assert all(np.array_equal(once[s], again[s]) for s in now)  # the same draws each time
+
+
+answer_lists = st.lists(st.sampled_from(["A", "B", "C", "D", None]), min_size=2, max_size=20)
+
+
+@settings(deadline=None)
+@given(originals=answer_lists, perturbed=answer_lists)
+def test_count_statistics_are_the_methods_scores(originals, perturbed) -> None:
+    """The rules' scores, computed from counts, equal credo's methods on the same answers
+    (a second formula: the methods build kernel matrices); at the full size every
+    predictive draw is the score now."""
+    from credo.methods.c3 import c3, c3_cross
+    from credo.methods.self_consistency import self_consistency
+    from credo.methods.semantic_entropy import semantic_entropy
+
+    now, final = predictive_scores(originals, None, len(originals), draws=5)
+    assert now["self_consistency"] == pytest.approx(self_consistency(originals))
+    k = len(originals)
+    assert now["semantic_entropy"] == pytest.approx(1 - semantic_entropy(originals) / math.log(k))
+    assert all(np.allclose(final[s], now[s]) for s in now)
+    now, final = predictive_scores(originals, perturbed, len(perturbed), draws=5)
+    assert now["c3"] == pytest.approx(c3(originals, perturbed))
+    assert now["c3_cross"] == pytest.approx(c3_cross(originals, perturbed))
+    assert all(np.allclose(final[s], now[s]) for s in now)
+    # the predictive draws at a larger size stay in the scores' range
+    _, more = predictive_scores(originals, perturbed, len(perturbed) + 6, draws=50)
+    assert all(((v >= -1e-12) & (v <= 1 + 1e-12)).all() for v in more.values())
+
+
+def test_predictive_mean_matches_the_dirichlet_multinomial() -> None:
+    """The predictive draws' mean of the final pair agreement against its closed form:
+    with a Dirichlet(a) posterior and r more draws, E[c_i(c_i − 1)] for the final count
+    c_i = x_i + X_i, X ~ DirMult(r, a), is x_i(x_i − 1) + 2 x_i E[X_i] + E[X_i(X_i − 1)],
+    E[X_i] = r a_i / A and E[X_i(X_i − 1)] = r(r − 1) a_i(a_i + 1) / (A(A + 1))."""
+    answers = ["A"] * 5 + ["B"] * 2 + [None]
+    size = 20
+    _, final = predictive_scores(answers, None, size, draws=200_000)
+    x = np.array([5.0, 2.0])
+    a = np.array([6.0, 3.0, 2.0])  # 1 + counts; the last: the singletons' bucket (1 + 1)
+    big_a, r = a.sum(), size - len(answers)
+    ex = r * a[:2] / big_a
+    exx = r * (r - 1) * a[:2] * (a[:2] + 1) / (big_a * (big_a + 1))
+    expected = (x * (x - 1) + 2 * x * ex + exx).sum() / (size * (size - 1))
+    assert final["self_consistency"].mean() == pytest.approx(expected, abs=2e-3)
 
 
 def test_schedule_and_config_spellings() -> None:
@@ -77,12 +134,20 @@ def test_live_adaptive_run_equals_its_replay(config, tmp_path, bow_embedder, rul
     assert point.samples["writer"][0] == live.stats["writer_candidates"]
     assert point.scores == {i: r.scores for i, r in by_id.items()}
     assert 0 < point.saved < 1
-    # the easy item settles early in both stages (consensus: at the minimum); the coin
-    # keeps drawing
-    first = 4 if rule == "consensus" else 12
-    assert len(by_id["easy"].original) == first
-    assert len(by_id["easy"].sets["perturbed"]) == 4
-    assert len(by_id["coin"].original) > first
+    # the easy item settles early in both stages, at the first round its rule holds
+    # (consensus: at the minimum; the coin, never unanimous, keeps drawing there)
+    rule_cfg = live_cfg.adaptive
+    easy, coin = by_id["easy"], by_id["coin"]
+    keys = [s.key for s in easy.original]
+    assert len(keys) == next(k for k in (4, 8, 12, 16) if settled(rule_cfg, keys[:k], size=16))
+    assert len(keys) == 4 if rule == "consensus" else len(keys) < 16
+    pert = [s.key for s in easy.sets["perturbed"]]
+    assert len(pert) == next(k for k in (4, 8, 12, 16)
+                             if settled(rule_cfg, keys, pert[:k], size=16)) < 16
+    coin_keys = [s.key for s in coin.original]
+    assert len(coin_keys) == next(k for k in (4, 8, 12, 16)
+                                  if settled(rule_cfg, coin_keys[:k], size=16))
+    assert rule == "interval" or len(coin_keys) > len(keys)
     # an adaptive run's cache lacks the full sets of its settled items: a replay of it
     # invents nothing and names them
     again = simulate_adaptive(live_cfg.out, [rule], [0.3], model=ScriptedModel(respond),
@@ -161,3 +226,28 @@ def test_coverage_delta_pairs_the_splits() -> None:
         assert low - 1e-12 <= delta <= high + 1e-12
     assert worse[0.2][0] < 0  # losing the ranking loses coverage
     assert _coverage_deltas("m", items(good)[:5], items(good)[:5], cfg) == {}  # too few
+
+
+def test_decision_rule_reads_the_certificates_method(tmp_path, capsys) -> None:
+    """Without adaptive.scores the decision rule reads the certificate's method; one not
+    computed from the answers drawn is a one-line user error, as is an unknown score."""
+    from types import SimpleNamespace
+
+    from credo.api import _decision_threshold
+    from credo.cli import main
+    from credo.errors import UserError
+
+    cfg = RunConfig(adaptive={"rule": "decision"}, certificate="cert.json")
+    cert = SimpleNamespace(certificate=SimpleNamespace(threshold=0.7), method="c3_cross")
+    got = _decision_threshold(cfg, cert).adaptive
+    assert got.threshold == 0.7 and got.scores == ["c3_cross"]
+    given = cfg.model_copy(update={"adaptive": AdaptiveConfig(rule="decision", threshold=0.4,
+                                                              scores=["c3"])})
+    assert _decision_threshold(given, cert).adaptive == given.adaptive  # the user's own
+    with pytest.raises(UserError, match="verbalized"):
+        _decision_threshold(cfg, SimpleNamespace(certificate=cert.certificate,
+                                                 method="verbalized"))
+    (tmp_path / "config.yaml").write_text("task: toy\n")
+    assert main(["adaptive", str(tmp_path), "--scores", "bogus"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "scores.0" in err and "bogus" in err

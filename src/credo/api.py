@@ -149,17 +149,30 @@ def run(
 
 def _decision_threshold(config: RunConfig, cert: RunCertificate | None) -> RunConfig:
     """``config`` with the adaptive decision rule's threshold taken from ``cert`` when the
-    rule names none (issue 24: stop sampling an item once its decision is settled)."""
-    a = config.adaptive
-    if a is None or a.rule != "decision" or a.threshold is not None:
-        return config
-    if cert is None or cert.certificate.threshold is None:
-        from credo.errors import UserError
+    rule names none, and the score it reads the certificate's method when it names none
+    (issue 24: stop sampling an item once its certified decision is settled)."""
+    from credo.plan.adaptive import STAGE_SCORES
 
+    a = config.adaptive
+    if a is None or a.rule != "decision" or (a.threshold is not None and (
+            a.scores is not None or cert is None)):
+        return config
+    from credo.errors import UserError
+
+    if cert is None or cert.certificate.threshold is None:
         raise UserError("--adaptive decision: no threshold (adaptive.threshold) and no "
                         "certified one (the certificate certified nothing)")
-    return config.model_copy(update={"adaptive": a.model_copy(
-        update={"threshold": cert.certificate.threshold})})
+    update: dict[str, Any] = {}
+    if a.threshold is None:
+        update["threshold"] = cert.certificate.threshold
+    if a.scores is None:
+        readable = [s for scores in STAGE_SCORES.values() for s in scores]
+        if cert.method not in readable:
+            raise UserError(f"--adaptive decision: the certificate's method {cert.method!r} "
+                            f"is not read from the answers drawn; the rule reads one of "
+                            f"{', '.join(readable)} (adaptive.scores)")
+        update["scores"] = [cert.method]
+    return config.model_copy(update={"adaptive": a.model_copy(update=update)})
 
 
 def _certificate(given: RunCertificate | str | Path | None) -> RunCertificate | None:
@@ -697,7 +710,9 @@ def simulate_adaptive(
     ``adaptive.png`` into ``out`` (default ``RUN_DIR/adaptive``) when ``write``;
     ``method`` is the one they show (default: c3 when scored, else the first). The
     models, embedder and task replace the config's as in :func:`run`."""
-    from credo.config import AdaptiveConfig, RunConfig
+    from pydantic import ValidationError
+
+    from credo.config import AdaptiveConfig, RunConfig, validation_message
     from credo.errors import UserError
     from credo.generation.pool import JUDGE, MODEL, WRITER
     from credo.pipeline.simulate import simulate
@@ -711,8 +726,8 @@ def simulate_adaptive(
         for eps in (epsilons if rule == "interval" else (None,)):
             try:
                 points.append(AdaptiveConfig(rule=rule, epsilon=eps, **dict(options or {})))
-            except ValueError as e:
-                raise UserError(f"adaptive rule {rule!r}: {e}") from None
+            except ValidationError as e:
+                raise UserError(validation_message(e, f"adaptive rule {rule!r}")) from None
     with _config_pool(
         config, show_progress=False, roles={MODEL: model, WRITER: perturber, JUDGE: judge},
         embedder=embedder, reach=False, replay=True,

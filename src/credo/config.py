@@ -335,13 +335,18 @@ class ExecutorConfig(BaseModel):
 AdaptiveRule = Literal["consensus", "interval", "decision"]
 """The stopping rules of adaptive sampling (:mod:`credo.plan.adaptive`)."""
 
+AdaptiveScore = Literal["self_consistency", "semantic_entropy", "c3", "c3_cross"]
+"""The scores the interval and decision rules read, computed from the answers drawn."""
+
 
 class AdaptiveConfig(BaseModel):
     """Adaptive sampling (issue 24): per item, draw samples in rounds and stop once the
     stopping rule ``rule`` holds (:mod:`credo.plan.adaptive` defines the rules and their
     sources). Part of no request: the samples an adaptive run draws are the first ones of
     the full run's requests. ``epsilon`` None takes the rule's default
-    (:data:`credo.plan.adaptive.DEFAULT_EPSILON`)."""
+    (:data:`credo.plan.adaptive.DEFAULT_EPSILON`); ``scores`` None reads every score the
+    rules know (the decision rule: the certificate's method, where a certificate gives the
+    threshold)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -349,8 +354,8 @@ class AdaptiveConfig(BaseModel):
     round: int = Field(4, ge=1, description="samples added per round to an unsettled item")
     min: int = Field(4, ge=2, description="samples every item gets before any rule is read")
     epsilon: float | None = Field(
-        None, gt=0, description="interval rule: the widest interval that settles an item "
-        "(default 0.25)"
+        None, gt=0, description="interval rule: the most an item's reported score may differ "
+        "from the full run's, at the rule's confidence (default 0.05)"
     )
     window: int | None = Field(
         None, ge=2, description="consensus rule: the last answers that must agree (default: "
@@ -360,6 +365,11 @@ class AdaptiveConfig(BaseModel):
     threshold: float | None = Field(
         None, ge=0, le=1, description="decision rule: the score threshold; None = the run's "
         "certificate's (RunConfig.certificate)"
+    )
+    scores: list[AdaptiveScore] | None = Field(
+        None, min_length=1, description="the scores the interval and decision rules read "
+        "(self_consistency, semantic_entropy: original stage; c3, c3_cross: perturbed "
+        "stage); None = all four, or the certificate's method for the decision rule"
     )
 
 

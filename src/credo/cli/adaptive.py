@@ -40,11 +40,15 @@ def add_adaptive_parser(sub: Any) -> None:
     p.add_argument("--rule", action="append", choices=["consensus", "interval", "decision"],
                    help="stopping rule; repeat for several (default: all that apply)")
     p.add_argument("--epsilon", type=_floats,
-                   help="interval widths, comma-separated (default 0.1,0.25,0.4)")
+                   help="the interval rule's tolerances (the most an item's score may differ "
+                   "from the full run's), comma-separated (default 0.05,0.1,0.2)")
     p.add_argument("--threshold", type=float,
                    help="the decision rule's score threshold (without it: no decision rule)")
     p.add_argument("--round", type=int, help="samples per round (default 4)")
     p.add_argument("--min", type=int, help="samples before any rule is read (default 4)")
+    p.add_argument("--scores", type=lambda t: [x.strip() for x in t.split(",") if x.strip()],
+                   help="the scores the interval and decision rules read, comma-separated "
+                   "(default: self_consistency,semantic_entropy,c3,c3_cross)")
     p.add_argument("--method", help="the method the table and figure show (default c3)")
     p.add_argument("--bootstrap", type=int, default=1000, help="paired bootstrap resamples")
     p.add_argument("--out", type=Path, help="output folder (default RUN_DIR/adaptive)")
@@ -58,9 +62,9 @@ def cmd_adaptive(args: argparse.Namespace) -> int:
 
     rules = args.rule or ["consensus", "interval", *(["decision"] if args.threshold else [])]
     options = {k: v for k, v in (("threshold", args.threshold), ("round", args.round),
-                                 ("min", args.min)) if v is not None}
+                                 ("min", args.min), ("scores", args.scores)) if v is not None}
     sim = simulate_adaptive(
-        args.run_dir, rules, args.epsilon or [0.1, 0.25, 0.4], options=options, out=args.out,
+        args.run_dir, rules, args.epsilon or [0.05, 0.1, 0.2], options=options, out=args.out,
         method=args.method, n_resamples=args.bootstrap,
     )
     console.print(f"method: {sim.method}")

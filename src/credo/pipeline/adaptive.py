@@ -59,7 +59,7 @@ def adaptive_originals(
         pending = [
             it for it in pending
             if it.id not in incomplete and ctx.sizes[(it.id, ORIGINAL)] < n
-            and not settled(config, [s.key for s in out[it.id][ORIGINAL][0]])
+            and not settled(config, [s.key for s in out[it.id][ORIGINAL][0]], size=n)
         ]
     ctx.originals = {
         it.id: out[it.id][ORIGINAL][0]
@@ -105,6 +105,6 @@ def adaptive_perturbed(
             it for it in pending
             if it.id not in incomplete and targets[it.id] < m
             and not settled(config, [s.key for s in out[it.id][ORIGINAL][0]],
-                            [s.key for s in out[it.id][PERTURBED][0]])
+                            [s.key for s in out[it.id][PERTURBED][0]], size=m)
         ]
     return psets

@@ -27,22 +27,32 @@ Rules (``adaptive.rule``):
                once the last ``window`` answers (default: one round, at least 2) are one
                and the same parsed answer. In the perturbed stage the window is of
                perturbed answers: unanimity across contexts.
-``interval``   stop once the central ``confidence`` posterior interval of the stage's
-               score is narrower than ``epsilon`` (default :data:`DEFAULT_EPSILON`).
-               Original stage: the modal share under the Beta(c + 1, k − c + 1)
-               posterior of a binomial share with a uniform prior (c of the k answers are
-               the modal one; the Bayesian interval of Brown, Cai and DasGupta 2001, §4.1).
-               Perturbed stage: C3 given the originals drawn, p their answer
-               distribution (final in this stage) and q the perturbed one under a
-               Dirichlet(1 + counts) posterior over the answers seen plus one "unseen"
-               category (the multinomial's conjugate posterior; cf. the Bayesian bootstrap,
-               Rubin 1981); with the indicator kernel the population MMD² is ‖p − q‖², so
-               C3 = 1 − ‖p − q‖²/2, and the interval is the quantiles of
-               :data:`POSTERIOR_DRAWS` draws with a fixed seed (the same answers give the
-               same interval, live and simulated).
+``interval``   stop once the score the full run would report is, at the rule's
+               ``confidence``, within ``epsilon`` (default :data:`DEFAULT_EPSILON`) of the
+               score reported now: the central ``confidence`` interval of the posterior
+               predictive distribution of the item's score at the full size (n originals,
+               m perturbed) lies within ``[score now − ε, score now + ε]``, for every
+               score the rule reads (``adaptive.scores``; default all four:
+               self-consistency and semantic entropy in the original stage, C3 and C3
+               cross in the perturbed stage, each as credo's method computes it under the
+               indicator kernel). The predictive distribution (Bayesian predictive
+               monitoring: Spiegelhalter, Freedman and Blackburn 1986; Lee and Liu 2008):
+               the stage's answer distribution under a Dirichlet(1 + counts) posterior
+               over the answers seen plus one bucket of answers that match nothing seen
+               (unparsable or new: each one a singleton), the remaining answers drawn
+               multinomially from it, the score computed on the completed counts;
+               :data:`POSTERIOR_DRAWS` draws with a fixed seed, so the same answers give
+               the same decision, live and replayed. The target is the full run's score,
+               not the population's: an adaptive run is meant to report what the full
+               run would, and the interval shrinks to nothing as the set approaches its
+               full size (an interval on the population value cannot narrow below the
+               full run's own sampling noise, so at small ε it never settles), and it
+               accounts for the scores' dependence on the set's size (the unbiased
+               MMD²'s within-set term, semantic entropy's normalisation by ln K).
 ``decision``   with a certificate's score threshold ``threshold``: stop once the same
-               interval lies wholly on one side of it (the decision the certificate takes
-               cannot change with more samples at that confidence; cf. the sequential
+               predictive interval and the score now lie on one side of it, for each
+               score read (default: the certificate's method): the decision the full run
+               would take is, at that confidence, the one taken now (cf. the sequential
                tests of Wald 1945).
 
 Every rule reads at least ``min`` samples; a stage stops at n (or m) whatever the rule
@@ -56,11 +66,11 @@ originals drawn (``baselines.followups`` still caps them); APriCoT's verdicts ke
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Hashable, Sequence
 
 import numpy as np
-from scipy.stats import beta
 
 from credo.config import AdaptiveConfig
 
@@ -70,10 +80,12 @@ __all__ = [
     "PERTURBED_STAGE",
     "POSTERIOR_DRAWS",
     "RULES",
-    "c3_interval",
+    "STAGE_SCORES",
     "epsilon_of",
-    "modal_share_interval",
     "next_size",
+    "original_statistics",
+    "perturbed_statistics",
+    "predictive_scores",
     "settled",
     "window_of",
 ]
@@ -84,11 +96,21 @@ RULES = ("consensus", "interval", "decision")
 ORIGINAL_STAGE = "original"
 PERTURBED_STAGE = "perturbed"
 
-DEFAULT_EPSILON = 0.25
-"""The interval rule's default width: a 95% interval on a [0, 1] score a quarter wide."""
+STAGE_SCORES = {
+    ORIGINAL_STAGE: ("self_consistency", "semantic_entropy"),
+    PERTURBED_STAGE: ("c3", "c3_cross"),
+}
+"""The scores the interval and decision rules can read, by the stage whose set they
+settle."""
+
+DEFAULT_EPSILON = 0.05
+"""The interval rule's default: the reported score within 0.05 of the full run's."""
 
 POSTERIOR_DRAWS = 2000
-"""Monte Carlo draws of the Dirichlet posteriors behind C3's interval."""
+"""Monte Carlo draws of the posterior predictive completions."""
+
+PRIOR = 1.0
+"""The Dirichlet prior's weight per category (uniform: Bayes–Laplace)."""
 
 _SEED = 24  # the issue's number: any fixed seed makes the interval a function of the answers
 
@@ -96,7 +118,7 @@ Answers = Sequence[Hashable | None]
 
 
 def epsilon_of(config: AdaptiveConfig) -> float:
-    """The interval rule's width: ``epsilon``, else :data:`DEFAULT_EPSILON`."""
+    """The interval rule's ε: ``epsilon``, else :data:`DEFAULT_EPSILON`."""
     return DEFAULT_EPSILON if config.epsilon is None else config.epsilon
 
 
@@ -111,59 +133,107 @@ def next_size(drawn: int, cap: int, config: AdaptiveConfig) -> int:
     return min(cap, config.min if drawn == 0 else drawn + config.round)
 
 
-def settled(config: AdaptiveConfig, originals: Answers, perturbed: Answers | None = None) -> bool:
+def settled(
+    config: AdaptiveConfig, originals: Answers, perturbed: Answers | None = None, *,
+    size: int,
+) -> bool:
     """Whether the stage stops: the original stage when ``perturbed`` is None (its rule
-    reads ``originals``), else the perturbed stage (its rule reads both sets). Nothing is
-    settled below ``min`` samples of the stage's set."""
+    reads ``originals``), else the perturbed stage (its rule reads both sets, the
+    originals final). ``size`` is the stage's full size (n or m). Nothing is settled below
+    ``min`` samples of the stage's set; everything is at ``size``."""
     drawn = originals if perturbed is None else perturbed
     if len(drawn) < config.min:
         return False
+    if len(drawn) >= size:
+        return True
     if config.rule == "consensus":
         window = drawn[-window_of(config):]
         return len(window) >= window_of(config) and window[0] is not None and all(
             a == window[0] for a in window
         )
+    stage = ORIGINAL_STAGE if perturbed is None else PERTURBED_STAGE
+    read = [s for s in (config.scores or STAGE_SCORES[stage]) if s in STAGE_SCORES[stage]]
+    if not read:  # the rule reads no score of this stage: nothing to settle here
+        return True
+    now, final = predictive_scores(originals, perturbed, size)
+    tail = (1.0 - config.confidence) / 2.0
+    for name in read:
+        low, high = np.quantile(final[name], [tail, 1.0 - tail])
+        if config.rule == "interval":
+            eps = epsilon_of(config)
+            if low < now[name] - eps or high > now[name] + eps:
+                return False
+        else:
+            t = config.threshold
+            assert t is not None  # the config refuses decision without one
+            if not ((low >= t and now[name] >= t) or (high < t and now[name] < t)):
+                return False
+    return True
+
+
+def predictive_scores(
+    originals: Answers, perturbed: Answers | None, size: int, draws: int = POSTERIOR_DRAWS
+) -> tuple[dict[str, float], dict[str, np.ndarray]]:
+    """The stage's scores now and ``draws`` posterior predictive draws of them at the
+    full size ``size`` (module docstring): the original stage's when ``perturbed`` is
+    None, else the perturbed stage's with the originals fixed."""
     if perturbed is None:
-        low, high = modal_share_interval(originals, config.confidence)
-    else:
-        low, high = c3_interval(originals, perturbed, config.confidence)
-    if config.rule == "interval":
-        return high - low < epsilon_of(config)
-    assert config.threshold is not None  # the config refuses decision without one
-    return low >= config.threshold or high < config.threshold
+        categories = list(dict.fromkeys(a for a in originals if a is not None))
+        counts, singles = _counts(originals, categories)
+        final = _complete(counts, singles, size - len(originals), draws)
+        now = original_statistics(counts, len(originals))
+        return {k: float(v) for k, v in now.items()}, original_statistics(final, size)
+    categories = list(dict.fromkeys(a for a in (*originals, *perturbed) if a is not None))
+    x, _ = _counts(originals, categories)
+    y, singles = _counts(perturbed, categories)
+    final = _complete(y, singles, size - len(perturbed), draws)
+    now = perturbed_statistics(x, len(originals), y, len(perturbed))
+    return ({k: float(v) for k, v in now.items()},
+            perturbed_statistics(x, len(originals), final, size))
 
 
-def modal_share_interval(answers: Answers, confidence: float = 0.95) -> tuple[float, float]:
-    """The central ``confidence`` interval of the modal parsed answer's share under the
-    Beta(c + 1, k − c + 1) posterior (c: the modal answer's count, k: all answers, an
-    unparsable one counting against it)."""
-    k = len(answers)
+def _counts(answers: Answers, categories: Sequence[Hashable]) -> tuple[np.ndarray, int]:
+    """Counts of ``categories`` among ``answers``, and the answers that match nothing
+    (unparsable ones: the indicator kernel matches ``None`` to nothing, not even ``None``)."""
     counts = Counter(a for a in answers if a is not None)
-    c = max(counts.values(), default=0)
-    tail = (1.0 - confidence) / 2.0
-    low, high = beta.ppf([tail, 1.0 - tail], c + 1, k - c + 1)
-    return float(low), float(high)
+    return np.array([counts.get(c, 0) for c in categories], dtype=float), sum(
+        a is None for a in answers)
 
 
-def c3_interval(
-    originals: Answers, perturbed: Answers, confidence: float = 0.95
-) -> tuple[float, float]:
-    """The central ``confidence`` interval of C3 = 1 − ‖p − q‖²/2 given the originals:
-    p is their answer distribution (final when this stage runs; more perturbed samples
-    cannot narrow its uncertainty), q the perturbed answers' under the Dirichlet(1 +
-    counts) posterior over the answers seen (unparsable ones one category) and one unseen
-    category; :data:`POSTERIOR_DRAWS` draws with a fixed seed."""
-    categories = list(dict.fromkeys([*originals, *perturbed]))
-    index = {a: i for i, a in enumerate(categories)}
-    size = len(categories) + 1  # the last: an answer not seen yet
-    p = np.zeros(size)
-    q_counts = np.ones(size)
-    for a in originals:
-        p[index[a]] += 1.0 / len(originals)
-    for a in perturbed:
-        q_counts[index[a]] += 1
-    q = np.random.default_rng(_SEED).dirichlet(q_counts, POSTERIOR_DRAWS)
-    c3 = 1.0 - np.sum((p - q) ** 2, axis=1) / 2.0
-    tail = (1.0 - confidence) / 2.0
-    low, high = np.quantile(c3, [tail, 1.0 - tail])
-    return float(low), float(high)
+def _complete(counts: np.ndarray, singles: int, remaining: int, draws: int) -> np.ndarray:
+    """``draws`` posterior-predictive completions of a sample set: the final counts of the
+    seen categories after ``remaining`` more answers, the answer distribution drawn from
+    Dirichlet(PRIOR + counts) over the seen categories and one bucket for answers that
+    match nothing seen (unparsable or new; each such answer matches no other one, so the
+    bucket adds only singletons). Fixed seed: the same answers give the same draws."""
+    rng = np.random.default_rng(_SEED)
+    alpha = np.append(counts, singles) + PRIOR
+    p = rng.dirichlet(alpha, draws)
+    added = rng.multinomial(remaining, p) if remaining else np.zeros_like(p, dtype=int)
+    return counts[None, :] + added[:, :-1]
+
+
+def _pair_agreement(counts: np.ndarray, total: int) -> np.ndarray:
+    """Σ c(c − 1) / (N(N − 1)) over the last axis: the share of ordered pairs of distinct
+    answers that agree (000 eq. 2 under the indicator kernel)."""
+    return (counts * (counts - 1)).sum(axis=-1) / (total * (total - 1))
+
+
+def original_statistics(counts: np.ndarray, total: int) -> dict[str, np.ndarray]:
+    """The original stage's scores from counts (last axis: parsed categories; the rest of
+    the ``total`` answers are singletons): self-consistency (000 eq. 2) and semantic
+    entropy's confidence 1 − SE/ln N (Farquhar et al. 2024; singletons add 0)."""
+    c = np.asarray(counts, dtype=float)
+    log_c = np.log(np.where(c > 0, c, 1.0))
+    return {"self_consistency": _pair_agreement(c, total),
+            "semantic_entropy": (c * log_c).sum(axis=-1) / (total * math.log(total))}
+
+
+def perturbed_statistics(x: np.ndarray, n: int, y: np.ndarray, m: int) -> dict[str, np.ndarray]:
+    """The perturbed stage's scores from the originals' counts ``x`` (of n) and the
+    perturbed ones' ``y`` (of m) over the same parsed categories: C3 = 1 − MMD²/2 with
+    the unbiased MMD² (000 App. H eq. 1, clipped to [0, 1]) and the cross agreement
+    (000 App. G) under the indicator kernel."""
+    xy = (np.asarray(y, dtype=float) * x).sum(axis=-1) / (n * m)
+    mmd2 = _pair_agreement(x, n) + _pair_agreement(np.asarray(y, dtype=float), m) - 2 * xy
+    return {"c3": np.clip(1.0 - mmd2 / 2.0, 0.0, 1.0), "c3_cross": xy}
