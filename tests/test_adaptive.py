@@ -37,9 +37,12 @@ def test_rules_read_only_the_answers_drawn() -> None:
     # C3 cross quickly; a split one does not
     assert settled(inter.model_copy(update={"epsilon": 0.15}), ["5"] * 16, ["5"] * 12, size=16)
     assert not settled(inter, ["5"] * 8 + ["4"] * 8, ["5", "4", "3", "6"] * 2, size=16)
-    # scores limits what is read: with only C3 cross, the originals' stage settles at once
+    # scores limits what is read: with only C3 cross, the interval rule draws the
+    # originals in full; the decision rule on self-consistency stops the perturbed at min
     only = inter.model_copy(update={"scores": ["c3_cross"]})
-    assert settled(only, ["5", "4", "3", "6"], size=16)
+    assert not settled(only, ["5"] * 15, size=16) and settled(only, ["5"] * 16, size=16)
+    on_sc = AdaptiveConfig(rule="decision", threshold=0.5, scores=["self_consistency"])
+    assert settled(on_sc, ["5", "4"] * 8, ["3", "6", "3", "6"], size=16)
     decide = AdaptiveConfig(rule="decision", threshold=0.5)
     assert settled(decide, ["5"] * 8, size=16)  # surely above 0.5 at 16 too
     assert not settled(decide, ["5", "4"] * 4, size=16)

@@ -31,6 +31,9 @@ def main() -> None:
     p.add_argument("--window", type=int, nargs="*", default=[4])
     p.add_argument("--round", type=int, default=4)
     p.add_argument("--min", type=int, default=4)
+    p.add_argument("--scores", nargs="*", default=None,
+                   help="the scores the interval and decision rules read (default: all four)")
+    p.add_argument("--no-consensus", action="store_true")
     p.add_argument("--bootstrap", type=int, default=1000)
     p.add_argument("--json", type=Path, help="also write every point here")
     args = p.parse_args()
@@ -40,18 +43,22 @@ def main() -> None:
     print("|" + "---|" * len(head))
     dump = []
     base = {"round": args.round, "min": args.min}
+    read = {} if args.scores is None else {"scores": args.scores}
     for run in args.runs:
-        settings: list[tuple[str, list[float | None], dict, str]] = [
+        settings: list[tuple[str, list[float | None], dict, str]] = [] if args.no_consensus else [
             ("consensus", [None], {**base, "window": w}, f"window {w}") for w in args.window
         ]
-        settings.append(("interval", list(args.epsilon), base, "ε"))
-        settings += [("decision", [None], {**base, "threshold": t}, f"t = {t:g}")
+        if args.epsilon:
+            settings.append(("interval", list(args.epsilon), {**base, **read}, "ε"))
+        settings += [("decision", [None], {**base, **read, "threshold": t}, f"t = {t:g}")
                      for t in args.threshold]
         for rule, eps, options, label in settings:
             sim = simulate_adaptive(run, [rule], eps, options=options, write=False,
                                     n_resamples=args.bootstrap)
             for point in sim.points:
                 setting = f"ε = {point.epsilon:g}" if rule == "interval" else label
+                if read and rule != "consensus":
+                    setting += f", reads {'+'.join(args.scores)}"
                 cells = [run.name.removeprefix("results-adaptive-"), rule, setting]
                 cells += [f"{point.saved_in(s):.0%}" for s in STAGES]
                 cells.append(f"**{point.saved:.0%}**")

@@ -53,7 +53,9 @@ Rules (``adaptive.rule``):
                predictive interval and the score now lie on one side of it, for each
                score read (default: the certificate's method): the decision the full run
                would take is, at that confidence, the one taken now (cf. the sequential
-               tests of Wald 1945).
+               tests of Wald 1945). A stage none of whose scores the rule reads stops at
+               ``min`` under ``decision`` (it cannot change the decision) and is drawn in
+               full under ``interval``.
 
 Every rule reads at least ``min`` samples; a stage stops at n (or m) whatever the rule
 says. Methods are then scored on the samples actually drawn: an item may have fewer
@@ -153,8 +155,11 @@ def settled(
         )
     stage = ORIGINAL_STAGE if perturbed is None else PERTURBED_STAGE
     read = [s for s in (config.scores or STAGE_SCORES[stage]) if s in STAGE_SCORES[stage]]
-    if not read:  # the rule reads no score of this stage: nothing to settle here
-        return True
+    if not read:
+        # interval: a stage none of whose scores is read is drawn in full (C3 reads the
+        # originals too, so a rule on C3 alone leaves them as the full run has them);
+        # decision: only the decision matters, and it reads nothing of this stage
+        return config.rule == "decision"
     now, final = predictive_scores(originals, perturbed, size)
     tail = (1.0 - config.confidence) / 2.0
     for name in read:
