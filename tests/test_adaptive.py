@@ -254,3 +254,20 @@ def test_decision_rule_reads_the_certificates_method(tmp_path, capsys) -> None:
     assert main(["adaptive", str(tmp_path), "--scores", "bogus"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "scores.0" in err and "bogus" in err
+
+
+@settings(deadline=None)
+@given(drawn=st.integers(0, 60), kept_share=st.floats(0, 1), missing=st.integers(1, 16))
+def test_writer_asks_for_enough_candidates_in_one_call(drawn, kept_share, missing) -> None:
+    """The adaptive prefix writer sizes a call by the item's own kept rate: with rate r
+    (Laplace: (kept + 1) / (drawn + 2)) the call's candidates are expected to keep at
+    least ``missing`` prefixes, and never fewer than the full run's 1.5 x missing."""
+    from credo.config import PerturbationConfig
+    from credo.perturb.context import PrefixWriter, more_candidates
+
+    kept = round(kept_share * drawn)
+    writer = PrefixWriter.__new__(PrefixWriter)  # _enough reads only the config
+    writer.config = PerturbationConfig()
+    n = writer._enough(drawn, kept, missing)
+    assert n >= more_candidates(missing, writer.config)
+    assert n * (kept + 1) / (drawn + 2) >= missing - 1e-9

@@ -23,6 +23,19 @@ from credo.pipeline.simulate import STAGES
 METHODS = ("self_consistency", "semantic_entropy", "c3", "c3_cross")
 
 
+def _decisions_kept(run: Path, adaptive: dict[str, dict[str, float]],
+                    t: float) -> dict[str, float]:
+    """Per method: the share of items whose decision (score ≥ t) is the full run's."""
+    full = {r["id"]: r["scores"] for r in map(json.loads, (run / "scores.jsonl").open())}
+    out = {}
+    for m in METHODS:
+        same = [(adaptive[i][m] >= t) == (full[i][m] >= t) for i in adaptive
+                if i in full and m in adaptive[i] and m in full[i]]
+        if same:
+            out[m] = sum(same) / len(same)
+    return out
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("runs", nargs="+", type=Path)
@@ -67,6 +80,10 @@ def main() -> None:
                     cells.append("n/a" if d is None else
                                  f"{d.delta:+.3f} [{d.low:+.3f}, {d.high:+.3f}]")
                 print("| " + " | ".join(cells) + " |", flush=True)
+                if rule == "decision":
+                    kept = _decisions_kept(run, point.scores, options["threshold"])
+                    print("    decisions (score ≥ t) equal to the full run's: " + ", ".join(
+                        f"{m} {v:.0%}" for m, v in kept.items()), flush=True)
                 dump.append({"run": str(run), "rule": rule, "setting": setting,
                              "saved": point.saved,
                              "saved_stage": {s: point.saved_in(s) for s in STAGES},

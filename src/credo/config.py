@@ -355,7 +355,7 @@ class AdaptiveConfig(BaseModel):
     min: int = Field(4, ge=2, description="samples every item gets before any rule is read")
     epsilon: float | None = Field(
         None, gt=0, description="interval rule: the most an item's reported score may differ "
-        "from the full run's, at the rule's confidence (default 0.05)"
+        "from the full run's, at the rule's confidence (default 0.1)"
     )
     window: int | None = Field(
         None, ge=2, description="consensus rule: the last answers that must agree (default: "

@@ -156,13 +156,13 @@ def _parser() -> argparse.ArgumentParser:
         help="adaptive sampling: draw each item's samples in rounds of 4 (at least 4) and "
         "stop once RULE holds: consensus (the last round's answers unanimous; ESC, ICLR "
         "2024), interval (the score the full run would report within --adaptive-epsilon "
-        "of the one now, at 95%%: default 0.05), decision (that interval and the score "
+        "of the one now, at 95%%: default 0.1), decision (that interval and the score "
         "now on one side of --adaptive-threshold or the certificate's); the config's "
         "adaptive section sets the rest",
     )
     r.add_argument("--adaptive-epsilon", type=float,
                    help="the interval rule's tolerance: the most an item's score may differ "
-                   "from the full run's (adaptive.epsilon, default 0.05)")
+                   "from the full run's (adaptive.epsilon, default 0.1)")
     r.add_argument("--adaptive-threshold", type=float,
                    help="the decision rule's score threshold (adaptive.threshold)")
     add_executor_flags(r)

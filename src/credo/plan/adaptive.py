@@ -105,8 +105,10 @@ STAGE_SCORES = {
 """The scores the interval and decision rules can read, by the stage whose set they
 settle."""
 
-DEFAULT_EPSILON = 0.05
-"""The interval rule's default: the reported score within 0.05 of the full run's."""
+DEFAULT_EPSILON = 0.1
+"""The interval rule's default: the reported score within 0.1 of the full run's (on the three
+1.5B runs of docs/results.md, self-consistency's and semantic entropy's AUROC moved by at
+most 0.01 at this ε)."""
 
 POSTERIOR_DRAWS = 2000
 """Monte Carlo draws of the posterior predictive completions."""
