@@ -16,11 +16,10 @@ import tempfile
 from pathlib import Path
 
 import yaml
+from adaptive_tasks import METHODS, point_cells  # this folder's table script
 
 from credo.api import simulate_adaptive
 from credo.pipeline.simulate import STAGES
-
-METHODS = ("self_consistency", "semantic_entropy", "c3", "c3_cross")
 
 
 def main() -> None:
@@ -44,14 +43,8 @@ def main() -> None:
                                                                     "m": size}))
                 sim = simulate_adaptive(folder, ["interval"], [args.epsilon], write=False,
                                         n_resamples=args.bootstrap)
-            point = sim.points[0]
             cells = [run.name.removeprefix("results-adaptive-"), str(size)]
-            cells += [f"{point.saved_in(s):.0%}" for s in STAGES] + [f"**{point.saved:.0%}**"]
-            for m in METHODS:
-                d = point.deltas.get(m, {}).get("auroc")
-                cells.append("n/a" if d is None else
-                             f"{d.delta:+.3f} [{d.low:+.3f}, {d.high:+.3f}]")
-            print("| " + " | ".join(cells) + " |", flush=True)
+            print("| " + " | ".join(cells + point_cells(sim.points[0])) + " |", flush=True)
 
 
 if __name__ == "__main__":

@@ -23,6 +23,15 @@ from credo.pipeline.simulate import STAGES
 METHODS = ("self_consistency", "semantic_entropy", "c3", "c3_cross")
 
 
+def point_cells(point) -> list[str]:
+    """A replayed point's table cells: saved per stage and overall, ΔAUROC [CI] a method."""
+    cells = [f"{point.saved_in(s):.0%}" for s in STAGES] + [f"**{point.saved:.0%}**"]
+    for m in METHODS:
+        d = point.deltas.get(m, {}).get("auroc")
+        cells.append("n/a" if d is None else f"{d.delta:+.3f} [{d.low:+.3f}, {d.high:+.3f}]")
+    return cells
+
+
 def _decisions_kept(run: Path, adaptive: dict[str, dict[str, float]],
                     t: float) -> dict[str, float]:
     """Per method: the share of items whose decision (score ≥ t) is the full run's."""
@@ -73,13 +82,7 @@ def main() -> None:
                 if read and rule != "consensus":
                     setting += f", reads {'+'.join(args.scores)}"
                 cells = [run.name.removeprefix("results-adaptive-"), rule, setting]
-                cells += [f"{point.saved_in(s):.0%}" for s in STAGES]
-                cells.append(f"**{point.saved:.0%}**")
-                for m in METHODS:
-                    d = point.deltas.get(m, {}).get("auroc")
-                    cells.append("n/a" if d is None else
-                                 f"{d.delta:+.3f} [{d.low:+.3f}, {d.high:+.3f}]")
-                print("| " + " | ".join(cells) + " |", flush=True)
+                print("| " + " | ".join(cells + point_cells(point)) + " |", flush=True)
                 if rule == "decision":
                     kept = _decisions_kept(run, point.scores, options["threshold"])
                     print("    decisions (score ≥ t) equal to the full run's: " + ", ".join(

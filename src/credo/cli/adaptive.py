@@ -68,7 +68,8 @@ def cmd_adaptive(args: argparse.Namespace) -> int:
         method=args.method, n_resamples=args.bootstrap,
     )
     console.print(f"method: {sim.method}")
-    console.print(adaptive_table(sim.points, sim.method), markup=False, highlight=False)
+    console.print(adaptive_table(sim.points, sim.method), markup=False, highlight=False,
+                  soft_wrap=True)
     for point in sim.points:
         if point.not_replayable:
             console.print(f"{point.rule}: {len(point.not_replayable)} items not in the cache "
