@@ -106,9 +106,9 @@ STAGE_SCORES = {
 settle."""
 
 DEFAULT_EPSILON = 0.1
-"""The interval rule's default: the reported score within 0.1 of the full run's (on the three
-1.5B runs of docs/results.md, self-consistency's and semantic entropy's AUROC moved by at
-most 0.01 at this ε)."""
+"""The interval rule's default: the reported score within 0.1 of the full run's. On the 1.5B
+runs of docs/results.md it saved 9-20% of the samples at n = m = 16 and 39% at 32, with
+self-consistency's AUROC within 0.01 of the full run's (semantic entropy's once +0.044)."""
 
 POSTERIOR_DRAWS = 2000
 """Monte Carlo draws of the posterior predictive completions."""
