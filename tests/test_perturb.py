@@ -130,3 +130,63 @@ def test_later_rounds_do_not_re_embed_earlier_candidates(tmp_path, bow_embedder)
         generate_perturbations([Item("a", Q, "22")], 3, "", ex, Recording(),
                                PerturbationConfig(max_rounds=3))
     assert sorted(seen) == sorted({SENTENCES[0], SENTENCES[2]})
+
+
+
+def _rounds_reference(items, m, domain, executor, embedder, config):
+    """generate_perturbations' own loop before it became PrefixWriter with target m (000
+    App. A.2's rounds): round 1 asks every item for more_candidates(m); round r + 1 asks an
+    item short of m for more_candidates(m - kept) more; after max_rounds, up to max_rounds
+    more only for an item with none kept."""
+    from credo.perturb.context import _filter_item, plan_writer_round, rule_context
+
+    contexts = {it.id: rule_context(it, config.rules) for it in items}
+    drawn, result, pending = {it.id: 0 for it in items}, {}, list(items)
+    for rnd in range(2 * config.max_rounds):
+        if rnd >= config.max_rounds:
+            pending = [it for it in pending if not result[it.id].kept]
+            if not pending:
+                break
+        kept = {i: len(p.kept) for i, p in result.items()}
+        planned = plan_writer_round(pending, m, domain, config, kept, drawn)
+        drawn.update({it.id: p.n for it, p in zip(pending, planned, strict=True)})
+        for it, g in zip(pending, executor.execute(planned), strict=True):
+            result[it.id] = _filter_item(it, [x.text for x in g], m, embedder,
+                                         config.threshold, contexts[it.id], config.rules)
+        pending = [it for it in pending if len(result[it.id].kept) < m]
+        if not pending:
+            break
+    return result
+
+
+def test_writer_rounds_are_the_full_runs(tmp_path, bow_embedder):
+    """generate_perturbations draws through PrefixWriter with every target at m: its calls
+    and sets are still exactly the rounds of its former loop (kept above as the
+    reference), for items that fill up in round 1, in round 2, never, or keep nothing."""
+    good = SENTENCES[2:3] + SENTENCES[4:6] + SENTENCES[7:]
+    items = [Item(k, f"{Q} ({k})", "22") for k in "abcd"]
+
+    def write(messages, seed):
+        kind = next(k for k in "abcd" if f"({k})" in messages[-1].content)
+        return {"a": good[seed % 4] if seed % 2 else "What?",  # half invalid
+                "b": SENTENCES[0],  # one distinct prefix, ever
+                "c": "Too short.",  # never valid
+                "d": good[seed % 4]}[kind]  # fills in round 1 or 2
+
+    def recorded(store, calls):
+        class Recording(Executor):
+            def execute(self, planned, description="sampling", stage=None):
+                calls.append([(p.label, p.n) for p in planned])
+                return super().execute(planned, description, stage)
+        return Recording(ScriptedModel(write), store, 0, show_progress=False)
+
+    for max_rounds, m in [(2, 4), (3, 3), (1, 2)]:
+        cfg = PerturbationConfig(max_rounds=max_rounds)
+        got, want = [], []
+        with GenerationStore(tmp_path / f"{m}.sqlite") as store:
+            sets = generate_perturbations(items, m, "", recorded(store, got), bow_embedder, cfg)
+        with GenerationStore(tmp_path / f"{m}-ref.sqlite") as store:
+            ref = _rounds_reference(items, m, "", recorded(store, want), bow_embedder, cfg)
+        assert got == want
+        assert sets == ref
+        assert len(got) > 1  # some item needed a second round

@@ -314,38 +314,15 @@ def generate_perturbations(
     usable candidate at all, which get up to ``config.max_rounds`` more rounds. An item
     whose candidates could not be generated (the backend's retries ran out) has no entry:
     the run marks it incomplete and a rerun tries again.
+
+    One loop draws candidates, in the full run as in an adaptive one: this is
+    :class:`PrefixWriter` with every item's target at ``m``, whose calls are then exactly
+    these rounds: with the target at ``m``, :meth:`PrefixWriter._enough` never asks for
+    less than the round's :func:`more_candidates`, so each call draws up to the round's
+    bound, as the rounds did when this function had its own loop (the tests pin it).
     """
-    contexts = {it.id: rule_context(it, config.rules, (answers or {}).get(it.id, ()))
-                for it in items}
-    drawn = {it.id: 0 for it in items}
-    embedder = _MemoEmbedder(embedder)  # later rounds re-filter earlier candidates
-    result: dict[str, PerturbationSet] = {}
-    pending = list(items)
-    # After max_rounds, an item with no usable candidate at all gets up to max_rounds more,
-    # so that no item has to be dropped from the run.
-    for rnd in range(2 * config.max_rounds):
-        if rnd >= config.max_rounds:
-            pending = [it for it in pending if it.id in result and not result[it.id].kept]
-            if not pending:
-                break
-        kept = {i: len(p.kept) for i, p in result.items()}
-        planned = plan_writer_round(pending, m, domain, config, kept, drawn)
-        drawn.update({it.id: p.n for it, p in zip(pending, planned, strict=True)})
-        try:
-            gens = executor.execute(planned, description=f"perturbations (round {rnd + 1})")
-        except RequestsFailed as e:  # their items are left out; the run marks them incomplete
-            gens = e.results
-        for it, g in zip(pending, gens, strict=True):
-            if g is None:
-                result.pop(it.id, None)
-                continue
-            result[it.id] = _filter_item(
-                it, [x.text for x in g], m, embedder, config.threshold,
-                contexts[it.id], config.rules,
-            )
-        pending = [it for it in pending if it.id in result and len(result[it.id].kept) < m]
-        if not pending:
-            break
+    result = PrefixWriter(items, m, domain, executor, embedder, config, answers).ensure(
+        {it.id: m for it in items})
     short = [it.id for it in items if it.id in result and len(result[it.id].kept) < m]
     if short:
         log.warning(  # a count and the three shortest in the terminal; every item in the run
