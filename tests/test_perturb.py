@@ -132,7 +132,6 @@ def test_later_rounds_do_not_re_embed_earlier_candidates(tmp_path, bow_embedder)
     assert sorted(seen) == sorted({SENTENCES[0], SENTENCES[2]})
 
 
-
 def _rounds_reference(items, m, domain, executor, embedder, config):
     """generate_perturbations' own loop before it became PrefixWriter with target m (000
     App. A.2's rounds): round 1 asks every item for more_candidates(m); round r + 1 asks an

@@ -11,7 +11,6 @@ first writer candidates), and is itself the "full run" its adaptive replay is co
 from __future__ import annotations
 
 import argparse
-import shutil
 import tempfile
 from pathlib import Path
 
@@ -38,7 +37,6 @@ def main() -> None:
             with tempfile.TemporaryDirectory() as tmp:
                 folder = Path(tmp) / run.name
                 folder.mkdir()
-                shutil.copy(run / "config.yaml", folder / "config.yaml")
                 (folder / "config.yaml").write_text(yaml.safe_dump({**config, "n": size,
                                                                     "m": size}))
                 sim = simulate_adaptive(folder, ["interval"], [args.epsilon], write=False,
