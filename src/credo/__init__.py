@@ -11,7 +11,9 @@ Public API (000 = Cross-Contextual Consistency paper):
   :func:`auprc_neg`, :func:`auarc`, :func:`prr`: evaluation metrics; :func:`bootstrap_ci`:
   their 95% bootstrap intervals (002 §3.7); :func:`certify`: a score threshold whose
   selective risk is certified (Learn then Test), :func:`coverage_at_risk`: its coverage
-  estimated by calibration/test splits.
+  estimated by calibration/test splits; :func:`certify_claims`: which claims of a long
+  answer to keep (conformal factuality, Mohri & Hashimoto 2024), on :class:`ClaimItem` s
+  of :class:`Claim` s, returning a :class:`ClaimCertificate`.
 - :func:`run`: the whole pipeline from a :class:`RunConfig`; :func:`study`: every task
   with every model from a :class:`StudyConfig`, one run folder each and one comparison
   report; :class:`ExecutorConfig`: where samples are generated (locally or on Ray).
@@ -32,6 +34,7 @@ if TYPE_CHECKING:
     from credo.config import ExecutorConfig, PerturbationConfig, RunConfig, StudyConfig
     from credo.evaluate.bootstrap import bootstrap_ci
     from credo.evaluate.certify import Certificate, certify, coverage_at_risk
+    from credo.evaluate.claims import Claim, ClaimCertificate, ClaimItem, certify_claims
     from credo.evaluate.metrics import auarc, auprc_neg, auprc_pos, auroc, brier, ece, mce, prr
     from credo.methods import (
         answer_consistency,
@@ -51,6 +54,9 @@ if TYPE_CHECKING:
 
 _EXPORTS = {
     "Certificate": "credo.evaluate.certify",
+    "Claim": "credo.evaluate.claims",
+    "ClaimCertificate": "credo.evaluate.claims",
+    "ClaimItem": "credo.evaluate.claims",
     "ExecutorConfig": "credo.config",
     "ItemResult": "credo.methods.scoring",
     "PerturbationConfig": "credo.config",
@@ -66,6 +72,7 @@ _EXPORTS = {
     "c3": "credo.methods",
     "c3_cross": "credo.methods",
     "certify": "credo.evaluate.certify",
+    "certify_claims": "credo.evaluate.claims",
     "coverage_at_risk": "credo.evaluate.certify",
     "degree": "credo.methods",
     "eccentricity": "credo.methods",
@@ -86,6 +93,9 @@ _EXPORTS = {
 
 __all__ = [
     "Certificate",
+    "Claim",
+    "ClaimCertificate",
+    "ClaimItem",
     "ExecutorConfig",
     "ItemResult",
     "PerturbationConfig",
@@ -102,6 +112,7 @@ __all__ = [
     "c3",
     "c3_cross",
     "certify",
+    "certify_claims",
     "coverage_at_risk",
     "degree",
     "eccentricity",

@@ -13,6 +13,8 @@ command line re-exports none of it and imports neither :mod:`credo.generation` n
 - :func:`probe`: ``credo probe``.
 - :func:`report`: ``credo report``.
 - :func:`cache_stats`: ``credo cache stats``.
+- :func:`certify_claim_file`, :func:`filter_claim_file`: ``credo certify-claims`` and
+  ``credo filter-claims`` (issue 33, conformal factuality).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from credo import jsonio
 from credo.errors import UserError
 
 if TYPE_CHECKING:
+    from credo.evaluate.claims import ClaimCertificate
     from credo.generation.pool import ModelPool
     from credo.models.openai_probe import ServerProbe
     from credo.perturb.quality import ThresholdCalibration, TopicCheck
@@ -36,6 +39,7 @@ if TYPE_CHECKING:
 __all__ = [
     "AgreementResult",
     "CacheStats",
+    "ClaimFilterResult",
     "ProbeResult",
     "RedactURLs",
     "ReportResult",
@@ -43,6 +47,8 @@ __all__ = [
     "TopicCheckResult",
     "cache_stats",
     "calibrate_threshold",
+    "certify_claim_file",
+    "filter_claim_file",
     "probe",
     "report",
     "strength_agreement",
@@ -469,3 +475,74 @@ def _refresh_report(run_dir: Path) -> None:
         write_run_report(run_dir)
     except Exception:
         log.exception("could not refresh %s/report.html", run_dir)
+
+
+# --------------------------------------------------------------------------- claims (issue 33)
+
+
+@dataclass(frozen=True)
+class ClaimFilterResult:
+    """What ``credo filter-claims`` wrote: items, claims in them, claims retained."""
+
+    certificate: ClaimCertificate
+    items: int
+    claims: int
+    retained: int
+    out: Path
+
+
+def certify_claim_file(
+    path: str | Path,
+    alpha: float = 0.1,
+    *,
+    a: float = 1.0,
+    delta: float | None = None,
+    score: str | None = None,
+    tie_break: str | None = None,
+    out: str | Path | None = None,
+) -> ClaimCertificate:
+    """:func:`credo.evaluate.claims.certify_claims` on the annotated claim file at ``path``
+    (:func:`credo.tasks.claims.read_claims`), written to ``out`` when given (the
+    certificate's fields and ``calibration_file``). A malformed file, an unlabelled claim
+    or a score a claim lacks is a :class:`~credo.errors.UserError` naming the file and
+    item; nothing is written then."""
+    from credo.evaluate.claims import certify_claims
+    from credo.tasks.claims import read_claims
+
+    items = read_claims(path)
+    try:
+        cert = certify_claims(items, alpha, a=a, delta=delta, score=score, tie_break=tie_break)
+    except ValueError as e:
+        raise UserError(f"{e}" if str(path) in str(e) else f"{path}: {e}") from None
+    if out is not None:
+        jsonio.write_text(out, jsonio.dumps({**cert.to_dict(), "calibration_file": str(path)},
+                                            indent=2) + "\n")
+    return cert
+
+
+def filter_claim_file(
+    certificate: str | Path, path: str | Path, out: str | Path
+) -> ClaimFilterResult:
+    """Apply the claim certificate in the file ``certificate`` to the claim file at
+    ``path`` (labels not needed) and write one JSON row per item to ``out``: ``id``,
+    ``prompt``, ``retained`` and ``removed`` claims (text, scores, label when known)."""
+    from credo.evaluate.claims import ClaimCertificate, apply_claim_certificate
+    from credo.tasks.claims import read_claims
+
+    cert_path = Path(certificate)
+    try:
+        cert = ClaimCertificate.from_json(cert_path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UserError(f"{cert_path}: no such certificate file") from None
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as e:
+        raise UserError(f"{cert_path}: not a claim certificate from `credo certify-claims`"
+                        f" ({str(e).splitlines()[0][:200] if str(e) else type(e).__name__})"
+                        ) from None
+    items = read_claims(path)
+    try:
+        filtered = apply_claim_certificate(cert, items)
+    except ValueError as e:
+        raise UserError(f"{e}") from None
+    jsonio.write_jsonl(out, [f.to_dict() for f in filtered])
+    return ClaimFilterResult(cert, len(items), sum(len(i.claims) for i in items),
+                             sum(len(f.retained) for f in filtered), Path(out))

@@ -198,6 +198,7 @@ def _parser() -> argparse.ArgumentParser:
 
     from credo.cli.adaptive import add_adaptive_parser
     from credo.cli.certify import add_certify_parser
+    from credo.cli.claims import add_claims_parsers
     from credo.cli.perturb import add_perturb_parser
     from credo.cli.probe import add_probe_parser
     from credo.cli.report import add_report_parser
@@ -213,6 +214,7 @@ def _parser() -> argparse.ArgumentParser:
     add_certify_parser(sub)
     add_study_parser(sub)
     add_adaptive_parser(sub)
+    add_claims_parsers(sub)
     return p
 
 
