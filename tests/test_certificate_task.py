@@ -16,7 +16,7 @@ from credo import RunConfig, run
 from credo.cli import main
 from credo.errors import UserError
 from credo.models.scripted import ScriptedModel
-from credo.pipeline.certificate import RunCertificate
+from credo.pipeline.certificate import RunCertificate, task_settings
 from credo.tasks.base import AnswerFormat, Item, Task
 from credo.tasks.builtin import load_task
 from credo.tasks.prompts import RENDERED
@@ -143,8 +143,6 @@ def test_the_command_line_refuses_another_task_in_one_line(tmp_path, capsys):
 def test_the_prompt_and_correctness_are_part_of_the_task():
     """Same family and format, another prompt template (a benchmark's own rendering, or
     another few-shot count) or another correctness rule: another task."""
-    from credo.pipeline.certificate import task_settings
-
     items = (Item("q1", "What is 2 + 2?", "4"), Item("q2", "And 3 + 3?", "6"))
     plain = Task("sums", items, AnswerFormat.NUMBER)
     rendered = Task("sums", tuple(Item(i.id, i.question, i.gold, meta={
@@ -220,3 +218,20 @@ def test_crc_states_its_guarantee_without_a_confidence(tmp_path, calibration, ca
                  str(tmp_path / "none.json")]) == 0
     out = capsys.readouterr().out
     assert "nothing certified" in out and "None" not in out and "confidence" not in out
+
+
+def test_task_family_flag_declares_the_files_task(tmp_path):
+    """``--task-family`` is ``task_file.family``: the task a file of new questions holds."""
+    from credo.cli import _parser
+    from credo.cli.flags import RUN_FLAGS, config_from_flags
+    from credo.tasks.builtin import load_task_file
+
+    path = _sums(tmp_path / "new.jsonl", 2, gold=False)
+    args = _parser().parse_args(["run", "--task-file", str(path), "--answer-format", "number",
+                                 "--task-family", "gsm8k", "--domain", "arithmetic reasoning"])
+    cfg = config_from_flags(RunConfig, args, RUN_FLAGS)
+    assert cfg.task_file.family == "gsm8k"
+    declared = task_settings(load_task_file(cfg.task_file), cfg)
+    builtin = task_settings(load_task("gsm8k", limit=2), cfg)
+    assert declared == builtin  # the same family, format, topic, prompt and correctness
+

@@ -90,6 +90,42 @@ def test_a_score_folder_is_certified_and_its_certificate_used(scored, tmp_path, 
     assert not (tmp_path / "x").exists()
 
 
+def _lm_eval_log(path: Path, temperature: float) -> Path:
+    """An lm-eval ``--log_samples`` file of 12 docs, 3 repeats each, whose request
+    records its sampling settings (``arguments.gen_args_0.arg_1``)."""
+    rows = [{"doc_id": doc, "doc": {"question": f"q{doc}"}, "target": "4",
+             "arguments": {"gen_args_0": {"arg_0": f"q{doc}", "arg_1": {
+                 "temperature": temperature, "max_gen_toks": 64, "do_sample": True}}},
+             "resps": [[f"The answer is {a}." for a in ("4", "4", "4" if doc % 2 else "5")]],
+             "filtered_resps": ["4"], "filter": "none", "metrics": ["exact_match"],
+             "exact_match": 1.0, "doc_hash": "h", "prompt_hash": "p", "target_hash": "t"}
+            for doc in range(12)]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def test_a_score_certificate_binds_the_sampling_the_file_records(tmp_path, capsys):
+    """An lm-eval log's certificate records the temperature and max tokens its requests
+    name: the same again is accepted, another temperature refused naming it."""
+    common = ["--format", "number", "--methods", "self_consistency", "--bootstrap", "0",
+              "--recompute-correctness", "--cache", str(tmp_path / "c.sqlite"), "--quiet"]
+    first = _lm_eval_log(tmp_path / "samples_a.jsonl", 0.7)
+    assert main(["score", str(first), *common, "--out", str(tmp_path / "a")]) == 0
+    assert main(["certify", str(tmp_path / "a"), "--method", "self_consistency",
+                 "--alpha", "0.5", "--out", str(tmp_path / "cert.json")]) == 0
+    settings = json.loads((tmp_path / "cert.json").read_text())["settings"]
+    assert settings["sampling"] == {"temperature": 0.7, "max_tokens": 64}
+    assert settings["task"]["correctness"].startswith("credo: exact")
+    capsys.readouterr()
+    again = _lm_eval_log(tmp_path / "samples_b.jsonl", 0.7)
+    use = ["--certificate", str(tmp_path / "cert.json")]
+    assert main(["score", str(again), *common, *use, "--out", str(tmp_path / "b")]) == 0
+    assert (tmp_path / "b" / "answers.jsonl").is_file()
+    hotter = _lm_eval_log(tmp_path / "samples_c.jsonl", 1.0)
+    assert main(["score", str(hotter), *common, *use, "--out", str(tmp_path / "c")]) == 2
+    assert "sampling.temperature differs" in _err(capsys)
+
+
 def test_a_score_folder_is_replayed(scored, capsys):
     """The stopping rule read on the given samples in file order: the first k of each
     item's set, k the first size of the schedule at which the rule holds."""

@@ -55,6 +55,8 @@ def cmd_certify(args: argparse.Namespace) -> int:
     try:
         cert = certify_run(args.run, args.method, alpha=args.alpha, delta=args.delta,
                            procedure=args.procedure, out=out)
+    except UserError:
+        raise  # names its file or option already
     except ValueError as e:  # a procedure name or level the evaluation refuses
         raise UserError(f"credo certify: {e}") from None
     c = cert.certificate
