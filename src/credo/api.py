@@ -20,11 +20,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -45,7 +46,7 @@ from credo.commands import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Callable
 
     from credo.config import RunConfig, StrengthConfig, StudyConfig
     from credo.generation.pool import ModelPool
@@ -132,10 +133,14 @@ def run(
         executor=config.executor,
     ) as pool:
         if cert is not None:
+            from credo.pipeline.certificate import run_settings, task_settings
             from credo.pipeline.runner import assign_roles
 
             assign_roles(pool, config)  # the model's identity, built, not called
-            cert.check(config, pool.model(MODEL, probe=False).identity)
+            identity = pool.model(MODEL, probe=False).identity
+            settings = run_settings(config, identity, cert.method,
+                                    task_settings(task.head(config.limit), config))
+            cert.check(settings, config.methods)
         result = run_pipeline(config, pool, task)
     if write:
         from credo.report.writer import write_answers, write_run
@@ -196,20 +201,26 @@ def certify_run(
     """Certify a threshold on a finished, labelled run's ``method`` scores (issue 23): the
     items' scores and the correctness of the answer credo gave each (``scores.jsonl``),
     :func:`credo.evaluate.certify.certify` at risk ``alpha`` with confidence
-    ``1 - delta`` by ``procedure``, bound to the run's settings
-    (:func:`credo.pipeline.certificate.run_settings`); written to ``out`` when given.
-    Items without a score or a known correctness are left out (their count is in the
-    certificate's message). No model is called."""
-    from credo.config import RunConfig
+    ``1 - delta`` by ``procedure``, bound to the run's task and settings
+    (:func:`credo.pipeline.certificate.run_settings`; for a ``credo score`` folder
+    :func:`~credo.pipeline.certificate.given_settings`, issue 34); written to ``out``
+    when given. Items without a score or a known correctness are left out (their count
+    is in the certificate's message). No model is called."""
     from credo.errors import UserError
     from credo.evaluate.certify import certify
-    from credo.pipeline.certificate import RunCertificate, run_settings
+    from credo.pipeline.certificate import (
+        RunCertificate,
+        given_settings,
+        run_settings,
+    )
     from credo.report.rundata import load_run
 
     data = load_run(run_dir)
     if method not in data.methods:
         raise UserError(f"--method {method!r}: the run at {data.path} has no such scores "
                         f"(methods: {', '.join(data.methods)})")
+    task = _task_identity(data)
+    config = _folder_config(data)
     scores = [row.get("scores", {}).get(method) for row in data.scores]
     correct = [row.get("answer_correct") for row in data.scores]
     keep = [i for i, (s, c) in enumerate(zip(scores, correct, strict=True))
@@ -220,15 +231,62 @@ def certify_run(
                         "correctness (a labelled run is needed to certify)")
     found = certify([scores[i] for i in keep], [correct[i] >= 0.5 for i in keep],
                     alpha=alpha, delta=delta, method=procedure)
-    config = RunConfig.model_validate({k: v for k, v in data.config.items()
-                                       if k in RunConfig.model_fields})
-    identity = str(data.metrics.get("model") or data.model)  # the identity, not the spec
-    cert = RunCertificate(found, run_settings(config, identity, method), str(data.path))
+    if _given(data.config):
+        settings = given_settings(config, method, task, dict(data.config.get("sampling") or {}))
+    else:
+        identity = str(data.metrics.get("model") or data.model)  # the identity, not the spec
+        settings = run_settings(config, identity, method, task)
+    cert = RunCertificate(found, settings, str(data.path))
     if out is not None:
         from credo import jsonio
 
         jsonio.write_text(Path(out), json.dumps(cert.to_json(), indent=1) + "\n")
     return cert
+
+
+def _given(config: Mapping[str, Any]) -> bool:
+    """Whether a run folder's config is a ``credo score`` run's (its model ``given:…``)."""
+    return str(config.get("model", "")).startswith("given:")
+
+
+def _task_identity(data: Any) -> dict[str, str]:
+    """The task a run folder's items come from (``metrics.json["task_identity"]``, issue
+    34); a :class:`~credo.errors.UserError` when an older credo wrote the folder."""
+    from credo.errors import UserError
+    from credo.pipeline.certificate import TASK_FIELDS
+
+    task = data.metrics.get("task_identity")
+    if not isinstance(task, dict) or any(not isinstance(task.get(f), str) for f in TASK_FIELDS):
+        again = "score the file again" if _given(data.config) else \
+            "rerun it into the same folder (its samples come from the cache)"
+        raise UserError(f"{data.path / 'metrics.json'}: no task_identity (an older credo "
+                        f"wrote the folder), so what the run's task was cannot be "
+                        f"recorded; {again}")
+    return {f: task[f] for f in TASK_FIELDS}
+
+
+def _folder_config(data: Any) -> RunConfig:
+    """A run folder's ``config.yaml`` as a :class:`~credo.config.RunConfig`, one line
+    naming the file when it does not validate. A ``credo score`` folder records its n
+    and m as the file holds them (1 sample per item, 0 perturbed: issue 34, item 2),
+    which a config for ``credo run`` refuses; they are kept as they are."""
+    from pydantic import ValidationError
+
+    from credo.config import RunConfig, validation_message
+    from credo.errors import UserError
+
+    where = data.path / "config.yaml"
+    fields = {k: v for k, v in data.config.items() if k in RunConfig.model_fields}
+    counts = {k: fields.pop(k) for k in ("n", "m") if k in fields} if _given(data.config) \
+        else {}
+    for key, value in counts.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise UserError(f"{where}: {key} must be a whole number, got {value!r}")
+    try:
+        config = RunConfig.model_validate(fields)
+    except ValidationError as e:
+        raise UserError(validation_message(e, str(where))) from None
+    return config.model_copy(update=counts) if counts else config
 
 
 def _check_neutral(result: RunResult, study: StudyResult | None = None) -> None:
@@ -371,6 +429,7 @@ def score(
     judge: Model | None = None,
     show_progress: bool = True,
     write: bool = True,
+    certificate: RunCertificate | str | Path | None = None,
 ) -> RunResult:
     """Score generations a user already has (``credo score``) and write the run folder.
 
@@ -386,6 +445,13 @@ def score(
     are those the file's sample sets allow (:func:`~credo.pipeline.score.default_methods`);
     the config written says what the file holds (samples per item, its sampling
     settings), not credo's defaults for a run.
+
+    ``certificate`` (default ``config.certificate``): one ``credo certify`` made on a
+    ``credo score`` folder decides which of these answers to act on, as in :func:`run`:
+    refused before anything is scored when the file's layout, format, correctness, n or
+    sampling settings, or the methods' settings, differ from the certificate's
+    (:func:`~credo.pipeline.certificate.given_settings`, issue 34); ``answers.jsonl``
+    gives each item's answer, its score and whether it is accepted.
     """
     from credo.config import RunConfig
     from credo.generation.pool import JUDGE
@@ -413,6 +479,14 @@ def score(
     config = config.model_copy(
         update={"task": str(samples), "model": f"given:{generations.layout}", **update}
     )
+    cert = _certificate(certificate if certificate is not None else config.certificate)
+    if cert is not None:
+        from credo.pipeline.certificate import given_settings, given_task_settings
+
+        recorded = {k: v for k, v in config.model_dump(mode="json")["sampling"].items()
+                    if k in generations.settings}  # what write_run records of sampling
+        task = given_task_settings(generations, fmt, recompute_correctness)
+        cert.check(given_settings(config, cert.method, task, recorded), config.methods)
     if write:
         check_writable(config.out, "the run folder (out)")
     with _config_pool(
@@ -421,9 +495,11 @@ def score(
         result = score_generations(config, generations, pool, fmt,
                                    recompute=recompute_correctness)
     if write:
-        from credo.report.writer import write_run
+        from credo.report.writer import write_answers, write_run
 
         write_run(result, config.out)
+        if cert is not None:
+            write_answers(result, cert, config.out)
     return result
 
 
@@ -451,7 +527,6 @@ def calibrate_prompt(
     """
     from credo.errors import UserError
     from credo.pipeline.runner import configured_task, run_pipeline
-    from credo.tasks.base import Task
 
     full = configured_task(config)
     start = config.limit or 0
@@ -461,7 +536,7 @@ def calibrate_prompt(
             f"task {full.name!r} has {len(full.items)} items: no calibration split of {items}"
             f" after the run's {start} (lower --items or the config's limit)"
         )
-    task = Task(full.name, tuple(split), full.format, full.domain)
+    task = dataclasses.replace(full, items=tuple(split))
     rows: list[dict[str, Any]] = []
     with _config_pool(config, show_progress=show_progress) as pool:
         for prompt, rules in settings:
@@ -704,23 +779,31 @@ def simulate_adaptive(
     """``credo adaptive RUN_DIR``: replay the finished full run in ``run_dir`` from its
     cache, and each stopping rule of ``rules`` at each ε of ``epsilons`` (ε is read by
     the interval rule; the others run once), with no model call
-    (:func:`credo.pipeline.simulate.simulate`). ``options`` are the other fields of
-    :class:`~credo.config.AdaptiveConfig` (``round``, ``min``, ``window``,
-    ``confidence``, ``threshold``). Writes ``adaptive.md``, ``adaptive.json`` and
-    ``adaptive.png`` into ``out`` (default ``RUN_DIR/adaptive``) when ``write``;
-    ``method`` is the one they show (default: c3 when scored, else the first). The
-    models, embedder and task replace the config's as in :func:`run`."""
+    (:func:`credo.pipeline.simulate.simulate`); a ``credo score`` folder is replayed from
+    its ``samples.jsonl`` (:func:`~credo.pipeline.simulate.simulate_given`, issue 34).
+    ``options`` are the other fields of :class:`~credo.config.AdaptiveConfig`
+    (``round``, ``min``, ``window``, ``confidence``, ``threshold``). Writes
+    ``adaptive.md``, ``adaptive.json`` and ``adaptive.png`` into ``out`` (default
+    ``RUN_DIR/adaptive``) when ``write``; ``method`` is the one they show (default: c3
+    when scored, else the first). The models, embedder and task replace the config's as
+    in :func:`run`.
+
+    A replay that cannot read what it needs is a :class:`~credo.errors.UserError` in one
+    line, found before anything is written (issue 34, item 3): a damaged run folder
+    (:func:`~credo.report.rundata.load_run`), an empty ``scores.jsonl``, an adaptive
+    run's folder (its cache lacks the full sets), ``min`` above the run's n (or m), the
+    cache file missing, or a cache lacking some of the items the folder scored."""
     from pydantic import ValidationError
 
-    from credo.config import AdaptiveConfig, RunConfig, validation_message
+    from credo.config import AdaptiveConfig, validation_message
     from credo.errors import UserError
     from credo.generation.pool import JUDGE, MODEL, WRITER
-    from credo.pipeline.simulate import simulate
+    from credo.pipeline.simulate import simulate, simulate_given
+    from credo.report.rundata import load_run
 
     folder = Path(run_dir)
     if not (folder / "config.yaml").is_file():
         raise UserError(f"{folder}: no config.yaml; is it a finished run folder?")
-    config = RunConfig.from_yaml(folder / "config.yaml")
     points = []
     for rule in dict.fromkeys(rules):
         for eps in (epsilons if rule == "interval" else (None,)):
@@ -728,11 +811,37 @@ def simulate_adaptive(
                 points.append(AdaptiveConfig(rule=rule, epsilon=eps, **dict(options or {})))
             except ValidationError as e:
                 raise UserError(validation_message(e, f"adaptive rule {rule!r}")) from None
-    with _config_pool(
-        config, show_progress=False, roles={MODEL: model, WRITER: perturber, JUDGE: judge},
-        embedder=embedder, reach=False, replay=True,
-    ) as pool:
-        full, replayed = simulate(config, pool, points, task, n_resamples=n_resamples)
+    data = load_run(folder)
+    if not data.scores:
+        raise UserError(f"{folder / 'scores.jsonl'}: no items (emptied?); there is nothing "
+                        "to replay (rerun the run to write its folder again)")
+    config = _folder_config(data)
+    if config.adaptive is not None:
+        raise UserError(f"{folder}: an adaptive run (config.yaml's adaptive: rule "
+                        f"{config.adaptive.rule}); credo adaptive replays a full run, whose "
+                        "cache holds every sample of every item")
+    _check_min(points, config, data)
+    roles = {MODEL: model, WRITER: perturber, JUDGE: judge}
+    if _given(data.config):
+        from credo.tasks.base import AnswerFormat
+        from credo.tasks.generations import read_generations
+
+        fmt = AnswerFormat(_task_identity(data)["format"])
+        generations = read_generations(folder / "samples.jsonl")
+        with _config_pool(config, show_progress=False, roles={JUDGE: judge},
+                          embedder=embedder, reach=False, replay=True) as pool:
+            full, replayed = simulate_given(config, generations, pool, fmt, points,
+                                            n_resamples=n_resamples)
+    else:
+        cache = config.cache_path
+        if not cache.is_file():
+            raise UserError(f"{cache}: no such cache file; credo adaptive replays {folder} "
+                            "from the cache its run wrote (config.yaml's cache), and writes "
+                            "nothing without it")
+        with _config_pool(config, show_progress=False, roles=roles, embedder=embedder,
+                          reach=False, replay=True) as pool:
+            full, replayed = simulate(config, pool, points, task, n_resamples=n_resamples,
+                                      check_full=lambda r: _check_replayed(r, data, cache))
     found = [p for p, _ in replayed]
     shown = method or ("c3" if "c3" in full.metrics else next(iter(full.metrics), ""))
     files: dict[str, Path] = {}
@@ -741,3 +850,44 @@ def simulate_adaptive(
 
         files = write_adaptive(found, folder / "adaptive" if out is None else out, shown)
     return AdaptiveSimulation(folder, shown, found, files)
+
+
+def _check_min(points: Sequence[Any], config: RunConfig, data: Any) -> None:
+    """A :class:`~credo.errors.UserError` naming ``--min`` when it exceeds a stage the
+    run drew (n originals; m perturbed where some item has perturbed answers): every item
+    would draw that stage in full, and the replay would show nothing saved there."""
+    from credo.errors import UserError
+
+    sizes = {"n": (config.n, "original")}
+    if config.m and any(row.get("perturbed_answers") for row in data.scores):
+        sizes["m"] = (config.m, "perturbed")
+    least = min(p.min for p in points) if points else 0
+    for name, (size, what) in sizes.items():
+        if least > size:
+            raise UserError(f"--min {least}: more than the run's {name} = {size} ({what} "
+                            f"samples per item), so no item could stop before drawing them "
+                            f"all; give --min at most {size}")
+
+
+def _check_replayed(full: RunResult, data: Any, cache: Path) -> None:
+    """The full replay against the run folder (issue 34, item 3): every item the folder
+    scored is replayed (else the cache lacks it), and no other (else ``scores.jsonl``
+    is not this run's)."""
+    from credo.errors import UserError
+
+    scored = set(data.item_ids)
+    replayed = {r.item.id for r in full.items}
+    missing = scored - replayed
+    if missing:
+        raise UserError(
+            f"{cache}: {len(missing)} of {len(scored)} items of the run at {data.path} are "
+            f"not in the cache (e.g. {sorted(missing)[0]!r}); credo adaptive replays only "
+            "what the run cached: rerun the run into this cache first"
+        )
+    extra = replayed - scored
+    if extra:
+        raise UserError(
+            f"{data.path / 'scores.jsonl'}: lists {len(scored)} items, but the run's config "
+            f"and cache replay {len(extra)} more (e.g. {sorted(extra)[0]!r}); the folder is "
+            "not this run's: rerun it into the folder"
+        )

@@ -201,6 +201,9 @@ class TaskFileConfig(BaseModel):
     ``simpleqa``: SimpleQA-style grades by the judge, the gold as the accepted answer);
     ``rel_tol`` grades a ``number`` within that relative error (SciBench: 0.05);
     ``gold_transform`` names one of ``credo.tasks.loaders.GOLD_TRANSFORMS`` (``gsm8k``).
+    ``family`` declares the task the file's questions are drawn from (``gsm8k``,
+    ``mmlu:high_school_geography``): a certificate made on that task applies to the file
+    (issue 34; default ``file:<format>``); it changes no prompt and no request.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -216,6 +219,7 @@ class TaskFileConfig(BaseModel):
     grader: str | None = None
     rel_tol: float | None = Field(None, ge=0.0, lt=1.0)
     gold_transform: str | None = None
+    family: str | None = Field(None, min_length=1)
 
     @model_validator(mode="after")
     def _check_fields(self) -> TaskFileConfig:

@@ -181,6 +181,8 @@ def _parser() -> argparse.ArgumentParser:
     f.add_argument("--id-field", help="field of a unique id (default: <stem>-<line>)")
     f.add_argument("--domain", help="the perturbation writer's topic, e.g. 'school science'")
     f.add_argument("--grader", help="grader of the answers, e.g. simpleqa (default: exact)")
+    f.add_argument("--task-family", help="the task the file's questions come from, e.g. "
+                   "gsm8k: a certificate made on it applies (default: file:<format>)")
     r.set_defaults(func=cmd_run)
 
     c = sub.add_parser("cache", help="inspect the generation cache")

@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
-__all__ = ["add_certify_parser", "cmd_certify"]
+if TYPE_CHECKING:
+    from credo.evaluate.certify import Certificate
+
+__all__ = ["add_certify_parser", "certified_line", "cmd_certify"]
 
 
 def add_certify_parser(sub: Any) -> None:
@@ -52,17 +55,29 @@ def cmd_certify(args: argparse.Namespace) -> int:
     try:
         cert = certify_run(args.run, args.method, alpha=args.alpha, delta=args.delta,
                            procedure=args.procedure, out=out)
+    except UserError:
+        raise  # names its file or option already
     except ValueError as e:  # a procedure name or level the evaluation refuses
         raise UserError(f"credo certify: {e}") from None
     c = cert.certificate
     console = Console(soft_wrap=True)
-    if c.threshold is None:
-        console.print(f"nothing certified for {args.method} at alpha={c.alpha:g}, "
-                      f"delta={c.delta}: {c.message}", markup=False, highlight=False)
-    else:
-        console.print(
-            f"{args.method}: answer when score >= {c.threshold:.4g}; covers {c.coverage:.1%} "
-            f"of {c.n} calibration items with selective risk <= {c.alpha:g} at confidence "
-            f"{1 - (c.delta or 0):.0%} ({c.method})", markup=False, highlight=False)
+    console.print(certified_line(args.method, c), markup=False, highlight=False)
     console.print(f"certificate: {out}", markup=False, highlight=False)
     return 0
+
+
+def certified_line(method: str, c: Certificate) -> str:
+    """What was certified, in one line, with the guarantee the procedure gives: selective
+    risk at confidence 1 − δ, or for conformal risk control (``crc``) the expected share
+    of answered-and-wrong items, which holds in expectation and has no δ (issue 34)."""
+    if c.method == "crc":
+        level = f"alpha={c.alpha:g} (in expectation; crc has no delta)"
+        risk = (f"expected share of answered-and-wrong items <= {c.alpha:g}, in expectation "
+                "over the calibration draw (crc: no delta)")
+    else:
+        level = f"alpha={c.alpha:g}, delta={c.delta:g}"
+        risk = (f"selective risk <= {c.alpha:g} at confidence {1 - (c.delta or 0):.0%}")
+    if c.threshold is None:
+        return f"nothing certified for {method} at {level}: {c.message}"
+    return (f"{method}: answer when score >= {c.threshold:.4g}; covers {c.coverage:.1%} of "
+            f"{c.n} calibration items; {risk} ({c.method})")

@@ -180,6 +180,7 @@ RUN_FLAGS: tuple[Flag, ...] = (
     Flag("id_field", "task_file.id"),
     Flag("domain", "task_file.domain"),
     Flag("grader", "task_file.grader"),
+    Flag("task_family", "task_file.family"),
     Flag("certificate", "certificate"),
     Flag("num_fewshot", "lm_eval.num_fewshot"),
     Flag("include_path", "lm_eval.include_path", lambda v: [str(p) for p in v]),
@@ -195,6 +196,7 @@ SCORE_FLAGS: tuple[Flag, ...] = (
     Flag("calibrate", "calibrate"),
     Flag("methods", "methods", _names_if_given),
     Flag("judge", "judge.model", _text_if_given),
+    Flag("certificate", "certificate"),
 )
 """``credo score``'s flags over a :class:`~credo.config.RunConfig`."""
 

@@ -46,6 +46,9 @@ def add_score_parser(sub: Any) -> None:
         help="also report ECE and Brier after a post-hoc calibration map cross-fitted over"
         " 5 folds of items (isotonic regression or Platt scaling)",
     )
+    s.add_argument("--certificate", type=Path, help="a certificate `credo certify` made on "
+                   "a `credo score` folder: which answers to act on at its risk, written to "
+                   "answers.jsonl")
     s.add_argument("--seed", type=int)
     s.add_argument("--out", type=Path, help="run folder (default runs/latest)")
     s.add_argument("--cache", type=Path, help="SQLite cache for judge calls")

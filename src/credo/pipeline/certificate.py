@@ -1,27 +1,59 @@
-"""A certificate bound to the run that made it (issue 23, item 3).
+"""A certificate bound to the run that made it (issue 23, item 3; issue 34).
 
 :func:`credo.evaluate.certify.certify` picks a threshold with a guarantee that holds for
-new items *answered by the same model and pipeline*. A :class:`RunCertificate` carries the
-statistical certificate together with what must match when it is used: the model's
-identity, the prompt style, the sampling settings, n and m, the perturbation writer, the
-kernel, the method with its options and credo's version. ``credo run --certificate``
-compares them with its own before the first model call and refuses a run that differs,
-naming the first field that does (:func:`mismatch`).
+new items *of the same task, answered by the same model and pipeline*. A
+:class:`RunCertificate` carries the statistical certificate together with what must
+match when it is used: the command that scored the items (``credo run`` or ``credo
+score``), the model's identity, the task (:func:`task_settings`: its family, answer
+format, writer topic, prompt template and correctness rule), the prompt style, the
+sampling settings, n and m, the perturbation writer, the kernel, the method with its
+options and credo's version. ``credo run --certificate`` (and ``credo score
+--certificate``) compares them with its own before the first model call and refuses a
+run that differs, naming the first field that does (:func:`mismatch`).
+
+A certificate file is checked when it is read (:meth:`RunCertificate.read`): one that
+names no task (an older credo wrote it) cannot be checked and is refused, as is one whose
+threshold, α or δ is not a number in its range (issue 34, item 3).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
-from dataclasses import dataclass
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import MISSING, dataclass
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from credo.config import RunConfig
 from credo.errors import UserError
-from credo.evaluate.certify import Certificate
+from credo.evaluate.certify import METHODS, Certificate
+from credo.tasks.base import AnswerFormat, Item, Task
+from credo.tasks.grading import REL_TOL, describe_correctness, describe_grader
+from credo.tasks.prompts import RENDERED, render_messages
 
-__all__ = ["RunCertificate", "credo_version", "mismatch", "run_settings"]
+if TYPE_CHECKING:
+    from credo.tasks.generations import Generations
+
+__all__ = [
+    "TASK_FIELDS",
+    "RunCertificate",
+    "credo_version",
+    "given_settings",
+    "given_task_settings",
+    "mismatch",
+    "prompt_digest",
+    "run_settings",
+    "task_settings",
+]
+
+RUN, SCORE = "credo run", "credo score"
+"""The commands whose items a certificate can be made on (``settings["command"]``)."""
+
+TASK_FIELDS = ("family", "format", "domain", "prompt", "correctness")
+"""What :func:`task_settings` records of a task (a certificate without them is refused)."""
 
 
 def credo_version() -> str:
@@ -32,12 +64,78 @@ def credo_version() -> str:
         return "unknown"
 
 
-def run_settings(config: RunConfig, model_identity: str, method: str) -> dict[str, Any]:
-    """What a certificate's guarantee depends on besides the data: every setting that
-    changes a sample or a score of ``method`` (issue 23, item 3), as JSON values."""
+def task_settings(task: Task, config: RunConfig) -> dict[str, str]:
+    """The task a run's items come from, as a certificate records it (issue 34, item 1):
+    its family (:attr:`~credo.tasks.base.Task.family`, else its name: ``gsm8k``,
+    ``mmlu:high_school_statistics``, ``file:gsm8k`` for any file of the GSM8K layout,
+    ``lm-eval:<task>``), the answer format, the writer's topic (the domain), the prompt
+    template's digest (:func:`prompt_digest`) and the correctness rule
+    (:func:`~credo.tasks.grading.describe_correctness`, with any relative tolerance).
+    Nothing here depends on which items, or which file, the task holds."""
+    judge = (config.grader or config.judge).model or config.model
+    correctness = describe_correctness(task, judge)
+    tolerances = sorted({it.meta[REL_TOL] for it in task.items if REL_TOL in it.meta})
+    if tolerances:
+        correctness += f"; rel_tol {', '.join(tolerances)}"
+    return {"family": task.family or task.name, "format": task.format.value,
+            "domain": task.domain, "prompt": prompt_digest(task, config),
+            "correctness": correctness}
+
+
+def prompt_digest(task: Task, config: RunConfig) -> str:
+    """16 hex digits of the SHA-256 of the prompt template: the messages
+    :func:`~credo.tasks.prompts.render_messages` gives a placeholder item (question
+    ``{question}``, two ``{option}`` choices for the choice format) in ``task``'s format
+    and ``config.prompt_style``. For a task rendered by its benchmark's own template
+    (lm-eval's), the item carries that template's tail (``meta["suffix"]``), a
+    ``{context}`` where the few-shot examples go, and the few-shot count."""
+    first = task.items[0] if task.items else None
+    rendered = first is not None and first.meta.get("prompt") == RENDERED
+    meta: dict[str, str] = {}
+    if first is not None and rendered:
+        meta = {"prompt": RENDERED, "suffix": first.meta.get("suffix", ""),
+                "context": "{context}" if first.meta.get("context") else ""}
+    choices = ("{option}", "{option}") if task.format is AnswerFormat.CHOICE else ()
+    placeholder = Item("{id}", "{question}", "", choices, meta)
+    record: dict[str, Any] = {"messages": [
+        [m.role, m.content]
+        for m in render_messages(placeholder, task.format, config.prompt_style)]}
+    if rendered:
+        record["num_fewshot"] = config.lm_eval.num_fewshot
+    text = json.dumps(record, sort_keys=True, ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def given_task_settings(
+    generations: Generations, fmt: AnswerFormat, recompute: bool = False
+) -> dict[str, str]:
+    """:func:`task_settings` for generations a user gives (``credo score``): the family
+    is the file's layout (``given:lm-evaluation-harness``; credo cannot see another
+    tool's task or prompt, so neither is recorded beyond that), the format is
+    ``--format``, the correctness the file's own (lm-eval's metric and filter, inspect's
+    scorer, a credo file's ``correct``) or credo's grading under
+    ``--recompute-correctness``."""
+    if recompute:
+        correctness = f"credo: {describe_grader(None, fmt)}"
+    elif generations.layout == "credo":
+        correctness = "the file's 'correct'"
+    else:
+        correctness = generations.correctness or "none in the file"
+    return {"family": f"given:{generations.layout}", "format": fmt.value, "domain": "",
+            "prompt": "given (the generating tool's own)", "correctness": correctness}
+
+
+def run_settings(
+    config: RunConfig, model_identity: str, method: str, task: dict[str, str]
+) -> dict[str, Any]:
+    """What a certificate's guarantee depends on besides the data: the task (``task``:
+    :func:`task_settings`) and every setting that changes a sample or a score of
+    ``method`` (issue 23, item 3), as JSON values."""
     dump = config.model_dump(mode="json")
     return {
+        "command": RUN,
         "model": model_identity,
+        "task": task,
         "prompt_style": config.prompt_style,
         "sampling": dump["sampling"],
         "n": config.n,
@@ -53,10 +151,36 @@ def run_settings(config: RunConfig, model_identity: str, method: str) -> dict[st
     }
 
 
+def given_settings(
+    config: RunConfig, method: str, task: dict[str, str], sampling: dict[str, Any]
+) -> dict[str, Any]:
+    """:func:`run_settings` of a ``credo score`` run (issue 34, item 2): the generations
+    are given, so credo's prompt style, writer and perturbation settings made none of
+    them and are not recorded; the model is the file's layout (``config.model``:
+    ``given:<layout>``), the sampling settings are those the file records
+    (``sampling``), n and m the most original and perturbed samples of an item."""
+    dump = config.model_dump(mode="json")
+    return {
+        "command": SCORE,
+        "model": config.model,
+        "task": task,
+        "sampling": dict(sampling),
+        "n": config.n,
+        "m": config.m,
+        "kernel": config.kernel,
+        "method": method,
+        "baselines": dump["baselines"],
+        "judge": dump["judge"]["model"],
+        "credo": credo_version(),
+    }
+
+
 def mismatch(expected: dict[str, Any], actual: dict[str, Any]) -> str | None:
-    """The first setting (dotted path) whose value differs, or None when all match."""
-    for key in expected:
-        a, b = expected[key], actual.get(key)
+    """The first setting (dotted path) whose value differs, or None when all match; a
+    key on one side only differs (a sampling setting one file records and the other
+    does not)."""
+    for key in (*expected, *(k for k in actual if k not in expected)):
+        a, b = expected.get(key), actual.get(key)
         if isinstance(a, dict) and isinstance(b, dict):
             inner = mismatch(a, b)
             if inner is not None:
@@ -87,31 +211,103 @@ class RunCertificate:
     @classmethod
     def read(cls, path: str | Path) -> RunCertificate:
         """A certificate file written by ``credo certify``; a :class:`UserError` names the
-        file when it cannot be read."""
+        file (and the field) when it cannot be read, names no task (an older credo's:
+        where it holds cannot be checked), or holds a number out of its range."""
         p = Path(path)
         try:
             data = json.loads(p.read_text(encoding="utf-8"))
-            return cls(Certificate.from_dict(data["certificate"]), dict(data["settings"]),
-                       str(data.get("source", "")))
         except OSError as e:
             raise UserError(f"{p}: cannot read the certificate ({e.strerror or e})") from None
-        except (ValueError, KeyError, TypeError) as e:
+        except ValueError as e:
             raise UserError(f"{p}: not a credo certificate ({e})") from None
+        if not (isinstance(data, dict) and isinstance(data.get("certificate"), dict)
+                and isinstance(data.get("settings"), dict)):
+            raise UserError(f"{p}: not a credo certificate (no 'certificate' and "
+                            "'settings' objects)")
+        settings = dict(data["settings"])
+        task = settings.get("task")
+        if not isinstance(task, dict) or any(f not in task for f in TASK_FIELDS) \
+                or "command" not in settings:
+            source = str(data.get("source") or "RUN_DIR")
+            method = settings.get("method", "METHOD")
+            raise UserError(
+                f"{p}: made by an older credo, it does not name the task it was made on, "
+                f"so where its guarantee holds cannot be checked; re-certify: credo "
+                f"certify {source} --method {method}"
+            )
+        if not isinstance(settings.get("method"), str):
+            raise UserError(f"{p}: settings.method must be a method name, got "
+                            f"{settings.get('method')!r}")
+        return cls(_checked(data["certificate"], p), settings, str(data.get("source", "")))
 
-    def check(self, config: RunConfig, model_identity: str) -> None:
-        """Refuse a run whose settings differ from the certificate's (issue 23, item 4):
-        a :class:`UserError` naming the field, before any model call."""
-        if self.method not in config.methods:
+    def check(self, actual: dict[str, Any], methods: Sequence[str]) -> None:
+        """Refuse a run whose settings (``actual``: :func:`run_settings` or
+        :func:`given_settings`) differ from the certificate's (issue 23, item 4; the
+        task, issue 34): a :class:`UserError` naming the field, before any model call.
+        ``methods``: the run's methods, which must score the certificate's."""
+        if self.method not in methods:
             raise UserError(f"--certificate: the certificate is for method {self.method!r},"
-                            f" which the run does not score (methods: {config.methods})")
-        actual = run_settings(config, model_identity, self.method)
+                            f" which the run does not score (methods: {list(methods)})")
         differs = mismatch(self.settings, actual)
         if differs is not None:
             raise UserError(
                 f"--certificate: the run's {differs} differs from the certificate's "
                 f"({_at(actual, differs)!r} here, {_at(self.settings, differs)!r} there); "
-                "its guarantee holds only for the settings it was made with"
+                "its guarantee holds only for the task and settings it was made with"
             )
+
+
+def _finite(x: Any) -> bool:
+    return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def _level(x: Any) -> bool:
+    return _finite(x) and 0.0 < x < 1.0
+
+
+def _unit(x: Any) -> bool:
+    return _finite(x) and 0.0 <= x <= 1.0
+
+
+def _count(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool) and x >= 0
+
+
+CERTIFICATE_RULES: tuple[tuple[str, Callable[[Any, str], bool], str], ...] = (
+    ("alpha", lambda x, _: _level(x), "a number strictly between 0 and 1"),
+    ("delta", lambda x, method: _level(x) or (x is None and method == "crc"),
+     "a number strictly between 0 and 1 (null only for crc, which has no delta)"),
+    ("threshold", lambda x, _: x is None or _finite(x),
+     "a finite number, or null (nothing certified)"),
+    ("coverage", lambda x, _: _unit(x), "a number in [0, 1]"),
+    ("risk", lambda x, _: x is None or _unit(x), "a number in [0, 1] or null"),
+    ("p_value", lambda x, _: x is None or _unit(x), "a number in [0, 1] or null"),
+    ("n", lambda x, _: _count(x) and x >= 1, "a positive whole number (calibration items)"),
+    ("n_accepted", lambda x, _: _count(x), "a whole number"),
+    ("n_needed", lambda x, _: x is None or _count(x), "a whole number or null"),
+    ("message", lambda x, _: isinstance(x, str), "text"),
+)
+"""What each field of a certificate file's ``certificate`` section must hold (issue 34
+item 3: a NaN threshold compares false with every score, so it would silently accept
+nothing; an α of 1.5 promises nothing): (field, test of (value, procedure), what)."""
+
+
+def _checked(data: dict[str, Any], path: Path) -> Certificate:
+    """The :class:`Certificate` in ``data`` once every field passes
+    :data:`CERTIFICATE_RULES`; a :class:`UserError` names the file and the field."""
+    method = data.get("method")
+    if method not in METHODS:
+        raise UserError(f"{path}: certificate.method must be one of {', '.join(METHODS)}, "
+                        f"got {method!r}")
+    defaults = Certificate.__dataclass_fields__
+    for name, ok, what in CERTIFICATE_RULES:
+        default = defaults[name].default
+        if name not in data and default is MISSING:
+            raise UserError(f"{path}: certificate.{name} must be {what}, got nothing")
+        value = data.get(name, default)
+        if not ok(value, method):
+            raise UserError(f"{path}: certificate.{name} must be {what}, got {value!r}")
+    return Certificate.from_dict(data)
 
 
 def _at(data: dict[str, Any], dotted: str) -> Any:

@@ -43,6 +43,7 @@ from credo.perturb.corpus import corpus_perturbations, load_corpus
 from credo.perturb.paraphrase import PARAPHRASE_STAGE, ParaphraseSet, generate_paraphrases
 from credo.perturb.quality import similarity_record
 from credo.pipeline.adaptive import adaptive_originals, adaptive_perturbed
+from credo.pipeline.certificate import task_settings
 from credo.pipeline.ending import Outcome, decide_outcome, end_run
 from credo.plan.sample_sets import PlanContext, get_sample_set
 from credo.plan.samples import ORIGINAL, PARAPHRASED, PERTURBED, ItemSamples, Sample
@@ -112,6 +113,9 @@ class RunResult:
     #: item 2: :mod:`credo.evaluate.coverage`); empty without known correctness.
     coverage: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
     degenerate: dict[str, str] = field(default_factory=dict)
+    #: The task the items come from as a certificate records it (issue 34:
+    #: :func:`credo.pipeline.certificate.task_settings`); ``metrics.json["task_identity"]``.
+    task_identity: dict[str, str] = field(default_factory=dict)
 
     @property
     def stopped_by_budget(self) -> bool:
@@ -145,6 +149,7 @@ def run_pipeline(config: RunConfig, pool: ModelPool, task: Task | None = None) -
     t0 = time.perf_counter()
     prepared = prepare_run(config, pool, task, reach=pool.reach)
     task, specs, caps, needs = prepared.task, prepared.specs, prepared.capabilities, prepared.needs
+    identity = task_settings(task, config)
     before = {f: pool.total(f) for f in _TOTALS}
 
     incomplete: dict[str, str] = {}  # item id -> why some of its requests are missing
@@ -218,7 +223,7 @@ def run_pipeline(config: RunConfig, pool: ModelPool, task: Task | None = None) -
         run_stats, psets,
         ending.response_metrics, ending.unavailable, paras, similarity,
         incomplete, neutrality=ending.neutrality, ledger=ledger,
-        coverage=ending.coverage, degenerate=ending.degenerate,
+        coverage=ending.coverage, degenerate=ending.degenerate, task_identity=identity,
     )
 
 
@@ -517,7 +522,7 @@ def _without(task: Task, incomplete: dict[str, str]) -> Task:
     if not any(it.id in incomplete for it in task.items):
         return task
     kept = tuple(it for it in task.items if it.id not in incomplete)
-    return Task(task.name, kept, task.format, task.domain)
+    return dataclasses.replace(task, items=kept)
 
 
 def _drop_unperturbed(
@@ -532,7 +537,7 @@ def _drop_unperturbed(
         len(dropped), ", ".join(dropped[:10]),
     )
     kept = tuple(it for it in task.items if it.id not in dropped)
-    return Task(task.name, kept, task.format, task.domain), dropped
+    return dataclasses.replace(task, items=kept), dropped
 
 
 GeneratedOut = dict[str, dict[str, tuple[tuple[Sample, ...], tuple[bool | None, ...]]]]

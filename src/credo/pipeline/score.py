@@ -22,6 +22,7 @@ from credo.errors import UserError
 from credo.generation.pool import GRADER, JUDGE, ModelPool
 from credo.generation.roles import assign_roles, score_roles
 from credo.methods.scoring import score_items
+from credo.pipeline.certificate import given_task_settings
 from credo.pipeline.ending import end_run
 from credo.pipeline.runner import ANSWER_SETS, RunResult, build_kernels, grade_items, method_specs
 from credo.plan.samples import ORIGINAL, PERTURBED, ItemSamples, Sample
@@ -103,6 +104,7 @@ def score_generations(
         ending.metrics, run_stats, {}, ending.response_metrics, ending.unavailable,
         incomplete=incomplete, source=generations.source, ledger=ledger,
         coverage=ending.coverage, degenerate=ending.degenerate,
+        task_identity=given_task_settings(generations, fmt, recompute),
     )
 
 

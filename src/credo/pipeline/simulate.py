@@ -22,12 +22,20 @@ run with its own answers' correctness (an adaptive run may give another modal an
 what a user of it would act on), on the same calibration/test splits of the same items,
 so the difference is paired split by split; its interval is the central 95% of the
 per-split differences (the spread of one split's estimate, not a CI of the mean).
+
+Generations a user gave (a ``credo score`` folder, issue 34 item 2) are replayed the same
+way without a cache: an item's given samples, in file order, are the samples it drew,
+and :func:`simulate_given` keeps, per rule, the first ones of each set up to the first
+size of the schedule at which the rule holds (:func:`given_drawn`), then scores both
+sides with :func:`~credo.pipeline.score.score_generations`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from collections.abc import Sequence
+from collections import defaultdict
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,11 +47,15 @@ from credo.evaluate.coverage import MIN_ITEMS
 from credo.evaluate.paired import PAIRED_METRICS, PairedDifference, paired_bootstrap
 from credo.generation.pool import ModelPool
 from credo.pipeline.runner import RunResult, run_pipeline
-from credo.plan.adaptive import epsilon_of
-from credo.plan.samples import PERTURBED
-from credo.tasks.base import Task
+from credo.pipeline.score import score_generations
+from credo.plan.adaptive import epsilon_of, next_size, settled
+from credo.plan.samples import ORIGINAL, PERTURBED
+from credo.tasks.answers import Answer
+from credo.tasks.base import AnswerFormat, Task
+from credo.tasks.generations import Generations, GivenSample
 
-__all__ = ["STAGES", "AdaptivePoint", "compare", "simulate", "stage_samples"]
+__all__ = ["STAGES", "AdaptivePoint", "compare", "given_drawn", "simulate", "simulate_given",
+           "stage_samples"]
 
 STAGES = ("original", "writer", "perturbed")
 """The stages whose samples adaptive sampling saves."""
@@ -166,14 +178,92 @@ def simulate(
     task: Task | None = None,
     *,
     n_resamples: int = 1000,
+    check_full: Callable[[RunResult], None] | None = None,
 ) -> tuple[RunResult, list[tuple[AdaptivePoint, RunResult]]]:
     """The full run of ``config`` replayed from ``pool``'s cache, and each adaptive
     config of ``points`` replayed and compared with it. ``pool`` must be a replay pool
-    (``ModelPool(replay=True)``) for the claim "no model call" to hold."""
+    (``ModelPool(replay=True)``) for the claim "no model call" to hold. ``check_full`` is
+    called with the full replay before any point is replayed (``credo adaptive`` checks
+    it against the run folder: issue 34, a cache short of items is an error)."""
     full = run_pipeline(config.model_copy(update={"adaptive": None}), pool, task)
+    if check_full is not None:
+        check_full(full)
     out = []
     for point in points:
         result = run_pipeline(config.model_copy(update={"adaptive": point}), pool, task)
+        eps = epsilon_of(point) if point.rule == "interval" else point.epsilon
+        out.append((compare(result, full, point.rule, eps, n_resamples=n_resamples), result))
+    return full, out
+
+
+def given_drawn(generations: Generations, point: AdaptiveConfig) -> Generations:
+    """The given samples an adaptive run under ``point`` would have drawn (module
+    docstring): per item, the first k of its original samples, k the first size of the
+    schedule (:func:`~credo.plan.adaptive.next_size`) at which
+    :func:`~credo.plan.adaptive.settled` holds on their answers, the item's own count
+    being the full size; then the same for its perturbed samples with those originals
+    fixed. Other sets are kept whole (a live adaptive run draws them in full)."""
+    sets: dict[str, dict[str, list[GivenSample]]] = defaultdict(lambda: defaultdict(list))
+    for s in generations.samples:
+        sets[s.item][s.set].append(s)
+    keep: dict[tuple[str, str], int] = {}
+    for item, its in sets.items():
+        originals = [_key(s) for s in its.get(ORIGINAL, ())]
+        k = _stop(point, originals, None)
+        keep[item, ORIGINAL] = k
+        perturbed = [_key(s) for s in its.get(PERTURBED, ())]
+        if perturbed:
+            keep[item, PERTURBED] = _stop(point, originals[:k], perturbed)
+    seen: dict[tuple[str, str], int] = defaultdict(int)
+    drawn = []
+    for s in generations.samples:
+        at = seen[s.item, s.set]
+        seen[s.item, s.set] += 1
+        if at < keep.get((s.item, s.set), at + 1):
+            drawn.append(s)
+    return dataclasses.replace(generations, samples=drawn)
+
+
+def _key(sample: GivenSample) -> Any:
+    """The answer the rules read, as :func:`~credo.pipeline.score.score_generations`
+    builds it (the indicator kernel's key)."""
+    return Answer(sample.answer, sample.text).value
+
+
+def _stop(point: AdaptiveConfig, originals: list[Any], perturbed: list[Any] | None) -> int:
+    """How many of a stage's answers an adaptive run draws (the original stage when
+    ``perturbed`` is None): the schedule's sizes in turn until the rule holds or the
+    stage's full size."""
+    full = len(originals if perturbed is None else perturbed)
+    size = 0
+    while size < full:
+        size = next_size(size, full, point)
+        if perturbed is None:
+            done = settled(point, originals[:size], size=full)
+        else:
+            done = settled(point, originals, perturbed[:size], size=full)
+        if done:
+            break
+    return size
+
+
+def simulate_given(
+    config: RunConfig,
+    generations: Generations,
+    pool: ModelPool,
+    fmt: AnswerFormat,
+    points: Sequence[AdaptiveConfig],
+    *,
+    n_resamples: int = 1000,
+) -> tuple[RunResult, list[tuple[AdaptivePoint, RunResult]]]:
+    """:func:`simulate` for generations a user gave (a ``credo score`` folder): the full
+    set scored, and each adaptive config of ``points`` on the samples it would have
+    drawn (:func:`given_drawn`), compared with it. No model is called unless a method
+    needs a judge (``pool`` a replay pool: then only its cache is read)."""
+    full = score_generations(config, generations, pool, fmt)
+    out = []
+    for point in points:
+        result = score_generations(config, given_drawn(generations, point), pool, fmt)
         eps = epsilon_of(point) if point.rule == "interval" else point.epsilon
         out.append((compare(result, full, point.rule, eps, n_resamples=n_resamples), result))
     return full, out

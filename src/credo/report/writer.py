@@ -20,7 +20,9 @@ Files
                         alpha), ``certified_rate``, ``risk_mean``, ``n_items``, ``delta``,
                         ``splits``, ``procedure``; or ``n_items`` and ``note`` when too few
                         items to split; ``degenerate[method]``: why its scores are
-                        degenerate on this run. Both absent without known correctness
+                        degenerate on this run. Both absent without known correctness;
+                        ``task_identity``: the task as a certificate records it (family,
+                        format, domain, prompt digest, correctness; issue 34)
 ``samples.jsonl``       every sample of every set (set, index, ref, prefix, text, extracted
                         answer, correctness, the method confidences given to it)
 ``perturbations.jsonl`` the kept context prefixes per item and the filter's counts
@@ -133,6 +135,7 @@ def write_run(result: RunResult, out: str | Path) -> Path:
         "items": len(result.items),
         "accuracy": result.accuracy,
         "correctness": correctness_of(result),
+        "task_identity": result.task_identity,  # what a certificate records (issue 34)
         "methods": result.metrics,
         "responses": result.response_metrics,
         "unavailable": result.unavailable,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 
@@ -37,12 +37,20 @@ class Item:
 
 @dataclass(frozen=True)
 class Task:
-    """A named list of items sharing one answer format and one prompt template."""
+    """A named list of items sharing one answer format and one prompt template.
+
+    ``family`` names the distribution the questions are drawn from when that is not
+    ``name``: a task read from a file is named after the file, and its family is the
+    layout (``file:gsm8k``, ``file:number``) or what the user declares it holds; a
+    certificate is bound to the family, not to the file (issue 34, item 1). Empty: the
+    family is the name (a built-in task's spec, ``mmlu:high_school_statistics``).
+    """
 
     name: str
     items: tuple[Item, ...]
     format: AnswerFormat
     domain: str = ""
+    family: str = ""
 
     def __post_init__(self) -> None:
         ids = [it.id for it in self.items]
@@ -55,4 +63,4 @@ class Task:
         """The first ``limit`` items (all when ``limit`` is None)."""
         if limit is None:
             return self
-        return Task(self.name, self.items[:limit], self.format, self.domain)
+        return replace(self, items=self.items[:limit])

@@ -161,7 +161,9 @@ def load_task_from_file(
     if fmt is None or mapping is None:
         raise ValueError("load_task_from_file needs fmt and mapping, or a preset")
     items = load_items(p, fmt, mapping)
-    task = Task(name or p.name.split(".", 1)[0], tuple(items), AnswerFormat(fmt), domain)
+    family = f"file:{preset or AnswerFormat(fmt).value}"  # the layout, not the path
+    task = Task(name or p.name.split(".", 1)[0], tuple(items), AnswerFormat(fmt), domain,
+                family)
     return task.head(limit)
 
 
@@ -200,7 +202,8 @@ def load_task_file(cfg: TaskFileConfig, limit: int | None = None) -> Task:
     if cfg.grader is not None or cfg.rel_tol is not None:
         items = [dataclasses.replace(it, meta=_task_file_meta(it, cfg, mapping)) for it in items]
     name = Path(cfg.path).name.split(".", 1)[0]
-    return Task(name, tuple(items), fmt, cfg.domain).head(limit)
+    family = cfg.family or f"file:{fmt.value}"
+    return Task(name, tuple(items), fmt, cfg.domain, family).head(limit)
 
 
 def _task_file_meta(item: Item, cfg: TaskFileConfig, mapping: FieldMapping) -> dict[str, str]:
