@@ -11,6 +11,8 @@ nothing else)::
 
     <!-- docs: needs-model: the embedded 1.5B model, 5 minutes -->
     <!-- docs: needs-gpu: vLLM on one GPU -->
+    <!-- docs: needs-server: a hosted API with a key -->
+    <!-- docs: installs: pip install changes the environment -->
     <!-- docs: file study.yaml -->      the block is written to that file, not run
     <!-- docs: exit 3 -->               the block's last command exits 3
     <!-- docs: output -->               (on a text block) the stdout of the python block before it
@@ -30,7 +32,15 @@ from pathlib import Path
 
 from markdown_it import MarkdownIt
 
-__all__ = ["DATA_LANGS", "RUN_LANGS", "Block", "Page", "pages", "parse_page"]
+__all__ = [
+    "DATA_LANGS",
+    "RUN_LANGS",
+    "SKIP_KINDS",
+    "Block",
+    "Page",
+    "pages",
+    "parse_page",
+]
 
 RUN_LANGS = frozenset({"python", "bash", "console", "yaml"})
 """Fence languages the collector runs (yaml: validated as a config, or written to a file)."""
@@ -38,7 +48,9 @@ DATA_LANGS = frozenset({"text", "json", "jsonl", "csv", ""})
 """Fence languages that show data or output: never run (an output block is compared)."""
 
 _MARKER = re.compile(r"<!--\s*docs:\s*(.*?)\s*-->", re.S)
-_NEEDS = ("needs-model", "needs-gpu")
+SKIP_KINDS = ("needs-model", "needs-gpu", "needs-server", "installs")
+"""Markers of blocks nobody runs in the tests: a real model, a GPU, a hosted API or a real
+server, a command that installs packages. ``reference/not-executed.md`` lists them."""
 _BETWEEN = frozenset({"paragraph_open", "heading_open", "table_open", "blockquote_open", "hr",
                       "code_block"})
 
@@ -65,8 +77,8 @@ class Block:
 
     @property
     def needs(self) -> tuple[str, str] | None:
-        """``(needs-model | needs-gpu, reason)`` when the block is marked so."""
-        for kind in _NEEDS:
+        """``(kind, reason)`` when the block is marked with one of :data:`SKIP_KINDS`."""
+        for kind in SKIP_KINDS:
             reason = self.marker(kind)
             if reason is not None:
                 return kind, reason
@@ -94,7 +106,7 @@ class Page:
 
     @property
     def needs(self) -> tuple[str, str] | None:
-        for kind in _NEEDS:
+        for kind in SKIP_KINDS:
             reason = self.page_marker(kind)
             if reason is not None:
                 return kind, reason

@@ -7,7 +7,8 @@
 - ``on_files``: adds every generated page (:mod:`reference`) and leaves the generator code
   and the two split sources out of the site.
 - ``on_page_markdown``: ``<!-- credo:method NAME -->`` becomes the registry's card of
-  method NAME (:func:`reference.method_card`).
+  method NAME (:func:`reference.method_card`), ``<!-- credo:metrics -->`` the table of
+  the registered metrics (:func:`reference.metrics_table`).
 
 A config field without a description, or a method card for an unknown method, is a
 warning, so ``mkdocs build --strict`` (``make docs``) fails on it.
@@ -116,4 +117,5 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
             return m.group(0)
         return reference.method_card(name)
 
-    return _CARD.sub(card, markdown)
+    return _CARD.sub(card, markdown).replace("<!-- credo:metrics -->",
+                                             reference.metrics_table())

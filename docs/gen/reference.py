@@ -442,6 +442,28 @@ def method_names() -> list[str]:
     return sorted(METHODS)
 
 
+# ----------------------------------------------------------------------------- metrics
+
+
+def metrics_table() -> str:
+    """The registered metrics (``credo.evaluate.registry.METRICS``): what each is measured
+    against, which way is better, at which levels, and its flags."""
+    from credo.evaluate.registry import METRICS
+
+    target = {"p_bar": "p̄ (per generation: 0/1 correctness)",
+              "label": "label: 1 when p̄ ≥ 0.5 (per generation: 0/1 correctness)"}
+    lines = ["| metric | measured against | better | levels | notes |", "|---|---|---|---|---|"]
+    for m in METRICS.values():
+        notes = [n for n, on in (("binned", m.binned), ("ranking: needs both classes",
+                                                         m.ranking),
+                                 ("in the terminal's table", m.headline),
+                                 ("also after --calibrate", m.calibrated)) if on]
+        lines.append(f"| {m.label} (`{m.name}`) | {target.get(m.target, m.target)} | "
+                     f"{'↓' if m.direction == 'lower' else '↑'} | {', '.join(m.per)} | "
+                     f"{'; '.join(notes)} |")
+    return "\n".join([*lines, ""])
+
+
 # ----------------------------------------------------------------------------- blocks
 
 
