@@ -17,7 +17,11 @@ wrong answers and its tables mean something:
 - anything else gets ``Answer: 18``.
 
 Sample ``j`` of a call with seed ``s`` is the single call with seed ``s + j`` (credo's seed
-contract), as with the FaultServer's default.
+contract), as with the FaultServer's default. With ``reseed=True`` the server plays one
+that ignores seeds, as tools that repeat one request expect (lm-eval's ``repeats``,
+inspect's ``epochs``): the k-th arrival of the same request body gets seed hash(body, k),
+so the answers to a repeated request are fresh draws and yet the same on every run,
+whatever the order of arrival of other requests.
 """
 
 from __future__ import annotations
@@ -62,10 +66,20 @@ def toy_reply(messages: Sequence[Mapping[str, Any]], seed: int) -> str:
 class ToyModelServer(FaultServer):
     """A FaultServer that answers like a small model (see the module docstring)."""
 
+    def __init__(self, *, reseed: bool = False, **options: Any) -> None:
+        self.reseed = reseed
+        self._arrivals: dict[int, int] = {}
+        super().__init__(**options)
+
     def completion(self, body: Mapping[str, Any], fault: str | None = None) -> dict[str, Any]:
         messages = body.get("messages") or []
         n = int(body.get("n") or 1) if self.honour_n else 1
         seed = int(body.get("seed") or 0)
+        if self.reseed:
+            digest = _digest("body", {k: v for k, v in body.items() if k != "seed"})
+            with self._lock:
+                k = self._arrivals[digest] = self._arrivals.get(digest, -1) + 1
+            seed = _digest("reseed", digest, k) % 2**31
         top = int(body.get("top_logprobs") or 0) if body.get("logprobs") and self.logprobs else -1
         max_tokens = body.get("max_tokens")
         choices, tokens = [], 0

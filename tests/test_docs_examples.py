@@ -20,7 +20,8 @@ A served model at ``http://localhost:8000/v1`` in a block is the loopback toy mo
 vLLM or llama.cpp's server, the test runs against it. Blocks marked as needing a real
 model, a GPU, a hosted API or an install (``<!-- docs: needs-model: why -->`` ...) are
 skipped and listed on the generated page ``reference/not-executed.md``; every other block
-runs. A page marked ``<!-- docs: page slow -->`` is a slow test.
+runs. A page marked ``<!-- docs: page slow -->`` is a slow test; ``<!-- docs: page server
+reseed -->`` makes the toy model ignore seeds, as tools that repeat one request expect.
 
 ``CREDO_DOCS_UPDATE=1`` writes what each command printed into the page's output blocks
 instead of comparing: run it after a change of output, and review the diff.
@@ -52,6 +53,9 @@ SKIP_KINDS = blocks.SKIP_KINDS
 UPDATE = os.environ.get("CREDO_DOCS_UPDATE") == "1"
 _SHELL = re.compile(r"[|<>;&$`*?(){}\[\]]|^\w+=")
 _DURATION = re.compile(r"\b\d+(?:\.\d+)? ?(?:s|ms|min)\b")
+_STAMP = re.compile(r"\d{4}-\d\d-\d\dT[\d:.+-]+(?:_task_\w+)?")
+"""A time in a file name the tools chose (lm-eval's samples, inspect's logs), with inspect's
+random task id."""
 _PROGRESS = re.compile(r"samples .*/s .*ETA")
 
 
@@ -101,8 +105,8 @@ class PageRun:
         return "\n".join(lines)
 
     def normal(self, text: str) -> str:
-        """What a comparison sees: :meth:`shown` with durations masked."""
-        return _DURATION.sub("<t>", self.shown(text))
+        """What a comparison sees: :meth:`shown` with durations and file-name times masked."""
+        return _DURATION.sub("<t>", _STAMP.sub("<time>", self.shown(text)))
 
     def command(self, line: str) -> tuple[int, str]:
         """Run one command line: ``(exit status, stdout and stderr together)``."""
@@ -287,7 +291,8 @@ def test_every_block_of_the_page_runs(page: blocks.Page, tmp_path: Path,
     with contextlib.ExitStack() as stack:
         url = None
         if LOCAL_URL in text:
-            url = stack.enter_context(ToyModelServer()).url
+            reseed = page.page_marker("server") == "reseed"
+            url = stack.enter_context(ToyModelServer(reseed=reseed)).url
         run = PageRun(page, work, url, tmp_path / "cache")
         for block in todo:
             run.run(block)
@@ -304,7 +309,7 @@ def test_the_markers_are_known_and_the_not_executed_page_lists_them():
     import reference
 
     known = {*SKIP_KINDS, "file", "exit", "output", "config"}
-    page_known = {*SKIP_KINDS, "slow"}
+    page_known = {*SKIP_KINDS, "slow", "server"}
     listed = reference.not_executed_page(DOCS)
     skipped = 0
     for page in _pages():
