@@ -122,15 +122,16 @@ class Browser:
         to_chrome_r, self._to_chrome = os.pipe()
         self._from_chrome, from_chrome_w = os.pipe()
 
-        def fds() -> None:
-            os.dup2(to_chrome_r, 3)
-            os.dup2(from_chrome_w, 4)
+        def fds() -> None:  # the pipe ends become fds 3 and 4 whatever their numbers
+            r, w = os.dup(to_chrome_r), os.dup(from_chrome_w)
+            os.dup2(r, 3)
+            os.dup2(w, 4)
 
         self.proc = subprocess.Popen(
             [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
              "--disable-background-networking", "--disable-component-update", "--disable-sync",
              "--remote-debugging-pipe", f"--user-data-dir={profile}", "about:blank"],
-            preexec_fn=fds, pass_fds=(to_chrome_r, from_chrome_w),
+            preexec_fn=fds, pass_fds=(3, 4),  # kept open after preexec_fn
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         os.close(to_chrome_r)
         os.close(from_chrome_w)

@@ -32,8 +32,7 @@ import reference  # noqa: E402
 
 log = logging.getLogger("mkdocs.plugins.credo")
 
-SPLIT = {"results.md": 2, "benchmarks.md": 1}
-"""Source file -> the heading level it is split at (its pages go to ``<stem>/``)."""
+SPLIT = reference.SPLIT_SOURCES
 API_ENTRY = "reference/api.md"
 
 _generated: dict[str, str] = {}
@@ -103,7 +102,9 @@ def on_files(files: Any, config: Any) -> Any:
     return files
 
 
-_CARD = re.compile(r"<!--\s*credo:method\s+(\S+)\s*-->")
+_CARD = re.compile(r"(?m)^<!--\s*credo:method\s+(\S+)\s*-->[ \t]*$")
+_METRICS = re.compile(r"(?m)^<!--\s*credo:metrics\s*-->[ \t]*$")
+"""Placeholders stand alone on their line (in a code span they are text)."""
 
 
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
@@ -117,5 +118,4 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
             return m.group(0)
         return reference.method_card(name)
 
-    return _CARD.sub(card, markdown).replace("<!-- credo:metrics -->",
-                                             reference.metrics_table())
+    return _METRICS.sub(lambda m: reference.metrics_table(), _CARD.sub(card, markdown))

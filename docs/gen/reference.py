@@ -466,6 +466,9 @@ def metrics_table() -> str:
 
 # ----------------------------------------------------------------------------- blocks
 
+SPLIT_SOURCES = {"results.md": 2, "benchmarks.md": 1}
+"""Files the site shows split at a heading level (their pages go to ``<stem>/``)."""
+
 
 def not_executed_page(docs: Path) -> str:
     """The blocks of the documentation that the test suite does not run, and why."""
@@ -479,8 +482,10 @@ def not_executed_page(docs: Path) -> str:
             if needs is None:
                 continue
             first = next((ln.strip() for ln in b.code.splitlines() if ln.strip()), "")
-            rows.append(f"| [{rel}]({rel}) line {b.line} | {needs[0]} | {md_text(needs[1])} | "
-                        f"{code(first[:70])} |")
+            target = (f"../{rel.removesuffix('.md')}/index.md" if rel in SPLIT_SOURCES
+                      else f"../{rel}")
+            rows.append(f"| [{rel}]({target}) line {b.line} | {needs[0]} | "
+                        f"{md_text(needs[1])} | {code(first[:70])} |")
     lines = ["# Examples not executed", "",
              "Every code block of these pages runs in the test suite "
              "(`tests/test_docs_examples.py`) against the loopback fake server or the "
