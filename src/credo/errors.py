@@ -22,7 +22,30 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["BudgetReached", "NeutralityFailed", "RequestsFailed", "UserError"]
+__all__ = ["EXIT_STATUSES", "BudgetReached", "NeutralityFailed", "RequestsFailed", "UserError"]
+
+
+EXIT_STATUSES: dict[int, str] = {
+    0: "done: the command finished and wrote what it says (a run folder, a report, a "
+       "certificate); `credo certify` also exits 0 when nothing could be certified (the file "
+       "says so)",
+    1: "`credo cache stats` found no cache at the path it was given (or the default one)",
+    2: "a mistake in what you gave credo (:class:`UserError`): a file and line, an option or "
+       "config field, an unknown task, model, method or kernel, a cache that is not credo's, "
+       "an output folder that cannot be written, a server that does not answer or answers "
+       "401, 403 or 404 to the first call; one or two lines naming it, found before the first "
+       "model call, the traceback only under `-v`",
+    3: "some requests failed after the backend's retries (:class:`RequestsFailed`), or the "
+       "cost budget `max_cost_usd` was reached (:class:`BudgetReached`), or `credo probe` did "
+       "not finish: everything else is cached and the run folder is written with those items "
+       "incomplete; rerun the same command to generate only what is missing",
+    4: "the context prefixes failed paper 000's neutrality test (App. A.3) under "
+       "`perturbation.neutrality: fail` (:class:`NeutralityFailed`); the run folder is "
+       "written",
+}
+"""Every exit status of the ``credo`` command and what it means: the one table the
+command line's returns (:func:`credo.cli.main`, :data:`credo.pipeline.ending.EXIT_STATUS`)
+and the documentation's reference page are checked against (issue 30)."""
 
 
 class UserError(ValueError):

@@ -40,13 +40,15 @@ class SamplingParams(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    temperature: float = Field(1.0, ge=0.0)
-    top_p: float = Field(1.0, gt=0.0, le=1.0)
-    top_k: int = Field(0, ge=0)
-    min_p: float = Field(0.0, ge=0.0, le=1.0)
-    max_tokens: int = Field(256, ge=1)
-    stop: tuple[str, ...] = ()
-    top_logprobs: int = Field(0, ge=0, le=20)
+    temperature: float = Field(1.0, ge=0.0, description="sampling temperature (the papers: 1)")
+    top_p: float = Field(1.0, gt=0.0, le=1.0, description="nucleus sampling bound; 1 = off")
+    top_k: int = Field(0, ge=0, description="top-k sampling bound; 0 = off")
+    min_p: float = Field(0.0, ge=0.0, le=1.0, description="min-p sampling bound; 0 = off")
+    max_tokens: int = Field(256, ge=1, description="generation length cap per sample")
+    stop: tuple[str, ...] = Field((), description="strings that end a generation")
+    top_logprobs: int = Field(
+        0, ge=0, le=20, description="top alternatives per generated token to return; 0 = none",
+    )
     grammar: str | None = Field(
         None, description="GBNF grammar restricting the output (structured decoding)"
     )

@@ -20,6 +20,16 @@ from credo.cli.run import add_executor_flags, cmd_run
 
 console = Console(stderr=False)
 
+DESCRIPTION = (
+    "How far to trust an LLM's answers: credo samples a model many times under the "
+    "original prompt and under neutral context prefixes, scores each answer's credibility "
+    "(C3, self-consistency and the field's other methods) and measures how well each score "
+    "predicts correctness; `credo certify` turns a score into a threshold with a guarantee. "
+    "Start with `credo run --help`."
+)
+"""What ``credo --help`` says (issue 30 item 4: what it does for the user; how the command
+line is built is this module's docstring)."""
+
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``credo`` command.
@@ -81,11 +91,18 @@ def _error(message: str) -> None:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="credo", description=__doc__)
+    p = argparse.ArgumentParser(prog="credo", description=DESCRIPTION)
     p.add_argument("-v", "--verbose", action="store_true", help="log what each stage does")
     sub = p.add_subparsers(dest="command", required=True)
 
-    r = sub.add_parser("run", help="sample, score (C3 and baselines) and evaluate a task")
+    r = sub.add_parser(
+        "run", help="sample, score (C3 and baselines) and evaluate a task",
+        description="Ask a model every question of a task n times as written and m times "
+        "under context prefixes, score each answer's credibility with the chosen methods, "
+        "measure how well each score predicts correctness, and write the run folder "
+        "(report.md, report.html, scores.jsonl, ...). A rerun reads every sample from the "
+        "cache.",
+    )
     r.add_argument("--config", type=Path, help="YAML run config; flags below override it")
     r.add_argument("--task", help="gsm8k, mmlu:<subject>, truthfulqa_mc1, lm-eval:<task> "
                    "(see `credo tasks`)")
@@ -185,7 +202,8 @@ def _parser() -> argparse.ArgumentParser:
                    "gsm8k: a certificate made on it applies (default: file:<format>)")
     r.set_defaults(func=cmd_run)
 
-    c = sub.add_parser("cache", help="inspect the generation cache")
+    c = sub.add_parser("cache", help="count the requests, samples and tokens in the "
+                       "generation cache")
     c.add_argument("action", choices=["stats"])
     c.add_argument("--cache", type=Path, help="SQLite cache (default ~/.cache/credo)")
     c.set_defaults(func=_cmd_cache)
@@ -195,7 +213,8 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--json", action="store_true", help="one JSON object per task, every spec")
     t.add_argument("--all", action="store_true", help="every MMLU subject on its own row")
     t.set_defaults(func=_cmd_tasks)
-    m = sub.add_parser("methods", help="list the scoring methods")
+    m = sub.add_parser("methods", help="list the scoring methods and the sample sets each "
+                       "reads")
     m.set_defaults(func=_cmd_methods)
 
     from credo.cli.adaptive import add_adaptive_parser

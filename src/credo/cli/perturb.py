@@ -15,7 +15,8 @@ from typing import Any
 
 def add_perturb_parser(sub: argparse._SubParsersAction) -> None:
     """Register ``credo perturb ...`` on the top-level subparsers."""
-    p = sub.add_parser("perturb", help="perturbation quality checks (000 App. A)")
+    p = sub.add_parser("perturb", help="check the context prefixes: on topic, diverse, "
+                       "neutral (000 App. A)")
     psub = p.add_subparsers(dest="perturb_command", required=True)
 
     t = psub.add_parser(

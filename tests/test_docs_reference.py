@@ -1,0 +1,171 @@
+"""The generated reference pages cannot go stale (issue 30, item 2): a flag, a config
+field or an export added to the code appears on its page without anyone editing one, a
+field without a description is reported, every exit status the command line returns is
+declared, and the run-folder table matches what a real (scripted) run writes."""
+
+from __future__ import annotations
+
+import ast
+import itertools
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from pydantic import Field
+
+import credo
+from conftest import BagOfWordsEmbedder
+from credo.cli import _parser
+from credo.config import RunConfig
+from credo.errors import EXIT_STATUSES
+from credo.models.scripted import ScriptedModel
+from credo.pipeline.ending import EXIT_STATUS
+from credo.report.run_files import RUN_FILES, run_file
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "docs" / "gen"))
+
+import reference  # noqa: E402
+
+
+def test_a_new_flag_appears_on_the_cli_page():
+    parser = _parser()
+    run = next(a for a in parser._actions if hasattr(a, "choices") and a.choices
+               and "run" in a.choices).choices["run"]
+    run.add_argument("--docs-probe-flag", type=int, default=7, help="a flag only this test has")
+    page = reference.cli_page(parser)
+    assert "`--docs-probe-flag DOCS_PROBE_FLAG`" in page
+    assert "a flag only this test has" in page and "`7`" in page
+    assert "--docs-probe-flag" not in reference.cli_page()
+
+
+def test_every_command_and_flag_is_on_the_cli_page():
+    page = reference.cli_page()
+    for prog, sub, _ in reference.cli_commands(_parser()):
+        assert f"`{prog}`" in page
+        for action in sub._actions:
+            for flag in action.option_strings:
+                if flag not in ("-h", "--help"):
+                    assert f"`{flag}" in page or f", {flag}" in page, (prog, flag)
+
+
+def test_a_new_config_field_appears_and_one_without_description_is_reported():
+    class Probe(RunConfig):
+        docs_probe_field: int = Field(3, description="a field only this test has")
+        undescribed_probe: str = "x"
+
+    page = reference.config_page([Probe])
+    assert "| `docs_probe_field` | int | `3` | a field only this test has |" in page
+    assert "Probe.undescribed_probe" in reference.missing_descriptions([Probe])
+    assert reference.missing_descriptions() == []  # every real field has its description
+
+
+def test_every_config_field_is_on_the_config_page():
+    page = reference.config_page()
+    for model in reference.all_models():
+        assert f"## {model.__name__}" in page
+        for name in model.model_fields:
+            assert f"| `{name}`" in page, (model.__name__, name)
+
+
+def test_a_new_export_appears_on_the_api_pages(monkeypatch):
+    def docs_probe_export() -> None:
+        """A function only this test exports."""
+
+    docs_probe_export.__module__ = "credo.newpackage.mod"
+    docs_probe_export.__qualname__ = "docs_probe_export"
+    monkeypatch.setattr(credo, "docs_probe_export", docs_probe_export, raising=False)
+    pages = reference.api_pages([*credo.__all__, "docs_probe_export"])
+    assert "::: credo.newpackage.mod.docs_probe_export" in pages["reference/api/newpackage.md"]
+    assert "A function only this test exports." in pages["reference/api/index.md"]
+
+
+def test_every_public_name_is_documented_where_it_is_defined():
+    pages = reference.api_pages()
+    text = "\n".join(pages.values())
+    for n in reference.api_names():
+        assert f"::: {n.path}\n" in text
+        assert f"`credo.{n.name}`" in pages["reference/api/index.md"]
+        obj = getattr(credo, n.name)
+        assert n.path == f"{obj.__module__}.{obj.__qualname__}"
+
+
+def _returned_statuses(path: Path) -> set[int]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return {node.value.value for node in ast.walk(tree)
+            if isinstance(node, ast.Return) and isinstance(node.value, ast.Constant)
+            and isinstance(node.value.value, int)}
+
+
+def test_every_exit_status_the_command_line_returns_is_declared():
+    returned = set().union(*(_returned_statuses(p) for p in (ROOT / "src/credo/cli").glob("*.py")))
+    returned |= set(EXIT_STATUS.values())
+    assert returned <= set(EXIT_STATUSES), sorted(returned - set(EXIT_STATUSES))
+    assert {0, 2, 3, 4} <= returned  # the declaration is not wider than what is used
+    assert set(EXIT_STATUSES) == returned
+    page = reference.exit_codes_page()
+    for status in EXIT_STATUSES:
+        assert f"| **{status}** |" in page
+
+
+def test_an_undeclared_status_is_caught(tmp_path):
+    bad = tmp_path / "cmd.py"
+    bad.write_text("def cmd(args):\n    return 7\n")
+    assert _returned_statuses(bad) - set(EXIT_STATUSES) == {7}
+
+
+def _rows(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def _check_fields(folder: Path, name: str) -> None:
+    decl = run_file(name)
+    declared = {f for f, _ in decl.fields}
+    rows = _rows(folder / name) if name.endswith(".jsonl") else [
+        json.loads((folder / name).read_text())]
+    assert rows
+    for row in rows:
+        assert set(row) <= declared, (name, set(row) - declared)
+        assert declared - decl.optional_fields <= set(row), (name, declared - set(row))
+
+
+def test_a_scripted_run_folder_holds_exactly_the_declared_files(tmp_path):
+    from test_runner import TASK, respond
+
+    cfg = RunConfig(task="toy", n=6, m=6, limit=None, out=tmp_path / "run",
+                    cache=tmp_path / "c.sqlite", bootstrap=0)
+    credo.run(cfg, model=ScriptedModel(respond), embedder=BagOfWordsEmbedder(), task=TASK,
+              show_progress=False)
+    folder = cfg.out
+    written = {p.name for p in folder.iterdir()}
+    always = {f.name for f in RUN_FILES if f.always}
+    # a C3 run with an embedder writes the prefixes' similarities too; nothing else
+    assert written == always | {"perturbation_similarity.json"}
+    for f in RUN_FILES:
+        if f.fields and f.name in written:
+            _check_fields(folder, f.name)
+    page = reference.run_folder_page()
+    for f in RUN_FILES:
+        assert f"`{f.name}`" in page
+        for name, _ in f.fields:
+            assert f"| `{name}` |" in page
+
+
+def test_the_method_cards_cover_every_registered_method():
+    text = (ROOT / "docs" / "concepts" / "methods.md").read_text(encoding="utf-8")
+    for name in reference.method_names():
+        assert f"<!-- credo:method {name} -->" in text, f"no card for method {name}"
+        card = reference.method_card(name)
+        assert card.startswith(f"### `{name}`")
+
+
+@pytest.mark.parametrize("source,level", [("results.md", 2), ("benchmarks.md", 1)])
+def test_the_split_of_results_and_benchmarks_loses_no_line(source, level):
+    text = (ROOT / "docs" / source).read_text(encoding="utf-8")
+    pre, sections = reference.split_sections(text, level)
+    assert sections
+    body = lambda t: [ln.lstrip("#").strip() for ln in t.splitlines() if ln.strip()]  # noqa: E731
+    assert [*body(pre), *itertools.chain.from_iterable(body(s.text) for s in sections)] == (
+        body(text))
+    assert len({s.slug for s in sections}) == len(sections)
