@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import re
-import shlex
 import tempfile
 from pathlib import Path
 
@@ -276,27 +274,3 @@ def test_the_command_line_never_shows_a_traceback_for_any_claim_file(rows):
             code = main(["certify-claims", str(path), "--score", "score"])
         assert code in (0, 2)
         assert "Traceback" not in err.getvalue() and len(err.getvalue().splitlines()) <= 2
-
-
-# --------------------------------------------------------------------------- docs/claims.md
-
-
-def test_the_worked_example_of_docs_claims_md_runs_as_written(tmp_path, capsys, monkeypatch):
-    text = DOC.read_text(encoding="utf-8")
-    for name, body in re.findall(r"```jsonl (\S+)\n(.*?)```", text, re.S):
-        (tmp_path / name).write_text(body, encoding="utf-8")
-    commands = re.search(r"## Commands.*?```bash\n(.*?)```", text, re.S).group(1)
-    expected = re.search(r"## Commands.*?```text\n(.*?)```", text, re.S).group(1)
-    monkeypatch.chdir(tmp_path)
-    for line in commands.strip().splitlines():
-        argv = shlex.split(line)
-        assert argv[0] == "credo" and main(argv[1:]) == 0
-    out = capsys.readouterr().out
-    for line in expected.strip().splitlines():
-        assert line in out
-    (row,) = [json.loads(x) for x in (tmp_path / "filtered.jsonl").read_text().splitlines()]
-    assert row["id"] == "hopper" and len(row["retained"]) == 1
-    assert json.loads((tmp_path / "claims.cert.json").read_text())["threshold"] == 3
-    python = re.search(r"## Python\n+```python\n(.*?)```", text, re.S).group(1)
-    exec(compile(python, str(DOC), "exec"), {})  # the Python section, on the same files
-    assert "hopper ['Grace Hopper was a US Navy rear admiral.']" in capsys.readouterr().out

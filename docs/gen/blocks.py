@@ -12,6 +12,7 @@ nothing else)::
     <!-- docs: needs-model: the embedded 1.5B model, 5 minutes -->
     <!-- docs: needs-gpu: vLLM on one GPU -->
     <!-- docs: needs-server: a hosted API with a key -->
+    <!-- docs: needs-data: a file the user brings, which credo does not ship -->
     <!-- docs: installs: pip install changes the environment -->
     <!-- docs: file study.yaml -->      the block is written to that file, not run
     <!-- docs: exit 3 -->               the block's last command exits 3
@@ -48,9 +49,10 @@ DATA_LANGS = frozenset({"text", "json", "jsonl", "csv", ""})
 """Fence languages that show data or output: never run (an output block is compared)."""
 
 _MARKER = re.compile(r"<!--\s*docs:\s*(.*?)\s*-->", re.S)
-SKIP_KINDS = ("needs-model", "needs-gpu", "needs-server", "installs")
+SKIP_KINDS = ("needs-model", "needs-gpu", "needs-server", "needs-data", "installs")
 """Markers of blocks nobody runs in the tests: a real model, a GPU, a hosted API or a real
-server, a command that installs packages. ``reference/not-executed.md`` lists them."""
+server, a data file credo does not ship, a command that installs packages.
+``reference/not-executed.md`` lists them."""
 _BETWEEN = frozenset({"paragraph_open", "heading_open", "table_open", "blockquote_open", "hr",
                       "code_block"})
 

@@ -98,6 +98,8 @@ RUN_FILES: tuple[RunFile, ...] = (
             ("items", "items scored"),
             ("accuracy", "mean p̄ over the items"),
             ("correctness", "how correctness was decided: the rule, the grader, its model"),
+            ("task_identity", "what a certificate made on this run binds: the task family, "
+                              "answer format, domain, prompt-template digest, correctness rule"),
             ("methods", "method → metric → value, item level (ECE, MCE, Brier, AUROC, "
                         "AUPRC-P, AUPRC-N, AUARC, PRR, mean score, Pearson, polarisation, ...)"),
             ("responses", "the same per generation (paper 002), for per-generation methods"),
