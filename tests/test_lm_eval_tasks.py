@@ -301,3 +301,60 @@ def test_without_lm_eval_the_error_says_how_to_install_it(tmp_path, capsys, monk
     err = capsys.readouterr().err.strip()
     assert code == 2 and err.splitlines() == [err]
     assert "pip install credo[lm-eval]" in err
+
+
+@pytest.fixture
+def no_network(monkeypatch, tmp_path):
+    """No offline switch set and no network: every host but the loopback fails to resolve
+    (as offline), the Hugging Face switches are off as a user without them has them (the
+    libraries read them once, at import), and the datasets cache is empty."""
+    import socket
+
+    import datasets.config
+    import huggingface_hub.constants
+
+    for name in ("HF_DATASETS_OFFLINE", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_OFFLINE", False)
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path / "hf-datasets")
+    resolve = socket.getaddrinfo
+    asked: list[str] = []
+
+    def loopback_only(host, *args, **kwargs):
+        if str(host) not in ("127.0.0.1", "localhost", "::1"):
+            asked.append(str(host))
+            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+        return resolve(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", loopback_only)
+    return asked
+
+
+@pytest.mark.parametrize("spec", ["lm-eval:gsm8k", "lm-eval:toy_hub"])
+def test_a_hub_dataset_offline_fails_fast_in_one_line(spec, tmp_path, capfd, no_network):
+    """Issue 34 item 9: offline, ``lm-eval:gsm8k`` printed 11 lines of the Hub client's
+    retries over 25 s before its one-line error; the dataset is looked for in the local
+    cache first, and the Hub is not asked when it cannot be reached."""
+    import time
+
+    from credo.tasks.lm_eval import _manager
+
+    folder = _task_folder(tmp_path)
+    _manager((str(folder.resolve()),))  # lm-eval's task index, built once: not timed
+    with FaultServer(answers=ANSWERS) as server:
+        t0 = time.monotonic()
+        code = main(["run", "--task", spec, "--include-path", str(folder),
+                     "--model", "openai:toy", "--base-url", server.url, "--methods",
+                     "self_consistency", "--out", str(tmp_path / "run"),
+                     "--cache", str(tmp_path / "c.sqlite"), "--quiet"])
+        seconds = time.monotonic() - t0
+        chats = server.requests
+    err = capfd.readouterr().err
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert code == 2 and chats == 0, err
+    assert 1 <= len(lines) <= 2, err
+    assert lines[0].startswith(f"error: task '{spec}': its dataset cannot be read"), err
+    assert "offline" in lines[0] and "Retrying" not in err
+    assert seconds < 8, (seconds, err)

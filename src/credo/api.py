@@ -23,7 +23,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import os
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -143,11 +142,9 @@ def run(
             cert.check(settings, config.methods)
         result = run_pipeline(config, pool, task)
     if write:
-        from credo.report.writer import write_answers, write_run
+        from credo.report.writer import write_run
 
-        write_run(result, config.out)
-        if cert is not None:
-            write_answers(result, cert, config.out)
+        write_run(result, config.out, cert)  # answers.jsonl before the status marker
     _check_neutral(result)
     return result
 
@@ -215,6 +212,10 @@ def certify_run(
     )
     from credo.report.rundata import load_run
 
+    if out is not None:  # before reading anything (issue 34 item 7); its folder is made
+        from credo.jsonio import check_file_writable
+
+        check_file_writable(out, "the certificate (--out)")
     data = load_run(run_dir)
     if method not in data.methods:
         raise UserError(f"--method {method!r}: the run at {data.path} has no such scores "
@@ -240,7 +241,7 @@ def certify_run(
     if out is not None:
         from credo import jsonio
 
-        jsonio.write_text(Path(out), json.dumps(cert.to_json(), indent=1) + "\n")
+        jsonio.write_text(Path(out), json.dumps(cert.to_json(), indent=1) + "\n", parents=True)
     return cert
 
 
@@ -367,26 +368,11 @@ def run_strength(
 
 def check_writable(folder: str | Path, what: str) -> None:
     """Fail with a :class:`UserError` naming ``folder`` unless a file can be written there,
-    before any model is called. The folders made for the check are removed again (issue
-    21): a run that stops at its preflight leaves no empty run folder behind; the
-    writer creates it."""
-    from credo.errors import UserError
+    before any model is called (:func:`credo.jsonio.check_writable`: the folders made
+    for the check are removed again; issue 21)."""
+    from credo.jsonio import check_writable as check
 
-    path = Path(folder)
-    made = [p for p in (path, *path.parents) if not p.exists()]
-    probe = path / f".credo-write-check-{os.getpid()}"
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-        probe.write_text("", encoding="utf-8")
-        probe.unlink()
-    except OSError as e:
-        raise UserError(f"{path}: cannot write {what}: {e.strerror or e}") from None
-    finally:
-        for folder_made in made:  # deepest first; one someone filled meanwhile stays
-            try:
-                folder_made.rmdir()
-            except OSError:
-                break
+    check(folder, what)
 
 
 def _config_pool(
@@ -599,12 +585,14 @@ def calibrate_prompt_file(
         raise UserError(validation_message(e, str(config))) from None
     if items < 2:
         raise UserError(f"--items must be at least 2, got {items}")
+    if write_config is not None:  # before the first call (issue 34 item 7)
+        jsonio.check_file_writable(write_config, "the chosen config (--write-config)")
     (prompt, rules), rows = calibrate_prompt(cfg, items, show_progress=show_progress)
     data["perturbation"] = {**(data.get("perturbation") or {}), "prompt": prompt, "rules": rules}
     written = None
     if write_config is not None:
         written = Path(write_config)
-        jsonio.write_text(written, yaml.safe_dump(data, sort_keys=False))
+        jsonio.write_text(written, yaml.safe_dump(data, sort_keys=False), parents=True)
     return PromptCalibration(prompt, rules, rows, data, written)
 
 
@@ -793,9 +781,6 @@ def simulate_adaptive(
     (:func:`~credo.report.rundata.load_run`), an empty ``scores.jsonl``, an adaptive
     run's folder (its cache lacks the full sets), ``min`` above the run's n (or m), the
     cache file missing, or a cache lacking some of the items the folder scored."""
-    from pydantic import ValidationError
-
-    from credo.config import AdaptiveConfig, validation_message
     from credo.errors import UserError
     from credo.generation.pool import JUDGE, MODEL, WRITER
     from credo.pipeline.simulate import simulate, simulate_given
@@ -804,13 +789,7 @@ def simulate_adaptive(
     folder = Path(run_dir)
     if not (folder / "config.yaml").is_file():
         raise UserError(f"{folder}: no config.yaml; is it a finished run folder?")
-    points = []
-    for rule in dict.fromkeys(rules):
-        for eps in (epsilons if rule == "interval" else (None,)):
-            try:
-                points.append(AdaptiveConfig(rule=rule, epsilon=eps, **dict(options or {})))
-            except ValidationError as e:
-                raise UserError(validation_message(e, f"adaptive rule {rule!r}")) from None
+    points = _adaptive_points(rules, epsilons, options)
     data = load_run(folder)
     if not data.scores:
         raise UserError(f"{folder / 'scores.jsonl'}: no items (emptied?); there is nothing "
@@ -821,6 +800,9 @@ def simulate_adaptive(
                         f"{config.adaptive.rule}); credo adaptive replays a full run, whose "
                         "cache holds every sample of every item")
     _check_min(points, config, data)
+    target = folder / "adaptive" if out is None else Path(out)
+    if write:  # before the replay (issue 34 item 7)
+        check_writable(target, "the adaptive outputs (--out)")
     roles = {MODEL: model, WRITER: perturber, JUDGE: judge}
     if _given(data.config):
         from credo.tasks.base import AnswerFormat
@@ -848,8 +830,28 @@ def simulate_adaptive(
     if write:
         from credo.report.adaptive import write_adaptive
 
-        files = write_adaptive(found, folder / "adaptive" if out is None else out, shown)
+        files = write_adaptive(found, target, shown)
     return AdaptiveSimulation(folder, shown, found, files)
+
+
+def _adaptive_points(
+    rules: Sequence[str], epsilons: Sequence[float | None], options: Mapping[str, Any] | None
+) -> list[Any]:
+    """One :class:`~credo.config.AdaptiveConfig` per rule (per ε for ``interval``); a
+    :class:`~credo.errors.UserError` naming the rule when its settings are invalid."""
+    from pydantic import ValidationError
+
+    from credo.config import AdaptiveConfig, validation_message
+    from credo.errors import UserError
+
+    points = []
+    for rule in dict.fromkeys(rules):
+        for eps in (epsilons if rule == "interval" else (None,)):
+            try:
+                points.append(AdaptiveConfig(rule=rule, epsilon=eps, **dict(options or {})))
+            except ValidationError as e:
+                raise UserError(validation_message(e, f"adaptive rule {rule!r}")) from None
+    return points
 
 
 def _check_min(points: Sequence[Any], config: RunConfig, data: Any) -> None:

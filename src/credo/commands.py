@@ -104,12 +104,16 @@ class ProbeResult:
 @dataclass
 class ReportResult:
     """``credo report``'s result: the page written, the run folders read, the similarity
-    files written first (000 App. A.2), and each unfinished run with its status."""
+    files written first (000 App. A.2), each unfinished run with its status, and each run
+    folder that lacked files its status marker lists (issue 34 item 10), with those files
+    and the ones still missing after the report (it writes report.html and the Parquet
+    exports again)."""
 
     page: Path
     runs: list[RunData]
     similarities: list[Path] = field(default_factory=list)
     unfinished: list[tuple[Path, str]] = field(default_factory=list)
+    lacking: list[tuple[Path, list[str], list[str]]] = field(default_factory=list)
 
 
 @dataclass
@@ -182,12 +186,13 @@ def topic_check(
     expected = expected or task_file.get("domain") or _task_domain(data.task)
     if not expected:
         raise UserError(f"task {data.task!r} has no domain; pass --expected")
+    out = data.path / "topic_check.json"
+    jsonio.check_file_writable(out, "the topic check (RUN_DIR)")  # issue 34 item 7
     with _one_model("judge", judge, base_url=base_url, cache=cache or data.config.get("cache"),
                     seed=seed, show_progress=show_progress) as ex:
         tc = topic_alignment(texts, expected, ex,
                              domains=list(TOPIC_DOMAINS if domains is None else domains),
                              sampling=SamplingParams(temperature=0.0, max_tokens=max_tokens))
-    out = data.path / "topic_check.json"
     jsonio.write_text(out, jsonio.dumps(tc.to_json(), indent=2, ensure_ascii=False))
     _refresh_report(data.path)
     return TopicCheckResult(data.path, expected, tc, out)
@@ -223,18 +228,20 @@ def calibrate_threshold(
     if not texts:
         raise UserError("no premises to paraphrase (--run has no kept perturbations, or"
                         " --premises is empty)")
+    target = Path(out) if out is not None else (
+        Path(run) / "threshold_calibration.json" if run else Path("threshold_calibration.json"))
+    jsonio.check_file_writable(target, "the result (--out)")  # issue 34 item 7
     from credo.generation.pool import shared_embedder
 
-    loaded = shared_embedder(embedder)
     with _one_model("paraphraser", model, base_url=base_url, cache=cache or run_cache,
-                    seed=seed, show_progress=show_progress) as ex:
+                    seed=seed, show_progress=show_progress) as ex:  # the cache checked
+        loaded = shared_embedder(embedder)  # before the embedder loads (issue 34 item 7)
         cal = calibrate(
             texts, ex, loaded, n_paraphrases=paraphrases, percentile=percentile,
             sampling=SamplingParams(temperature=1.0, max_tokens=max_tokens),
         )
-    target = Path(out) if out is not None else (
-        Path(run) / "threshold_calibration.json" if run else Path("threshold_calibration.json"))
-    jsonio.write_text(target, jsonio.dumps(cal.to_json(), indent=2, ensure_ascii=False))
+    jsonio.write_text(target, jsonio.dumps(cal.to_json(), indent=2, ensure_ascii=False),
+                      parents=True)
     if run and target.parent.resolve() == Path(run).resolve():
         _refresh_report(Path(run))
     return ThresholdResult(cal, target)
@@ -275,6 +282,8 @@ def strength_agreement(
     from credo.strength.labels import agree, load_labels, measure_in_pool
 
     rows = load_labels(labels)
+    if write_json is not None:  # before the first call (issue 34 item 7)
+        jsonio.check_file_writable(write_json, "the figures (--json)")
     with ModelPool(cache_path=cache, seed=seed, show_progress=show_progress) as pool:
         values = measure_in_pool(pool, measure, rows, judge=judge,
                                  surprisal_model=surprisal_model, embedder=embedder)
@@ -342,6 +351,8 @@ def report(
     from credo.report.rundata import load_run
 
     loaded = [load_run(r) for r in runs]
+    missing = {r.path: r.missing_files for r in loaded if r.missing_files}
+    _check_report_outputs(loaded, out)
     if isinstance(pairs, str):
         pairs = _parse_pairs(pairs) if pairs else None
     for a, b in pairs or []:
@@ -365,7 +376,26 @@ def report(
     else:
         page = write_report([r.path for r in loaded], Path(out or "credo-report"), opts)
     unfinished = [(r.path, r.status) for r in loaded if r.status != "complete"]
-    return ReportResult(Path(page), loaded, written, unfinished)
+    lacking = [(path, names, [n for n in names if not (path / n).is_file()])
+               for path, names in missing.items()]
+    return ReportResult(Path(page), loaded, written, unfinished, lacking)
+
+
+def _check_report_outputs(loaded: Sequence[RunData], out: str | Path | None) -> None:
+    """Every file :func:`report` writes can be written, before the embedder is loaded
+    (issue 34 item 7): one run without ``out``: its report.html and Parquet exports;
+    else the ``out`` folder and the exports a run folder lacks."""
+    from credo.report.html import RUN_PAGE
+
+    alone = len(loaded) == 1 and out is None
+    if not alone:
+        jsonio.check_writable(Path(out or "credo-report"), "the report (--out)")
+    for run in loaded:
+        names = [RUN_PAGE] if alone else []
+        names += [n for n in ("scores.parquet", "samples.parquet")
+                  if alone or not (run.path / n).exists()]
+        for name in names:
+            jsonio.check_file_writable(run.path / name, "the report's files (RUN_DIR)")
 
 
 def _parse_pairs(text: str) -> list[tuple[str, str]]:

@@ -56,6 +56,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     )
     Console().print(f"report: {done.page}")
     _say_unfinished(done.unfinished)
+    _say_lacking(done.lacking)
     return 0
 
 
@@ -76,3 +77,16 @@ def _say_unfinished(unfinished: list[tuple[Path, str]]) -> None:
     for path, status in unfinished:
         why = _UNFINISHED.get(status, status)
         err.print(f"warning: {path}: {why}", markup=False, highlight=False)
+
+
+def _say_lacking(lacking: list[tuple[Path, list[str], list[str]]]) -> None:
+    """One line on stderr per run folder whose status marker lists files it lacks (issue
+    34 item 10): which, and whether this report wrote them again."""
+    from rich.console import Console
+
+    err = Console(stderr=True, soft_wrap=True)
+    for path, names, still in lacking:
+        then = (f"rerun its config to write {', '.join(still)} (every sample is cached)"
+                if still else "credo report wrote them again")
+        err.print(f"warning: {path}: run_status.json lists {', '.join(names)}, missing from "
+                  f"the folder; {then}", markup=False, highlight=False)

@@ -61,21 +61,66 @@ def cmd_run(args: argparse.Namespace) -> int:
         result = run(cfg, show_progress=not args.quiet)
     except NeutralityFailed as e:  # the folder is written; the tables are printed too
         result = e.result
-    return print_result(result)
+    return print_result(result, quiet=args.quiet)
 
 
-def print_result(result: Any) -> int:
+def print_result(result: Any, *, quiet: bool = False) -> int:
     """The tables of a finished run (or score), its unavailable methods, the folder, and
     what its outcome says (issue 22: :class:`~credo.pipeline.ending.Outcome`); the exit
     status of the outcome (:data:`~credo.pipeline.ending.EXIT_STATUS`): 3 when items are
     incomplete (the budget, or requests failed), 4 when the prefixes failed the neutrality
-    gate, else 0."""
+    gate, else 0. ``quiet`` (``--quiet``): an incomplete run says its one line on stderr
+    and nothing else (issue 34 item 8: its tables are in the run folder)."""
     from credo.pipeline.ending import EXIT_STATUS, Outcome
+    from credo.report.writer import neutrality_line
+
+    cfg = result.config
+    outcome = result.outcome
+    brief = quiet and outcome in (Outcome.INCOMPLETE_BUDGET, Outcome.INCOMPLETE_FAILURES)
+    if not brief:
+        _print_tables(result)
+    if outcome is Outcome.INCOMPLETE_BUDGET:
+        from credo.report.ledger import fmt_usd
+
+        spent = fmt_usd((result.ledger.get("total") or {}).get("cost_usd") or 0.0)
+        err.print(
+            f"cost budget reached: {spent} of max_cost_usd {cfg.max_cost_usd} USD spent "
+            f"({len(result.incomplete)} items incomplete); rerun with a higher max_cost_usd "
+            "to resume",
+            markup=False, highlight=False, soft_wrap=True,
+        )
+        return EXIT_STATUS[outcome]
+    gate = cfg.perturbation.neutrality
+    if result.neutrality and not result.neutrality["neutral"] and gate != "off" and not brief:
+        line = neutrality_line(result.neutrality)
+        err.print(("error: " if gate == "fail" else "warning: ") + line,
+                  markup=False, highlight=False, soft_wrap=True)
+    if outcome is Outcome.INCOMPLETE_FAILURES and "given_failed_samples" in result.stats:
+        status = result.stats.get("given_log_status")
+        err.print(
+            "incomplete: " + (f"the log's eval ended '{status}'; " if status != "success" else "")
+            + f"{result.stats['given_failed_samples']} samples failed (errored or cancelled) and"
+            f" are left out ({len(result.incomplete)} items incomplete)",
+            markup=False, highlight=False, soft_wrap=True,
+        )
+    elif outcome is Outcome.INCOMPLETE_FAILURES:
+        failures = result.stats.get("request_failures")
+        retries = result.stats.get("request_retries")
+        err.print(
+            f"{failures} requests failed after {retries} retries "
+            f"({len(result.incomplete)} items incomplete); rerun to retry them",
+            markup=False, highlight=False,
+        )
+    return EXIT_STATUS[outcome]
+
+
+def _print_tables(result: Any) -> None:
+    """The per-item and per-generation tables, the headline lines, the notes, the
+    unavailable methods and where the report is."""
     from credo.report.writer import (
         FEW_NOTE,
         few_in_class,
         metrics_table_rows,
-        neutrality_line,
         response_table_rows,
     )
 
@@ -105,40 +150,6 @@ def print_result(result: Any) -> int:
     for name, why in result.unavailable.items():
         console.print(f"[yellow]{name}[/yellow]: {why}")
     console.print(f"report: {cfg.out / 'report.md'}")
-    outcome = result.outcome
-    if outcome is Outcome.INCOMPLETE_BUDGET:
-        from credo.report.ledger import fmt_usd
-
-        spent = fmt_usd((result.ledger.get("total") or {}).get("cost_usd") or 0.0)
-        err.print(
-            f"cost budget reached: {spent} of max_cost_usd {cfg.max_cost_usd} USD spent "
-            f"({len(result.incomplete)} items incomplete); rerun with a higher max_cost_usd "
-            "to resume",
-            markup=False, highlight=False, soft_wrap=True,
-        )
-        return EXIT_STATUS[outcome]
-    gate = cfg.perturbation.neutrality
-    if result.neutrality and not result.neutrality["neutral"] and gate != "off":
-        line = neutrality_line(result.neutrality)
-        err.print(("error: " if gate == "fail" else "warning: ") + line,
-                  markup=False, highlight=False, soft_wrap=True)
-    if outcome is Outcome.INCOMPLETE_FAILURES and "given_failed_samples" in result.stats:
-        status = result.stats.get("given_log_status")
-        err.print(
-            "incomplete: " + (f"the log's eval ended '{status}'; " if status != "success" else "")
-            + f"{result.stats['given_failed_samples']} samples failed (errored or cancelled) and"
-            f" are left out ({len(result.incomplete)} items incomplete)",
-            markup=False, highlight=False, soft_wrap=True,
-        )
-    elif outcome is Outcome.INCOMPLETE_FAILURES:
-        failures = result.stats.get("request_failures")
-        retries = result.stats.get("request_retries")
-        err.print(
-            f"{failures} requests failed after {retries} retries "
-            f"({len(result.incomplete)} items incomplete); rerun to retry them",
-            markup=False, highlight=False,
-        )
-    return EXIT_STATUS[outcome]
 
 
 def print_estimate(estimate: Any) -> int:

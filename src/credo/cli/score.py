@@ -69,4 +69,4 @@ def cmd_score(args: argparse.Namespace) -> int:
                    lm_eval_filter=args.lm_eval_filter,
                    recompute_correctness=args.recompute_correctness,
                    show_progress=not args.quiet)
-    return print_result(result)
+    return print_result(result, quiet=args.quiet)

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import sqlite3
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -24,6 +23,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from credo.errors import UserError
+from credo.jsonio import check_file_writable
 from credo.types import Generation, GenerationRequest, TokenLogprob
 
 _SEED_SPACE = 2**31 - 2**20  # leaves room for 2**20 sample indices below 2**31
@@ -93,9 +93,8 @@ class GenerationStore:
         _refuse_other_files(self.path)
         if self.path.exists():
             self._connection = self._connect()
-        elif self.path.parent.exists() and not os.access(self.path.parent, os.W_OK | os.X_OK):
-            raise UserError(f"{self.path}: cannot create the cache there (--cache): "
-                            "the folder is not writable")
+        elif str(self.path) != ":memory:":  # made by the first write: its folder must take
+            check_file_writable(self.path, "the cache (--cache)")  # it (issue 34 item 7)
 
     def _connect(self) -> sqlite3.Connection:
         """Open (creating it and its folder if missing) the database, with its tables; a

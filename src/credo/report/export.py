@@ -17,11 +17,13 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from credo import jsonio
 from credo.report.rundata import load_run
 
 
 def write_parquet(run_dir: str | Path) -> tuple[Path, Path]:
-    """Write ``scores.parquet`` and ``samples.parquet`` into ``run_dir``; return both paths."""
+    """Write ``scores.parquet`` and ``samples.parquet`` into ``run_dir``, each atomically
+    (:func:`credo.jsonio.write_with`); return both paths."""
     run = load_run(run_dir)
     methods = run.methods
     score_rows = []
@@ -34,8 +36,11 @@ def write_parquet(run_dir: str | Path) -> tuple[Path, Path]:
         score_rows.append(row)
     scores_path = run.path / "scores.parquet"
     samples_path = run.path / "samples.parquet"
-    pq.write_table(_table(score_rows), scores_path)
-    pq.write_table(_table([flatten_row(r) for r in run.samples]), samples_path)
+    scores = _table(score_rows)
+    samples = _table([flatten_row(r) for r in run.samples])
+    # atomic: a run killed mid-way leaves the old file or none (issue 34 item 10)
+    jsonio.write_with(scores_path, lambda tmp: pq.write_table(scores, tmp))
+    jsonio.write_with(samples_path, lambda tmp: pq.write_table(samples, tmp))
     return scores_path, samples_path
 
 

@@ -32,6 +32,7 @@ import numpy as np
 from jinja2 import Environment, PackageLoader, Undefined, select_autoescape
 from pydantic import BaseModel, ConfigDict, Field
 
+from credo import jsonio
 from credo.evaluate import registry
 from credo.evaluate.metrics import FEW_IN_CLASS, ece, ece_discrete
 from credo.evaluate.paired import PairedDifference
@@ -47,7 +48,7 @@ from credo.report.coverage import (
 )
 from credo.report.export import write_parquet
 from credo.report.ledger import ledger_notes, ledger_table_rows
-from credo.report.rundata import RunData, load_run, read_flip_rates
+from credo.report.rundata import STATUS_FILE, RunData, load_run, read_flip_rates
 
 log = logging.getLogger(__name__)
 
@@ -87,23 +88,30 @@ class RunAnalysis:
 
 
 def write_run_report(
-    run_dir: str | Path, options: ReportOptions | None = None, *, out: str | Path | None = None
+    run_dir: str | Path, options: ReportOptions | None = None, *, out: str | Path | None = None,
+    status: dict[str, Any] | None = None,
 ) -> Path:
-    """Write ``report.html`` (or ``out``) and the Parquet exports for one run folder."""
+    """Write ``report.html`` (or ``out``) and the Parquet exports for one run folder, each
+    atomically; ``status`` stands for the folder's ``run_status.json`` (the run writer's,
+    which writes the marker after the page: issue 34 item 10)."""
     opts = options or ReportOptions()
     run = load_run(run_dir)
+    if status is not None:
+        run.extras[STATUS_FILE] = status
     write_parquet(run.path)
     a = analyse(run, opts)
     target = Path(out) if out else run.path / RUN_PAGE
     target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(render_run_page(a, opts), encoding="utf-8")
+    jsonio.write_text(target, render_run_page(a, opts))
     return target
 
 
-def write_run_report_after_run(run_dir: str | Path) -> Path:
+def write_run_report_after_run(run_dir: str | Path,
+                               status: dict[str, Any] | None = None) -> Path:
     """:func:`write_run_report` with the default options, as called by ``write_run`` at
-    the end of a run (from the files just written; no model)."""
-    return write_run_report(run_dir, ReportOptions())
+    the end of a run (from the files just written and the ``status`` it will write; no
+    model)."""
+    return write_run_report(run_dir, ReportOptions(), status=status)
 
 
 def write_report(
@@ -127,9 +135,9 @@ def write_report(
             write_parquet(run.path)
         a = analyse(run, opts)
         analyses.append(a)
-        (out / f"{name}.html").write_text(render_run_page(a, opts), encoding="utf-8")
+        jsonio.write_text(out / f"{name}.html", render_run_page(a, opts))
     page = out / "index.html"
-    page.write_text(render_comparison_page(analyses, names, opts), encoding="utf-8")
+    jsonio.write_text(page, render_comparison_page(analyses, names, opts))
     return page
 
 

@@ -59,6 +59,16 @@ class RunData:
         return str(marker.get("status", "interrupted")) if marker else "interrupted"
 
     @property
+    def missing_files(self) -> list[str]:
+        """The files the status marker lists (``files``, issue 34 item 10) that the folder
+        lacks: empty for a whole folder and for a marker without the list."""
+        marker = self.extras.get(STATUS_FILE)
+        listed = marker.get("files") if isinstance(marker, dict) else None
+        if not isinstance(listed, list):
+            return []
+        return [str(f) for f in listed if not (self.path / str(f)).is_file()]
+
+    @property
     def name(self) -> str:
         """The folder's name."""
         return self.path.name

@@ -29,14 +29,15 @@ Files
 ``perturbation_similarity.json``  pairwise cosine similarities of the kept perturbations
                         (000 App. A.2), when the result carries them
 ``report.md``           the tables a reader wants first
-``run_status.json``     written last: complete, or incomplete (items whose requests failed;
-                        a rerun completes them), with the run's outcome (complete,
-                        incomplete-budget, incomplete-failures, neutrality-failed);
-                        absent when writing was interrupted
-``report.html``         the self-contained HTML report with figures (credo.report.html)
-``scores.parquet``, ``samples.parquet``  the same tables for pandas / polars
 ``answers.jsonl``       with a certificate (issue 23): per item the answer, the certified
                         method's score and whether it is accepted at the certificate's risk
+``report.html``         the self-contained HTML report with figures (credo.report.html)
+``scores.parquet``, ``samples.parquet``  the same tables for pandas / polars
+``run_status.json``     written last (issue 34 item 10): complete, or incomplete (items
+                        whose requests failed; a rerun completes them), with the run's
+                        outcome (complete, incomplete-budget, incomplete-failures,
+                        neutrality-failed) and ``files``, every other file written;
+                        absent when writing was interrupted
 """
 
 from __future__ import annotations
@@ -88,15 +89,17 @@ PREVIOUS_RUN_FILES = (*OPTIONAL_JSON, "report.html", "scores.parquet", "samples.
 removed before a run is written into the folder, so none of them outlives its run."""
 
 
-def write_run(result: RunResult, out: str | Path) -> Path:
+def write_run(result: RunResult, out: str | Path,
+              certificate: RunCertificate | None = None) -> Path:
     """Write every file of the run folder ``out`` and return its path.
 
     Each file is written atomically (:func:`credo.jsonio.write_text`). The status marker
-    ``run_status.json`` is removed first and written once the run's data and report.md
-    are on disk, so a folder without it was interrupted while being written (or comes
-    from a credo before the marker); report.html and the Parquet exports follow, derived
-    from those files (``credo report`` rewrites them). A run owns its folder (issue 21):
-    the files a previous run into ``out`` wrote and this one may not
+    ``run_status.json`` is removed first and written last (issue 34 item 10), after the
+    run's data, report.md, ``answers.jsonl`` (with a ``certificate``: :func:`write_answers`),
+    report.html and the Parquet exports, and it lists those files (``files``): a folder
+    without it was interrupted while being written (or comes from a credo before the
+    marker), and ``credo report`` says which listed file is missing. A run owns its
+    folder (issue 21): the files a previous run into ``out`` wrote and this one may not
     (:data:`PREVIOUS_RUN_FILES`: its ``perturbation_similarity.json``, whose "Diversity"
     section would describe the old perturbations, its report.html, …) are removed
     first; files credo never writes are left alone.
@@ -112,10 +115,10 @@ def write_run(result: RunResult, out: str | Path) -> Path:
         given = str(result.stats.get("given_sampling", ""))
         keys = {part.split("=", 1)[0] for part in given.split(", ") if "=" in part}
         cfg["sampling"] = {k: v for k, v in cfg["sampling"].items() if k in keys}
-    jsonio.write_text(out / "config.yaml", yaml.safe_dump(cfg, sort_keys=False))
-    jsonio.write_jsonl(out / "scores.jsonl", _score_rows(result))
-    jsonio.write_jsonl(out / "samples.jsonl", _sample_rows(result))
-    jsonio.write_jsonl(
+    files = [jsonio.write_text(out / "config.yaml", yaml.safe_dump(cfg, sort_keys=False))]
+    files.append(jsonio.write_jsonl(out / "scores.jsonl", _score_rows(result)))
+    files.append(jsonio.write_jsonl(out / "samples.jsonl", _sample_rows(result)))
+    files.append(jsonio.write_jsonl(
         out / "perturbations.jsonl",
         (
             {
@@ -128,7 +131,7 @@ def write_run(result: RunResult, out: str | Path) -> Path:
             }
             for p in result.perturbation_sets.values()
         ),
-    )
+    ))
     metrics = {
         "task": result.task.name,
         "model": result.model_identity,
@@ -149,10 +152,13 @@ def write_run(result: RunResult, out: str | Path) -> Path:
         metrics["coverage_at_risk"] = result.coverage
     if result.degenerate:
         metrics["degenerate"] = result.degenerate
-    jsonio.write_text(out / "metrics.json", jsonio.dumps(metrics, indent=2))
+    files.append(jsonio.write_text(out / "metrics.json", jsonio.dumps(metrics, indent=2)))
     if result.perturbation_similarity:
-        jsonio.write_text(out / SIMILARITY_FILE, jsonio.dumps(result.perturbation_similarity))
-    jsonio.write_text(out / "report.md", render_markdown(result))
+        files.append(jsonio.write_text(out / SIMILARITY_FILE,
+                                       jsonio.dumps(result.perturbation_similarity)))
+    files.append(jsonio.write_text(out / "report.md", render_markdown(result)))
+    if certificate is not None:
+        files.append(write_answers(result, certificate, out))
     status = {
         "status": "incomplete" if result.incomplete else "complete",
         "outcome": result.outcome.value,  # issue 22: credo.pipeline.ending.Outcome
@@ -161,8 +167,11 @@ def write_run(result: RunResult, out: str | Path) -> Path:
         **({"stopped_by_budget": True} if result.stopped_by_budget else {}),
         "written": datetime.now(UTC).isoformat(timespec="seconds"),
     }
+    exports = _write_html_report(out, status)
+    if exports is None:  # logged; the folder stays unmarked: not all its files are there
+        return out
+    status["files"] = sorted(p.name for p in (*files, *exports))
     jsonio.write_text(out / STATUS_FILE, jsonio.dumps(status, indent=2))
-    _write_html_report(out)
     return out
 
 
@@ -194,18 +203,25 @@ def _without_credentials(value: Any) -> Any:
     return value
 
 
-def _write_html_report(out: Path) -> None:
-    """report.html and the Parquet exports (issue 6), from the files just written.
+def _write_html_report(out: Path, status: dict[str, Any]) -> list[Path] | None:
+    """report.html and the Parquet exports (issue 6), from the files just written, the
+    page showing ``status`` (the marker written after it); the files written.
 
-    A failure here is logged, never raised: the run's data are already on disk and
-    ``credo report RUN_DIR`` rewrites the page.
+    A failure here is logged, never raised (None): the run's data are already on disk;
+    the folder then gets no status marker, so it reads as interrupted, and a rerun of
+    its config (every sample cached) writes it whole.
     """
-    from credo.report.html import write_run_report_after_run
+    from credo.report.html import RUN_PAGE, write_run_report_after_run
 
     try:
-        write_run_report_after_run(out)
-    except Exception:
-        log.exception("could not write %s/report.html; run `credo report %s`", out, out)
+        page = write_run_report_after_run(out, status)
+    except Exception as e:
+        log.error("could not write %s or its Parquet exports (%s: %s); the run folder is "
+                  "left without %s: rerun its config (every sample is cached)",
+                  out / RUN_PAGE, type(e).__name__, e, STATUS_FILE,
+                  exc_info=log.isEnabledFor(logging.INFO))
+        return None
+    return [page, out / "scores.parquet", out / "samples.parquet"]
 
 
 def metrics_table_rows(result: RunResult, compact: bool = False) -> list[list[str]]:

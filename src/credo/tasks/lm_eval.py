@@ -83,15 +83,15 @@ def _lm_eval() -> Any:
 
 @contextmanager
 def _quiet() -> Iterator[None]:
-    """lm-eval and datasets log a line per task and a progress bar per split: a user
-    error must stay one line (issue 21)."""
+    """lm-eval and datasets log a line per task and a progress bar per split, the Hub
+    client a line per retry: a user error must stay one line (issues 21, 34)."""
     from datasets.utils import (
         are_progress_bars_disabled,
         disable_progress_bars,
         enable_progress_bars,
     )
 
-    names = ("lm_eval", "lm-eval", "datasets")
+    names = ("lm_eval", "lm-eval", "datasets", "huggingface_hub")
     levels = {n: logging.getLogger(n).level for n in names}
     bars = not are_progress_bars_disabled()
     disable_progress_bars()
@@ -125,23 +125,101 @@ def _names(name: str, include: tuple[str, ...]) -> list[str]:
 
 
 def _load(name: str, include: tuple[str, ...], revision: str | None) -> dict[str, Any]:
-    """lm-eval's task objects for ``name`` (its dataset read: from local files, or the
-    Hub when online), or :class:`LmEvalError` naming the task and why it cannot."""
+    """lm-eval's task objects for ``name`` (its dataset read: from local files or the
+    local Hugging Face cache first, then the Hub when it can be reached), or
+    :class:`LmEvalError` naming the task and why it cannot.
+
+    Issue 34 item 9: offline, the Hub client retried for 25 s, a line each, before the
+    error; the first attempt runs with the libraries' offline switches on for the call
+    only (:func:`_hub_offline`), and the Hub is asked only when that finds nothing and
+    its host answers (:func:`_hub_reachable`)."""
     tm = _manager(include)
+    try:
+        with _quiet(), _hub_offline():
+            return dict(tm.load([name])["tasks"])
+    except UserError:
+        raise
+    except Exception as e:  # datasets' and lm-eval's errors have no common base
+        local = e
+    if _offline_by_choice():
+        raise _unreadable(name, local, offline="") from None
+    host = _hub_host()
+    if not _hub_reachable(host):
+        raise _unreadable(name, local, offline=f"{host[0]} cannot be reached; ") from None
     try:
         with _quiet():
             return dict(tm.load([name])["tasks"])
     except UserError:
         raise
-    except Exception as e:  # datasets' and lm-eval's errors have no common base
-        reason = (str(e).strip().splitlines() or [type(e).__name__])[0]
-        offline = os.environ.get("HF_DATASETS_OFFLINE") == "1" or os.environ.get(
-            "HF_HUB_OFFLINE") == "1"
-        hint = " (offline: the dataset must be local, dataset_path: json + data_files)" \
-            if offline else ""
-        raise LmEvalError(
-            f"task 'lm-eval:{name}': its dataset cannot be read{hint}: {reason[:300]}"
-        ) from None
+    except Exception as e:
+        raise _unreadable(name, e, offline=None) from None
+
+
+def _unreadable(name: str, error: Exception, *, offline: str | None) -> LmEvalError:
+    """The one line of a dataset that cannot be read; ``offline`` (None: online) says
+    why the Hub was not asked."""
+    reason = (str(error).strip().splitlines() or [type(error).__name__])[0]
+    reason = reason.replace(" (OfflineModeIsEnabled)", "")  # credo's switch, not the user's
+    hint = "" if offline is None else (
+        f" (offline: {offline}the dataset must be local, dataset_path: json + data_files, "
+        "or in the Hugging Face cache)")
+    return LmEvalError(
+        f"task 'lm-eval:{name}': its dataset cannot be read{hint}: {reason[:300]}")
+
+
+def _offline_by_choice() -> bool:
+    """Whether the user switched the Hugging Face libraries offline."""
+    return any(os.environ.get(v, "").upper() in ("1", "ON", "YES", "TRUE")
+               for v in ("HF_DATASETS_OFFLINE", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
+
+
+@contextmanager
+def _hub_offline() -> Iterator[None]:
+    """The Hub client and datasets offline for the ``with`` block only: they read
+    ``HF_HUB_OFFLINE`` once, at import, into these module constants, so setting the
+    variable now would do nothing (and setting it for the process would change every
+    later download); a dataset is then read from local files and the cache alone."""
+    import datasets.config
+    import huggingface_hub.constants
+
+    switches = [(huggingface_hub.constants, "HF_HUB_OFFLINE"),
+                (datasets.config, "HF_HUB_OFFLINE"), (datasets.config, "HF_DATASETS_OFFLINE")]
+    saved = [(module, attr, getattr(module, attr)) for module, attr in switches
+             if hasattr(module, attr)]
+    for module, attr, _ in saved:
+        setattr(module, attr, True)
+    try:
+        yield
+    finally:
+        for module, attr, value in saved:
+            setattr(module, attr, value)
+
+
+_PROXIES = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy")
+
+
+def _hub_host() -> tuple[str, int]:
+    """The Hub's host and port (``HF_ENDPOINT``, default huggingface.co:443)."""
+    from urllib.parse import urlsplit
+
+    from huggingface_hub import constants
+
+    url = urlsplit(constants.ENDPOINT)
+    return url.hostname or "", url.port or (443 if url.scheme == "https" else 80)
+
+
+def _hub_reachable(host: tuple[str, int], timeout: float = 3.0) -> bool:
+    """Whether the Hub's ``host`` accepts a connection within ``timeout`` seconds; True
+    behind a proxy, which alone knows (the Hub client then retries as it does)."""
+    import socket
+
+    if any(os.environ.get(v) for v in _PROXIES):
+        return True
+    try:
+        socket.create_connection(host, timeout=timeout).close()
+    except OSError:
+        return False
+    return True
 
 
 @cache
