@@ -142,6 +142,8 @@ RUN_FILES: tuple[RunFile, ...] = (
             ("items_incomplete", "items whose requests did not all complete"),
             ("stopped_by_budget", "true when max_cost_usd stopped the run (only then)"),
             ("written", "when the folder was written (UTC, ISO 8601)"),
+            ("files", "every other file of the folder, written before this one: `credo report` "
+                      "names any that is missing"),
         ),
         optional_fields=frozenset({"stopped_by_budget"}),
     ),
