@@ -1,20 +1,27 @@
 """``credo score`` on what lm-evaluation-harness and inspect_ai themselves write (issue 25
 item 4): each tool is run on a local task against a local OpenAI-compatible server
 (:class:`fault_server.FaultServer`), and credo must read every sample of every item with
-the tool's own per-sample correctness."""
+the tool's own per-sample correctness. Issue 34 items 11-13: an answer column mixing
+numbers and text, ``credo run`` and ``credo score`` agreeing on ids and answers, the score
+report, a cancelled inspect eval."""
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import credo
 from credo import RunConfig
@@ -28,7 +35,7 @@ inspect_ai = pytest.importorskip("inspect_ai")
 OFFLINE = {"HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
 
 TASK = """\
-task: credo_toy
+task: {name}
 dataset_path: json
 dataset_kwargs:
   data_files:
@@ -44,24 +51,31 @@ generation_kwargs:
   temperature: 1.0
   max_gen_toks: 16
 filter_list:
-  - name: strict
+  - name: {filter}
     filter:
       - function: regex
         regex_pattern: "([0-9,]+)"
         group_select: -1
-      - function: take_first
-metric_list:
+{take_first}metric_list:
   - metric: exact_match
     aggregation: mean
     higher_is_better: true
-    ignore_case: true
-    ignore_punctuation: true
-    regexes_to_ignore: [","]
-"""
-DOCS = [{"id": "q-a", "question": "What is 1,000 + 2,500?", "answer": "3500"},
+{options}"""
+STRICT = {"name": "credo_toy", "filter": "strict", "take_first": "      - function: take_first\n",
+          "options": "    ignore_case: true\n    ignore_punctuation: true\n"
+                     "    regexes_to_ignore: [\",\"]\n"}
+LOOSE = {"name": "credo_toy_loose", "filter": "loose", "take_first": "", "options": ""}
+"""Two tasks on the same documents: ``credo_toy`` (regex, take_first; commas and
+punctuation ignored) and ``credo_toy_loose`` (the regex alone: lm-eval keeps a list per
+response; the metric compares "3,500" and "3500" as different)."""
+DOCS = [{"id": "q-a", "question": "What is 1,000 + 2,500?", "answer": 3500},
         {"id": "q-b", "question": "What is 2 + 2?", "answer": "4"},
-        {"id": "q-c", "question": "What is 3 + 4?", "answer": "7"}]
+        {"id": "q-c", "question": "What is 3 + 4?", "answer": "7"},
+        {"id": "q-d", "question": "Spell the sum of 2 and 3.", "answer": "five"}]
 ANSWERS = ("1,000 + 2,500 = 3,500", "3500", "4", "7", "five")
+"""The answer column mixes numbers and text (issue 34 item 11): lm-eval reads it as
+``datasets``' JSON loader makes it, a ``Json`` column (3500, 4, 7, "five"), and renders
+the targets "3500", ..., "five"."""
 
 
 def _lm_eval_exact_match(text: str, target: str) -> bool:
@@ -73,39 +87,74 @@ def _lm_eval_exact_match(text: str, target: str) -> bool:
 
 
 @pytest.fixture(scope="module")
-def lm_eval_samples(tmp_path_factory) -> Path:
-    """``lm_eval --log_samples`` with ``repeats: 5`` against the fake server: its
-    samples file (the results file beside it)."""
+def lm_eval_out(tmp_path_factory) -> Path:
+    """``lm_eval --log_samples`` of both tasks with ``repeats: 5`` against the fake
+    server, in one run: its output folder (a samples file per task, the results file)."""
     tmp = tmp_path_factory.mktemp("lm_eval")
     data = tmp / "data.jsonl"
     data.write_text("".join(json.dumps(d) + "\n" for d in DOCS), encoding="utf-8")
     (tmp / "tasks").mkdir()
-    (tmp / "tasks" / "credo_toy.yaml").write_text(TASK.format(data=data), encoding="utf-8")
+    for task in (STRICT, LOOSE):
+        (tmp / "tasks" / f"{task['name']}.yaml").write_text(TASK.format(data=data, **task),
+                                                           encoding="utf-8")
     env = {**os.environ, **OFFLINE, "HF_HOME": str(tmp / "hf"), "OPENAI_API_KEY": "x"}
     with FaultServer(answers=ANSWERS, seed_mode="ignored") as server:
         done = subprocess.run(
             [sys.executable, "-m", "lm_eval", "--model", "local-chat-completions",
              "--model_args", f"model=m,base_url={server.url}/chat/completions,num_concurrent=1,"
-             "max_retries=1,tokenized_requests=False", "--tasks", "credo_toy",
+             "max_retries=1,tokenized_requests=False", "--tasks",
+             f"{STRICT['name']},{LOOSE['name']}",
              "--include_path", str(tmp / "tasks"), "--output_path", str(tmp / "out"),
              "--log_samples", "--apply_chat_template"],
             capture_output=True, text=True, env=env, timeout=300, check=False,
         )
     assert done.returncode == 0, done.stderr[-3000:]
-    (samples,) = (tmp / "out").rglob("samples_credo_toy_*.jsonl")
+    return tmp / "out"
+
+
+def _samples_of(out: Path, task: dict) -> Path:
+    (samples,) = out.rglob(f"samples_{task['name']}_2*.jsonl")
     return samples
 
 
-def test_lm_eval_repeats_read_with_lm_evals_own_metric(lm_eval_samples, tmp_path, capsys):
-    rows = [json.loads(line) for line in lm_eval_samples.read_text().splitlines()]
+@pytest.fixture(scope="module")
+def lm_eval_samples(lm_eval_out) -> Path:
+    """The samples file of ``credo_toy`` (the results file beside it)."""
+    return _samples_of(lm_eval_out, STRICT)
+
+
+ORIGINALS_ONLY = {"self_consistency", "semantic_entropy", "num_semantic_sets", "eigv",
+                  "degree", "eccentricity", "kle", "answer_consistency"}
+"""The README's methods that read only the original samples (outside multiple choice):
+what ``credo score`` scores by default on one set of samples per item (issue 34 item 13)."""
+
+
+def _rows(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def _item_id(out: Path, task: dict, doc_id: int) -> str:
+    """The id ``credo run --task lm-eval:<task>`` gives document ``doc_id``: the task, a
+    digest of its local data file (the dataset's revision) and lm-eval's doc id."""
+    revision = hashlib.sha256((out.parent / "data.jsonl").read_bytes()).hexdigest()[:12]
+    return f"{task['name']}@{revision}:{doc_id}"
+
+
+def test_lm_eval_repeats_read_with_lm_evals_own_metric(lm_eval_out, lm_eval_samples,
+                                                        tmp_path, capsys):
+    """Every response of every document, scored by lm-eval's own metric, from a file whose
+    answer column mixes a number and text (issue 34 item 11: it was refused, exit 2)."""
+    rows = _rows(lm_eval_samples)
+    assert {type(r["doc"]["answer"]) for r in rows} == {int, str}  # as lm-eval logged them
     out = tmp_path / "scored"
     assert main(["score", str(lm_eval_samples), "--out", str(out), "--bootstrap", "0",
                  "--cache", str(tmp_path / "c.sqlite"), "--quiet"]) == 0
-    written = [json.loads(line) for line in (out / "samples.jsonl").read_text().splitlines()]
-    assert {r["id"] for r in written} == {d["id"] for d in DOCS}
+    written = _rows(out / "samples.jsonl")
+    assert {r["id"] for r in written} == {_item_id(lm_eval_out, STRICT, d)
+                                          for d in range(len(DOCS))}
     saw_the_difference = False
     for row in rows:
-        item = row["doc"]["id"]  # the document's own id, not lm-eval's doc_id
+        item = _item_id(lm_eval_out, STRICT, row["doc_id"])
         texts = row["resps"][0]
         assert len(texts) == 5
         mine = [s for s in written if s["id"] == item and s["set"] == "original"]
@@ -125,21 +174,134 @@ def test_lm_eval_repeats_read_with_lm_evals_own_metric(lm_eval_samples, tmp_path
     assert (config["n"], config["m"], config["limit"]) == (5, 0, None)
     # only what the file records, not credo's defaults (top_k, min_p, ...)
     assert config["sampling"] == {"temperature": 1.0, "max_tokens": 16}
-    # methods by default: those the sample sets allow (no perturbed set: no C3)
-    metrics = json.loads((out / "metrics.json").read_text())["methods"]
-    assert set(metrics) == {"self_consistency"}
-    # credo's own rule when asked: the answer equal to the target, the report says so
-    again = credo.api.score(lm_eval_samples, RunConfig(bootstrap=0, out=tmp_path / "r",
-                                                       cache=tmp_path / "c.sqlite"),
-                            recompute_correctness=True, answer_format="number",
-                            show_progress=False)
-    assert again.stats["correctness"].startswith("recomputed")
     # the results file is no samples file: the message says which one is
     (results,) = lm_eval_samples.parent.glob("results_*.json")
     capsys.readouterr()
     assert main(["score", str(results), "--out", str(tmp_path / "x")]) == 2
     err = capsys.readouterr().err
     assert "samples_<task>_<date>.jsonl" in err and "Traceback" not in err
+
+
+def test_a_score_report_says_what_was_scored(lm_eval_samples, tmp_path, capsys):
+    """Issue 34 item 13, on lm-eval's samples: one correctness line (the tool's; credo's
+    own grader, unused, is not named), a "credo score" title, no "m = 0" for perturbed
+    samples nobody generated, and without --methods every method the input allows (the
+    README: SE, EigV, degree, ... need only original samples)."""
+    out = tmp_path / "scored"
+    capsys.readouterr()
+    assert main(["score", str(lm_eval_samples), "--out", str(out), "--bootstrap", "0",
+                 "--cache", str(tmp_path / "c.sqlite"), "--quiet"]) == 0
+    printed = capsys.readouterr().out
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert set(metrics["methods"]) == ORIGINALS_ONLY
+    tool = metrics["stats"]["correctness"]
+    assert tool.startswith("lm-eval exact_match (filter strict: regex, take_first;")
+    assert metrics["correctness"] == tool
+    report = (out / "report.md").read_text()
+    html = (out / "report.html").read_text()
+    assert [ln for ln in report.splitlines() if "correctness:" in ln] == [f"- correctness: {tool}"]
+    assert "SQuAD" not in report and "SQuAD" not in html
+    assert report.startswith(f"# credo score: {lm_eval_samples} (lm-evaluation-harness")
+    assert f"<h1>credo score: {lm_eval_samples} (lm-evaluation-harness" in html
+    assert "credo run" not in report.splitlines()[0] and "<h1>credo run" not in html
+    assert "m = 0" not in html
+    printed = " ".join(printed.split())  # the table's title, wrapped to the terminal
+    assert "m=0" not in printed and "· n=5 · accuracy" in printed
+    assert "answers: lm-eval's filter strict (regex, take_first) on each response" in report
+
+
+@pytest.mark.parametrize("fmt", ["number", "short_text"])
+def test_recomputed_correctness_grades_what_lm_eval_grades(lm_eval_samples, tmp_path, fmt):
+    """Issue 34 item 11: ``--recompute-correctness`` grades lm-eval's filtered answer of
+    each response ("1,000 + 2,500 = 3,500" answers 3500), so what lm-eval grades right
+    credo grades right; it graded the whole reply, wrong."""
+    res = credo.api.score(lm_eval_samples, RunConfig(bootstrap=0, out=tmp_path / "r",
+                                                     cache=tmp_path / "c.sqlite",
+                                                     methods=["self_consistency"]),
+                          recompute_correctness=True, answer_format=fmt, show_progress=False)
+    assert res.stats["correctness"].startswith("recomputed")
+    by_text = {}
+    for r in res.items:
+        for s, c in zip(r.original, r.set_correct["original"], strict=True):
+            assert c == _lm_eval_exact_match(s.text, r.item.gold), (s.text, r.item.gold)
+            by_text[s.text, r.item.gold] = c
+    assert by_text[ANSWERS[0], "3500"] is True  # the case the issue names
+
+
+def test_run_and_score_agree_on_item_ids_and_compared_answers(lm_eval_out, tmp_path):
+    """Issue 34 item 12: the same lm-eval task through ``credo run --task lm-eval:<task>``
+    (a scripted model answering each document with the responses lm-eval logged) and
+    through ``credo score`` on lm-eval's own samples of it: equal item ids, equal answers
+    (what SC and SE compare: lm-eval's filtered responses), so equal SC and SE, and equal
+    correctness. Both tasks: take_first, and a regex filter without it."""
+    from credo.config import LmEvalConfig
+    from credo.models.scripted import ScriptedModel
+
+    methods = ["self_consistency", "semantic_entropy"]
+    for task in (STRICT, LOOSE):
+        rows = _rows(_samples_of(lm_eval_out, task))
+        table = {r["doc"]["question"]: r["resps"][0] for r in rows}
+
+        def respond(messages, seed, table=table):
+            prompt = next(m.content for m in reversed(messages) if m.role == "user")
+            return table[prompt][seed % 5]  # the 5 seeds of a request: all 5 responses
+
+        ran = credo.run(RunConfig(task=f"lm-eval:{task['name']}", n=5, limit=None,
+                                  lm_eval=LmEvalConfig(include_path=[lm_eval_out.parent /
+                                                                     "tasks"]),
+                                  methods=methods, bootstrap=0, out=tmp_path / "run",
+                                  cache=tmp_path / f"{task['name']}.sqlite"),
+                        model=ScriptedModel(respond), show_progress=False)
+        out = tmp_path / "scored"
+        assert main(["score", str(_samples_of(lm_eval_out, task)), "--methods",
+                     ",".join(methods), "--out", str(out), "--bootstrap", "0",
+                     "--cache", str(tmp_path / "c.sqlite"), "--quiet"]) == 0
+        scored = _rows(out / "samples.jsonl")
+        want = [_item_id(lm_eval_out, task, d) for d in range(len(DOCS))]
+        assert [r.item.id for r in ran.items] == want
+        assert list(dict.fromkeys(s["id"] for s in scored)) == want
+        differ = 0
+        for r in ran.items:
+            mine = sorted((s.text, s.answer.value, c) for s, c in
+                          zip(r.original, r.set_correct["original"], strict=True))
+            theirs = sorted((s["text"], s["answer"], s["correct"]) for s in scored
+                            if s["id"] == r.item.id)
+            assert mine == theirs, task["name"]
+            differ += sum(1 for text, answer, _ in mine if answer != text.strip())
+        assert differ  # the filter's answers, not the whole replies
+        answers = {(s["text"], s["answer"]) for s in scored}
+        if task is STRICT:  # commas ignored: one answer for both spellings
+            assert {(ANSWERS[0], "3500"), ("3500", "3500"), ("five", None)} <= answers
+        else:  # the metric tells "3,500" from "3500": so do SC and SE
+            assert {(ANSWERS[0], "3,500"), ("3500", "3500"), ("five", None)} <= answers
+        again = {r["id"]: r["scores"] for r in _rows(out / "scores.jsonl")}
+        for r in ran.items:
+            for m in methods:
+                assert again[r.item.id][m] == pytest.approx(r.scores[m]), (task["name"], m)
+
+
+@settings(max_examples=300, deadline=None)
+@given(a=st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"),
+                 max_size=8),
+       b=st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"),
+                 max_size=8),
+       regexes=st.lists(st.sampled_from([",", r"\$", r"^\s*the\s+", r"\.$", "[0-9]"]),
+                        max_size=2),
+       case=st.booleans(), punctuation=st.booleans(), numbers=st.booleans())
+def test_two_answers_are_equal_exactly_when_lm_evals_exact_match_says(
+        a, b, regexes, case, punctuation, numbers):
+    """:class:`AnswerRule` normalises as lm-eval's ``exact_match`` does: two (stripped)
+    responses get the same answer exactly when that metric scores one against the other
+    1 (the hand-written normalisation checked against lm-eval's function)."""
+    from lm_eval.api.metrics import exact_match_hf_evaluate
+
+    from credo.tasks.lm_eval_scores import AnswerRule
+
+    options = {"regexes_to_ignore": regexes, "ignore_case": case,
+               "ignore_punctuation": punctuation, "ignore_numbers": numbers}
+    rule = AnswerRule.of(None, "exact_match", options)
+    theirs = exact_match_hf_evaluate([a.strip()], [b.strip()], **options)["exact_match"]
+    assert (rule(a) == rule(b)) == (theirs == 1.0)
 
 
 _SERVICES = itertools.count()
@@ -198,7 +360,7 @@ def test_inspect_epochs_read_with_inspects_own_scorer(fmt, tmp_path, monkeypatch
     res = credo.api.score(path, RunConfig(bootstrap=0, out=tmp_path / "o",
                                           cache=tmp_path / "c.sqlite"), show_progress=False)
     assert {r.item.id for r in res.items} == {"fr", "7", "de"}
-    assert res.config.methods == ["self_consistency"] and res.config.n == 3
+    assert set(res.config.methods) == ORIGINALS_ONLY and res.config.n == 3
     assert json.loads((tmp_path / "o" / "run_status.json").read_text())["status"] == "complete"
 
 
@@ -216,10 +378,103 @@ def test_a_failed_inspect_eval_is_incomplete(tmp_path, capsys):
     assert main(["score", str(path), "--out", str(out), "--bootstrap", "0",
                  "--cache", str(tmp_path / "c.sqlite"), "--quiet"]) == 3
     err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
-    assert len(err) == 1 and f"{len(failed)} samples failed" in err[0], err
+    assert len(err) == 1 and f"({len(failed)} errored)" in err[0], err
     status = json.loads((out / "run_status.json").read_text())
     assert status["status"] == "incomplete"
     scored = [json.loads(line) for line in (out / "samples.jsonl").read_text().splitlines()]
     assert len(scored) == len(log.samples) - len(failed)
     ok = {str(s.id) for s in log.samples if s.error is None}
     assert {r["id"] for r in scored} == ok
+
+
+def _cancelled_inspect_eval(tmp: Path, items: int = 10, epochs: int = 2,
+                            stop_after: int = 7) -> Path:
+    """inspect_ai itself, cancelled as a user cancels it: a task of ``items`` samples and
+    ``epochs`` against the fake server (slow enough that the eval is mid-way), Ctrl-C
+    (SIGINT) once the server has answered ``stop_after`` requests; the log it writes."""
+    child = (
+        "import sys\n"
+        "from inspect_ai import Task, eval\n"
+        "from inspect_ai.dataset import MemoryDataset, Sample\n"
+        "from inspect_ai.scorer import match\n"
+        "from inspect_ai.solver import generate\n"
+        f"ds = MemoryDataset([Sample(id=f's{{i}}', input=f'Capital {{i}}?', target='Paris')"
+        f" for i in range({items})])\n"
+        f"eval(Task(dataset=ds, solver=generate(), scorer=match(), epochs={epochs}),"
+        " model='openai-api/credocancel/m', log_format='eval', log_dir=sys.argv[1],"
+        " display='none', max_retries=0, timeout=10, max_connections=1, max_samples=2,"
+        " retry_on_error=0)\n"
+    )
+    with FaultServer(answers=("Paris", "Rome"), seed_mode="ignored", latency=0.3) as server:
+        env = {**os.environ, **OFFLINE, "CREDOCANCEL_API_KEY": "x",
+               "CREDOCANCEL_BASE_URL": server.url}
+        proc = subprocess.Popen([sys.executable, "-c", child, str(tmp)], env=env,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            deadline = time.monotonic() + 120
+            while server.served < stop_after and time.monotonic() < deadline:
+                assert proc.poll() is None, "inspect ended before it was cancelled"
+                time.sleep(0.05)
+            proc.send_signal(signal.SIGINT)
+            proc.wait(timeout=120)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    (log,) = tmp.glob("*.eval")
+    return log
+
+
+def test_a_cancelled_inspect_eval_says_what_it_lacks(tmp_path, capsys):
+    """Issue 34 item 13: a cancelled inspect log. The samples inspect cancelled (its
+    cancellation error) and those it never started (absent from the log) are counted
+    apart, and never as failed; the report's counts are its tables' (items with no
+    sample left out, the others scored on what finished); nothing says "rerun the same
+    config" (``credo score`` generates nothing): inspect's own retry completes the log."""
+    from inspect_ai._util.error import is_cancellation_message
+    from inspect_ai.log import read_eval_log
+
+    path = _cancelled_inspect_eval(tmp_path / "logs")
+    log = read_eval_log(str(path))
+    assert log.status == "cancelled"
+    ids = [str(i) for i in log.eval.dataset.sample_ids]
+    epochs = log.eval.config.epochs
+    errors = [s for s in log.samples if s.error is not None]
+    cancelled = [s for s in errors if is_cancellation_message(s.error.message)]
+    assert cancelled and len(cancelled) == len(errors)  # inspect's own verdict
+    never = len(ids) * epochs - len(log.samples)
+    finished: dict[str, int] = {}
+    for s in log.samples:
+        if s.error is None:
+            finished[str(s.id)] = finished.get(str(s.id), 0) + 1
+    left_out = [i for i in ids if i not in finished]
+    partial = [i for i in ids if 0 < finished.get(i, 0) < epochs]
+    assert never and left_out and partial  # the log tells them apart
+
+    out = tmp_path / "o"
+    capsys.readouterr()
+    assert main(["score", str(path), "--out", str(out), "--bootstrap", "0",
+                 "--cache", str(tmp_path / "c.sqlite"), "--quiet"]) == 3
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+    assert len(err) == 1, err
+    assert f"({len(cancelled)} cancelled, {never} never started)" in err[0]
+    assert "errored" not in err[0] and "failed" not in err[0]
+    assert f"{len(left_out)} items with none left out, {len(partial)} scored" in err[0]
+    stats = json.loads((out / "metrics.json").read_text())["stats"]
+    assert (stats["given_errored_samples"], stats["given_cancelled_samples"],
+            stats["given_not_started_samples"]) == (0, len(cancelled), never)
+    scored = {r["id"] for r in _rows(out / "scores.jsonl")}
+    assert scored == set(finished)
+    report = (out / "report.md").read_text()
+    html = (out / "report.html").read_text()
+    counts = (f"{len(left_out)} items are left out of every table; {len(partial)} items are"
+              " scored on the samples that finished")
+    for text in (report, html):
+        assert counts in text
+        assert "rerun the same config" not in text.lower()
+        assert "rerun the config" not in text.lower()
+        assert "inspect eval-retry" in text and "credo score generates nothing" in text
+    for item in left_out:
+        assert item not in scored
+    first = next(i for i in partial if i not in {str(s.id) for s in cancelled})
+    assert f"- {first}: {epochs - finished[first]} sample not in the log: 1 never started" \
+        in report

@@ -234,3 +234,53 @@ def test_items_need_original_samples(tmp_path, capsys):
                         [{"item": "a", "set": "perturbed", "answer": "1"}])
     assert main(["score", str(path), "--out", str(tmp_path / "o")]) == 2
     assert "has no 'original' samples" in capsys.readouterr().err
+
+
+def test_the_answers_column_never_hides_the_right_answer(tmp_path):
+    """Issue 34 item 13: an item's answers column showed its 3 commonest answers and
+    nothing else, so a right answer given once was hidden and nothing said more existed.
+    Now the commonest three, every group with a right sample (✓), and what is left out."""
+    answers = ["x", "x", "x", "y", "y", "z", "z", "w", "v"]
+    rows = [{"item": "a", "answer": a, "correct": a == "w", "gold": "w"} for a in answers]
+    rows += [{"item": "b", "answer": "w", "correct": True, "gold": "w"}] * 2
+    path = _write_jsonl(tmp_path / "many.jsonl", rows)
+    out = tmp_path / "o"
+    assert main(["score", str(path), "--methods", "self_consistency", "--out", str(out),
+                 "--bootstrap", "0", "--quiet"]) == 0
+    want = "x×3, y×2, z×2, w×1 ✓, … +1 more (1 sample)"
+    report = (out / "report.md").read_text()
+    row = next(ln for ln in report.splitlines() if ln.startswith("| a |"))
+    assert row.endswith(f"| {want} |")
+    assert "| w×2 ✓ |" in report
+    assert f"<td class=l>{want}</td>" in (out / "report.html").read_text()
+
+
+def test_a_score_report_without_methods(tmp_path, capsys):
+    """Issue 34 item 13 on credo's own JSONL: without --methods every method the sample
+    sets allow is scored (original samples alone: SC, SE, the graph methods, ...; with
+    perturbed ones C3 too), the report is titled "credo score" with one correctness line,
+    and no "m = 0" is shown for a file without perturbed samples."""
+    only = {"self_consistency", "semantic_entropy", "num_semantic_sets", "eigv", "degree",
+            "eccentricity", "kle", "answer_consistency"}
+    rows = [{"item": i, "answer": a, "correct": a == "1", "gold": "1"}
+            for i in ("a", "b") for a in ("1", "1", "2")]
+    for perturbed, want in ((False, only), (True, only | {"c3", "c3_cross"})):
+        extra = [{"item": i, "set": "perturbed", "answer": a} for i in ("a", "b")
+                 for a in ("1", "2")] if perturbed else []
+        path = _write_jsonl(tmp_path / f"g{perturbed}.jsonl", rows + extra)
+        out = tmp_path / f"o{perturbed}"
+        capsys.readouterr()
+        assert main(["score", str(path), "--out", str(out), "--bootstrap", "0",
+                     "--quiet"]) == 0
+        printed = " ".join(capsys.readouterr().out.split())
+        metrics = json.loads((out / "metrics.json").read_text())
+        assert set(metrics["methods"]) == want
+        assert metrics["correctness"] == "given (the file's 'correct')"
+        report = (out / "report.md").read_text()
+        assert report.startswith(f"# credo score: {path} (credo generations)")
+        assert [ln for ln in report.splitlines() if "correctness:" in ln] == [
+            "- correctness: given (the file's 'correct')"]
+        html = (out / "report.html").read_text()
+        assert f"<h1>credo score: {path} (credo generations)</h1>" in html
+        assert ("m = 0" in html) is False and ("m=0" in printed) is False
+        assert ("m=2" in printed) is perturbed

@@ -95,14 +95,10 @@ def print_result(result: Any, *, quiet: bool = False) -> int:
         line = neutrality_line(result.neutrality)
         err.print(("error: " if gate == "fail" else "warning: ") + line,
                   markup=False, highlight=False, soft_wrap=True)
-    if outcome is Outcome.INCOMPLETE_FAILURES and "given_failed_samples" in result.stats:
-        status = result.stats.get("given_log_status")
-        err.print(
-            "incomplete: " + (f"the log's eval ended '{status}'; " if status != "success" else "")
-            + f"{result.stats['given_failed_samples']} samples failed (errored or cancelled) and"
-            f" are left out ({len(result.incomplete)} items incomplete)",
-            markup=False, highlight=False, soft_wrap=True,
-        )
+    if outcome is Outcome.INCOMPLETE_FAILURES and result.source:
+        from credo.pipeline.score import given_incomplete_line
+
+        err.print(given_incomplete_line(result), markup=False, highlight=False, soft_wrap=True)
     elif outcome is Outcome.INCOMPLETE_FAILURES:
         failures = result.stats.get("request_failures")
         retries = result.stats.get("request_retries")
@@ -127,7 +123,8 @@ def _print_tables(result: Any) -> None:
     cfg = result.config
     title = (
         f"{result.task.name} · {cfg.model} · {len(result.items)} items "
-        f"· n={cfg.n} m={cfg.m} · accuracy {result.accuracy:.3f}"
+        f"· n={cfg.n}{f' m={cfg.m}' if cfg.m or not result.source else ''}"
+        f" · accuracy {result.accuracy:.3f}"
     )
     from credo.report.terminal import terminal_table
 

@@ -21,6 +21,7 @@ from credo.config import RunConfig
 from credo.errors import UserError
 from credo.generation.pool import GRADER, JUDGE, ModelPool
 from credo.generation.roles import assign_roles, score_roles
+from credo.methods import METHODS
 from credo.methods.scoring import score_items
 from credo.pipeline.certificate import given_task_settings
 from credo.pipeline.ending import end_run
@@ -30,7 +31,14 @@ from credo.tasks.answers import Answer
 from credo.tasks.base import AnswerFormat, Item, Task
 from credo.tasks.generations import Generations, GivenSample
 
-__all__ = ["default_methods", "given_config", "score_generations"]
+__all__ = [
+    "FIRST_METHODS",
+    "default_methods",
+    "given_config",
+    "given_incomplete",
+    "given_incomplete_line",
+    "score_generations",
+]
 
 
 def score_generations(
@@ -67,10 +75,7 @@ def score_generations(
         for it in task.items
     ]
     stats: dict[str, int | float | str] = {}
-    incomplete: dict[str, str] = {
-        item: f"{k} sample{'' if k == 1 else 's'} failed in the log (errored or cancelled)"
-        for item, k in generations.failed.items()
-    }
+    incomplete = given_incomplete(generations)
     kernels = build_kernels(config, specs, task, answers, pool, stats, incomplete)
     graded = _given_or_graded(config, task, generated, answers, pool, stats, incomplete)
     present = {name for sets in by_item.values() for name in sets}
@@ -108,22 +113,25 @@ def score_generations(
     )
 
 
-DEFAULT_METHODS = ("c3", "c3_cross", "self_consistency", "paraphrase", "verbalized", "p_true",
-                   "label_prob")
-"""What ``credo score`` scores when no methods are named: those of these the input allows."""
+FIRST_METHODS = ("c3", "c3_cross", "self_consistency")
+"""The methods ``credo score`` lists first when it scores every method the input allows;
+the other registered methods follow in the registry's order."""
 
 
 def default_methods(generations: Generations, fmt: AnswerFormat) -> list[str]:
-    """The methods of :data:`DEFAULT_METHODS` the input allows: defined for ``fmt``, their
-    sample sets (and logprobs) given, and, for those comparing samples, 2 or more of each
-    set on some item; self-consistency when none is (it is then reported not available,
-    with the reason)."""
+    """Every registered method the input allows (issue 34 item 13: the README's promise):
+    defined for ``fmt``, its sample sets (and logprobs) given, and, for those comparing
+    samples, 2 or more of each set on some item; self-consistency when none is (it is
+    then reported not available, with the reason). Original samples alone allow SC,
+    semantic entropy, the graph methods (EigV, degree, eccentricity, KLE, the number of
+    semantic sets) and answer consistency outside multiple choice."""
     sets: dict[str, dict[str, list[GivenSample]]] = defaultdict(lambda: defaultdict(list))
     for s in generations.samples:
         sets[s.item][s.set].append(s)
     logprobs = any(s.logprobs for s in generations.samples)
+    names = list(dict.fromkeys([*FIRST_METHODS, *METHODS]))
     chosen = []
-    for spec in method_specs(list(DEFAULT_METHODS)):
+    for spec in method_specs(names):
         needs = spec.needs_for(fmt)
         if not spec.applies_to(fmt) or (spec.logprobs and not logprobs):
             continue
@@ -173,13 +181,65 @@ def _check_originals(
         )
 
 
+def _lost(generations: Generations) -> list[tuple[dict[str, int], str]]:
+    """The samples a log holds no generation for, by why: errored, cancelled, never
+    started (issue 34 item 13: never-started samples did not fail)."""
+    return [(generations.failed, "errored"), (generations.cancelled, "cancelled"),
+            (generations.not_started, "never started")]
+
+
+def given_incomplete(generations: Generations) -> dict[str, str]:
+    """Per item whose log lacks some of its samples, what it lacks: ``1 errored``, ``1
+    cancelled, 1 never started``; with the log's status when the eval did not finish."""
+    ended = f" (the eval ended '{generations.status}')" if generations.status else ""
+    items = list(dict.fromkeys(i for counts, _ in _lost(generations) for i in counts))
+    out = {}
+    for item in items:
+        parts = [f"{counts[item]} {what}" for counts, what in _lost(generations)
+                 if counts.get(item)]
+        total = sum(counts.get(item, 0) for counts, _ in _lost(generations))
+        out[item] = (f"{total} sample{'' if total == 1 else 's'} not in the log: "
+                     f"{', '.join(parts)}{ended}")
+    return out
+
+
+def given_incomplete_line(result: RunResult) -> str:
+    """The one line ``credo score`` ends with when its log lacks samples (exit 3): how many
+    errored, were cancelled or never started, which items that leaves out and which are
+    scored on fewer samples, and how to complete them (score generates nothing)."""
+    stats = result.stats
+    status = stats.get("given_log_status")
+    lost = [(int(stats.get(key) or 0), what) for key, what in GIVEN_LOST]
+    total = sum(k for k, _ in lost)
+    shown = {r.item.id for r in result.items}
+    left_out = sum(1 for i in result.incomplete if i not in shown)
+    partial = len(result.incomplete) - left_out
+    items = [f"{left_out} item{'' if left_out == 1 else 's'} with none left out"] if left_out \
+        else []
+    items += [f"{partial} scored on the samples that finished"] if partial else []
+    ended = f"the log's eval ended '{status}'; " if status not in (None, "success") else ""
+    return (f"incomplete: {ended}{total} sample{'' if total == 1 else 's'} not in the log"
+            f" ({', '.join(f'{k} {what}' for k, what in lost if k)}): {', '.join(items)};"
+            f" {GIVEN_RERUN}")
+
+
+GIVEN_LOST = (("given_errored_samples", "errored"), ("given_cancelled_samples", "cancelled"),
+              ("given_not_started_samples", "never started"))
+"""The stats that count the samples a log lacks, and what each counts."""
+
+GIVEN_RERUN = ("credo score generates nothing: complete the generations with the tool that"
+               " wrote them (inspect eval-retry LOG) and score the new log")
+"""What to do about samples a log lacks."""
+
+
 def given_stats(
     generations: Generations, stats: dict[str, int | float | str], recompute: bool,
     fmt: AnswerFormat,
 ) -> dict[str, int | float | str]:
     """What the file holds, for the report: the correctness used (the tool's own metric or
     scorer, 'given', or credo's grading), the samples per item, the sampling settings it
-    records, and the samples it marks failed."""
+    records, how its answers were read, and the samples it lacks (errored, cancelled,
+    never started)."""
     counts: dict[str, int] = defaultdict(int)
     for s in generations.samples:
         if s.set == ORIGINAL:
@@ -199,9 +259,12 @@ def given_stats(
         "given_samples_per_item": str(high) if low == high else f"{low} to {high}",
         "given_sampling": settings or "not recorded in the file",
     }
-    if generations.failed or generations.status:
-        out["given_failed_samples"] = sum(generations.failed.values())
+    if any(counts for counts, _ in _lost(generations)) or generations.status:
+        for (key, _), (counts, _) in zip(GIVEN_LOST, _lost(generations), strict=True):
+            out[key] = sum(counts.values())
         out["given_log_status"] = generations.status or "success"
+    if generations.answers:
+        out["answers"] = generations.answers
     return out
 
 

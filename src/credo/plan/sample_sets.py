@@ -34,7 +34,7 @@ from credo.plan.samples import (
     VERBALIZED,
     Sample,
 )
-from credo.tasks.answers import Answer, extract_answer
+from credo.tasks.answers import Answer, answer_for
 from credo.tasks.base import AnswerFormat, Item, Task
 from credo.tasks.followups import (
     apricot_messages,
@@ -148,7 +148,7 @@ def _answer_sample(
 ) -> Sample:
     return Sample(
         text,
-        extract_answer(text, fmt, n_choices=len(item.choices)),
+        answer_for(text, item, fmt),
         gen.logprobs if gen is not None else None,
         ref,
     )

@@ -48,6 +48,8 @@ from credo.report.coverage import (
 )
 from credo.report.export import write_parquet
 from credo.report.ledger import ledger_notes, ledger_table_rows
+from credo.report.markdown import answer_summary
+from credo.report.phrases import ABOVE_STATS, incomplete_note, report_title
 from credo.report.rundata import STATUS_FILE, RunData, load_run, read_flip_rates
 
 log = logging.getLogger(__name__)
@@ -359,11 +361,28 @@ def _run_facts(run: RunData) -> dict[str, Any]:
                       if pert.get("corpus") else pert.get("generator") or c.get("model")),
         "threshold": pert.get("threshold"),
         "embedder": pert.get("embedder"),
-        "stats": {k: v for k, v in (m.get("stats") or {}).items() if k != "ledger"},
+        "stats": {k: v for k, v in (m.get("stats") or {}).items()
+                  if k != "ledger" and k not in ABOVE_STATS},
         "ledger": _ledger(m.get("stats") or {}),
         "status": run.status,
         "incomplete": m.get("incomplete") or {},
+        "title": report_title(run.task, run.model, run.given),
+        "given": run.given,
+        "answers": (m.get("stats") or {}).get("answers"),
+        "incomplete_note": _incomplete_note(run),
     }
+
+
+def _incomplete_note(run: RunData) -> str:
+    """The incomplete items of a folder scored without a model, as report.md says them
+    (left out of every table, scored on fewer samples; what completes them)."""
+    incomplete = (run.metrics.get("incomplete") or {}) if run.given else {}
+    if not incomplete:
+        return ""
+    shown = set(run.item_ids)
+    left_out = sum(1 for i in incomplete if str(i) not in shown)
+    return incomplete_note(left_out, len(incomplete) - left_out,
+                           "the log lacks some or all of their samples", given=True)
 
 
 def _ledger(stats: dict[str, Any]) -> dict[str, Any] | None:
@@ -488,25 +507,27 @@ def _perturbation_counts(run: RunData) -> dict[str, int] | None:
 
 
 def _item_rows(a: RunAnalysis) -> list[dict[str, Any]]:
-    """Per item: id, gold, p̄, each method's score, region, the three commonest answers."""
+    """Per item: id, gold, p̄, each method's score, region, its answers (the three
+    commonest and every correct one: :func:`~credo.report.markdown.answer_summary`)."""
     regions = {}
     if a.quadrants is not None:
         regions = dict(zip(a.quadrants.item_ids, a.quadrants.regions, strict=True))
     methods = a.run.methods
+    correct: dict[str, list[Any]] = {}
+    for s in a.run.samples:
+        if s.get("set") == "original":
+            correct.setdefault(str(s.get("id")), []).append(s.get("correct"))
     rows = []
     for r in a.run.scores:
         sc = r.get("scores") or {}
-        counts: dict[str, int] = {}
-        for v in r.get("original_answers") or []:
-            key = "∅" if v is None else str(v)
-            counts[key] = counts.get(key, 0) + 1
         rows.append({
             "id": r["id"],
             "gold": r.get("gold"),
             "p_bar": r.get("p_bar"),
             "scores": [sc.get(m) for m in methods],
             "region": regions.get(str(r["id"]), ""),
-            "top": sorted(counts.items(), key=lambda kv: -kv[1])[:3],
+            "answers": answer_summary(r.get("original_answers") or [],
+                                      correct.get(str(r["id"]), [])),
         })
     return rows
 

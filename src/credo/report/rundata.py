@@ -84,6 +84,14 @@ class RunData:
         return str(self.config.get("model") or self.metrics.get("model") or "?")
 
     @property
+    def given(self) -> str | None:
+        """The layout of the generations a ``credo score`` folder scored (``inspect_ai``,
+        ``lm-evaluation-harness``, ``credo``); None for a ``credo run`` folder."""
+        stats = self.metrics.get("stats")
+        layout = stats.get("given_layout") if isinstance(stats, dict) else None
+        return str(layout) if layout else None
+
+    @property
     def label(self) -> str:
         """``task · model`` for table headers."""
         return f"{self.task} · {self.model}"

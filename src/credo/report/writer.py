@@ -64,7 +64,8 @@ from credo.report.coverage import (
     headline_lines,
 )
 from credo.report.ledger import ledger_notes, ledger_table_rows
-from credo.report.markdown import fmt_number, md_cell, md_table
+from credo.report.markdown import answer_summary, fmt_number, md_cell, md_table
+from credo.report.phrases import ABOVE_STATS, incomplete_note, report_title
 from credo.report.rundata import OPTIONAL_JSON, SIMILARITY_FILE, STATUS_FILE
 
 if TYPE_CHECKING:
@@ -357,6 +358,8 @@ def correctness_of(result: RunResult) -> str:
     from credo.tasks.grading import describe_correctness
 
     c = result.config
+    if result.source:  # a score run: the file's own, or credo's grading (given_stats)
+        return str(result.stats.get("correctness") or "none")
     return describe_correctness(result.task, (c.grader or c.judge).model or c.model)
 
 
@@ -369,9 +372,9 @@ def render_markdown(result: RunResult) -> str:
         origin = [
             f"- generations: given in `{result.source}`, scored without a model"
             f" ({result.stats.get('given_samples', '?')} samples)",
-            f"- correctness: {result.stats.get('correctness', '?')}",
             f"- samples per item: {result.stats.get('given_samples_per_item', '?')}; sampling:"
             f" {result.stats.get('given_sampling', '?')}",
+            *([f"- answers: {result.stats['answers']}"] if result.stats.get("answers") else []),
             f"- kernel: {c.kernel}; seed: {c.seed}",
         ]
     else:
@@ -384,11 +387,11 @@ def render_markdown(result: RunResult) -> str:
         ]
     first = headline_lines(result.coverage, result.degenerate)
     lines = [
-        f"# credo run: {result.task.name} on {c.model}",
+        f"# {report_title(result.task.name, c.model, result.stats.get('given_layout'))}",
         "",
         *(f"- {line}" for line in first),
         *([""] if first else []),
-        f"- model: `{result.model_identity}`",
+        *([] if result.source else [f"- model: `{result.model_identity}`"]),
         f"- items: {len(result.items)} (label 1 = p̄ ≥ 0.5: {sum(labels)} items)",
         *origin,
         f"- accuracy (mean p̄ over items): {fmt_number(result.accuracy)}",
@@ -416,7 +419,8 @@ def render_markdown(result: RunResult) -> str:
         *_unavailable_section(result),
         "## Run",
         "",
-        *(f"- {k.replace('_', ' ')}: {v}" for k, v in result.stats.items()),
+        *(f"- {k.replace('_', ' ')}: {v}" for k, v in result.stats.items()
+          if k not in ABOVE_STATS),
         *_ledger_section(result.ledger),
     ]
     if result.perturbation_sets:
@@ -443,9 +447,11 @@ def render_markdown(result: RunResult) -> str:
                 lines.append(f"- {p}")
     items = [["id", "gold", "p̄", *c.methods, "answers"]]
     for r in result.items:
-        answers = _answer_summary([s.answer.value for s in r.original])
+        answers = answer_summary([s.answer.value for s in r.original],
+                                 r.set_correct.get("original", ()))
         items.append([md_cell(r.item.id), md_cell(r.item.gold), fmt_number(r.performance),
-                      *(fmt_number(r.scores[m]) for m in c.methods), md_cell(answers, 120)])
+                      *(fmt_number(r.scores[m]) for m in c.methods),
+                      md_cell(answers, len(answers))])
     lines += ["", "## Items", "", *md_table(items)]
     return "\n".join(lines) + "\n"
 
@@ -586,22 +592,28 @@ def _unavailable_section(result: RunResult) -> list[str]:
         lines += [f"- {m}: {why}" for m, why in result.unavailable.items()]
         lines.append("")
     if result.incomplete:
-        why = (
-            "the cost budget (max_cost_usd) was reached before their requests were sent."
-            " Rerun with a higher budget: it generates only what is missing."
-            if result.stopped_by_budget
-            else "some of their requests failed after the backend's retries. Rerun the same"
-            " config: it generates only what is missing."
-        )
+        shown = {r.item.id for r in result.items}
+        left_out = sum(1 for i in result.incomplete if i not in shown)
         lines += [
             "## Incomplete items",
             "",
-            f"{len(result.incomplete)} items are left out of every table: {why}",
+            incomplete_note(left_out, len(result.incomplete) - left_out,
+                            _incomplete_why(result), given=bool(result.source)),
             "",
             *(f"- {md_cell(i)}: {why}" for i, why in result.incomplete.items()),
             "",
         ]
     return lines
+
+
+def _incomplete_why(result: RunResult) -> str:
+    if result.source:
+        return "the log lacks some or all of their samples"
+    if result.stopped_by_budget:
+        return ("the cost budget (max_cost_usd) was reached before their requests were sent."
+                " Rerun with a higher budget: it generates only what is missing.")
+    return ("some of their requests failed after the backend's retries. Rerun the same"
+            " config: it generates only what is missing.")
 
 
 UNLABELLED_NOTE = (
@@ -670,14 +682,3 @@ def _sample_rows(result: RunResult):
                     "correct": correct[i] if i < len(correct) else None,
                     "confidence": confidences.get((set_name, i), {}),
                 }
-
-
-def _answer_summary(values: list[str | None]) -> str:
-    counts: dict[str, int] = {}
-    for v in values:
-        key = "∅" if v is None else v
-        counts[key] = counts.get(key, 0) + 1
-    top = sorted(counts.items(), key=lambda kv: -kv[1])[:3]
-    return ", ".join(f"{k}×{n}" for k, n in top)
-
-

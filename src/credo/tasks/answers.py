@@ -20,12 +20,14 @@ from decimal import Decimal, localcontext
 from fractions import Fraction
 
 from credo.tasks.arithmetic import evaluate_arithmetic
-from credo.tasks.base import AnswerFormat
+from credo.tasks.base import AnswerFormat, Item
 
 __all__ = [
     "Answer",
+    "answer_for",
     "extract_answer",
     "extractor",
+    "item_extractor",
     "normalise_gold",
     "normalise_number",
     "normalise_text",
@@ -68,6 +70,39 @@ def extractor(fmt: AnswerFormat) -> Callable[[Extractor], Extractor]:
         return fn
 
     return register
+
+
+ItemExtractor = Callable[[str, Item], str | None]
+"""``(text, item) -> answer or None``: an item's own way of reading its answers."""
+
+_ITEM_EXTRACTORS: dict[str, ItemExtractor] = {}
+
+
+def item_extractor(name: str) -> Callable[[ItemExtractor], ItemExtractor]:
+    """Register the decorated function as extractor ``name``, which items naming it in
+    ``meta["extractor"]`` are read with instead of their format's (an lm-eval task's
+    answers are what its own filter keeps: issue 34 item 12)."""
+
+    def register(fn: ItemExtractor) -> ItemExtractor:
+        if name in _ITEM_EXTRACTORS:
+            raise ValueError(f"an item extractor {name!r} is already registered")
+        _ITEM_EXTRACTORS[name] = fn
+        return fn
+
+    return register
+
+
+def answer_for(text: str, item: Item, fmt: AnswerFormat) -> Answer:
+    """The answer of ``item`` in a generation: by the extractor its ``meta["extractor"]``
+    names, else by ``fmt``'s (:func:`extract_answer`)."""
+    name = item.meta.get("extractor")
+    if name:
+        try:
+            fn = _ITEM_EXTRACTORS[name]
+        except KeyError:
+            raise ValueError(f"item {item.id!r}: no item extractor {name!r}") from None
+        return Answer(fn(text, item), text)
+    return extract_answer(text, fmt, n_choices=len(item.choices))
 
 
 _THINK_RE = re.compile(r"^\s*<think>.*?</think>", re.DOTALL)

@@ -13,9 +13,12 @@ Four layouts, told apart by the file (:func:`read_generations`):
   task with ``repeats: n`` has n of them). Correctness is lm-eval's own: the task's first
   metric with a per-sample score in [0, 1] (``exact_match``), applied to each response
   after the row's filter, as lm-eval applies it to the one it keeps
-  (:mod:`credo.tasks.lm_eval_scores`; the answer is what the filter extracts). The first
-  filter of each document is read unless ``lm_eval_filter`` names another. An item's id is
-  the document's own id field when every document has a distinct one, else ``doc_id``.
+  (:mod:`credo.tasks.lm_eval_scores`; the answer is what the filter keeps, normalised as
+  the task's ``exact_match`` compares: what ``credo run --task lm-eval:<task>`` compares
+  too). The first filter of each document is read unless ``lm_eval_filter`` names another.
+  An item's id is ``credo run``'s, ``<task>@<revision>:<doc_id>``, where the results file
+  beside the samples names a pinned or local dataset; else the document's own id field
+  when every document has a distinct one, else ``doc_id`` (issue 34 item 12).
   Log-likelihood rows (multiple choice) hold no sampled answers and are refused, and so is
   lm-eval's ``results_*.json`` (aggregates, no generations).
 * **inspect_ai** eval logs, ``.json`` (a ``samples`` list) or ``.eval`` (a zip of
@@ -23,8 +26,9 @@ Four layouts, told apart by the file (:func:`read_generations`):
   own reader when it is installed, else with ``zstandard``): each epoch of a sample is one
   generation of item ``id``; the answer is the first score's ``answer`` (else the
   completion), correct when that scorer's value is ``C`` / ``1`` / true, wrong when ``I`` /
-  ``0`` / false. Samples the log marks errored (or an unfinished eval never wrote) are left
-  out and counted in :attr:`Generations.failed`.
+  ``0`` / false. Samples the log marks errored (:attr:`Generations.failed`) or cancelled
+  (:attr:`Generations.cancelled`: inspect's cancellation error), and those an unfinished
+  eval never started (:attr:`Generations.not_started`), are left out and counted.
 
 With ``recompute``, the files' own correctness is not read (credo grades the answers).
 A bad row raises :class:`~credo.tasks.loaders.DatasetError` naming the file and line.
@@ -83,12 +87,21 @@ class Generations:
     correctness: str = ""
     """What the given ``correct`` values are: the tool's own metric or scorer, or 'given'."""
     failed: dict[str, int] = field(default_factory=dict)
-    """Per item, the samples the log marks failed (errored, cancelled), left out."""
+    """Per item, the samples the log marks errored, left out."""
+    cancelled: dict[str, int] = field(default_factory=dict)
+    """Per item, the samples that started and were cancelled (the log holds them with
+    inspect_ai's cancellation error), left out."""
+    not_started: dict[str, int] = field(default_factory=dict)
+    """Per item, the samples an unfinished eval planned (its sample ids times its epochs)
+    and never started: absent from the log, neither errored nor cancelled."""
     status: str = ""
     """The log's own status when it is not a finished one ('error', 'cancelled')."""
     settings: dict[str, Any] = field(default_factory=dict)
     """The sampling settings the file records (``temperature``, ``max_tokens``, ...;
     ``repeats`` / ``epochs``)."""
+    answers: str = ""
+    """How the answers were read from the responses, where the file's layout says more
+    than 'as given' (lm-eval: its filter)."""
 
 
 def read_generations(
@@ -215,6 +228,8 @@ def _from_lm_eval(
     path: Path, rows: Iterator[tuple[int, Mapping[str, Any]]], wanted: str | None,
     recompute: bool,
 ) -> Generations:
+    from credo.tasks.lm_eval_scores import read_lm_eval_rows
+
     out = Generations(str(path), "lm-evaluation-harness")
     seen: dict[str, str] = {}  # doc id -> the filter read
     kept: list[tuple[int, Mapping[str, Any]]] = []
@@ -228,23 +243,15 @@ def _from_lm_eval(
         raise DatasetError(f"{path}: no rows with filter {wanted!r}")
     texts = [_lm_eval_responses(row.get("resps"), f"{path}:{n}") for n, row in kept]
     flt = str(kept[0][1].get("filter", "none"))
-    if recompute:
-        scores: list[list[float]] | list[list[None]] = [[None] * len(t) for t in texts]
-        extracted = None
-    else:
-        from credo.tasks.lm_eval_scores import per_response_scores
-
-        scores, extracted, how = per_response_scores(path, kept, texts, flt)
-        out.correctness = how.describe()
-    ids = _lm_eval_ids(kept)
-    for k, ((_, row), doc, its_texts, its_scores) in enumerate(
-        zip(kept, ids, texts, scores, strict=True)
+    read = read_lm_eval_rows(path, kept, texts, flt, recompute=recompute)
+    out.correctness = read.correctness
+    out.answers = read.answered
+    for (_, row), doc, its_texts, answers, scores in zip(
+        kept, read.ids, texts, read.answers, read.scores, strict=True
     ):
-        answers = ([a.strip() or None for a in extracted[k]] if not recompute and extracted
-                   else _lm_eval_answers(row.get("filtered_resps"), its_texts))
         target = row.get("target")
         gold = "" if target is None else str(target)
-        for text, answer, score in zip(its_texts, answers, its_scores, strict=True):
+        for text, answer, score in zip(its_texts, answers, scores, strict=True):
             out.samples.append(GivenSample(doc, "original", text, answer, _verdict(score)))
         out.items.append(GivenItem(doc, _lm_eval_question(row), gold))
     out.settings = _lm_eval_settings(kept[0][1], len(texts[0]))
@@ -256,22 +263,6 @@ def _verdict(score: float | None) -> bool | float | None:
     if score is None:
         return None
     return bool(score) if score in (0.0, 1.0) else float(score)
-
-
-_ID_FIELDS = ("id", "idx", "question_id", "qid", "uid", "task_id", "example_id", "_id")
-"""A document's own id fields, in order of preference (else lm-eval's ``doc_id``)."""
-
-
-def _lm_eval_ids(rows: list[tuple[int, Mapping[str, Any]]]) -> list[str]:
-    """Each row's item id: the document's own id field when every document has a distinct
-    one, else lm-eval's ``doc_id``."""
-    docs = [row.get("doc") if isinstance(row.get("doc"), Mapping) else {} for _, row in rows]
-    for key in _ID_FIELDS:
-        ids = [d.get(key) for d in docs]
-        if all(isinstance(i, str | int) and not isinstance(i, bool) and str(i) for i in ids):
-            if len({str(i) for i in ids}) == len(ids):
-                return [str(i) for i in ids]
-    return [str(row.get("doc_id")) for _, row in rows]
 
 
 def _lm_eval_settings(row: Mapping[str, Any], repeats: int) -> dict[str, Any]:
@@ -303,15 +294,6 @@ def _lm_eval_responses(resps: Any, where: str) -> list[str]:
             " answers to score)"
         )
     return flat
-
-
-def _lm_eval_answers(filtered: Any, texts: list[str]) -> list[str | None]:
-    values = filtered if isinstance(filtered, list) else []
-    if len(values) == 1 and isinstance(values[0], list):
-        values = values[0]
-    if len(values) == len(texts) and all(isinstance(v, str) for v in values):
-        return [v.strip() or None for v in values]
-    return [t.strip() or None for t in texts]
 
 
 def _lm_eval_question(row: Mapping[str, Any]) -> str:
@@ -461,8 +443,10 @@ def _from_inspect(path: Path, samples: Samples, header: Mapping[str, Any]) -> Ge
             raise DatasetError(f"{where}: a sample needs an 'id'")
         item = str(sample["id"])
         epoch = _inspect_epoch(sample.get("epoch"), where)
-        if sample.get("error"):  # errored or cancelled: no generation of the model's
-            out.failed[item] = out.failed.get(item, 0) + 1
+        error = sample.get("error")
+        if error:  # errored or cancelled: no generation of the model's
+            lost = out.cancelled if _cancellation(error) else out.failed
+            lost[item] = lost.get(item, 0) + 1
             continue
         text = _attached(_inspect_completion(sample.get("output")), sample)
         answer, correct = _inspect_score(sample.get("scores"), text, where)
@@ -473,8 +457,11 @@ def _from_inspect(path: Path, samples: Samples, header: Mapping[str, Any]) -> Ge
             items[item] = _inspect_item(item, sample, where)
     _inspect_header(out, header, ordered)
     if not ordered:
-        failed = f" ({sum(out.failed.values())} failed)" if out.failed else ""
-        raise DatasetError(f"{path}: no samples{failed}")
+        lost = [f"{sum(d.values())} {what}" for d, what in
+                ((out.failed, "errored"), (out.cancelled, "cancelled"),
+                 (out.not_started, "never started")) if d]
+        why = f" ({', '.join(lost)})" if lost else ""
+        raise DatasetError(f"{path}: no samples{why}")
     order = {item: k for k, item in enumerate(items)}
     out.samples = [s for _, _, s in sorted(ordered, key=lambda t: (order[t[0]], t[1]))]
     out.items = list(items.values())
@@ -500,11 +487,23 @@ def _attached(text: str, sample: Mapping[str, Any]) -> str:
     return text
 
 
+def _cancellation(error: Any) -> bool:
+    """Whether a sample's ``error`` is inspect_ai's record of a cancelled sample: its
+    message is the repr of a cancellation (``CancelledError(...)``, ``Cancelled(...)``),
+    the rule of inspect_ai's ``is_cancellation_message``."""
+    message = error.get("message") if isinstance(error, Mapping) else error
+    return isinstance(message, str) and message.startswith(_CANCELLED)
+
+
+_CANCELLED = ("CancelledError(", "Cancelled(")
+"""How the message of a cancelled sample's error starts (inspect_ai 0.3.285)."""
+
+
 def _inspect_header(
     out: Generations, header: Mapping[str, Any], ordered: list[tuple[str, int, GivenSample]]
 ) -> None:
     """The log's status, settings and, for an eval that did not finish, the epochs of
-    each item it never wrote (counted failed)."""
+    each item it never started (counted in :attr:`Generations.not_started`)."""
     ev = header.get("eval") if isinstance(header.get("eval"), Mapping) else {}
     config = ev.get("config") if isinstance(ev.get("config"), Mapping) else {}
     epochs = config.get("epochs")
@@ -518,9 +517,10 @@ def _inspect_header(
             for item, _, _ in ordered:
                 have[item] = have.get(item, 0) + 1
             for item in [str(i) for i in ids] if isinstance(ids, list) else list(have):
-                missing = epochs - have.get(item, 0) - out.failed.get(item, 0)
+                missing = (epochs - have.get(item, 0) - out.failed.get(item, 0)
+                           - out.cancelled.get(item, 0))
                 if missing > 0:
-                    out.failed[item] = out.failed.get(item, 0) + missing
+                    out.not_started[item] = out.not_started.get(item, 0) + missing
     if isinstance(epochs, int) and not isinstance(epochs, bool):
         out.settings["epochs"] = epochs
     plan = header.get("plan") if isinstance(header.get("plan"), Mapping) else {}

@@ -12,7 +12,8 @@ and, for a ``multiple_choice`` task, the options (``doc_to_choice``).
   and graded by the ``lm-eval`` grader: each response, cut at the task's ``until``
   strings as lm-eval's backends cut it, goes through the task's first filter ensemble
   and its first metric (:func:`score_responses`): what lm-eval would report for that
-  response.
+  response. Its answer, what SC, SE and C3 compare, is what that filter keeps of it
+  (:func:`lm_eval_answer`), as ``credo score`` reads lm-eval's own samples (issue 34).
 * ``multiple_choice`` tasks are scored by lm-eval from log-likelihoods; credo samples
   an option letter instead (credo's choice prompt) and grades it against the gold
   option (the ``exact`` grader), which the items' ``meta["correctness"]`` says.
@@ -26,7 +27,6 @@ fingerprint. A run records it in its config (``lm_eval.revision``).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -37,8 +37,10 @@ from pathlib import Path
 from typing import Any
 
 from credo.errors import UserError
+from credo.tasks.answers import item_extractor
 from credo.tasks.base import AnswerFormat, Item, Task
 from credo.tasks.grading import Graded, GradeMap, GradingContext, grader
+from credo.tasks.lm_eval_scores import AnswerRule, filtered, pinned_revision
 from credo.tasks.prompts import LETTERS
 from credo.tasks.registry import TaskSpecError, task_loader
 
@@ -46,6 +48,7 @@ __all__ = [
     "LM_EVAL",
     "LmEvalError",
     "expand_lm_eval_specs",
+    "lm_eval_answer",
     "load_lm_eval",
     "score_responses",
 ]
@@ -295,32 +298,13 @@ def expand_lm_eval_specs(specs: Sequence[str], include_path: Sequence[str | Path
 
 
 def dataset_revision(task: Any) -> str:
-    """The revision of the task's dataset: the Hub commit it is pinned to
-    (``dataset_kwargs.revision``), else a digest of its local ``data_files``, else the
-    evaluation split's fingerprint (datasets' hash of its data)."""
-    kwargs = task.config.dataset_kwargs or {}
-    if kwargs.get("revision"):
-        return str(kwargs["revision"])
-    files = _local_files(kwargs.get("data_files"))
-    if files:
-        digest = hashlib.sha256()
-        for f in files:
-            digest.update(f.read_bytes())
-        return digest.hexdigest()[:12]
+    """The revision of the task's dataset: :func:`pinned_revision`, else the evaluation
+    split's fingerprint (datasets' hash of its data)."""
+    pinned = pinned_revision(task.config.dataset_kwargs)
+    if pinned:
+        return pinned
     docs = task.eval_docs
     return str(getattr(docs, "_fingerprint", "") or "unknown")[:12]
-
-
-def _local_files(data_files: Any) -> list[Path]:
-    if isinstance(data_files, Mapping):
-        values: list[Any] = list(data_files.values())
-    elif data_files is None:
-        values = []
-    else:
-        values = [data_files]
-    flat = [v for x in values for v in (x if isinstance(x, list) else [x])]
-    paths = [Path(str(v)) for v in flat]
-    return sorted(p for p in paths if p.is_file())
 
 
 def _task_of(lm: Any, name: str, include: tuple[str, ...], shots: int, rev: str) -> Task:
@@ -361,8 +345,8 @@ def _item(
         return Item(f"{name}@{rev}:{doc_id}", question.strip(), LETTERS[index], choices,
                     meta, where)
     golds = _golds(lm, doc, target)
-    meta |= {"grader": LM_EVAL, "prompt": "rendered", "context": before, "suffix": after,
-             "gold_answers": json.dumps(golds, ensure_ascii=False)}
+    meta |= {"grader": LM_EVAL, "extractor": LM_EVAL, "prompt": "rendered", "context": before,
+             "suffix": after, "gold_answers": json.dumps(golds, ensure_ascii=False)}
     return Item(f"{name}@{rev}:{doc_id}", question, golds[0] if golds else "", (), meta, where)
 
 
@@ -422,29 +406,40 @@ def score_responses(lm: Any, responses: Mapping[int, Sequence[str]]) -> dict[int
     """Per document id, lm-eval's metric on each response: cut at the task's ``until``
     strings, through its first filter ensemble, scored by ``process_results``'s first
     metric (what lm-eval reports for that response)."""
-    from lm_eval.api.instance import Instance
-
     ensemble, metric = _primary(lm)
     until = _until(lm)
     docs = lm.eval_docs
-    made: list[tuple[int, Any, Any]] = []
+    out: dict[int, list[float]] = {}
     for doc_id, texts in responses.items():
         doc = docs[doc_id]
-        for text in texts:
-            inst = Instance(
-                request_type="generate_until", doc=doc,
-                arguments=("", dict(lm.config.generation_kwargs or {})), idx=0,
-                metadata=(lm.config.task, doc_id, 1),
-            )
-            inst.resps = [cut(text, until)]
-            made.append((doc_id, doc, inst))
-    if made:
-        ensemble.apply([inst for _, _, inst in made])
-    out: dict[int, list[float]] = {doc_id: [] for doc_id in responses}
-    for doc_id, doc, inst in made:
-        value = lm.process_results(doc, [inst.filtered_resps[ensemble.name]])[metric]
-        out[doc_id].append(_unit(value, lm.config.task, metric))
+        out[doc_id] = [
+            _unit(lm.process_results(doc, [filtered(ensemble, doc, [cut(t, until)])])[metric],
+                  lm.config.task, metric)
+            for t in texts
+        ]
     return out
+
+
+@cache
+def _answer_rule(name: str, include: tuple[str, ...], shots: int) -> AnswerRule:
+    lm = _lm_task(name, include, shots)
+    ensemble, metric = _primary(lm)
+    return AnswerRule.of(ensemble, metric, lm._metric_fn_kwargs.get(metric))
+
+
+@item_extractor(LM_EVAL)
+def lm_eval_answer(text: str, item: Item) -> str | None:
+    """The answer of a response to an lm-eval ``generate_until`` item (issue 34 item 12):
+    cut at the task's ``until`` strings, through its first filter ensemble, made a string
+    by :class:`~credo.tasks.lm_eval_scores.AnswerRule`, as ``credo score`` reads the
+    answers of lm-eval's own samples of the task."""
+    meta = item.meta
+    key = (meta["lm_eval_task"], tuple(json.loads(meta.get("lm_eval_include", "[]"))),
+           int(meta.get("lm_eval_fewshot", "0")))
+    lm = _lm_task(*key)
+    ensemble, _ = _primary(lm)
+    doc = lm.eval_docs[int(meta["lm_eval_doc"])]
+    return _answer_rule(*key)(filtered(ensemble, doc, [cut(text, _until(lm))]))
 
 
 def _unit(value: Any, task: str, metric: str) -> float:
