@@ -7,7 +7,7 @@ background thread::
     with FaultServer({"http_500": 0.05, "null_content": 0.05}, fault_seed=1) as server:
         model = OpenAIModel("m", base_url=server.url, retry_backoff=0.001)
         ...
-        server.requests          # chat completion requests received (faults included)
+        server.requests          # chat completion requests received (faults and 400s included)
         server.served            # ... answered cleanly
         server.faults            # Counter: kind -> faults injected
         server.retryable_faults  # those a client should retry (= its retries if none ran out)
@@ -24,7 +24,10 @@ of ``answers`` picked by a hash, cut to ``max_tokens`` words (finish reason ``le
 token each (as ``logprobs`` and the ``max_tokens`` cut count them), summed over the
 choices; ``logprobs: true`` adds deterministic ``top_logprobs``. A request without
 ``seed`` is seeded 0. ``usage`` of the server adds up the ``usage`` of every chat
-completion it sent whole (content faults included), with ``replies`` counting them.
+completion it sent whole (content faults included), with ``replies`` counting them: what
+the server billed. ``requests`` counts every chat request received, those it refused
+(a 400 for ``n`` above ``max_n``, a bad grammar or body) and those that failed included:
+what a client's ledger must count as calls (issue 34 item 6).
 
 Servers that differ (``credo probe`` tells them apart): ``seed_mode`` "contract" (the
 default, llama.cpp's server) seeds child ``j`` with ``seed + j``; "scrambled" with
@@ -239,6 +242,11 @@ class FaultServer:
                 if kind in RETRYABLE_KINDS or _status_of(kind) >= 500
             )
 
+    def refused(self) -> None:
+        """Count a chat request answered 400 before any fault was drawn for it."""
+        with self._lock:
+            self.requests += 1
+
     def _draw(self, body: bytes) -> str | None:
         """The fault of this request (``None``: a clean reply); counts it."""
         with self._lock:
@@ -432,6 +440,7 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             body = json.loads(raw)
         except ValueError:
+            fault.refused()
             self._json(400, {"error": {"message": "body is not JSON"}})
             return
         with fault._lock:
@@ -445,12 +454,14 @@ class _Handler(BaseHTTPRequestHandler):
             if fault.max_n is not None and n > fault.max_n:
                 message = (f"Field 'n': Value must be between 1 <= value <= {fault.max_n}, "
                            f"but got {n}")
+                fault.refused()
                 self._json(400, {"error": {"message": message}})
                 return
             if fault.grammar and body.get("grammar"):
                 try:
                     _grammar_words(body["grammar"])
                 except ValueError as exc:
+                    fault.refused()
                     self._json(400, {"error": {"message": str(exc)}})
                     return
             self._reply(body, fault._draw(raw))

@@ -84,6 +84,28 @@ def test_ray_executor_fills_the_rows_of_the_local_one(tmp_path, local_ray):
     assert len(_rows(tmp_path / "ray.sqlite")) == 30
 
 
+def test_ray_asks_empty_samples_again_as_the_local_executor_does(tmp_path, local_ray):
+    """Issue 34 item 4: a glitch's empty reply is never cached by a Ray executor either;
+    its samples are asked again on an actor, with the same seeds."""
+    planned = [PlannedRequest(r, 4) for r in _requests(8, "empty")]
+    opts = {**FAST, "probe": False}
+    with FaultServer() as clean, ModelPool(cache_path=tmp_path / "local.sqlite", max_block=2,
+                                           show_progress=False) as pool:
+        pool.assign(MODEL, "openai:toy", {"base_url": clean.url, **opts})
+        want = pool.executor(MODEL).execute(planned)
+    with FaultServer({"empty_content": 0.3}, fault_seed=3) as glitchy, ModelPool(
+        cache_path=tmp_path / "ray.sqlite", max_block=2, show_progress=False, executor=RAY
+    ) as pool:
+        pool.assign(MODEL, "openai:toy", {"base_url": glitchy.url, **opts})
+        ex = pool.executor(MODEL)
+        got = ex.execute(planned)
+        glitches = glitchy.faults["empty_content"]
+        assert glitches > 0 and ex.history[-1].retries == glitches
+        assert ex.ledger.totals().calls == glitchy.requests
+    assert [[g.text for g in gs] for gs in got] == [[g.text for g in gs] for gs in want]
+    assert "" not in {row[3] for row in _rows(tmp_path / "ray.sqlite")}
+
+
 def test_a_killed_actor_loses_nothing_and_writes_nothing_twice(tmp_path, local_ray):
     """An actor killed mid-run: its blocks run on the other; every (key, index) once."""
     planned = [PlannedRequest(r, 4) for r in _requests(12, "kill")]

@@ -81,7 +81,10 @@ def test_an_empty_sample_its_seed_reproduces_is_cached_as_the_sample(tmp_path):
     assert texts == want
     blocks_with_empty = sum(
         any(sample_seed(k, i) % 3 == 0 for i in (b, b + 1)) for k in keys for b in (0, 2))
-    assert ex.history[-1].retries == blocks_with_empty == model.calls - 4
+    # issue 34 item 4: asked again up to the retry budget (max_retries = 3) before it is
+    # taken as the seed's sample; in blocks of 2 at most one of two seeds is 0 mod 3
+    rounds = model.max_retries
+    assert ex.history[-1].retries == rounds * blocks_with_empty == model.calls - 4
     assert ex.history[-1].unverified_empty == 0
     assert all(store.unverified_empty(k) == set() for k in keys)
 
@@ -125,8 +128,8 @@ def test_a_server_answering_empty_now_and_then_gives_the_clean_run(tmp_path, bow
     with FaultServer() as clean:
         port = clean.port
         want = _c3_run(tmp_path, clean.url, "clean", bow_embedder)
-    # fault_seed 1: no retry of a glitch glitches again (one that does is cached as the
-    # seed's real sample, by design: the seeded unit test above)
+    # fault_seed 1: no retry of a glitch glitches again, so each glitch costs one retry
+    # (one that did would be asked again, up to max_retries: tests/test_fault_outcomes.py)
     with FaultServer({"empty_content": 0.1}, fault_seed=1, port=port) as glitchy:
         got = _c3_run(tmp_path, glitchy.url, "glitchy", bow_embedder)
         glitches = glitchy.faults["empty_content"]

@@ -310,7 +310,8 @@ def probe(
 ) -> ProbeResult:
     """Ask the server of the served ``model`` (``openai:<name>``) what it does with ``n``,
     seeds, logprobs and grammars; store the answers per model identity in
-    ``probes.json`` beside the cache when the probe finished."""
+    ``probes.json`` beside the cache when the probe finished and no empty reply left a
+    question unknown."""
     from credo.config import default_cache_path
     from credo.generation.pool import MODEL, ModelPool
     from credo.generation.roles import assign_roles, single_role
@@ -323,7 +324,7 @@ def probe(
         assign_roles(pool, roles)
         found = pool.probe(MODEL)
         where = pool.probes.path
-    return ProbeResult(found, Path(where) if found.complete else None)
+    return ProbeResult(found, Path(where) if found.settled else None)
 
 
 def report(

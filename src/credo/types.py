@@ -10,6 +10,7 @@ Seeds. A request asks for ``n`` samples of one prompt; sample ``j`` of the reque
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -98,12 +99,54 @@ class Capabilities:
     notes: tuple[str, ...] = field(default_factory=tuple)
 
 
-class GenerationError(RuntimeError):
-    """A backend could not complete one request; ``request_index`` names it when known."""
+@dataclass
+class Usage:
+    """What a server reported for the calls sent for one request (issue 34 item 6):
+    ``calls`` requests sent (every attempt: retries and failed ones included), and the
+    prompt and completion tokens of their replies' ``usage``."""
 
-    def __init__(self, message: str, request_index: int | None = None) -> None:
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    def add(self, other: Usage) -> None:
+        """Add ``other``'s counts to these."""
+        self.calls += other.calls
+        self.prompt_tokens += other.prompt_tokens
+        self.completion_tokens += other.completion_tokens
+
+
+class Generations(list[Generation]):
+    """A request's generations as a metered backend yields them: a list, with ``usage``,
+    what the server reported for every call sent for the request (retries included).
+    The executor counts that in the ledger rather than the generations' own tokens."""
+
+    def __init__(
+        self, generations: Iterable[Generation] = (), usage: Usage | None = None
+    ) -> None:
+        super().__init__(generations)
+        self.usage = usage
+
+
+class GenerationError(RuntimeError):
+    """A backend could not complete one request; ``request_index`` names it when known.
+    ``usage``: what the server reported for the calls sent for it (a metered backend's;
+    ``None``: not known). Calls of the request still in flight when it failed add to it
+    until the backend's ``generate`` ends."""
+
+    def __init__(
+        self, message: str, request_index: int | None = None, usage: Usage | None = None
+    ) -> None:
         super().__init__(message)
         self.request_index = request_index
+        self.usage = usage
+
+
+def usage_of(outcome: object) -> Usage | None:
+    """The ``usage`` a metered backend attached to a request's outcome (generations or a
+    failure), or ``None``."""
+    usage = getattr(outcome, "usage", None)
+    return usage if isinstance(usage, Usage) else None
 
 
 @dataclass(frozen=True)

@@ -52,7 +52,7 @@ def _uses(found: Any) -> list[str]:
              else "one call per sample, seeded seed + j"]
     if found.deterministic is False:
         lines.append("samples are not reproducible (the cache still holds them)")
-    if not found.logprobs:
+    if found.logprobs is False:
         lines.append("methods that need logprobs are not available")
     if found.grammar:
         lines.append(f"label answers restricted by a grammar (field {found.grammar})")
@@ -76,7 +76,10 @@ def cmd_probe(args: argparse.Namespace) -> int:
     for line in _uses(found):
         console.print(f"credo run: {line}", highlight=False)
     if done.stored is None:
-        console.print(f"[red]the probe did not finish[/red]: {found.errors[0]}", highlight=False)
+        why = (f"did not finish[/red]: {found.errors[0]}" if found.errors else
+               f"is not stored[/red]: an empty reply left {', '.join(found.unsettled)} "
+               "unknown; probe again")
+        console.print(f"[red]the probe {why}", highlight=False)
         return 3
     console.print(f"stored in {done.stored}", highlight=False)
     return 0

@@ -5,17 +5,19 @@ it looks up which sample indices are cached, turns the missing ones into blocks 
 consecutive indices (one backend call each, sample ``i`` seeded ``sample_seed(key, i)``),
 and commits every block as soon as it completes, so an interrupted run resumes with no
 lost and no duplicated sample. An empty reply (``""``) is not cached as it comes
-(issue 21): it may be a server's glitch, so its block is asked again with the same
-seeds (:meth:`Executor._recheck_empty`). Every call counts its requests, samples and reported
-tokens per stage in a :class:`~credo.generation.ledger.Ledger`, which may also hold a
-cost budget: once it is reached, no more blocks are dispatched.
+(issues 21 and 34): it may be a server's glitch, so its empty samples are asked again
+with the same seeds, up to the backend's retry budget (:meth:`Executor._recheck_empty`).
+Every call counts its requests, samples and the tokens the server reported, for every
+request sent (retries and re-asks included), per stage in a
+:class:`~credo.generation.ledger.Ledger`, which may also hold a cost budget: once it is
+reached, no more blocks are dispatched.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -32,7 +34,7 @@ from credo.errors import BudgetReached, RequestsFailed
 from credo.generation.ledger import Ledger
 from credo.generation.store import GenerationStore, request_key, sample_seed
 from credo.models.base import Model
-from credo.types import Generation, GenerationError, GenerationRequest
+from credo.types import Generation, GenerationError, GenerationRequest, Usage, usage_of
 
 log = logging.getLogger(__name__)
 
@@ -54,12 +56,13 @@ class PlannedRequest:
 @dataclass
 class ExecutionStats:
     """What one ``execute`` call did. ``retries`` are the backend calls it retried
-    (rate limits, server errors, malformed replies, and blocks asked again because a
-    sample came back empty), ``failed_requests`` the requests whose retries ran out
-    (nothing of them is cached), ``budget_skipped`` the blocks left undispatched because
-    the run's cost budget was reached, ``unverified_empty`` the empty samples cached from
-    a backend that does not reproduce seeds, after its retries all came back empty too
-    (marked in the cache: :meth:`GenerationStore.unverified_empty`; issue 21)."""
+    (rate limits, server errors, malformed replies, and empty samples asked again),
+    ``failed_requests`` the requests whose retries ran out (nothing of them is cached),
+    ``budget_skipped`` the blocks left undispatched because the run's cost budget was
+    reached, ``unverified_empty`` the empty samples cached from a backend that does not
+    reproduce seeds, after its retries all came back empty too (marked in the cache:
+    :meth:`GenerationStore.unverified_empty`; issue 21). ``backend_calls`` and the
+    tokens are those of every request sent, as the ledger counts them."""
 
     requested_samples: int = 0
     cached_samples: int = 0
@@ -267,7 +270,9 @@ class Executor:
                     self._stop_for_budget(waves[w:], stats, errors)
                     break
                 suspect: list[tuple[Block, list[Generation]]] = []
+                received: list[tuple[Block, object]] = []
                 for idx, gens in self.model.generate([b.request for b in wave]):
+                    received.append((wave[idx], gens))
                     if isinstance(gens, GenerationError):
                         self._failed(str(gens), stats, errors)
                     elif any(g.text == "" for g in gens):
@@ -275,6 +280,7 @@ class Executor:
                     else:
                         self._commit(wave[idx], gens, stats)
                         progress.advance(len(gens))
+                self._bill(received, stats)  # once the call ended: failures' usage is final
                 if suspect:
                     self._recheck_empty(suspect, stats, errors, progress)
         stats.seconds = time.perf_counter() - t0
@@ -288,45 +294,93 @@ class Executor:
         errors: list[str],
         progress: SampleProgress,
     ) -> None:
-        """Ask again, with the same seeds, each block that came back with an empty sample
-        (issue 21): one empty reply may be a server's glitch, and nothing a glitch gives
-        is cached for good. Each block asked again counts one retry.
+        """Ask again, with the same seeds, the empty samples of blocks that came back
+        with one (issues 21 and 34 item 4): one empty reply may be a server's glitch,
+        and no glitch decides what is cached.
 
-        On a backend that reproduces seeds (``capabilities.seeded``) one retry settles
-        it: a sample empty again is the real sample of its seed and is cached; one that
-        now has text was a glitch, and the retry's text is cached. On one that does not,
-        an empty sample is asked again up to the backend's ``max_retries`` times (the
-        first text wins); one empty every time is cached and marked unverified
-        (:attr:`ExecutionStats.unverified_empty`). A retry that fails fails its block.
+        The empty samples of a block are asked again (each run of consecutive ones one
+        request, sample ``i`` seeded ``sample_seed(key, i)`` as ever) up to the
+        backend's retry budget (:func:`empty_rounds`: its ``max_retries``) times; the
+        first text a sample gets wins, and a block is cached once none of its samples is
+        empty. A sample empty every time is cached as it is: on a backend that
+        reproduces seeds (``capabilities.seeded``) it is the seed's real sample; on one
+        that does not it is marked unverified (:attr:`ExecutionStats.unverified_empty`).
+        Each request asked again counts one retry; a retry that fails fails its block.
         """
         seeded = self.model.capabilities.seeded
-        rounds = 1 if seeded else _unseeded_rounds(self.model)
         pending = dict(enumerate(suspect))
-        for _ in range(rounds):
-            order = list(pending)
-            stats.retries += len(order)
-            log.info("asking %d blocks again with the same seeds: a sample came back empty",
-                     len(order))
-            again = self.model.generate([pending[i][0].request for i in order])
-            for idx, gens in again:
-                block, before = pending.pop(order[idx])
-                if isinstance(gens, GenerationError):
-                    self._failed(str(gens), stats, errors)
-                    continue
-                merged = _fill_empty(before, gens)
-                if not seeded and any(g.text == "" for g in merged):
-                    pending[order[idx]] = (block, merged)
-                    continue
-                self._commit(block, merged, stats)
-                progress.advance(len(merged))
+        for _ in range(empty_rounds(self.model)):
+            self._ask_empty_again(pending, stats, errors)
+            for i in [i for i, (_, gens) in pending.items() if all(g.text for g in gens)]:
+                block, gens = pending.pop(i)
+                self._commit(block, gens, stats)
+                progress.advance(len(gens))
             if not pending:
                 return
         for block, gens in pending.values():
-            empty = [block.start + j for j, g in enumerate(gens) if g.text == ""]
             self._commit(block, gens, stats)
-            self.store.mark_unverified_empty(block.key, empty)
-            stats.unverified_empty += len(empty)
+            if not seeded:
+                empty = [block.start + j for j, g in enumerate(gens) if g.text == ""]
+                self.store.mark_unverified_empty(block.key, empty)
+                stats.unverified_empty += len(empty)
             progress.advance(len(gens))
+
+    def _ask_empty_again(
+        self,
+        pending: dict[int, tuple[Block, list[Generation]]],
+        stats: ExecutionStats,
+        errors: list[str],
+    ) -> None:
+        """One round of :meth:`_recheck_empty`: ask the empty samples of every pending
+        block again and fill in the texts that came; a block one of whose requests
+        failed leaves ``pending`` (failed)."""
+        asks = [(i, j, req) for i, (block, gens) in pending.items()
+                for j, req in self._empty_asks(block, gens)]
+        stats.retries += len(asks)
+        log.info("asking %d requests again with the same seeds: a sample came back empty",
+                 len(asks))
+        received: list[tuple[Block, object]] = []
+        failed: set[int] = set()
+        for idx, gens in self._generate([req for _, _, req in asks], stats):
+            i, j, req = asks[idx]
+            block, before = pending[i]
+            received.append((block, gens))
+            if i in failed:
+                continue
+            if isinstance(gens, GenerationError):
+                failed.add(i)
+                self._failed(str(gens), stats, errors)
+                continue
+            if len(gens) != req.n:
+                raise RuntimeError(
+                    f"backend {self.model.identity} returned {len(gens)} samples for a"
+                    f" request of n={req.n} (key {block.key[:12]})"
+                )
+            pending[i] = (block, _fill_empty(before, j, gens))
+        self._bill(received, stats)
+        for i in failed:
+            del pending[i]
+
+    def _generate(
+        self, requests: list[GenerationRequest], stats: ExecutionStats
+    ) -> Iterator[tuple[int, list[Generation] | GenerationError]]:
+        """The backend's outcomes for ``requests`` (empty samples asked again): this
+        process's model here (its retries are counted by :meth:`_run_blocks`); a Ray
+        executor runs them on an actor."""
+        return self.model.generate(requests)
+
+    def _empty_asks(
+        self, block: Block, gens: list[Generation]
+    ) -> list[tuple[int, GenerationRequest]]:
+        """The requests that ask the empty samples of ``block`` again: per run of
+        consecutive empty positions ``j..``, its offset ``j`` in the block and the request
+        of those samples, seeded ``sample_seed(key, start + j)``."""
+        empty = [j for j, g in enumerate(gens) if g.text == ""]
+        return [
+            (j, block.request.model_copy(
+                update={"seed": sample_seed(block.key, block.start + j), "n": size}))
+            for j, size in sample_blocks(empty, self.max_block)
+        ]
 
     def _waves(self, blocks: list[Block]) -> list[list[Block]]:
         """All blocks in one wave without a budget; else waves of the backend's
@@ -359,9 +413,9 @@ class Executor:
     def _commit_many(
         self, done: Sequence[tuple[Block, list[Generation]]], stats: ExecutionStats
     ) -> None:
-        """Cache completed blocks in one transaction and count them, with their reported
-        tokens, in ``stats`` and the ledger: prompt tokens once per backend call (the
-        block's one call, or one call per sample on a backend without parallel samples)."""
+        """Cache completed blocks in one transaction and count their samples in ``stats``
+        and the ledger (their calls and tokens are counted as they arrive:
+        :meth:`_bill`)."""
         for block, gens in done:
             if len(gens) != block.request.n:
                 raise RuntimeError(
@@ -369,23 +423,30 @@ class Executor:
                     f" request of n={block.request.n} (key {block.key[:12]})"
                 )
         identity = self.model.identity
-        parallel = self.model.capabilities.parallel_samples
         written = self.store.put_many(
             [(b.key, identity, b.request, b.start, gens) for b, gens in done]
         )
         stats.generated_samples += written
         for block, gens in done:
-            calls = 1 if parallel else len(gens)
-            prompt = gens[0].prompt_tokens if parallel else sum(g.prompt_tokens for g in gens)
-            completion = sum(g.completion_tokens for g in gens)
-            stats.backend_calls += 1
-            stats.completion_tokens += completion
-            stats.prompt_tokens += prompt
-            usage = self.ledger.usage(block.stage, identity)
-            usage.generated_samples += len(gens)
-            usage.calls += calls
-            usage.prompt_tokens += prompt
-            usage.completion_tokens += completion
+            self.ledger.usage(block.stage, identity).generated_samples += len(gens)
+
+    def _bill(self, received: Sequence[tuple[Block, object]], stats: ExecutionStats) -> None:
+        """Count what the backend calls of ``received`` (blocks and what the backend
+        yielded for each: generations or a failure) cost, in ``stats`` and under each
+        block's ledger stage (issue 34 item 6): the ``usage`` a metered backend attached
+        (every request it sent, retries included, with the tokens the server reported),
+        else :func:`counted_usage` of the generations."""
+        identity = self.model.identity
+        parallel = self.model.capabilities.parallel_samples
+        for block, outcome in received:
+            usage = usage_of(outcome) or counted_usage(outcome, parallel)
+            stats.backend_calls += usage.calls
+            stats.prompt_tokens += usage.prompt_tokens
+            stats.completion_tokens += usage.completion_tokens
+            entry = self.ledger.usage(block.stage, identity)
+            entry.calls += usage.calls
+            entry.prompt_tokens += usage.prompt_tokens
+            entry.completion_tokens += usage.completion_tokens
 
     @staticmethod
     def _failed(message: str, stats: ExecutionStats, errors: list[str]) -> None:
@@ -395,26 +456,42 @@ class Executor:
         log.info("request failed after retries: %s", message)  # -v; the CLI counts them
 
 
-UNSEEDED_EMPTY_RETRIES = 2
-"""How often an empty sample is asked again from a backend that neither reproduces seeds
-nor names its own ``max_retries``."""
+EMPTY_RETRIES = 2
+"""How often an empty sample is asked again from a backend that names no ``max_retries``."""
 
 
-def _unseeded_rounds(model: Model) -> int:
-    """How often an empty sample of ``model`` (which does not reproduce seeds) is asked
-    again: its ``max_retries`` when it has one (at least once), else
-    :data:`UNSEEDED_EMPTY_RETRIES`."""
+def empty_rounds(model: Model) -> int:
+    """How often an empty sample of ``model`` is asked again (issue 34 item 4: the
+    backend's retry budget, seeded or not): its ``max_retries`` when it has one (at
+    least once), else :data:`EMPTY_RETRIES`."""
     rounds = getattr(model, "max_retries", None)
-    return max(1, rounds) if isinstance(rounds, int) else UNSEEDED_EMPTY_RETRIES
+    return max(1, rounds) if isinstance(rounds, int) else EMPTY_RETRIES
 
 
-def _fill_empty(before: list[Generation], again: list[Generation]) -> list[Generation]:
-    """``before`` with each empty sample replaced by the same position of ``again`` (a
-    reply of the same request, same seeds); a reply of another length is passed on as it
-    is (the commit refuses it)."""
-    if len(again) != len(before):
-        return again
-    return [a if b.text == "" else b for b, a in zip(before, again, strict=True)]
+def counted_usage(outcome: object, parallel: bool) -> Usage:
+    """The usage of a backend call counted from its generations, for a backend that
+    attaches none: one call per block (``parallel``: it sends ``n``), else one per
+    sample; prompt tokens once per call, completion tokens summed. A failure counts
+    nothing (no usage is known)."""
+    if isinstance(outcome, GenerationError) or not isinstance(outcome, list) or not outcome:
+        return Usage()
+    gens: list[Generation] = outcome
+    completion = sum(g.completion_tokens for g in gens)
+    if parallel:
+        return Usage(1, gens[0].prompt_tokens, completion)
+    return Usage(len(gens), sum(g.prompt_tokens for g in gens), completion)
+
+
+def _fill_empty(
+    before: list[Generation], offset: int, again: list[Generation]
+) -> list[Generation]:
+    """``before`` with each empty sample at positions ``offset ..`` replaced by the same
+    sample of ``again`` (a reply asking those samples again, same seeds)."""
+    out = list(before)
+    for j, gen in enumerate(again, start=offset):
+        if out[j].text == "":
+            out[j] = gen
+    return out
 
 
 def sample_blocks(indices: list[int], max_block: int) -> list[tuple[int, int]]:

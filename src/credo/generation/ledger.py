@@ -4,21 +4,29 @@ Every :meth:`~credo.generation.executor.Executor.execute` call records into the 
 :class:`Ledger`, under a *stage*: the ``stage`` of a planned request, else the stage the
 call names, else the stage the pipeline has entered (:meth:`Ledger.stage`), else the
 call's description. Per stage and model the ledger counts the requests asked for (cache
-keys), the samples asked for and how many of them came from the cache, and for the
-samples generated in this run the backend calls, prompt tokens and completion tokens.
+keys), the samples asked for and how many of them came from the cache, the samples
+generated in this run, and the backend calls and prompt and completion tokens this run
+sent and was billed.
 
-Counting. Tokens are those the server reported in ``usage`` for the samples generated in
-this run; cached samples cost nothing. Every sample stores its call's ``prompt_tokens``
-as the server gave them, and the ledger counts prompt tokens **once per backend call**:
-once per block of consecutive samples sent with ``n`` (the block's first sample), once
-per sample on a backend without parallel samples (an OpenAI-compatible endpoint with
-``supports_n: false`` makes one call per sample). Completion tokens are the samples'
-``completion_tokens`` summed; an OpenAI-compatible server's ``usage.completion_tokens``
-of an ``n > 1`` reply is shared out over the choices so that they add up to it.
-llama.cpp's server (the embedded backend) reports usage of choice 0 only when
-``n > 1``: its other choices count only when they carry logprobs or ran to
-``max_tokens``, so embedded completion tokens are a lower bound then. An embedded block
-larger than ``n_parallel`` is split into several calls that the ledger counts as one.
+Counting (issue 34 item 6). A served model (the OpenAI-compatible backend) meters every
+request it sends: ``calls`` counts each one, retries, failed ones and empty samples asked
+again included, and the tokens are the sums of what the server reported in the ``usage``
+of every reply, a reply that was retried (malformed, or asked again because a sample was
+empty) or belonged to a request that failed in the end included: so the ledger's total
+equals what the server billed. A request whose reply never reached credo (a 500, a
+timeout, a body cut short) counts as a call with no tokens: none were reported. The
+probe of a served model counts under stage ``probe`` the same way (its samples are the
+choices its replies held; none is cached). Cached samples cost nothing.
+
+A backend that meters nothing (the embedded llama.cpp backend, the scripted one) is
+counted from the generations it returns: prompt tokens **once per backend call** (once
+per block of consecutive samples sent with ``n``, the block's first sample; once per
+sample on a backend without parallel samples) and the samples' ``completion_tokens``
+summed, for every reply (an empty sample asked again counts again). llama.cpp's server
+reports usage of choice 0 only when ``n > 1``: its other choices count only when they
+carry logprobs or ran to ``max_tokens``, so embedded completion tokens are a lower bound
+then. An embedded block larger than ``n_parallel`` is split into several calls that the
+ledger counts as one.
 
 Prices. ``model_options: {price_prompt_usd_per_mtok: 0.15, price_completion_usd_per_mtok:
 0.6}`` (US dollars per million tokens) price a model's tokens. The pool takes them out of
@@ -47,8 +55,10 @@ PRICE_KEYS = (PRICE_PROMPT, PRICE_COMPLETION)
 """The ``model_options`` keys that price a model (US dollars per million tokens)."""
 
 COUNTING = (
-    "tokens as the server reported them (usage) for the samples generated in this run; "
-    "prompt tokens once per backend call; cached samples cost nothing"
+    "every request this run sent to a served model (the probe, retries, failed requests "
+    "and empty samples asked again included) with the tokens the server reported in its "
+    "replies' usage; a backend that reports no usage per request: counted from its "
+    "samples, prompt tokens once per backend call; cached samples cost nothing"
 )
 """How the ledger counts, as written into ``metrics.json``."""
 
@@ -102,7 +112,8 @@ def split_prices(
 @dataclass
 class StageUsage:
     """What one stage asked of one model: requests (cache keys) and samples asked for,
-    samples read from the cache and generated, backend calls and reported tokens."""
+    samples read from the cache and generated, backend calls (every request sent) and
+    reported tokens."""
 
     requests: int = 0
     samples: int = 0

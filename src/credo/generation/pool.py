@@ -311,7 +311,7 @@ class ModelPool:
         model.preflight()
         found = model.probe()
         self._count_probe(role, model.identity, found)
-        if found.complete:
+        if found.settled:
             self.probes.put(found)
         return found
 
@@ -326,7 +326,7 @@ class ModelPool:
             model.preflight()
             found = model.probe()
             self._count_probe(role, model.identity, found)
-            if found.complete:
+            if found.settled:
                 self.probes.put(found)
         for warning in model.apply_probe(found):
             log.warning("%s", warning)
@@ -344,11 +344,14 @@ class ModelPool:
 
     def _count_probe(self, role: str, identity: str, found: ServerProbe) -> None:
         """Count a probe just sent in the ledger, under stage :data:`PROBE_STAGE`: its
-        requests, the replies (calls) and the tokens the server reported, at the role's
-        prices (a stored probe sends nothing and counts nothing)."""
+        requests, the samples (choices) its replies held, the calls it sent (every
+        attempt, retries included) and the tokens the server reported for all of them,
+        at the role's prices (a stored probe sends nothing and counts nothing)."""
         self.ledger.set_prices(identity, self.prices(role), role)
         self.ledger.usage(PROBE_STAGE, identity).add(
-            StageUsage(requests=found.requests, calls=found.replies,
+            StageUsage(requests=found.requests, samples=found.choices,
+                       generated_samples=found.choices,
+                       calls=found.calls or found.replies,
                        prompt_tokens=found.prompt_tokens,
                        completion_tokens=found.completion_tokens)
         )

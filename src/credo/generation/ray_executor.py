@@ -35,6 +35,9 @@ block. Only the backend call moves:
   every block left when no actor is alive. Dead actors are replaced at the next
   ``execute`` call. An exception the backend raises (a bad key, a prompt too long) is
   raised in the driver, as locally.
+* **Empty samples.** A block that comes back with an empty sample is not committed as it
+  is: once the plan's calls are in, its empty samples are asked again on an actor, with
+  the same seeds, exactly as the local executor does (issue 34 item 4).
 
 Ray is an optional dependency (``pip install 'credo[ray]'``), imported only here and only
 when a Ray executor runs.
@@ -46,12 +49,13 @@ import logging
 import os
 import time
 from collections import Counter, deque
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from credo.errors import UserError
 from credo.generation.executor import Block, ExecutionStats, Executor, SampleProgress
 from credo.generation.ledger import Ledger
-from credo.types import Generation, GenerationError
+from credo.types import Generation, GenerationError, GenerationRequest, Usage, usage_of
 
 if TYPE_CHECKING:
     from credo.config import ExecutorConfig
@@ -171,12 +175,17 @@ class BackendActor:
         """The backend's identity (the driver checks it against its own)."""
         return self._model.identity
 
-    def generate(self, requests: list[Any]) -> tuple[list[list[Generation] | str], int]:
-        """One call: per block its generations (or the failure's message when the backend
-        gave up after its retries), and the backend's retries since the previous answer."""
-        outcomes: list[list[Generation] | str] = ["the backend returned nothing"] * len(requests)
+    def generate(
+        self, requests: list[Any]
+    ) -> tuple[list[list[Generation] | _Failure], int]:
+        """One call: per block its generations (a metered backend's carry their usage),
+        or the failure's message and usage when the backend gave up after its retries;
+        and the backend's retries since the previous answer."""
+        outcomes: list[list[Generation] | _Failure] = [
+            _Failure("the backend returned nothing")] * len(requests)
         for i, gens in self._model.generate(requests):
-            outcomes[i] = str(gens) if isinstance(gens, GenerationError) else gens
+            outcomes[i] = (_Failure(str(gens), usage_of(gens))
+                           if isinstance(gens, GenerationError) else gens)
         with self._lock:
             total = int(getattr(self._model, "retries", 0) or 0)
             retries, self._retries_reported = total - self._retries_reported, total
@@ -290,6 +299,7 @@ class RayExecutor(Executor):
         self.start_actors()
         run = _Dispatch(ray, self.actors, self.in_flight, self.blocks_per_call, len(blocks))
         errors: list[str] = []
+        suspect: list[tuple[Block, list[Generation]]] = []
         t0 = time.perf_counter()
         with SampleProgress(description, sum(b.request.n for b in blocks),
                             self.show_progress) as progress:
@@ -301,10 +311,38 @@ class RayExecutor(Executor):
                                      f" ({self.lost_actors} lost)", stats, errors)
                     break
                 for call, outcome in run.collect():
-                    self._settle(blocks, call, outcome, run, stats, errors, progress)
-        self.actors = run.live_actors()
+                    self._settle(blocks, call, outcome, run, stats, errors, progress, suspect)
+            self.actors = run.live_actors()
+            if suspect:  # asked again on the actors, as locally (issue 34 item 4)
+                self._recheck_empty(suspect, stats, errors, progress)
         stats.seconds = time.perf_counter() - t0
         return errors
+
+    def _generate(
+        self, requests: list[GenerationRequest], stats: ExecutionStats
+    ) -> Iterator[tuple[int, list[Generation] | GenerationError]]:
+        """Run ``requests`` as one call on a live actor (empty samples asked again):
+        their outcomes as a backend yields them; every one fails when no actor is left
+        or the actor dies."""
+        import ray
+
+        if not self.actors:
+            lost = GenerationError(f"no Ray worker left ({self.lost_actors} lost)")
+            yield from ((i, lost) for i in range(len(requests)))
+            return
+        actor = self.actors[0]
+        try:
+            results, retries = ray.get(actor.generate.remote(list(requests)))
+        except ray.exceptions.RayError as e:
+            self.lost_actors += 1
+            self.actors = [a for a in self.actors if a is not actor]
+            lost = GenerationError(f"a Ray worker was lost: {_first_line(e)}")
+            yield from ((i, lost) for i in range(len(requests)))
+            return
+        stats.retries += retries
+        for i, gens in enumerate(results):
+            yield i, (GenerationError(gens.message, i, gens.usage)
+                      if isinstance(gens, _Failure) else gens)
 
     def _settle(
         self,
@@ -315,8 +353,10 @@ class RayExecutor(Executor):
         stats: ExecutionStats,
         errors: list[str],
         progress: SampleProgress,
+        suspect: list[tuple[Block, list[Generation]]],
     ) -> None:
-        """Commit the blocks of one returned call; fail or requeue them."""
+        """Commit the blocks of one returned call; fail or requeue them; a block with an
+        empty sample goes to ``suspect`` (asked again once the call's blocks are in)."""
         if isinstance(outcome, _ActorLost):
             self.lost_actors += outcome.newly_lost
             for b in call:
@@ -330,14 +370,25 @@ class RayExecutor(Executor):
         results, retries = outcome
         stats.retries += retries
         done = []
+        self._bill([(blocks[b], gens) for b, gens in zip(call, results, strict=True)], stats)
         for b, gens in zip(call, results, strict=True):
-            if isinstance(gens, str):
-                self._failed(gens, stats, errors)
+            if isinstance(gens, _Failure):
+                self._failed(gens.message, stats, errors)
+            elif any(g.text == "" for g in gens):
+                suspect.append((blocks[b], gens))
             else:
                 done.append((blocks[b], gens))
         if done:
             self._commit_many(done, stats)
             progress.advance(sum(len(gens) for _, gens in done))
+
+
+class _Failure(NamedTuple):
+    """A block whose backend gave up: its message, and the usage of the calls it sent
+    (a metered backend's; ``None``: not known)."""
+
+    message: str
+    usage: Usage | None = None
 
 
 class _ActorLost:

@@ -14,16 +14,19 @@ whether a seed reproduces its sample, whether the children of a call follow the 
 contract, whether it returns logprobs (how many alternatives) and whether it obeys a
 grammar. :meth:`~credo.models.openai_compat.OpenAIModel.apply_probe` sets from that what
 the options left open (``supports_n``, ``max_n``, ``logprobs``, ``grammar``); an option
-given explicitly always wins.
+given explicitly always wins, and so does the option's default where an empty reply
+left the probe's answer unknown (issue 34 item 4: one glitch decides nothing).
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Callable, Set
 from typing import Any, Protocol
 
 from credo.errors import UserError
+from credo.models.breaker import CircuitBreaker
 from credo.models.openai_errors import (
     Fail,
     MalformedReply,
@@ -31,10 +34,12 @@ from credo.models.openai_errors import (
     Retry,
     connection_reason,
     key_refused,
+    tell_breaker,
 )
-from credo.models.openai_probe import ProbeRefused, ServerProbe
+from credo.models.openai_probe import ProbeRefused, ServerProbe, probe_server
 from credo.models.openai_replicas import Replica
-from credo.models.openai_requests import checked_choices, get
+from credo.models.openai_requests import checked_choices, get, reported_usage
+from credo.types import Usage
 
 
 def preflight_replica(
@@ -77,6 +82,8 @@ async def send_probe_request(
     verdict_of: Callable[[Exception], Retry | Fail],
     backoff: Callable[[int], float],
     where: str,
+    meter: Usage | None = None,
+    breaker: CircuitBreaker | None = None,
 ) -> Any:
     """One probe request (on the loop thread): the reply as ``client`` gives it, once it is
     a chat completion whose choices all have a text (their number is the probe's
@@ -85,26 +92,84 @@ async def send_probe_request(
     gives the wait before retry ``k + 1``. Raises
     :class:`~credo.models.openai_probe.ProbeRefused` for a 4xx no retry mends and
     :class:`~credo.models.openai_errors.OpenAIGenerationError` (naming ``where``) when the
-    tries run out."""
+    tries run out or ``breaker`` (told of every attempt) is open. Every attempt counts
+    one call in ``meter``, with the tokens its reply reports (a malformed one's too)."""
+    verdict: Retry | Fail = Retry("not sent")
     for attempt in range(attempts):
-        try:
-            reply = await asyncio.wait_for(
-                client.chat.completions.create(**kwargs), timeout=timeout
-            )
-            checked_choices(reply, len(get(reply, "choices") or ()) or 1)
-            return reply
-        except MalformedReply as exc:
-            verdict: Retry | Fail = Retry(f"malformed reply: {exc}")
-        except TimeoutError:
-            verdict = Retry(f"no answer within {timeout} s")
-        except Exception as exc:
-            verdict = verdict_of(exc)
+        if breaker is not None and not breaker.allow():
+            raise OpenAIGenerationError(f"{where}: probe request not sent: {breaker.reason}")
+        outcome = await _probe_attempt(client, kwargs, timeout, verdict_of, meter)
+        if breaker is not None:
+            tell_breaker(breaker, outcome)
+        if not isinstance(outcome, Retry | Fail):
+            return outcome
+        verdict = outcome
         if isinstance(verdict, Fail):
             raise ProbeRefused(verdict.reason)
         if attempt + 1 < attempts:
             wait = verdict.retry_after
-            await asyncio.sleep(wait if wait is not None else backoff(attempt))
+            delay = wait if wait is not None else backoff(attempt)
+            await (breaker.sleep(delay) if breaker is not None else asyncio.sleep(delay))
     raise OpenAIGenerationError(f"{where} failed after {attempts} attempts: {verdict.reason}")
+
+
+async def _probe_attempt(
+    client: Any,
+    kwargs: dict[str, Any],
+    timeout: float,
+    verdict_of: Callable[[Exception], Retry | Fail],
+    meter: Usage | None,
+) -> Any:
+    """One attempt of :func:`send_probe_request`: the reply, or what to do about the
+    failure (:class:`Retry` or :class:`Fail`); counted in ``meter``."""
+    if meter is not None:
+        meter.calls += 1
+    try:
+        reply = await asyncio.wait_for(client.chat.completions.create(**kwargs), timeout=timeout)
+        reported = reported_usage(reply)
+        if meter is not None and reported is not None:
+            meter.prompt_tokens += reported[0]
+            meter.completion_tokens += reported[1]
+        checked_choices(reply, len(get(reply, "choices") or ()) or 1)
+        return reply
+    except MalformedReply as exc:
+        return Retry(f"malformed reply: {exc}")
+    except TimeoutError:
+        return Retry(f"no answer within {timeout} s")
+    except Exception as exc:
+        return verdict_of(exc)
+
+
+def check_numbers(max_concurrency: int, max_retries: int, retry_backoff: float) -> None:
+    """Refuse option values that make no sense (a ValueError names the option)."""
+    if max_concurrency < 1:
+        raise ValueError(f"max_concurrency must be >= 1, got {max_concurrency}")
+    if max_retries < 0 or retry_backoff < 0:
+        raise ValueError(
+            f"max_retries and retry_backoff must be >= 0, got {max_retries}, {retry_backoff}"
+        )
+
+
+def checked_label(label: str | None) -> str | None:
+    """The identity's label: a non-empty string without whitespace, or None."""
+    if label is None:
+        return None
+    text = str(label)
+    if not text or any(c.isspace() for c in text):
+        raise ValueError(f"label must be a non-empty word without spaces, got {label!r}")
+    return text
+
+
+def metered_probe(
+    send: Callable[[dict[str, Any], Usage], Any], model: str, identity: str
+) -> ServerProbe:
+    """:func:`~credo.models.openai_probe.probe_server` through ``send(body, meter)``, the
+    record's ``calls`` and tokens those ``meter`` counted over every attempt (retries
+    included: issue 34 item 6)."""
+    meter = Usage()
+    found = probe_server(lambda body: send(body, meter), model, identity)
+    return dataclasses.replace(found, calls=meter.calls, prompt_tokens=meter.prompt_tokens,
+                               completion_tokens=meter.completion_tokens)
 
 
 class Probed(Protocol):
@@ -142,13 +207,17 @@ def apply_probe(model: Probed, probe: ServerProbe, explicit: Set[str]) -> list[s
         model.supports_n = together
     if "max_n" not in explicit:
         model.max_n = probe.max_n
-    if "logprobs" not in explicit:
+    if probe.unsettled:
+        warnings.append(f"{name}: an empty reply left the probe's answer to "
+                        f"{', '.join(probe.unsettled)} unknown: those options stay as given "
+                        "and the probe is asked again next time")
+    if "logprobs" not in explicit and probe.logprobs is not None:
         model.logprobs = bool(probe.logprobs)
         model.max_top_logprobs = probe.top_logprobs if probe.logprobs else 0
         if not probe.logprobs:
             warnings.append(f"{name}: the server returns no logprobs: methods "
                             "that need them are not available")
-    if "grammar" not in explicit:
+    if "grammar" not in explicit and "grammar" not in probe.unsettled:
         model.grammar_field = probe.grammar
     model.seeds_reproducible = probe.deterministic
     if probe.deterministic is False:
@@ -158,4 +227,12 @@ def apply_probe(model: Probed, probe: ServerProbe, explicit: Set[str]) -> list[s
     return warnings
 
 
-__all__ = ["Probed", "apply_probe", "preflight_replica", "send_probe_request"]
+__all__ = [
+    "Probed",
+    "apply_probe",
+    "check_numbers",
+    "checked_label",
+    "metered_probe",
+    "preflight_replica",
+    "send_probe_request",
+]

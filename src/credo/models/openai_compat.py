@@ -17,7 +17,8 @@ The rest lives by concern, each module's docstring saying how it behaves:
 - :mod:`credo.models.openai_replicas`: replicas, the calls in flight on each
   (``max_concurrency``) and the rate limits over them all (:mod:`credo.models.ratelimit`);
 - :mod:`credo.models.openai_errors`: retries (backoff, ``Retry-After``) and which
-  failures are retried, fail their request, or are the user's to mend;
+  failures are retried, fail their request, or are the user's to mend (and
+  :mod:`credo.models.breaker`: no retries for a server that fails every request);
 - :mod:`credo.models.openai_checks`: the preflight (``GET /models`` per replica) and the
   probe's requests (:mod:`credo.models.openai_probe`), and what a probe sets.
 
@@ -29,6 +30,9 @@ writes its model options to its folder. Credentials in a base URL
 (``?api_key=KEY``, :data:`credo.models.urls.SECRET_PARAMS`), which the client adds to
 every call of that replica (issue 21); and the URL everything else sees (``repr``, log
 lines, error messages, the client, which would log them) is :func:`redact_url`'s.
+
+Usage (issue 34 item 6): every attempt is metered (one call, the tokens its reply
+reports) and travels with what :meth:`OpenAIModel.generate` yields for its request.
 """
 
 from __future__ import annotations
@@ -45,7 +49,15 @@ from typing import Any
 
 from credo.errors import UserError
 from credo.models.base import ClosesOnExit
-from credo.models.openai_checks import apply_probe, preflight_replica, send_probe_request
+from credo.models.breaker import DEFAULT_BREAKER_FAILURES, DEFAULT_BREAKER_WINDOW_S, CircuitBreaker
+from credo.models.openai_checks import (
+    apply_probe,
+    check_numbers,
+    checked_label,
+    metered_probe,
+    preflight_replica,
+    send_probe_request,
+)
 from credo.models.openai_errors import (
     MAX_RETRY_DELAY_S,
     Fail,
@@ -54,11 +66,12 @@ from credo.models.openai_errors import (
     Retry,
     backoff_seconds,
     classify,
+    raise_unless_outcome,
     retry_after_seconds,
     retrying,
 )
 from credo.models.openai_loop import LoopThread
-from credo.models.openai_probe import ServerProbe, probe_server
+from credo.models.openai_probe import ServerProbe
 from credo.models.openai_replicas import (
     DEFAULT_MAX_CONCURRENCY,
     REPLICA_COOLDOWN_S,
@@ -73,8 +86,8 @@ from credo.models.openai_requests import (
     MAX_TOP_LOGPROBS,
     calls_of,
     chat_kwargs,
-    generations_of,
     grammar_field,
+    metered_generations,
     parse_choice_logprobs,
     tokens_used,
 )
@@ -83,7 +96,15 @@ from credo.models.openai_requests import (
 )
 from credo.models.ratelimit import RateLimits, estimate_tokens
 from credo.models.urls import redact_url
-from credo.types import Capabilities, Generation, GenerationError, GenerationRequest, SampleBlock
+from credo.types import (
+    Capabilities,
+    Generation,
+    GenerationError,
+    GenerationRequest,
+    Generations,
+    SampleBlock,
+    Usage,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -105,7 +126,8 @@ class OpenAIModel(ClosesOnExit):
     ``max_concurrency`` bounds the calls in flight per replica; ``requests_per_minute``
     and ``tokens_per_minute`` bound all replicas together. ``max_retries`` and
     ``retry_backoff`` (seconds) shape the retries of :mod:`credo.models.openai_errors`;
-    ``retries`` counts the calls retried so far.
+    ``retries`` counts the calls retried so far. ``breaker_failures`` and
+    ``breaker_window_s`` shape the circuit breaker (:mod:`credo.models.breaker`).
 
     ``supports_n``, ``max_n`` (most samples per call), ``logprobs`` and ``grammar`` (a
     body field of :data:`~credo.models.openai_probe.GRAMMAR_FIELDS`, ``True`` for
@@ -128,6 +150,8 @@ class OpenAIModel(ClosesOnExit):
         timeout: float = 120,
         max_retries: int = 4,
         retry_backoff: float = 1.0,
+        breaker_failures: int = DEFAULT_BREAKER_FAILURES,
+        breaker_window_s: float = DEFAULT_BREAKER_WINDOW_S,
         preflight_timeout: float = 5.0,
         supports_n: bool | None = None,
         max_n: int | None = None,
@@ -145,7 +169,7 @@ class OpenAIModel(ClosesOnExit):
                 f"keep it); export {api_key_env}=<key>, and for another variable set "
                 "model_options: {api_key_env: NAME}"
             )
-        _check_numbers(max_concurrency, max_retries, retry_backoff)
+        check_numbers(max_concurrency, max_retries, retry_backoff)
         urls = replica_urls(base_url)
         if client is not None and len(urls) > 1:
             raise ValueError("an injected client serves one replica; give one base_url")
@@ -156,7 +180,7 @@ class OpenAIModel(ClosesOnExit):
                 "(local servers: set base_url)"
             )
         self.model = model
-        self.label = _checked_label(label)
+        self.label = checked_label(label)
         self.replicas = [replica_of(url) for url in urls]
         if client is not None:
             self.replicas[0].client, self.replicas[0].owns_client = client, False
@@ -167,6 +191,7 @@ class OpenAIModel(ClosesOnExit):
         self.timeout = timeout
         self.max_retries = max_retries
         self.retry_backoff = retry_backoff
+        self.breaker = CircuitBreaker(breaker_failures, breaker_window_s)
         self.preflight_timeout = preflight_timeout
         self.supports_seed = supports_seed
         self.explicit_truncation = explicit_truncation
@@ -243,11 +268,14 @@ class OpenAIModel(ClosesOnExit):
     ) -> Iterator[tuple[int, list[Generation] | GenerationError]]:
         """Send every request's calls concurrently; yield each request once all its calls end.
 
-        A request whose call failed (retries run out, or a 4xx no retry mends) is yielded
-        once as ``(index, OpenAIGenerationError)``, as soon as that call gives up; the
-        other requests go on. A 401/403 raises :class:`~credo.errors.UserError`; any
-        other exception raises :class:`OpenAIGenerationError` naming the request. Either
-        cancels the calls not yet finished.
+        A request whose call failed (retries run out, a 4xx no retry mends, the breaker
+        is open) is yielded once as ``(index, OpenAIGenerationError)``, as soon as that
+        call gives up; the other requests go on. A 401/403 raises
+        :class:`~credo.errors.UserError`; any other exception raises
+        :class:`OpenAIGenerationError` naming the request. Either cancels the calls not
+        yet finished. Generations are :class:`~credo.types.Generations`; they and an
+        error carry the ``usage`` of the request's calls (an error's grows until the
+        generator ends: calls of its request still in flight).
         """
         requests = list(requests)
         self._check_logprobs(requests)
@@ -255,8 +283,9 @@ class OpenAIModel(ClosesOnExit):
         if not calls:
             return
         loop = self._loop.ensure(self)  # RuntimeError once closed
-        results: queue.Queue[tuple[_Call | None, _Outcome]] = queue.Queue()
+        results: queue.Queue[tuple[_Call | None, _Outcome, Usage]] = queue.Queue()
         remaining = {index: 0 for index in range(len(requests))}
+        billed = {index: Usage() for index in range(len(requests))}
         for call in calls:
             remaining[call.request_index] += 1
         runner: Future[None] = asyncio.run_coroutine_threadsafe(
@@ -266,16 +295,18 @@ class OpenAIModel(ClosesOnExit):
         received = 0
         try:
             while received < len(calls):
-                call, outcome = results.get()
+                call, outcome, usage = results.get()
                 received += 1
-                self._raise_unless_outcome(call, outcome)
+                raise_unless_outcome(call, outcome, self.identity)
                 assert call is not None
                 index = call.request_index
+                billed[index].add(usage)  # a failed request's error holds this Usage
                 if remaining[index] < 0:
                     continue  # a call of a request that already failed
                 if isinstance(outcome, OpenAIGenerationError):
                     remaining[index] = -1
                     partial.pop(index, None)
+                    outcome.usage = billed[index]
                     yield index, outcome
                     continue
                 assert not isinstance(outcome, BaseException)
@@ -284,7 +315,8 @@ class OpenAIModel(ClosesOnExit):
                 remaining[index] -= 1
                 if remaining[index] == 0:
                     del partial[index]
-                    yield index, [g for o in sorted(blocks) for g in blocks[o]]
+                    gens = [g for o in sorted(blocks) for g in blocks[o]]
+                    yield index, Generations(gens, billed[index])
         finally:
             if received < len(calls) and not runner.done():  # left early: stop the rest
                 runner.cancel()
@@ -304,8 +336,9 @@ class OpenAIModel(ClosesOnExit):
     def probe(self) -> ServerProbe:
         """What the first replica does with ``n``, seeds, logprobs and grammars: a handful
         of tiny requests (:func:`credo.models.openai_probe.probe_server`), each tried
-        ``min(max_retries, 3) + 1`` times at most and given ``min(timeout, 60)`` seconds."""
-        return probe_server(self._probe_send, self.model, self.identity)
+        ``min(max_retries, 3) + 1`` times at most and given ``min(timeout, 60)`` seconds;
+        its ``calls`` and tokens count every attempt."""
+        return metered_probe(self._probe_send, self.model, self.identity)
 
     def apply_probe(self, probe: ServerProbe) -> list[str]:
         """Set what the options left open from ``probe``; the warnings the user should see.
@@ -338,21 +371,6 @@ class OpenAIModel(ClosesOnExit):
                     f"but {self.identity} was declared without logprobs"
                 )
 
-    def _raise_unless_outcome(self, call: _Call | None, outcome: _Outcome) -> None:
-        """Raise ``outcome`` unless it is generations or a request's failure to yield
-        (``call`` is ``None`` when the runner itself failed)."""
-        if not isinstance(outcome, BaseException):
-            return
-        if isinstance(outcome, UserError) or call is None:
-            raise outcome
-        if isinstance(outcome, OpenAIGenerationError):
-            return
-        raise OpenAIGenerationError(
-            f"request {call.request_index} (samples {call.offset}..{call.offset + call.n - 1}) "
-            f"to {self.identity} failed: {type(outcome).__name__}: {outcome}",
-            call.request_index,
-        ) from outcome
-
     def _client_for(self, replica: Replica) -> Any:
         """The replica's client (:func:`credo.models.openai_replicas.client_for`)."""
         return client_for(replica, self._api_key, self.timeout)
@@ -361,28 +379,29 @@ class OpenAIModel(ClosesOnExit):
         self,
         requests: list[GenerationRequest],
         calls: list[_Call],
-        results: queue.Queue[tuple[_Call | None, _Outcome]],
+        results: queue.Queue[tuple[_Call | None, _Outcome, Usage]],
     ) -> None:
         """Run ``calls``, at most ``max_concurrency`` per replica at a time, posting each
-        outcome."""
+        outcome and the usage of its attempts."""
 
         async def one(call: _Call) -> None:
+            usage = Usage()
             try:
                 outcome: _Outcome = await self._call_with_retries(
-                    requests[call.request_index], call
+                    requests[call.request_index], call, usage
                 )
             except Exception as exc:  # handed to the consumer (yielded or raised)
                 outcome = exc
-            results.put((call, outcome))
+            results.put((call, outcome, usage))
 
         await asyncio.gather(*(one(call) for call in calls))
 
     async def _call_with_retries(
-        self, request: GenerationRequest, call: _Call
+        self, request: GenerationRequest, call: _Call, usage: Usage
     ) -> list[Generation]:
-        """One call, retried as :mod:`credo.models.openai_errors` says;
-        :class:`OpenAIGenerationError` when it gives up. A replica's room is held per
-        attempt, not while waiting."""
+        """One call, retried as :mod:`credo.models.openai_errors` says (attempts metered
+        in ``usage``, the breaker told of each); :class:`OpenAIGenerationError` when it
+        gives up. A replica's room is held per attempt, not while waiting."""
 
         def on_retry(where: str, delay: float, reason: str) -> None:
             logger.debug(
@@ -393,8 +412,8 @@ class OpenAIModel(ClosesOnExit):
                 self.retries += 1
 
         return await retrying(
-            lambda failed_on: self._attempt(request, call, failed_on),
-            call, self.identity, self.max_retries, self._backoff, on_retry,
+            lambda failed_on: self._attempt(request, call, failed_on, usage),
+            call, self.identity, self.max_retries, self._backoff, on_retry, self.breaker,
         )
 
     def _backoff(self, attempt: int) -> float:
@@ -402,17 +421,18 @@ class OpenAIModel(ClosesOnExit):
         return backoff_seconds(attempt, self.retry_backoff, self._rng)
 
     async def _attempt(
-        self, request: GenerationRequest, call: _Call, failed_on: Replica | None
+        self, request: GenerationRequest, call: _Call, failed_on: Replica | None, usage: Usage
     ) -> tuple[list[Generation] | Retry | Fail, Replica]:
         """One attempt of a call on the replica the scheduler gives
         (:meth:`~credo.models.openai_replicas.ReplicaScheduler.acquire`), within the rate
-        limits: the generations, or what to do about the failure."""
+        limits: the generations, or what to do about the failure; metered in ``usage``."""
         estimate = estimate_tokens(request, call.n)
         await self.limits.wait(estimate)
         replica = await self._scheduler.acquire(failed_on)
         verdict: Retry | Fail | None = None
+        usage.calls += 1
         try:
-            generations = await self._call(self._client_for(replica), request, call)
+            generations = await self._call(self._client_for(replica), request, call, usage)
         except MalformedReply as exc:
             verdict = Retry(f"malformed reply: {exc}")
         except Exception as exc:
@@ -426,13 +446,13 @@ class OpenAIModel(ClosesOnExit):
         self.limits.settle(estimate, tokens_used(generations))
         return generations, replica
 
-    def _probe_send(self, body: dict[str, Any]) -> Any:
+    def _probe_send(self, body: dict[str, Any], meter: Usage | None = None) -> Any:
         """One probe request to the first replica: the reply as the client gives it, once
         it is a chat completion whose choices all have a text (their number is the probe's
         business). Tried ``min(max_retries, 3) + 1`` times at most; raises
         :class:`~credo.models.openai_probe.ProbeRefused` for a 4xx no retry mends,
-        :class:`OpenAIGenerationError` when the tries run out,
-        :class:`~credo.errors.UserError` on 401/403."""
+        :class:`OpenAIGenerationError` when the tries run out or the breaker is open,
+        :class:`~credo.errors.UserError` on 401/403; attempts metered in ``meter``."""
         attempts = min(self.max_retries, 3) + 1
         timeout = min(self.timeout, 60.0)
         replica = self.replicas[0]
@@ -442,6 +462,7 @@ class OpenAIModel(ClosesOnExit):
                 self._client_for(replica), body, timeout, attempts,
                 lambda exc: self._classify(exc, replica), self._backoff,
                 f"{self.identity} at {replica.url or 'api.openai.com'}",
+                meter=meter, breaker=self.breaker,
             )
 
         future = asyncio.run_coroutine_threadsafe(send(), self._loop.ensure(self))
@@ -451,36 +472,18 @@ class OpenAIModel(ClosesOnExit):
         """What to do about a failed call (:func:`credo.models.openai_errors.classify`)."""
         return classify(exc, replica, self.model, self.api_key_env, self._api_key)
 
-    async def _call(self, client: Any, request: GenerationRequest, call: _Call) -> list[Generation]:
-        """One ``chat.completions.create`` call → ``call.n`` generations; a reply that is
-        not ``call.n`` well-formed choices raises
+    async def _call(
+        self, client: Any, request: GenerationRequest, call: _Call, usage: Usage
+    ) -> list[Generation]:
+        """One ``chat.completions.create`` call → ``call.n`` generations, its tokens
+        metered in ``usage``; a reply that is not ``call.n`` well-formed choices raises
         :class:`~credo.models.openai_errors.MalformedReply`."""
         loop = asyncio.get_running_loop()
         start = loop.time()
         response = await client.chat.completions.create(
             **self.request_kwargs(request, call.offset, call.n)
         )
-        return generations_of(response, request, call.n, loop.time() - start)
-
-
-def _check_numbers(max_concurrency: int, max_retries: int, retry_backoff: float) -> None:
-    """Refuse option values that make no sense (a ValueError names the option)."""
-    if max_concurrency < 1:
-        raise ValueError(f"max_concurrency must be >= 1, got {max_concurrency}")
-    if max_retries < 0 or retry_backoff < 0:
-        raise ValueError(
-            f"max_retries and retry_backoff must be >= 0, got {max_retries}, {retry_backoff}"
-        )
-
-
-def _checked_label(label: str | None) -> str | None:
-    """The identity's label: a non-empty string without whitespace, or None."""
-    if label is None:
-        return None
-    text = str(label)
-    if not text or any(c.isspace() for c in text):
-        raise ValueError(f"label must be a non-empty word without spaces, got {label!r}")
-    return text
+        return metered_generations(response, request, call.n, loop.time() - start, usage)
 
 
 __all__ = [

@@ -22,6 +22,13 @@ go on (the protocol's contract: the executor caches the rest and the run resumes
 A 401 or 403 raises :class:`~credo.errors.UserError` (the key is wrong or missing; no
 request can succeed). Any other exception (a bug, or an injected client's own) is raised
 as an :class:`OpenAIGenerationError` naming the request.
+
+Circuit breaker (issue 34 item 5). A server that fails every request opens the model's
+:class:`~credo.models.breaker.CircuitBreaker` (``breaker_failures`` failed attempts in a
+row lasting ``breaker_window_s`` seconds with no success; 10 and 10 s by default): from
+then on a call fails without being sent, and a call waiting to retry fails at once, so
+such a run ends (exit 3, everything done cached) in about the window rather than in
+every call's whole retry budget.
 """
 
 from __future__ import annotations
@@ -35,6 +42,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from credo.errors import UserError
+from credo.models.breaker import CircuitBreaker
 from credo.models.openai_replicas import Replica
 from credo.models.urls import redact_text
 from credo.types import GenerationError, SampleBlock
@@ -55,10 +63,13 @@ class MalformedReply(Exception):
 
 @dataclass(frozen=True)
 class Retry:
-    """A call failed in a way another try may mend; ``retry_after`` is the server's wait."""
+    """A call failed in a way another try may mend; ``retry_after`` is the server's wait.
+    ``throttled``: a 429, the server asking to wait (no sign that it is down: the circuit
+    breaker does not count it)."""
 
     reason: str
     retry_after: float | None = None
+    throttled: bool = False
 
 
 @dataclass(frozen=True)
@@ -94,16 +105,28 @@ async def retrying(
     max_retries: int,
     backoff: Callable[[int], float],
     on_retry: Callable[[str, float, str], None],
+    breaker: CircuitBreaker | None = None,
 ) -> T:
     """One call, retried as this module's docstring says: ``attempt(failed_on)`` makes one
     attempt (``failed_on``: the replica the last one failed on) and gives its outcome and
     replica; :class:`OpenAIGenerationError` when it gives up. Before each retry's wait (the
     server's ``Retry-After``, or ``backoff(k)`` before retry ``k + 1``),
-    ``on_retry(where, delay, reason)`` is told."""
+    ``on_retry(where, delay, reason)`` is told. ``breaker`` (:mod:`credo.models.breaker`)
+    is told of every attempt; while it is open no attempt is made (the call fails at once,
+    or as soon as it opens while the call waits to retry)."""
     tries = 0
     failed_on: Replica | None = None
     while True:
+        if breaker is not None and not breaker.allow():
+            raise OpenAIGenerationError(
+                f"request {call.request_index} (samples {call.offset}.."
+                f"{call.offset + call.n - 1}) to {identity} not sent"
+                f"{f' after {tries} attempts' if tries else ''}: {breaker.reason}",
+                call.request_index,
+            )
         outcome, replica = await attempt(failed_on)
+        if breaker is not None:
+            tell_breaker(breaker, outcome)
         if not isinstance(outcome, Retry | Fail):
             return outcome
         failed_on = replica
@@ -119,7 +142,39 @@ async def retrying(
         delay = outcome.retry_after if outcome.retry_after is not None else backoff(tries)
         on_retry(where, delay, outcome.reason)
         tries += 1
-        await asyncio.sleep(delay)
+        if breaker is not None:
+            await breaker.sleep(delay)
+        else:
+            await asyncio.sleep(delay)
+
+
+def raise_unless_outcome(call: SampleBlock | None, outcome: object, identity: str) -> None:
+    """Raise ``outcome`` unless it is generations or a request's failure to yield
+    (``call`` is ``None`` when the runner itself failed): a :class:`UserError` or the
+    runner's own error as it is, any other exception as an :class:`OpenAIGenerationError`
+    naming the request."""
+    if not isinstance(outcome, BaseException):
+        return
+    if isinstance(outcome, UserError) or call is None:
+        raise outcome
+    if isinstance(outcome, OpenAIGenerationError):
+        return
+    raise OpenAIGenerationError(
+        f"request {call.request_index} (samples {call.offset}..{call.offset + call.n - 1}) "
+        f"to {identity} failed: {type(outcome).__name__}: {outcome}",
+        call.request_index,
+    ) from outcome
+
+
+def tell_breaker(breaker: CircuitBreaker, outcome: object) -> None:
+    """Tell ``breaker`` how one attempt ended: a :class:`Retry` other than a 429 is a
+    failure, a :class:`Fail` or a 429 neither, anything else a success."""
+    if isinstance(outcome, Retry) and not outcome.throttled:
+        breaker.failure()
+    elif isinstance(outcome, Retry | Fail):
+        breaker.neutral()
+    else:
+        breaker.success()
 
 
 def classify(
@@ -139,7 +194,7 @@ def classify(
         reason = redact_text(f"HTTP {status}: {exc.message}")
         if status in (408, 429) or status >= 500:
             wait = retry_after_seconds(exc.response.headers) if status in (429, 503) else None
-            return Retry(reason, wait)
+            return Retry(reason, wait, throttled=status == 429)
         return Fail(reason)
     if isinstance(exc, openai.APIConnectionError):  # APITimeoutError included
         return Retry(connection_reason(exc))
@@ -200,6 +255,8 @@ __all__ = [
     "connection_reason",
     "key_refused",
     "not_found",
+    "raise_unless_outcome",
     "retry_after_seconds",
     "retrying",
+    "tell_breaker",
 ]

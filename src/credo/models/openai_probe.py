@@ -23,11 +23,19 @@ handful of tiny requests (at most :data:`MAX_PROBE_REQUESTS`, sent one after ano
    baseline needs a grammar, and a server that takes ``guided_choice`` takes
    ``guided_grammar``.)
 
-A 4xx answer is a "no" to what was asked; any other failure (after one retry) stops the
-probe, whose record then lists it in ``errors`` (incomplete: nothing is concluded and
-nothing stored). The backend (:class:`~credo.models.openai_compat.OpenAIModel`) sends
-the requests (:mod:`credo.models.openai_checks`); this module holds the questions and the
-conclusions.
+A 4xx answer is a "no" to what was asked; any other failure (after the sender's
+retries) stops the probe, whose record then lists it in ``errors`` (incomplete: nothing
+is concluded and nothing stored).
+
+Glitches (issue 34 item 4). An empty reply is no answer: the probe's prompt always has
+one, so an empty text is a server's glitch more likely than a sample. A question whose
+answer rests on an empty reply (two replies to one seed that disagree because one is
+empty, a logprobs or grammar reply without text) is answered "unknown" and named in
+``unsettled``, never "no" from one glitch: a probe with an unsettled question leaves
+those options as given and is not stored, so the next run asks again.
+
+The backend (:class:`~credo.models.openai_compat.OpenAIModel`) sends the requests
+(:mod:`credo.models.openai_checks`); this module holds the questions and the conclusions.
 """
 
 from __future__ import annotations
@@ -88,21 +96,34 @@ class ServerProbe:
     seconds: float = 0.0
     probed_at: str = ""
     errors: tuple[str, ...] = ()
-    #: What the probe's replies cost, as the server reported it (``usage``): the replies
-    #: received, their prompt and completion tokens (the ledger's stage ``probe``).
+    #: What the probe cost, as the server reported it (``usage``; the ledger's stage
+    #: ``probe``): the replies received and their choices, the requests sent (``calls``:
+    #: every attempt, retries included; 0 in a record of an older credo) and the prompt
+    #: and completion tokens of every reply (a retried one's too).
     replies: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    calls: int = 0
+    choices: int = 0
+    #: The questions an empty reply left unknown (field names: ``deterministic``,
+    #: ``seeds_vary``, ``seed_contract``, ``logprobs``, ``grammar``).
+    unsettled: tuple[str, ...] = ()
 
     @property
     def complete(self) -> bool:
         """Whether every question got an answer (an incomplete probe decides nothing)."""
         return not self.errors
 
+    @property
+    def settled(self) -> bool:
+        """Complete, and no question left unknown by an empty reply: worth storing."""
+        return self.complete and not self.unsettled
+
     def to_json(self) -> dict[str, Any]:
         """The record as JSON-ready values."""
         out = asdict(self)
         out["errors"] = list(self.errors)
+        out["unsettled"] = list(self.unsettled)
         return out
 
     @classmethod
@@ -111,23 +132,28 @@ class ServerProbe:
         known = {f.name for f in fields(cls)}
         values = {k: v for k, v in data.items() if k in known}
         values["errors"] = tuple(values.get("errors") or ())
+        values["unsettled"] = tuple(values.get("unsettled") or ())
         return cls(**values)
 
     def rows(self) -> list[tuple[str, str]]:
         """(question, answer) lines for people."""
 
-        def yes(value: bool | None) -> str:
+        def yes(value: bool | None, name: str = "") -> str:
+            if name in self.unsettled:
+                return "unknown (an empty reply)"
             return "unknown" if value is None else ("yes" if value else "no")
 
-        lp = yes(self.logprobs) + (f", top {self.top_logprobs}" if self.logprobs else "")
+        lp = yes(self.logprobs, "logprobs") + (
+            f", top {self.top_logprobs}" if self.logprobs else "")
+        grammar = f"yes ({self.grammar})" if self.grammar else yes(False, "grammar")
         return [
             ("honours n", yes(self.honours_n)),
             ("most samples per call", "32 or more" if self.max_n is None else str(self.max_n)),
-            ("same seed, same sample", yes(self.deterministic)),
-            ("other seeds, other samples", yes(self.seeds_vary)),
-            ("child j of a call seeded seed + j", yes(self.seed_contract)),
+            ("same seed, same sample", yes(self.deterministic, "deterministic")),
+            ("other seeds, other samples", yes(self.seeds_vary, "seeds_vary")),
+            ("child j of a call seeded seed + j", yes(self.seed_contract, "seed_contract")),
             ("logprobs", lp),
-            ("grammar", f"yes ({self.grammar})" if self.grammar else "no"),
+            ("grammar", grammar),
         ]
 
     def summary(self) -> str:
@@ -161,6 +187,9 @@ def probe_server(send: Send, model: str, identity: str) -> ServerProbe:
         replies=probe.replies,
         prompt_tokens=probe.prompt_tokens,
         completion_tokens=probe.completion_tokens,
+        calls=probe.requests,
+        choices=probe.choices,
+        unsettled=tuple(dict.fromkeys(probe.unsettled)),
         **found,
     )
 
@@ -175,11 +204,15 @@ class _Prober:
     def __init__(self, send: Send, model: str) -> None:
         self.send, self.model = send, model
         self.requests = self.replies = self.prompt_tokens = self.completion_tokens = 0
+        self.choices = 0
         self.errors: list[str] = []
+        self.unsettled: list[str] = []
         self.refusal = ""
 
     def seeds(self) -> dict[str, Any]:
-        """Steps 1 and 2: ``n``, determinism, the seed contract."""
+        """Steps 1 and 2: ``n``, determinism, the seed contract. An empty text is no
+        answer (the module docstring, *Glitches*): a comparison it takes part in is
+        unknown."""
         together = self.texts(n=3, seed=PROBE_SEED)
         if together is not None and len(together) not in (1, 3):
             self.errors.append(f"a call with n=3 was answered with {len(together)} choices")
@@ -187,18 +220,42 @@ class _Prober:
         honours_n = together is not None and len(together) == 3
         max_n = self.widest() if honours_n else 1
         single = [self.texts(seed=PROBE_SEED + j) for j in (0, 0, 1, 2)]
-        texts = [t[0] if t else None for t in single]
-        deterministic = texts[0] is not None and texts[0] == texts[1]
+        texts = [t[0] if t else "" for t in single]
+        deterministic = self.same("deterministic", [(texts[0], texts[1])])
         contract = None
-        if honours_n and deterministic:
-            contract = together == [texts[0], texts[2], texts[3]]
+        if honours_n and deterministic and together is not None:
+            contract = self.same("seed_contract", list(zip(
+                together, [texts[0], texts[2], texts[3]], strict=True)))
         return {
             "honours_n": honours_n,
             "max_n": max_n,
             "deterministic": deterministic,
-            "seeds_vary": len({texts[0], texts[2], texts[3]}) > 1,
+            "seeds_vary": self.vary([texts[0], texts[2], texts[3]]),
             "seed_contract": contract,
         }
+
+    def same(self, question: str, pairs: list[tuple[str, str]]) -> bool | None:
+        """Whether each pair of texts (replies that should agree) agrees: ``False`` when
+        two texts differ, ``True`` when all agree, ``None`` (``question`` unsettled) when
+        an empty text leaves it open."""
+        if any(a and b and a != b for a, b in pairs):
+            return False
+        if all(a and b for a, b in pairs):
+            return True
+        self.unsettled.append(question)
+        return None
+
+    def vary(self, texts: list[str]) -> bool | None:
+        """Whether texts of different seeds differ: ``True`` when two non-empty ones do,
+        ``False`` when all are the same text, ``None`` (unsettled) when empty ones leave
+        it open."""
+        seen = {t for t in texts if t}
+        if len(seen) > 1:
+            return True
+        if all(texts):
+            return False
+        self.unsettled.append("seeds_vary")
+        return None
 
     def widest(self) -> int | None:
         """Step 1, continued: the most samples one call may ask (None: 32 or more)."""
@@ -220,18 +277,26 @@ class _Prober:
             choices = _choices(reply)
             content = _get(_get(choices[0], "logprobs"), "content") if choices else None
             if not content:
+                if not any(_texts(reply)[:1]):  # no text, hence no tokens: a glitch
+                    self.unsettled.append("logprobs")
+                    return {"logprobs": None, "top_logprobs": 0}
                 break
             counts = [len(_get(entry, "top_logprobs") or ()) for entry in content]
             return {"logprobs": True, "top_logprobs": min(counts)}
         return {"logprobs": False, "top_logprobs": 0}
 
     def grammar(self) -> str | None:
-        """Step 4: the body field whose grammar the server obeys, if any."""
+        """Step 4: the body field whose grammar the server obeys, if any (unsettled when
+        none was obeyed and a reply had no text)."""
+        empty = False
         for field in GRAMMAR_FIELDS:
             reply = self.call({"extra_body": {field: PROBE_GRAMMAR}})
             got = _texts(reply) if reply is not None else None
             if got and got[0].strip() in GRAMMAR_WORDS:
                 return field
+            empty = empty or (got is not None and not (got and got[0]))
+        if empty:
+            self.unsettled.append("grammar")
         return None
 
     def texts(self, n: int = 1, seed: int = PROBE_SEED) -> list[str] | None:
@@ -278,6 +343,7 @@ class _Prober:
         """Add the ``usage`` the server reported for ``reply``."""
         usage = _get(reply, "usage")
         self.replies += 1
+        self.choices += len(_choices(reply))
         self.prompt_tokens += int(_get(usage, "prompt_tokens") or 0)
         self.completion_tokens += int(_get(usage, "completion_tokens") or 0)
 

@@ -31,7 +31,14 @@ from typing import Any, Protocol
 
 from credo.models.openai_errors import MalformedReply
 from credo.models.openai_probe import GRAMMAR_FIELDS
-from credo.types import Generation, GenerationRequest, SampleBlock, SamplingParams, TokenLogprob
+from credo.types import (
+    Generation,
+    GenerationRequest,
+    SampleBlock,
+    SamplingParams,
+    TokenLogprob,
+    Usage,
+)
 
 MAX_TOP_LOGPROBS = 20
 
@@ -216,6 +223,34 @@ def share_completion_tokens(generations: list[Generation], total: int) -> list[G
     return out
 
 
+def metered_generations(
+    response: Any, request: GenerationRequest, n: int, seconds: float, usage: Usage | None
+) -> list[Generation]:
+    """:func:`generations_of` the reply, with the tokens its ``usage`` reports added to
+    ``usage`` first (a malformed reply's too: the server billed it; issue 34 item 6); a
+    well-formed reply without ``usage`` adds its generations' completion tokens."""
+    reported = reported_usage(response)
+    if usage is not None and reported is not None:
+        usage.prompt_tokens += reported[0]
+        usage.completion_tokens += reported[1]
+    generations = generations_of(response, request, n, seconds)
+    if usage is not None and reported is None:
+        usage.completion_tokens += sum(g.completion_tokens for g in generations)
+    return generations
+
+
+def reported_usage(response: Any) -> tuple[int, int] | None:
+    """The ``(prompt_tokens, completion_tokens)`` a reply's ``usage`` reports, read from
+    any reply that has one (a malformed one too: the server billed it); ``None`` when the
+    reply has no ``usage``."""
+    if response is None or isinstance(response, str | bytes | list | tuple):
+        return None
+    usage = get(response, "usage")
+    if usage is None or isinstance(usage, str | bytes | list | tuple):
+        return None
+    return _count(get(usage, "prompt_tokens")), _count(get(usage, "completion_tokens"))
+
+
 def tokens_used(generations: list[Generation]) -> int | None:
     """The tokens a call cost as the server reported them (``None``: no usage)."""
     if not generations or generations[0].prompt_tokens <= 0:
@@ -266,7 +301,9 @@ __all__ = [
     "generations_of",
     "get",
     "grammar_field",
+    "metered_generations",
     "parse_choice_logprobs",
+    "reported_usage",
     "share_completion_tokens",
     "tokens_used",
 ]
