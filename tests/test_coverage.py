@@ -138,7 +138,7 @@ def test_metrics_json_holds_coverage_as_certify_computes_it(labelled_run):
 
 def test_report_md_names_the_method_first_and_puts_coverage_beside_auroc(labelled_run):
     lines = (labelled_run / "report.md").read_text().splitlines()
-    assert lines[0].startswith("# credo run")
+    assert lines[0].startswith("# credo score: ")  # the fixture scores given samples
     assert lines[2].startswith("- most answers at α=0.1: self_consistency (coverage ")
     assert lines[3].startswith("- most answers at α=0.3: self_consistency")
     assert lines[4].startswith("- degenerate scores: c3: score ≥ 0.9 on 100% of items")
