@@ -27,7 +27,11 @@ from credo.cli import main
 from credo.generation.executor import Executor, PlannedRequest
 from credo.generation.pool import MODEL, ModelPool
 from credo.generation.probes import PROBES_FILE, ProbeStore
-from credo.models.breaker import CircuitBreaker
+from credo.models.breaker import (
+    DEFAULT_BREAKER_FAILURES,
+    DEFAULT_BREAKER_WINDOW_S,
+    CircuitBreaker,
+)
 from credo.models.openai_compat import OpenAIGenerationError, OpenAIModel
 from credo.models.openai_probe import GRAMMAR_FIELDS, probe_server
 from credo.types import GenerationRequest, Message, SamplingParams
@@ -266,6 +270,22 @@ def test_a_sleeping_retry_wakes_when_the_streak_has_lasted_the_window():
         return time.monotonic() - start
 
     assert asyncio.run(go()) < 5.0
+
+
+@pytest.mark.parametrize("page", ["README.md", "docs/how-to/served-models.md"])
+def test_the_documented_breaker_defaults_are_the_code_s(page):
+    """Done when (issue 34): thresholds configurable, defaults documented: the pages
+    state the defaults the model takes when its options name none."""
+    import inspect
+    import re
+
+    text = " ".join((Path(__file__).resolve().parents[1] / page).read_text().split())
+    failures = re.search(r"`breaker_failures` attempts in a row \(default (\d+)\)", text)
+    window = re.search(r"`breaker_window_s` seconds \(default ([\d.]+)\)", text)
+    assert failures and window, page
+    params = inspect.signature(OpenAIModel).parameters
+    assert int(failures[1]) == params["breaker_failures"].default == DEFAULT_BREAKER_FAILURES
+    assert float(window[1]) == params["breaker_window_s"].default == DEFAULT_BREAKER_WINDOW_S
 
 
 def test_a_dead_server_fails_fast_once_the_breaker_opens():
