@@ -27,7 +27,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from credo.config import RunConfig
+from credo.config import AdaptiveConfig, RunConfig
 from credo.errors import UserError
 from credo.evaluate.certify import METHODS, Certificate
 from credo.tasks.base import AnswerFormat, Item, Task
@@ -44,6 +44,7 @@ __all__ = [
     "given_settings",
     "given_task_settings",
     "mismatch",
+    "procedure_settings",
     "prompt_digest",
     "run_settings",
     "task_settings",
@@ -173,6 +174,18 @@ def given_settings(
         "judge": dump["judge"]["model"],
         "credo": credo_version(),
     }
+
+
+def procedure_settings(adaptive: AdaptiveConfig | None) -> dict[str, Any] | None:
+    """What a certificate of the adaptive decision procedure records of it (issue 32,
+    item 2: ``settings["adaptive"]``, written by ``credo certify --adaptive decision``):
+    the rule, its rounds, minimum, confidence and the scores it reads. None for the full
+    recipe. The threshold is not recorded: it is the certificate's own, and the procedure
+    differs for every threshold, which is why it is certified as it runs."""
+    if adaptive is None:
+        return None
+    return {"rule": adaptive.rule, "round": adaptive.round, "min": adaptive.min,
+            "confidence": adaptive.confidence, "scores": list(adaptive.scores or ())}
 
 
 def mismatch(expected: dict[str, Any], actual: dict[str, Any]) -> str | None:
