@@ -234,7 +234,7 @@ def test_a_certificate_of_another_recipe_is_refused_before_listening(served, tmp
 def test_the_same_recipe_is_served(served, tmp_path):
     """The served model's certificate passes the check (same identity, recipe and
     procedure), whatever URL the model is reached at."""
-    server, made = served
+    _server, made = served
     with FaultServer(answers=SERVED_ANSWERS) as other:
         with Guard(made["adaptive"], overrides={"model_options": {"base_url": other.url}}) \
                 as guard:
@@ -247,7 +247,7 @@ def test_the_same_recipe_is_served(served, tmp_path):
 
 
 def test_401_without_the_key_and_the_key_is_never_written(served, tmp_path):
-    server, made = served
+    _server, made = served
     secret = "sk-gateway-7f3a9c"
     log = tmp_path / "decisions.jsonl"
     gateway = ServeProcess(["--certificate", str(made["adaptive"]), "--port", "0",
@@ -339,7 +339,7 @@ def test_bad_requests_get_one_line_in_openais_shape(scripted, tmp_path, body, st
 def test_502_when_the_upstream_model_fails(served, tmp_path):
     """The model's server fails every request: 502 with one line, a 'failed' log line,
     nothing cached; once it answers again, the same question is answered."""
-    server, made = served
+    _server, made = served
     log = tmp_path / "decisions.jsonl"
     with FaultServer(answers=SERVED_ANSWERS) as upstream:
         options = {"base_url": upstream.url, "max_retries": 1, "retry_backoff": 0.001}
@@ -376,7 +376,7 @@ def test_a_slow_decision_times_out_and_is_still_logged(scripted, tmp_path):
 
 
 def test_sigterm_finishes_the_request_in_flight(served, tmp_path):
-    server, made = served
+    _server, made = served
     log = tmp_path / "decisions.jsonl"
     with FaultServer(answers=SERVED_ANSWERS, latency=1.0) as slow:
         gateway = ServeProcess(["--certificate", str(made["adaptive"]), "--port", "0",
