@@ -179,5 +179,5 @@ def test_what_cannot_be_certified_is_one_line(scripted, tmp_path) -> None:
         certify_adaptive(scripted["run"], "verbalized")
     with pytest.raises(UserError, match="round"):
         certify_adaptive(scripted["run"], "self_consistency", options={"round": 0})
-    with pytest.raises(UserError, match="no config.yaml"):
+    with pytest.raises(UserError, match=r"no config\.yaml"):
         certify_adaptive(tmp_path, "self_consistency")
