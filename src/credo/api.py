@@ -904,7 +904,8 @@ def simulate_adaptive(
     JSONL, lm-eval's samples, an inspect log; issue 32 item 5): its samples are replayed
     in ``orders`` random orders per item (seeded) and the points averaged
     (:func:`credo.pipeline.simulate.simulate_orders`); ``given`` holds what ``credo
-    score`` is told of it (``answer_format``, ``lm_eval_filter``, ``methods``, ``seed``);
+    score`` is told of it (``answer_format``, ``lm_eval_filter``,
+    ``recompute_correctness``, ``methods``, ``seed``);
     the files go to ``out`` (default ``<file stem>-adaptive`` beside it).
 
     A replay that cannot read what it needs is a :class:`~credo.errors.UserError` in one
@@ -1005,6 +1006,7 @@ def _simulate_file(
     methods: Sequence[str] | None = None,
     seed: int = 0,
     orders: int = 1,
+    recompute_correctness: bool = False,
 ) -> AdaptiveSimulation:
     """:func:`simulate_adaptive` of a samples file (its docstring): the file read as
     ``credo score`` reads it, scored with the methods it allows (or ``methods``), each
@@ -1028,7 +1030,8 @@ def _simulate_file(
     if methods:
         method_specs(list(methods))
     least = min((p.min for p in points), default=0)
-    generations = read_generations(path, lm_eval_filter=lm_eval_filter)
+    generations = read_generations(path, lm_eval_filter=lm_eval_filter,
+                                   recompute=recompute_correctness)
     config = RunConfig(bootstrap=0, seed=seed, cache=None)
     update = given_config(config, generations)
     update["methods"] = list(methods) if methods else default_methods(generations, fmt)
@@ -1040,7 +1043,8 @@ def _simulate_file(
     with _config_pool(config, show_progress=False, roles={JUDGE: judge}, embedder=embedder,
                       reach=False, replay=True) as pool:
         full, found = simulate_orders(config, generations, pool, fmt, points, orders=orders,
-                                      seed=seed, n_resamples=n_resamples)
+                                      seed=seed, n_resamples=n_resamples,
+                                      recompute=recompute_correctness)
     shown = method or ("c3" if "c3" in full.metrics else next(iter(full.metrics),
                                                                 config.methods[0]))
     files: dict[str, Path] = {}

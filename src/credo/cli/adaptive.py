@@ -63,6 +63,8 @@ def add_adaptive_parser(sub: Any) -> None:
                    choices=["number", "choice", "short_text", "code", "long_form"],
                    help="the answers' format, as for `credo score` (default short_text)")
     g.add_argument("--lm-eval-filter", help="lm-eval's filter whose responses are read")
+    g.add_argument("--recompute-correctness", action="store_true",
+                   help="grade every answer against its item's gold (not the file's own)")
     g.add_argument("--methods", type=lambda t: [x.strip() for x in t.split(",") if x.strip()],
                    help="the methods to score (default: what the file allows)")
     p.set_defaults(func=cmd_adaptive)
@@ -77,7 +79,9 @@ def cmd_adaptive(args: argparse.Namespace) -> int:
     options = {k: v for k, v in (("threshold", args.threshold), ("round", args.round),
                                  ("min", args.min), ("scores", args.scores)) if v is not None}
     given = {"answer_format": args.answer_format, "lm_eval_filter": args.lm_eval_filter,
-             "methods": args.methods, "seed": args.seed} if args.run_dir.is_file() else None
+             "methods": args.methods, "seed": args.seed,
+             "recompute_correctness": args.recompute_correctness} \
+        if args.run_dir.is_file() else None
     sim = simulate_adaptive(
         args.run_dir, rules, args.epsilon or [0.05, 0.1, 0.2], options=options, out=args.out,
         method=args.method, n_resamples=args.bootstrap, orders=args.orders, given=given,

@@ -282,13 +282,15 @@ def simulate_orders(
     orders: int,
     seed: int = 0,
     n_resamples: int = 1000,
+    recompute: bool = False,
 ) -> tuple[RunResult, list[AdaptivePoint]]:
     """:func:`simulate_given` over ``orders`` random orders of each item's samples
     (issue 32, item 5: samples a user drew from any API come in an order of no meaning,
     and where a rule stops depends on it): the full set scored once (its scores do not
     depend on the order), each point replayed on each order (:func:`reorder`, seeded by
     ``seed`` and the order's number) and averaged (:func:`mean_point`). ``orders`` 1 is
-    the file's own order, as :func:`simulate_given` replays it."""
+    the file's own order, as :func:`simulate_given` replays it. ``recompute``: credo
+    grades the answers against each item's gold (``--recompute-correctness``)."""
     if orders < 1:
         raise UserError(f"--orders {orders}: give at least 1")
     if orders > 1:
@@ -297,12 +299,13 @@ def simulate_orders(
             raise UserError(f"--orders {orders}: the file's {', '.join(followups)} samples "
                             "refer to original samples by their position, which a new order "
                             "would break; replay the file's own order (--orders 1)")
-    full = score_generations(config, generations, pool, fmt)
+    full = score_generations(config, generations, pool, fmt, recompute=recompute)
     found: list[list[AdaptivePoint]] = [[] for _ in points]
     for r in range(orders):
         given = generations if orders == 1 else reorder(generations, seed, r)
         for j, point in enumerate(points):
-            result = score_generations(config, given_drawn(given, point), pool, fmt)
+            result = score_generations(config, given_drawn(given, point), pool, fmt,
+                                       recompute=recompute)
             eps = epsilon_of(point) if point.rule == "interval" else point.epsilon
             found[j].append(compare(result, full, point.rule, eps, n_resamples=n_resamples))
     return full, [mean_point(ps) for ps in found]
