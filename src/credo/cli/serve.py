@@ -95,8 +95,9 @@ def add_serve_parser(sub: Any) -> None:
                    help="questions waiting beyond those; more get 429 (default 256)")
     p.add_argument("--timeout", type=float, help="seconds a request waits for its "
                    "decision before 504 (default: no limit)")
-    p.add_argument("--batch-window", type=float, default=0.01,
-                   help="seconds a batch waits for more questions (default 0.01)")
+    p.add_argument("--batch-window", type=float, default=0.02,
+                   help="seconds a batch waits for the next question (default 0.02; 10 "
+                   "windows at most in all)")
     p.add_argument("--served-model-name", help="the model id clients name (default: the "
                    "model's identity)")
     p.set_defaults(func=cmd_serve)

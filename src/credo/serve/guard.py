@@ -85,6 +85,12 @@ DEFAULT_ABSTENTION = "I cannot answer this reliably enough."
 
 OnReject = Literal["flag", "abstain"]
 
+BATCH_WAIT_FACTOR = 10
+"""A batch waits ``batch_window`` seconds after each question that joins it, for the
+next one, and ``BATCH_WAIT_FACTOR`` windows at most in all: questions that arrive
+together (64 clients at once reach a server over tens of milliseconds) share one batch,
+and a lone question waits one window."""
+
 
 class GuardError(Exception):
     """A question the Guard could not answer (one line)."""
@@ -195,7 +201,7 @@ class Guard:
         log: str | Path | DecisionLog | None = None,
         max_batch: int = 64,
         max_queue: int = 256,
-        batch_window: float = 0.01,
+        batch_window: float = 0.02,
         show_progress: bool = False,
     ) -> None:
         if on_reject not in ("flag", "abstain"):
@@ -408,12 +414,14 @@ class Guard:
         return pool
 
     def _gather(self, first: _Pending) -> tuple[list[_Pending], bool]:
-        """``first`` and what else arrives within the batching window (up to
-        ``max_batch``); True when the stop mark came too."""
+        """``first`` and what else arrives while questions keep coming (each within
+        ``batch_window`` of the one before, :data:`BATCH_WAIT_FACTOR` windows at most; up
+        to ``max_batch``); True when the stop mark came too."""
         batch = [first]
-        deadline = time.monotonic() + self.batch_window
+        last = deadline = time.monotonic()
+        deadline += BATCH_WAIT_FACTOR * self.batch_window
         while len(batch) < self.max_batch:
-            left = deadline - time.monotonic()
+            left = min(last + self.batch_window, deadline) - time.monotonic()
             try:
                 item = self._queue.get(timeout=left) if left > 0 else self._queue.get_nowait()
             except queue.Empty:
@@ -421,6 +429,7 @@ class Guard:
             if item is _STOP:
                 return batch, True
             batch.append(item)
+            last = time.monotonic()
         return batch, False
 
     def _answer(self, pool: ModelPool, batch: list[_Pending]) -> None:

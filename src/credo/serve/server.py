@@ -47,7 +47,7 @@ def serve(
     max_concurrent: int = 64,
     max_queue: int = 256,
     timeout: float | None = None,
-    batch_window: float = 0.01,
+    batch_window: float = 0.02,
     grace: float = 300.0,
     config: str | Path | None = None,
     overrides: Mapping[str, Any] | None = None,
