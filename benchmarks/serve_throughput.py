@@ -18,6 +18,10 @@ that certificate, and per repeat:
              question's calls in order (a round needs the one before it), the questions
              concurrently: what the application would spend calling the model with the
              same samples and no gateway.
+``rounds``   the same requests round by round: every question's first call at once, then
+             every second one, ...: the gateway's batched rounds without the gateway, so
+             gateway / rounds − 1 is the gateway's own cost (HTTP, cache, scoring), and
+             rounds / direct − 1 what sharing rounds costs.
 
 The overhead is gateway wall / direct wall − 1, per repeat; the medians are reported.
 
@@ -175,6 +179,16 @@ async def ask_direct(url: str, calls: list[list[dict[str, Any]]]) -> float:
         return time.perf_counter() - t0
 
 
+async def ask_rounds(url: str, calls: list[list[dict[str, Any]]]) -> float:
+    client = openai.AsyncOpenAI(base_url=url, api_key="none", max_retries=0, timeout=600)
+    async with client:
+        t0 = time.perf_counter()
+        for r in range(max(len(c) for c in calls)):
+            await asyncio.gather(*(client.chat.completions.create(**c[r])
+                                   for c in calls if len(c) > r))
+        return time.perf_counter() - t0
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--clients", type=int, default=64)
@@ -201,8 +215,10 @@ def main() -> None:
                 for body in bodies:
                     sent[json.dumps(body["messages"])].append(body)
                 direct = asyncio.run(ask_direct(server.url, list(sent.values())))
+                rounds = asyncio.run(ask_rounds(server.url, list(sent.values())))
                 samples = [x.credo["samples"] for x in replies]
-                rows.append({"wall": wall, "direct": direct, "latencies": latencies,
+                rows.append({"wall": wall, "direct": direct, "rounds": rounds,
+                             "latencies": latencies,
                              "samples": statistics.mean(samples), "calls": len(bodies)})
         finally:
             gateway.close()
@@ -221,6 +237,10 @@ def main() -> None:
           f"{statistics.median(r['direct'] for r in rows):.3f} s")
     print(f"overhead          {statistics.median(over):+.1%} (per repeat: "
           + ", ".join(f"{o:+.1%}" for o in over) + ")")
+    own = [row["wall"] / row["rounds"] - 1 for row in rows]
+    print(f"same rounds       {statistics.median(r['rounds'] for r in rows):.3f} s direct; "
+          f"the gateway's own cost {statistics.median(own):+.1%} (per repeat: "
+          + ", ".join(f"{o:+.1%}" for o in own) + ")")
 
 
 if __name__ == "__main__":

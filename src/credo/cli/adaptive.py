@@ -33,7 +33,9 @@ def add_adaptive_parser(sub: Any) -> None:
             "Replay a finished full run from its cache, then each stopping rule (and each "
             "epsilon of the interval rule) as an adaptive run would have drawn it, with no "
             "model call; write RUN_DIR/adaptive/adaptive.md, adaptive.json and adaptive.png "
-            "(samples saved vs ΔAUROC, one point per rule and epsilon)."
+            "(samples saved vs ΔAUROC, one point per rule and epsilon). A samples file "
+            "`credo score` reads is replayed the same way, averaged over --orders random "
+            "orders of each item's samples."
         ),
     )
     p.add_argument("run_dir", type=Path, metavar="RUN_DIR|FILE",
