@@ -443,3 +443,34 @@ def test_a_nothing_certified_certificate_is_refused(scripted, tmp_path):
     path.write_text(json.dumps(data))
     with pytest.raises(UserError, match="certified nothing"):
         Guard(path, model=ScriptedModel(answerer))
+
+
+def test_the_command_line_does_not_import_the_web_stack() -> None:
+    """``credo --help`` and ``import credo`` stay light: FastAPI and uvicorn are imported
+    by ``credo serve`` only."""
+    import subprocess
+    import sys
+
+    code = ("import sys, credo, credo.cli; credo.cli._parser(); credo.Guard; "
+            "print(','.join(m for m in ('fastapi', 'uvicorn', 'starlette') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, cwd=Path(__file__).resolve().parents[1],
+                          env={**__import__("os").environ,
+                               "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == ""
+
+
+def test_a_failing_log_fails_the_question_instead_of_hanging(scripted, tmp_path) -> None:
+    from credo.serve.guard import GuardError
+    from credo.serve.log import DecisionLog
+
+    log = DecisionLog(tmp_path / "decisions.jsonl")
+    with Guard(scripted["adaptive"], model=ScriptedModel(answerer), log=log,
+               overrides={"cache": str(tmp_path / "g.sqlite")}) as guard:
+        assert guard.ask(question(900), timeout=60).accept
+        log.close()  # as a full disk would fail the next write
+        with pytest.raises(GuardError, match="decision log is closed"):
+            guard.ask(question(902), timeout=60)
+        assert guard.pending == 0
+    assert len(_lines(tmp_path / "decisions.jsonl")) == 1

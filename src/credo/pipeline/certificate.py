@@ -253,18 +253,19 @@ class RunCertificate:
                             f"{settings.get('method')!r}")
         return cls(_checked(data["certificate"], p), settings, str(data.get("source", "")))
 
-    def check(self, actual: dict[str, Any], methods: Sequence[str]) -> None:
+    def check(self, actual: dict[str, Any], methods: Sequence[str], what: str = "run") -> None:
         """Refuse a run whose settings (``actual``: :func:`run_settings` or
         :func:`given_settings`) differ from the certificate's (issue 23, item 4; the
         task, issue 34): a :class:`UserError` naming the field, before any model call.
-        ``methods``: the run's methods, which must score the certificate's."""
+        ``methods``: the run's methods, which must score the certificate's; ``what``
+        names whose settings they are (``run``; the ``gateway``'s, issue 32)."""
         if self.method not in methods:
             raise UserError(f"--certificate: the certificate is for method {self.method!r},"
-                            f" which the run does not score (methods: {list(methods)})")
+                            f" which the {what} does not score (methods: {list(methods)})")
         differs = mismatch(self.settings, actual)
         if differs is not None:
             raise UserError(
-                f"--certificate: the run's {differs} differs from the certificate's "
+                f"--certificate: the {what}'s {differs} differs from the certificate's "
                 f"({_at(actual, differs)!r} here, {_at(self.settings, differs)!r} there); "
                 "its guarantee holds only for the task and settings it was made with"
             )

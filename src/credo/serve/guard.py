@@ -381,7 +381,11 @@ class Guard:
                 if first is _STOP:
                     break
                 batch, stop = self._gather(first)
-                self._answer(pool, batch)
+                try:
+                    self._answer(pool, batch)
+                except Exception as e:  # the log or the cache failed: no question hangs
+                    log.exception("the gateway failed a batch")
+                    self._abandon(batch, e)
         finally:
             pool.close()
             self._closed.set()
@@ -404,7 +408,7 @@ class Guard:
             assign_roles(pool, cfg)
             self.model_identity = pool.model(MODEL, probe=False).identity
             self.cert.check(gateway_settings(cfg, self.model_identity, self.cert,
-                                             self.template), cfg.methods)
+                                             self.template), cfg.methods, "gateway")
             choices = ("yes", "no") if self.template.format.value == "choice" else ()
             probe = Item("preflight", "What is the answer?", "", choices)
             prepare_run(cfg, pool, dataclasses.replace(self.template, items=(probe,)))
@@ -460,6 +464,18 @@ class Guard:
                                                f"{d.error}"), d)
             else:
                 self._settle(p, self._result(p, d), d)
+
+    def _abandon(self, batch: list[_Pending], e: Exception) -> None:
+        """Fail every question of ``batch`` still waiting (one line of ``e``)."""
+        line = (str(e).splitlines() or [type(e).__name__])[0]
+        for p in batch:
+            if p.future.done():
+                continue
+            try:
+                p.future.set_exception(GuardError(f"the gateway failed: {line}"))
+            except InvalidStateError:
+                continue
+            self._release()
 
     def _fail(self, p: _Pending, e: Exception) -> None:
         """One question's failure as its :class:`GuardError`."""
