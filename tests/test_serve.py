@@ -375,7 +375,8 @@ def test_a_slow_decision_times_out_and_is_still_logged(scripted, tmp_path):
     assert [r["question"] for r in _lines(log)] == [question(700)]  # decided on close
 
 
-def test_sigterm_finishes_the_request_in_flight(served, tmp_path):
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_finishes_the_request_in_flight(served, tmp_path, sig):
     _server, made = served
     log = tmp_path / "decisions.jsonl"
     with FaultServer(answers=SERVED_ANSWERS, latency=1.0) as slow:
@@ -387,7 +388,8 @@ def test_sigterm_finishes_the_request_in_flight(served, tmp_path):
 
             def ask() -> None:
                 result["reply"] = _client(gateway.url).chat.completions.create(
-                    model="openai:toy", messages=[{"role": "user", "content": "Eve has 5?"}])
+                    model="openai:toy",  # a question per signal: not cached by the other
+                    messages=[{"role": "user", "content": f"Eve has {int(sig)}?"}])
 
             asker = threading.Thread(target=ask)
             asker.start()
@@ -396,7 +398,7 @@ def test_sigterm_finishes_the_request_in_flight(served, tmp_path):
                 time.sleep(0.02)
             assert slow.in_flight > 0
         finally:
-            code, out, err = gateway.stop(signal.SIGTERM)
+            code, out, err = gateway.stop(sig)
         asker.join(60)
     assert code == 0, err
     assert result["reply"].credo["answer"] == "18"
