@@ -19,6 +19,10 @@ Public API (000 = Cross-Contextual Consistency paper):
   report; :class:`ExecutorConfig`: where samples are generated (locally or on Ray).
 - :func:`flip_rates`, :func:`linear_kappa`: flip rate by perturbation strength and
   weighted kappa (003 eq. 2, §3.4).
+- :class:`Guard`: one question at a time under a certificate (issue 32): ``.ask(question)``
+  gives the answer, its score and whether the certificate accepts it (a
+  :class:`GuardAnswer`); ``.ask_many`` answers many together; ``credo serve`` is the same
+  behind the OpenAI protocol.
 
 Names are imported on first use (PEP 562), so ``import credo`` and the command line
 start without loading numpy's, scikit-learn's or a model library's weight.
@@ -50,6 +54,7 @@ if TYPE_CHECKING:
     )
     from credo.methods.scoring import ItemResult
     from credo.pipeline.runner import RunResult
+    from credo.serve.guard import Guard, GuardAnswer
     from credo.strength import flip_rates, linear_kappa
 
 _EXPORTS = {
@@ -58,6 +63,8 @@ _EXPORTS = {
     "ClaimCertificate": "credo.evaluate.claims",
     "ClaimItem": "credo.evaluate.claims",
     "ExecutorConfig": "credo.config",
+    "Guard": "credo.serve.guard",
+    "GuardAnswer": "credo.serve.guard",
     "ItemResult": "credo.methods.scoring",
     "PerturbationConfig": "credo.config",
     "RunConfig": "credo.config",
@@ -97,6 +104,8 @@ __all__ = [
     "ClaimCertificate",
     "ClaimItem",
     "ExecutorConfig",
+    "Guard",
+    "GuardAnswer",
     "ItemResult",
     "PerturbationConfig",
     "RunConfig",

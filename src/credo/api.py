@@ -51,6 +51,7 @@ if TYPE_CHECKING:
     from credo.generation.pool import ModelPool
     from credo.models.base import Model
     from credo.models.embedders import Embedder
+    from credo.pipeline.adaptive_certificate import DecisionReplay
     from credo.pipeline.certificate import RunCertificate
     from credo.pipeline.estimate import RunEstimate
     from credo.pipeline.runner import RunResult
@@ -58,6 +59,7 @@ if TYPE_CHECKING:
     from credo.tasks.base import Task
 
 __all__ = [
+    "AdaptiveCertification",
     "AdaptiveSimulation",
     "AgreementResult",
     "CacheStats",
@@ -72,6 +74,8 @@ __all__ = [
     "calibrate_prompt",
     "calibrate_prompt_file",
     "calibrate_threshold",
+    "certify_adaptive",
+    "certify_run",
     "check_writable",
     "dry_run",
     "probe",
@@ -132,13 +136,19 @@ def run(
         executor=config.executor,
     ) as pool:
         if cert is not None:
-            from credo.pipeline.certificate import run_settings, task_settings
+            from credo.pipeline.certificate import (
+                procedure_settings,
+                run_settings,
+                task_settings,
+            )
             from credo.pipeline.runner import assign_roles
 
             assign_roles(pool, config)  # the model's identity, built, not called
             identity = pool.model(MODEL, probe=False).identity
             settings = run_settings(config, identity, cert.method,
                                     task_settings(task.head(config.limit), config))
+            if "adaptive" in cert.settings:  # made for the adaptive procedure (issue 32)
+                settings["adaptive"] = procedure_settings(config.adaptive)
             cert.check(settings, config.methods)
         result = run_pipeline(config, pool, task)
     if write:
@@ -243,6 +253,106 @@ def certify_run(
 
         jsonio.write_text(Path(out), json.dumps(cert.to_json(), indent=1) + "\n", parents=True)
     return cert
+
+
+@dataclass(frozen=True)
+class AdaptiveCertification:
+    """What :func:`certify_adaptive` made: the certificate (bound to the run's settings
+    and the procedure) and the replay it rests on (samples drawn and decisions against
+    the full recipe's at the certified threshold)."""
+
+    certificate: RunCertificate
+    replay: DecisionReplay
+    out: Path | None = None
+
+
+def certify_adaptive(
+    run_dir: str | Path,
+    method: str,
+    *,
+    alpha: float = 0.1,
+    delta: float = 0.1,
+    procedure: str = "ltt",
+    options: Mapping[str, Any] | None = None,
+    out: str | Path | None = None,
+    model: Model | None = None,
+    perturber: Model | None = None,
+    embedder: Embedder | None = None,
+    task: Task | None = None,
+    judge: Model | None = None,
+) -> AdaptiveCertification:
+    """``credo certify RUN_DIR --adaptive decision`` (issue 32, item 2): certify the
+    adaptive decision procedure on ``method`` as it runs, replayed from the finished full
+    labelled run's cache with no model call at every candidate threshold
+    (:func:`credo.pipeline.adaptive_certificate.certify_decision_rule`); the certificate
+    records the procedure (``settings["adaptive"]``: rule, round, min, confidence, the
+    scores read), so ``credo serve`` and ``credo run --certificate`` apply it only with
+    the same procedure. ``options``: the rule's ``round``, ``min``, ``confidence``. The
+    models, embedder and task replace the config's as in :func:`simulate_adaptive`.
+    Refused in one line before anything is replayed: a ``credo score`` folder, an
+    adaptive run's folder, a method the rule cannot read, a missing cache."""
+    from pydantic import ValidationError
+
+    from credo import jsonio
+    from credo.config import AdaptiveConfig, validation_message
+    from credo.errors import UserError
+    from credo.evaluate.certify import PROCEDURE_METHODS
+    from credo.generation.pool import JUDGE, MODEL, WRITER
+    from credo.pipeline.adaptive_certificate import certify_decision_rule
+    from credo.pipeline.certificate import RunCertificate, procedure_settings, run_settings
+    from credo.plan.adaptive import STAGE_SCORES
+    from credo.report.rundata import load_run
+
+    folder = Path(run_dir)
+    if not (folder / "config.yaml").is_file():
+        raise UserError(f"{folder}: no config.yaml; is it a finished run folder?")
+    if procedure not in PROCEDURE_METHODS:
+        raise UserError(f"--procedure {procedure}: the adaptive procedure is certified by "
+                        f"{' or '.join(PROCEDURE_METHODS)} (Learn then Test over its "
+                        "thresholds)")
+    readable = [s for names in STAGE_SCORES.values() for s in names]
+    if method not in readable:
+        raise UserError(f"--method {method}: the decision rule reads {', '.join(readable)}"
+                        " (computed from the answers drawn); certify the full recipe for "
+                        "another method (no --adaptive)")
+    try:
+        rule = AdaptiveConfig(rule="decision", scores=[method], **dict(options or {}))
+    except ValidationError as e:
+        raise UserError(validation_message(e, "--adaptive decision")) from None
+    data = load_run(folder)
+    if method not in data.methods:
+        raise UserError(f"--method {method!r}: the run at {data.path} has no such scores "
+                        f"(methods: {', '.join(data.methods)})")
+    if _given(data.config):
+        raise UserError(f"{folder}: a `credo score` folder; the adaptive procedure samples "
+                        "a model, so it is certified on a `credo run` folder and its cache")
+    config = _folder_config(data)
+    if config.adaptive is not None:
+        raise UserError(f"{folder}: an adaptive run (config.yaml's adaptive: rule "
+                        f"{config.adaptive.rule}); the procedure is replayed from a full "
+                        "run, whose cache holds every sample of every item")
+    _check_min([rule], config, data)
+    task_identity = _task_identity(data)
+    cache = config.cache_path
+    if not cache.is_file():
+        raise UserError(f"{cache}: no such cache file; credo certify --adaptive replays "
+                        f"{folder} from the cache its run wrote (config.yaml's cache)")
+    roles = {MODEL: model, WRITER: perturber, JUDGE: judge}
+    with _config_pool(config, show_progress=False, roles=roles, embedder=embedder,
+                      reach=False, replay=True) as pool:
+        replay = certify_decision_rule(
+            config, pool, task, method, rule, alpha=alpha, delta=delta, procedure=procedure,
+            check_full=lambda r: _check_replayed(r, data, cache))
+    identity = str(data.metrics.get("model") or data.model)
+    settings = run_settings(config, identity, method, task_identity)
+    settings["adaptive"] = procedure_settings(rule)
+    cert = RunCertificate(replay.certificate, settings, str(data.path))
+    written = None
+    if out is not None:
+        written = Path(out)
+        jsonio.write_text(written, json.dumps({**cert.to_json(), "replay": replay.to_json()},
+                                              indent=1) + "\n")
+    return AdaptiveCertification(cert, replay, written)
 
 
 def _given(config: Mapping[str, Any]) -> bool:
@@ -763,6 +873,8 @@ def simulate_adaptive(
     task: Task | None = None,
     judge: Model | None = None,
     write: bool = True,
+    orders: int = 1,
+    given: Mapping[str, Any] | None = None,
 ) -> AdaptiveSimulation:
     """``credo adaptive RUN_DIR``: replay the finished full run in ``run_dir`` from its
     cache, and each stopping rule of ``rules`` at each ε of ``epsilons`` (ε is read by
@@ -776,6 +888,14 @@ def simulate_adaptive(
     when scored, else the first). The models, embedder and task replace the config's as
     in :func:`run`.
 
+    ``run_dir`` may also be a samples file in any layout ``credo score`` reads (credo's
+    JSONL, lm-eval's samples, an inspect log; issue 32 item 5): its samples are replayed
+    in ``orders`` random orders per item (seeded) and the points averaged
+    (:func:`credo.pipeline.simulate.simulate_orders`); ``given`` holds what ``credo
+    score`` is told of it (``answer_format``, ``lm_eval_filter``,
+    ``recompute_correctness``, ``methods``, ``seed``);
+    the files go to ``out`` (default ``<file stem>-adaptive`` beside it).
+
     A replay that cannot read what it needs is a :class:`~credo.errors.UserError` in one
     line, found before anything is written (issue 34, item 3): a damaged run folder
     (:func:`~credo.report.rundata.load_run`), an empty ``scores.jsonl``, an adaptive
@@ -787,9 +907,17 @@ def simulate_adaptive(
     from credo.report.rundata import load_run
 
     folder = Path(run_dir)
+    points = _points(rules, epsilons, options)
+    if folder.is_file():
+        return _simulate_file(folder, points, out=out, method=method, n_resamples=n_resamples,
+                              embedder=embedder, judge=judge, write=write, orders=orders,
+                              **dict(given or {}))
+    if orders != 1:
+        raise UserError(f"--orders {orders}: a run folder's samples were drawn in their "
+                        "seeded order, which is the one an adaptive run draws; --orders is "
+                        "for a samples file (credo adaptive FILE)")
     if not (folder / "config.yaml").is_file():
         raise UserError(f"{folder}: no config.yaml; is it a finished run folder?")
-    points = _adaptive_points(rules, epsilons, options)
     data = load_run(folder)
     if not data.scores:
         raise UserError(f"{folder / 'scores.jsonl'}: no items (emptied?); there is nothing "
@@ -834,11 +962,11 @@ def simulate_adaptive(
     return AdaptiveSimulation(folder, shown, found, files)
 
 
-def _adaptive_points(
+def _points(
     rules: Sequence[str], epsilons: Sequence[float | None], options: Mapping[str, Any] | None
 ) -> list[Any]:
-    """One :class:`~credo.config.AdaptiveConfig` per rule (per ε for ``interval``); a
-    :class:`~credo.errors.UserError` naming the rule when its settings are invalid."""
+    """One :class:`~credo.config.AdaptiveConfig` per rule (per ε for the interval rule),
+    a bad option a one-line :class:`~credo.errors.UserError`."""
     from pydantic import ValidationError
 
     from credo.config import AdaptiveConfig, validation_message
@@ -852,6 +980,73 @@ def _adaptive_points(
             except ValidationError as e:
                 raise UserError(validation_message(e, f"adaptive rule {rule!r}")) from None
     return points
+
+
+def _simulate_file(
+    path: Path,
+    points: Sequence[Any],
+    *,
+    out: str | Path | None,
+    method: str | None,
+    n_resamples: int,
+    embedder: Embedder | None,
+    judge: Model | None,
+    write: bool,
+    answer_format: str = "short_text",
+    lm_eval_filter: str | None = None,
+    methods: Sequence[str] | None = None,
+    seed: int = 0,
+    orders: int = 1,
+    recompute_correctness: bool = False,
+) -> AdaptiveSimulation:
+    """:func:`simulate_adaptive` of a samples file (its docstring): the file read as
+    ``credo score`` reads it, scored with the methods it allows (or ``methods``), each
+    rule replayed over ``orders`` sample orders. No model is called unless a method needs
+    a judge."""
+    from credo.config import RunConfig
+    from credo.errors import UserError
+    from credo.generation.pool import JUDGE
+    from credo.pipeline.runner import method_specs
+    from credo.pipeline.score import default_methods, given_config
+    from credo.pipeline.simulate import simulate_orders
+    from credo.tasks.base import AnswerFormat
+    from credo.tasks.generations import read_generations
+
+    try:
+        fmt = AnswerFormat(answer_format)
+    except ValueError:
+        known = ", ".join(f.value for f in AnswerFormat)
+        raise UserError(f"unknown answer format {answer_format!r} (--format); known: "
+                        f"{known}") from None
+    if methods:
+        method_specs(list(methods))
+    least = min((p.min for p in points), default=0)
+    generations = read_generations(path, lm_eval_filter=lm_eval_filter,
+                                   recompute=recompute_correctness)
+    config = RunConfig(bootstrap=0, seed=seed, cache=None)
+    update = given_config(config, generations)
+    update["methods"] = list(methods) if methods else default_methods(generations, fmt)
+    if least > update["n"]:
+        raise UserError(f"--min {least}: more than the {update['n']} original samples the "
+                        f"file holds per item at most; give --min at most {update['n']}")
+    config = config.model_copy(update={"task": str(path), "model": f"given:{generations.layout}",
+                                       **update})
+    where = Path(out) if out is not None else path.parent / f"{path.stem}-adaptive"
+    if write:  # before the replay (issue 34 item 7)
+        check_writable(where, "the adaptive outputs (--out)")
+    with _config_pool(config, show_progress=False, roles={JUDGE: judge}, embedder=embedder,
+                      reach=False, replay=True) as pool:
+        full, found = simulate_orders(config, generations, pool, fmt, points, orders=orders,
+                                      seed=seed, n_resamples=n_resamples,
+                                      recompute=recompute_correctness)
+    shown = method or ("c3" if "c3" in full.metrics else next(iter(full.metrics),
+                                                                config.methods[0]))
+    files: dict[str, Path] = {}
+    if write:
+        from credo.report.adaptive import write_adaptive
+
+        files = write_adaptive(found, where, shown)
+    return AdaptiveSimulation(path, shown, list(found), files)
 
 
 def _check_min(points: Sequence[Any], config: RunConfig, data: Any) -> None:

@@ -224,6 +224,7 @@ def _parser() -> argparse.ArgumentParser:
     from credo.cli.probe import add_probe_parser
     from credo.cli.report import add_report_parser
     from credo.cli.score import add_score_parser
+    from credo.cli.serve import add_serve_parser
     from credo.cli.strength import add_strength_parser
     from credo.cli.study import add_study_parser
 
@@ -236,6 +237,7 @@ def _parser() -> argparse.ArgumentParser:
     add_study_parser(sub)
     add_adaptive_parser(sub)
     add_claims_parsers(sub)
+    add_serve_parser(sub)
     return p
 
 

@@ -33,10 +33,14 @@ def add_adaptive_parser(sub: Any) -> None:
             "Replay a finished full run from its cache, then each stopping rule (and each "
             "epsilon of the interval rule) as an adaptive run would have drawn it, with no "
             "model call; write RUN_DIR/adaptive/adaptive.md, adaptive.json and adaptive.png "
-            "(samples saved vs ΔAUROC, one point per rule and epsilon)."
+            "(samples saved vs ΔAUROC, one point per rule and epsilon). A samples file "
+            "`credo score` reads is replayed the same way, averaged over --orders random "
+            "orders of each item's samples."
         ),
     )
-    p.add_argument("run_dir", type=Path, help="a finished full run's folder")
+    p.add_argument("run_dir", type=Path, metavar="RUN_DIR|FILE",
+                   help="a finished full run's folder, or a samples file `credo score` reads "
+                   "(credo JSONL, lm-eval samples, an inspect log): samples from any API")
     p.add_argument("--rule", action="append", choices=["consensus", "interval", "decision"],
                    help="stopping rule; repeat for several (default: all that apply)")
     p.add_argument("--epsilon", type=_floats,
@@ -51,7 +55,20 @@ def add_adaptive_parser(sub: Any) -> None:
                    "(default: self_consistency,semantic_entropy,c3,c3_cross)")
     p.add_argument("--method", help="the method the table and figure show (default c3)")
     p.add_argument("--bootstrap", type=int, default=1000, help="paired bootstrap resamples")
-    p.add_argument("--out", type=Path, help="output folder (default RUN_DIR/adaptive)")
+    p.add_argument("--out", type=Path, help="output folder (default RUN_DIR/adaptive, or "
+                   "FILE's stem + -adaptive beside it)")
+    g = p.add_argument_group("a samples file (FILE)")
+    g.add_argument("--orders", type=int, default=1, help="random orders of each item's "
+                   "samples to average over (seeded; default 1: the file's order)")
+    g.add_argument("--seed", type=int, default=0, help="seed of the orders (default 0)")
+    g.add_argument("--format", dest="answer_format", default="short_text",
+                   choices=["number", "choice", "short_text", "code", "long_form"],
+                   help="the answers' format, as for `credo score` (default short_text)")
+    g.add_argument("--lm-eval-filter", help="lm-eval's filter whose responses are read")
+    g.add_argument("--recompute-correctness", action="store_true",
+                   help="grade every answer against its item's gold (not the file's own)")
+    g.add_argument("--methods", type=lambda t: [x.strip() for x in t.split(",") if x.strip()],
+                   help="the methods to score (default: what the file allows)")
     p.set_defaults(func=cmd_adaptive)
 
 
@@ -63,11 +80,17 @@ def cmd_adaptive(args: argparse.Namespace) -> int:
     rules = args.rule or ["consensus", "interval", *(["decision"] if args.threshold else [])]
     options = {k: v for k, v in (("threshold", args.threshold), ("round", args.round),
                                  ("min", args.min), ("scores", args.scores)) if v is not None}
+    given = {"answer_format": args.answer_format, "lm_eval_filter": args.lm_eval_filter,
+             "methods": args.methods, "seed": args.seed,
+             "recompute_correctness": args.recompute_correctness} \
+        if args.run_dir.is_file() else None
     sim = simulate_adaptive(
         args.run_dir, rules, args.epsilon or [0.05, 0.1, 0.2], options=options, out=args.out,
-        method=args.method, n_resamples=args.bootstrap,
+        method=args.method, n_resamples=args.bootstrap, orders=args.orders, given=given,
     )
-    console.print(f"method: {sim.method}")
+    orders = max((p.orders for p in sim.points), default=1)
+    console.print(f"method: {sim.method}" + (f"; the mean over {orders} sample orders"
+                                              if orders > 1 else ""))
     console.print(adaptive_table(sim.points, sim.method), markup=False, highlight=False,
                   soft_wrap=True)
     for point in sim.points:

@@ -13,7 +13,7 @@ from rich.console import Console
 if TYPE_CHECKING:
     from credo.evaluate.certify import Certificate
 
-__all__ = ["add_certify_parser", "certified_line", "cmd_certify"]
+__all__ = ["adaptive_line", "add_certify_parser", "certified_line", "cmd_certify"]
 
 
 def add_certify_parser(sub: Any) -> None:
@@ -40,6 +40,17 @@ def add_certify_parser(sub: Any) -> None:
     c.add_argument("--procedure", default="ltt", help="ltt (default), sgr, fixed-sequence, "
                    "or crc (expected risk, no delta)")
     c.add_argument("--out", type=Path, help="certificate file (default RUN_DIR/certificate.json)")
+    c.add_argument("--adaptive", choices=["decision"],
+                   help="certify the adaptive decision procedure as it runs (what `credo "
+                   "serve` does): replayed from the run's cache at every candidate threshold "
+                   "(sample in rounds until the score's side of it is settled, accept when "
+                   "the final score is at or above it), no model call; Learn then Test over "
+                   "those decisions")
+    c.add_argument("--adaptive-round", type=int, help="samples per round (default 4)")
+    c.add_argument("--adaptive-min", type=int, help="samples before the rule is read "
+                   "(default 4)")
+    c.add_argument("--adaptive-confidence", type=float,
+                   help="the rule's predictive interval level (default 0.95)")
     c.set_defaults(func=cmd_certify)
 
 
@@ -52,9 +63,21 @@ def cmd_certify(args: argparse.Namespace) -> int:
     if not 0.0 < args.alpha < 1.0 or not 0.0 < args.delta < 1.0:
         raise UserError("--alpha and --delta must lie strictly between 0 and 1")
     out = args.out or args.run / "certificate.json"
+    replay = None
     try:
-        cert = certify_run(args.run, args.method, alpha=args.alpha, delta=args.delta,
-                           procedure=args.procedure, out=out)
+        if args.adaptive:
+            from credo.api import certify_adaptive
+
+            options = {k: v for k, v in (("round", args.adaptive_round),
+                                         ("min", args.adaptive_min),
+                                         ("confidence", args.adaptive_confidence))
+                       if v is not None}
+            made = certify_adaptive(args.run, args.method, alpha=args.alpha, delta=args.delta,
+                                    procedure=args.procedure, options=options, out=out)
+            cert, replay = made.certificate, made.replay
+        else:
+            cert = certify_run(args.run, args.method, alpha=args.alpha, delta=args.delta,
+                               procedure=args.procedure, out=out)
     except UserError:
         raise  # names its file or option already
     except ValueError as e:  # a procedure name or level the evaluation refuses
@@ -62,8 +85,23 @@ def cmd_certify(args: argparse.Namespace) -> int:
     c = cert.certificate
     console = Console(soft_wrap=True)
     console.print(certified_line(args.method, c), markup=False, highlight=False)
+    if replay is not None:
+        console.print(adaptive_line(replay), markup=False, highlight=False)
     console.print(f"certificate: {out}", markup=False, highlight=False)
     return 0
+
+
+def adaptive_line(replay: Any) -> str:
+    """What the adaptive decision procedure drew at the certified threshold, against the
+    full recipe, on the calibration items (issue 32)."""
+    rule = replay.rule
+    head = (f"adaptive decision (rounds of {rule.round} from {rule.min}, confidence "
+            f"{rule.confidence:g}): {replay.replays} replays from the cache")
+    if replay.certificate.threshold is None:
+        return head
+    return (f"{head}; at the threshold it draws {replay.sample_share:.0%} of the full "
+            f"recipe's samples and takes the full recipe's decision on "
+            f"{replay.agreement:.0%} of the {len(replay.items)} calibration items")
 
 
 def certified_line(method: str, c: Certificate) -> str:

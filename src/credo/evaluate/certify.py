@@ -53,7 +53,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -61,10 +61,18 @@ import numpy as np
 from scipy.special import betainc
 from scipy.stats import binom, norm
 
-__all__ = ["METHODS", "Certificate", "CoverageAtRisk", "certify", "coverage_at_risk"]
+__all__ = ["METHODS", "PROCEDURE_METHODS", "Certificate", "CoverageAtRisk", "Decide", "certify",
+           "certify_procedure", "coverage_at_risk"]
 
 METHODS = ("ltt", "sgr", "fixed-sequence", "crc")
 ArrayLike = Sequence[float] | np.ndarray
+
+Decide = Callable[[float, np.ndarray], tuple[np.ndarray, np.ndarray]]
+"""``decide(t, idx) -> (accepted, wrong)``: for the calibration items ``idx``, which ones
+a procedure run at threshold ``t`` accepts, and whether the answer it gives each is wrong."""
+
+PROCEDURE_METHODS = ("ltt", "fixed-sequence")
+"""The procedures :func:`certify_procedure` runs (both test thresholds in a fixed order)."""
 
 
 @dataclass(frozen=True)
@@ -190,6 +198,124 @@ def certify(
         t, p = _crc(s, wrong, alpha), None
     return _certificate(s, wrong, alpha, None if method == "crc" else delta, method, t, p,
                         select_fraction if method == "ltt" else 0.0)
+
+
+def certify_procedure(
+    scores: ArrayLike,
+    correct: ArrayLike,
+    decide: Decide,
+    alpha: float = 0.1,
+    delta: float = 0.1,
+    method: str = "ltt",
+    *,
+    select_fraction: float = 0.3,
+    seed: int = 0,
+    what: str = "the procedure",
+) -> Certificate:
+    """Learn then Test over a procedure whose decisions depend on the threshold (issue 32,
+    item 2: the adaptive decision rule stops sampling where the score's side of ``t`` is
+    settled, so what it accepts at ``t`` is not ``s >= t`` of one fixed score).
+
+    The hypotheses are the thresholds ``t`` of a grid, ``H_t``: the selective risk of the
+    procedure run at ``t`` exceeds ``alpha``; the loss at ``t`` is ``decide(t, idx)``'s:
+    the items it accepts and whether their answers are wrong. ``method="ltt"``: the grid
+    is the distinct ``scores`` (the full recipe's, one per item, ``correct`` their
+    answers' correctness) of a random ``select_fraction`` of the items (``seed``), which
+    also order it as :func:`certify` does (the smallest projected p-value first, then
+    every lower threshold, strictest to loosest); the other items test along that order
+    with the exact binomial p-value until the first failure, and the loosest threshold
+    rejected is certified (fixed-sequence testing: family-wise error at most ``delta``,
+    since neither the grid nor the order depends on the test items; Angelopoulos et al.
+    2021). ``"fixed-sequence"``: every distinct score from the highest down, all items
+    testing. Nothing is assumed of the procedure beyond that its decisions on different
+    items are exchangeable. With ``decide(t, idx) = (s[idx] >= t, wrong[idx])`` this is
+    :func:`certify` (tests/test_certify_adaptive.py). ``decide`` is called once per grid
+    threshold on the selection items and then along the order on the test items only
+    as far as the tests go; the certificate's coverage and risk are the procedure's at
+    the certified threshold on all items. ``what`` names the procedure in the message.
+    """
+    s, wrong_full = _check_inputs(scores, correct)
+    alpha = _check_level(alpha, "alpha")
+    delta = _check_level(delta, "delta")
+    if method not in PROCEDURE_METHODS:
+        raise ValueError(f"a procedure is certified by {' or '.join(PROCEDURE_METHODS)}; "
+                         f"got {method!r}")
+    n = s.size
+    everything = np.arange(n)
+    if method == "ltt":
+        if not 0.0 < select_fraction < 1.0:
+            raise ValueError(f"select_fraction must lie in (0, 1); got {select_fraction!r}")
+        if n < 2:
+            return _procedure_certificate(None, None, None, s, wrong_full, alpha, delta,
+                                          method, select_fraction, what)
+        n_sel = min(max(1, round(select_fraction * n)), n - 1)
+        perm = np.random.default_rng(seed).permutation(n)
+        sel, test = perm[:n_sel], perm[n_sel:]
+        grid = np.unique(s[sel])[::-1]
+        counts = [_counts(decide, float(t), sel) for t in grid]
+        k1, m1 = (np.array(c, dtype=float) for c in zip(*counts, strict=True))
+        scale = test.size / sel.size
+        start = int(np.argmin(_projected_p(k1 * scale, m1 * scale, alpha)))
+        grid = grid[start:]
+    else:
+        sel, test = everything[:0], everything
+        grid = np.unique(s)[::-1]
+    best: tuple[float, float] | None = None
+    for t in grid:
+        k, m = _counts(decide, float(t), test)
+        p = float(binomial_p_value(k, m, alpha))
+        if p > delta:
+            break
+        best = (float(t), p)
+    if best is None:
+        return _procedure_certificate(None, None, None, s, wrong_full, alpha, delta, method,
+                                      select_fraction if method == "ltt" else 0.0, what)
+    accepted, wrong = decide(best[0], everything)
+    return _procedure_certificate(best[0], best[1], (np.asarray(accepted, dtype=bool),
+                                                     np.asarray(wrong, dtype=bool)),
+                                  s, wrong_full, alpha, delta, method,
+                                  select_fraction if method == "ltt" else 0.0, what)
+
+
+def _counts(decide: Decide, t: float, idx: np.ndarray) -> tuple[int, int]:
+    """Errors and acceptances of the procedure at ``t`` on the items ``idx``."""
+    accepted, wrong = (np.asarray(x, dtype=bool) for x in decide(t, idx))
+    if accepted.shape != idx.shape or wrong.shape != idx.shape:
+        raise ValueError(f"decide({t!r}, idx) must give one accept and one wrong per item "
+                         f"of idx ({idx.size}); got {accepted.shape} and {wrong.shape}")
+    return int((accepted & wrong).sum()), int(accepted.sum())
+
+
+def _procedure_certificate(
+    t: float | None,
+    p: float | None,
+    decisions: tuple[np.ndarray, np.ndarray] | None,
+    s: np.ndarray,
+    wrong_full: np.ndarray,
+    alpha: float,
+    delta: float,
+    method: str,
+    held_out: float,
+    what: str,
+) -> Certificate:
+    """The :class:`Certificate` of :func:`certify_procedure`: coverage and risk are the
+    procedure's at ``t`` on all ``n`` items; uncertified, ``n_needed`` is estimated from
+    the full recipe's scores (the procedure's own are not known without a threshold)."""
+    n = int(s.size)
+    if t is not None and decisions is not None:
+        accepted, wrong = decisions
+        m = int(accepted.sum())
+        risk = float(wrong[accepted].mean()) if m else 0.0
+        msg = (f"{method} over {what}: answer when it accepts at threshold {t:.6g}; "
+               f"selective risk (probability >= {1 - delta:g}) <= {alpha:g}; {m}/{n} "
+               f"calibration items accepted (error rate {risk:.3g}).")
+        return Certificate(t, m / n, alpha, delta, n, method, m, risk, p, None, msg)
+    needed = _n_needed(s, wrong_full, alpha, delta, method, held_out)
+    msg = (f"{method} over {what}: nothing certified: {n} calibration items cannot show "
+           f"selective risk <= {alpha:g} at delta = {delta:g}; ")
+    msg += ("no calibration size would at the full recipe's error rates." if needed is None
+            else f"at the full recipe's error rates about {needed} items would be needed.")
+    return Certificate(None, 0.0, alpha, delta, n, method, 0, None, None, needed, msg)
 
 
 def binomial_p_value(errors: ArrayLike, accepted: ArrayLike, alpha: float) -> np.ndarray:

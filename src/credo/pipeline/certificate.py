@@ -27,7 +27,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from credo.config import RunConfig
+from credo.config import AdaptiveConfig, RunConfig
 from credo.errors import UserError
 from credo.evaluate.certify import METHODS, Certificate
 from credo.tasks.base import AnswerFormat, Item, Task
@@ -44,6 +44,7 @@ __all__ = [
     "given_settings",
     "given_task_settings",
     "mismatch",
+    "procedure_settings",
     "prompt_digest",
     "run_settings",
     "task_settings",
@@ -175,6 +176,18 @@ def given_settings(
     }
 
 
+def procedure_settings(adaptive: AdaptiveConfig | None) -> dict[str, Any] | None:
+    """What a certificate of the adaptive decision procedure records of it (issue 32,
+    item 2: ``settings["adaptive"]``, written by ``credo certify --adaptive decision``):
+    the rule, its rounds, minimum, confidence and the scores it reads. None for the full
+    recipe. The threshold is not recorded: it is the certificate's own, and the procedure
+    differs for every threshold, which is why it is certified as it runs."""
+    if adaptive is None:
+        return None
+    return {"rule": adaptive.rule, "round": adaptive.round, "min": adaptive.min,
+            "confidence": adaptive.confidence, "scores": list(adaptive.scores or ())}
+
+
 def mismatch(expected: dict[str, Any], actual: dict[str, Any]) -> str | None:
     """The first setting (dotted path) whose value differs, or None when all match; a
     key on one side only differs (a sampling setting one file records and the other
@@ -240,18 +253,19 @@ class RunCertificate:
                             f"{settings.get('method')!r}")
         return cls(_checked(data["certificate"], p), settings, str(data.get("source", "")))
 
-    def check(self, actual: dict[str, Any], methods: Sequence[str]) -> None:
+    def check(self, actual: dict[str, Any], methods: Sequence[str], what: str = "run") -> None:
         """Refuse a run whose settings (``actual``: :func:`run_settings` or
         :func:`given_settings`) differ from the certificate's (issue 23, item 4; the
         task, issue 34): a :class:`UserError` naming the field, before any model call.
-        ``methods``: the run's methods, which must score the certificate's."""
+        ``methods``: the run's methods, which must score the certificate's; ``what``
+        names whose settings they are (``run``; the ``gateway``'s, issue 32)."""
         if self.method not in methods:
             raise UserError(f"--certificate: the certificate is for method {self.method!r},"
-                            f" which the run does not score (methods: {list(methods)})")
+                            f" which the {what} does not score (methods: {list(methods)})")
         differs = mismatch(self.settings, actual)
         if differs is not None:
             raise UserError(
-                f"--certificate: the run's {differs} differs from the certificate's "
+                f"--certificate: the {what}'s {differs} differs from the certificate's "
                 f"({_at(actual, differs)!r} here, {_at(self.settings, differs)!r} there); "
                 "its guarantee holds only for the task and settings it was made with"
             )

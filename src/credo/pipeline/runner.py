@@ -140,14 +140,19 @@ def assign_roles(pool: ModelPool, config: RunConfig) -> None:
     assign(pool, role_map(config, model_handed_in=pool.handed_in(MODEL)))
 
 
-def run_pipeline(config: RunConfig, pool: ModelPool, task: Task | None = None) -> RunResult:
+def run_pipeline(
+    config: RunConfig, pool: ModelPool, task: Task | None = None, *, reach: bool | None = None
+) -> RunResult:
     """Run C3 and the selected baselines on a task and return the results.
 
     ``pool`` supplies every model and the cache (see :func:`assign_roles`); ``task``
     replaces the one ``config`` names. Writes nothing; nothing passed in is closed.
+    ``reach`` False skips contacting the servers before the first call (default: the
+    pool's ``reach``): the gateway (issue 32) checks them once when it starts, not before
+    every batch of questions.
     """
     t0 = time.perf_counter()
-    prepared = prepare_run(config, pool, task, reach=pool.reach)
+    prepared = prepare_run(config, pool, task, reach=pool.reach if reach is None else reach)
     task, specs, caps, needs = prepared.task, prepared.specs, prepared.capabilities, prepared.needs
     identity = task_settings(task, config)
     before = {f: pool.total(f) for f in _TOTALS}

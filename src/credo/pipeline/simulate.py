@@ -42,6 +42,7 @@ from typing import Any
 import numpy as np
 
 from credo.config import AdaptiveConfig, RunConfig
+from credo.errors import UserError
 from credo.evaluate.certify import coverage_at_risk
 from credo.evaluate.coverage import MIN_ITEMS
 from credo.evaluate.paired import PAIRED_METRICS, PairedDifference, paired_bootstrap
@@ -49,13 +50,13 @@ from credo.generation.pool import ModelPool
 from credo.pipeline.runner import RunResult, run_pipeline
 from credo.pipeline.score import score_generations
 from credo.plan.adaptive import epsilon_of, next_size, settled
-from credo.plan.samples import ORIGINAL, PERTURBED
+from credo.plan.samples import FOLLOW_UP_SETS, ORIGINAL, PERTURBED
 from credo.tasks.answers import Answer
 from credo.tasks.base import AnswerFormat, Task
 from credo.tasks.generations import Generations, GivenSample
 
-__all__ = ["STAGES", "AdaptivePoint", "compare", "given_drawn", "simulate", "simulate_given",
-           "stage_samples"]
+__all__ = ["STAGES", "AdaptivePoint", "compare", "given_drawn", "mean_point", "reorder",
+           "simulate", "simulate_given", "simulate_orders", "stage_samples"]
 
 STAGES = ("original", "writer", "perturbed")
 """The stages whose samples adaptive sampling saves."""
@@ -71,17 +72,19 @@ class AdaptivePoint:
 
     rule: str
     epsilon: float | None
-    samples: dict[str, tuple[int, int]]
+    samples: dict[str, tuple[float, float]]
     deltas: dict[str, dict[str, PairedDifference]]
     items: int
     not_replayable: tuple[str, ...] = ()
     #: Per item id: its original and perturbed samples drawn (adaptive).
-    drawn: dict[str, tuple[int, int]] = field(default_factory=dict)
+    drawn: dict[str, tuple[float, float]] = field(default_factory=dict)
     #: Per item id: every method's score on the samples drawn (adaptive).
     scores: dict[str, dict[str, float]] = field(default_factory=dict)
     #: Per method, per α: Δ coverage at risk α (adaptive − full) with the central 95% of
     #: the per-split differences, as (delta, low, high).
     coverage: dict[str, dict[float, tuple[float, float, float]]] = field(default_factory=dict)
+    #: Sample orders averaged (:func:`simulate_orders`; 1: the order the samples came in).
+    orders: int = 1
 
     @property
     def saved(self) -> float:
@@ -267,3 +270,93 @@ def simulate_given(
         eps = epsilon_of(point) if point.rule == "interval" else point.epsilon
         out.append((compare(result, full, point.rule, eps, n_resamples=n_resamples), result))
     return full, out
+
+
+def simulate_orders(
+    config: RunConfig,
+    generations: Generations,
+    pool: ModelPool,
+    fmt: AnswerFormat,
+    points: Sequence[AdaptiveConfig],
+    *,
+    orders: int,
+    seed: int = 0,
+    n_resamples: int = 1000,
+    recompute: bool = False,
+) -> tuple[RunResult, list[AdaptivePoint]]:
+    """:func:`simulate_given` over ``orders`` random orders of each item's samples
+    (issue 32, item 5: samples a user drew from any API come in an order of no meaning,
+    and where a rule stops depends on it): the full set scored once (its scores do not
+    depend on the order), each point replayed on each order (:func:`reorder`, seeded by
+    ``seed`` and the order's number) and averaged (:func:`mean_point`). ``orders`` 1 is
+    the file's own order, as :func:`simulate_given` replays it. ``recompute``: credo
+    grades the answers against each item's gold (``--recompute-correctness``)."""
+    if orders < 1:
+        raise UserError(f"--orders {orders}: give at least 1")
+    if orders > 1:
+        followups = sorted({s.set for s in generations.samples if s.set in FOLLOW_UP_SETS})
+        if followups:
+            raise UserError(f"--orders {orders}: the file's {', '.join(followups)} samples "
+                            "refer to original samples by their position, which a new order "
+                            "would break; replay the file's own order (--orders 1)")
+    full = score_generations(config, generations, pool, fmt, recompute=recompute)
+    found: list[list[AdaptivePoint]] = [[] for _ in points]
+    for r in range(orders):
+        given = generations if orders == 1 else reorder(generations, seed, r)
+        for j, point in enumerate(points):
+            result = score_generations(config, given_drawn(given, point), pool, fmt,
+                                       recompute=recompute)
+            eps = epsilon_of(point) if point.rule == "interval" else point.epsilon
+            found[j].append(compare(result, full, point.rule, eps, n_resamples=n_resamples))
+    return full, [mean_point(ps) for ps in found]
+
+
+def reorder(generations: Generations, seed: int, order: int) -> Generations:
+    """``generations`` with each item's original samples, and its perturbed samples,
+    shuffled (a permutation drawn from ``numpy.random.default_rng([seed, order])``; every
+    other set and the order of the items kept)."""
+    rng = np.random.default_rng([seed, order])
+    groups: dict[tuple[str, str], list[int]] = defaultdict(list)
+    for i, s in enumerate(generations.samples):
+        if s.set in (ORIGINAL, PERTURBED):
+            groups[s.item, s.set].append(i)
+    place = list(range(len(generations.samples)))
+    for positions in groups.values():
+        for at, source in zip(positions, rng.permutation(positions), strict=True):
+            place[at] = int(source)
+    return dataclasses.replace(generations,
+                               samples=[generations.samples[i] for i in place])
+
+
+def mean_point(points: Sequence[AdaptivePoint]) -> AdaptivePoint:
+    """The mean of one rule's points over sample orders: samples per stage, per-item
+    samples drawn, every Δ with the ends of its CI, and Δ coverage (the means of the
+    per-order figures; the items must be the same in every order)."""
+    first = points[0]
+    if len(points) == 1:
+        return first
+    k = len(points)
+
+    def mean(xs: Sequence[float]) -> float:
+        return float(np.mean(xs))
+
+    samples = {s: (mean([p.samples[s][0] for p in points]), first.samples[s][1])
+               for s in first.samples}
+    deltas = {
+        method: {m: dataclasses.replace(
+            d, delta=mean([p.deltas[method][m].delta for p in points]),
+            low=mean([p.deltas[method][m].low for p in points]),
+            high=mean([p.deltas[method][m].high for p in points]),
+            p_value=mean([p.deltas[method][m].p_value for p in points]))
+            for m, d in by.items() if all(m in p.deltas.get(method, {}) for p in points)}
+        for method, by in first.deltas.items()}
+    coverage = {
+        method: {a: tuple(mean([p.coverage[method][a][i] for p in points])  # type: ignore[misc]
+                          for i in range(3))
+                 for a in by if all(a in p.coverage.get(method, {}) for p in points)}
+        for method, by in first.coverage.items()}
+    drawn = {i: (mean([p.drawn[i][0] for p in points]), mean([p.drawn[i][1] for p in points]))
+             for i in first.drawn if all(i in p.drawn for p in points)}
+    lost = tuple(sorted({i for p in points for i in p.not_replayable}))
+    return AdaptivePoint(first.rule, first.epsilon, samples, deltas, first.items, lost,
+                         drawn, {}, coverage, orders=k)

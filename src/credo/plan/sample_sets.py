@@ -159,6 +159,8 @@ def _answer_correct(item: Item, fmt: AnswerFormat) -> Callable[[Sample], bool | 
         # a judge decides (SimpleQA grades, FActScore support): the grading stage of
         # grading stage (credo.tasks.grading), after sampling; no answer of its own here
         return lambda s: None
+    if not item.gold:  # a question without gold (issue 23): its correctness is unknown
+        return lambda s: None
     return lambda s: is_correct(s.answer, item, fmt)
 
 

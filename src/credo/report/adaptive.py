@@ -56,6 +56,7 @@ def point_record(p: AdaptivePoint) -> dict[str, Any]:
         "rule": p.rule,
         "epsilon": p.epsilon,
         "items": p.items,
+        "orders": p.orders,
         "not_replayable": list(p.not_replayable),
         "samples": {s: {"adaptive": a, "full": f} for s, (a, f) in p.samples.items()},
         "saved": p.saved,

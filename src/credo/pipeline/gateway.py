@@ -1,0 +1,319 @@
+"""The gateway's sampling (issue 32): a batch of questions answered under a certificate's
+recipe, with the credibility score and the certified accept decision of each.
+
+``credo serve`` and :class:`credo.Guard` (:mod:`credo.serve`) hold the batching, the
+HTTP protocol and the decision log; what a question is asked and how its answer is
+decided lives here, on the pipeline's own pieces:
+
+- :func:`gateway_config`: the run config the gateway samples with: the certificate's
+  recipe (:func:`recipe_fields`), or the run config given (a file, or the calibration
+  run's ``config.yaml``), with the flags over it; the method is the certificate's alone,
+  and the procedure is the certificate's (the adaptive ``decision`` rule at the certified
+  threshold for a certificate made by ``credo certify --adaptive decision``; the full
+  recipe otherwise) unless the flags or the config name another.
+- :func:`gateway_settings`: what the gateway would record in a certificate
+  (:func:`~credo.pipeline.certificate.run_settings` plus the procedure), which
+  :meth:`~credo.pipeline.certificate.RunCertificate.check` compares with the
+  certificate's before the gateway listens.
+- :func:`decide_questions`: one batch: a :class:`~credo.tasks.base.Task` of the
+  questions (the certificate's answer format, writer topic and prompt template) through
+  :func:`~credo.pipeline.runner.run_pipeline`, so requests that arrive together share the
+  executor's calls and every round of the adaptive rule, through the cache; per question
+  the answer credo gives (the first sample of the modal parsed answer: what the
+  certificate's selective risk counted, :attr:`~credo.methods.scoring.ItemResult.answer`),
+  the certificate method's score, and ``accept`` = the certificate accepts that score.
+
+This is the one function that samples for the gateway: the stage driver can take it over
+whole.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from credo.config import AdaptiveConfig, RunConfig, validation_message
+from credo.errors import UserError
+from credo.generation.pool import MODEL, ModelPool
+from credo.pipeline.certificate import (
+    RunCertificate,
+    procedure_settings,
+    prompt_digest,
+    run_settings,
+)
+from credo.pipeline.runner import RunResult, run_pipeline
+from credo.plan.adaptive import STAGE_SCORES
+from credo.plan.sample_sets import PlanContext, get_sample_set
+from credo.plan.samples import ORIGINAL, PERTURBED
+from credo.tasks.base import AnswerFormat, Item, Task
+
+__all__ = [
+    "FULL",
+    "Decision",
+    "Question",
+    "check_servable",
+    "decide_questions",
+    "gateway_config",
+    "gateway_settings",
+    "gateway_task",
+    "procedure_of",
+    "recipe_fields",
+]
+
+FULL = "off"
+"""``adaptive`` of the gateway's overrides that asks for the full recipe."""
+
+
+@dataclass(frozen=True)
+class Question:
+    """One question for the gateway: its text and, for the choice format, its options."""
+
+    text: str
+    choices: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What the gateway decided for one question.
+
+    ``answer``: the answer credo gives (normalised; None when no sample had a parsed
+    answer); ``text``: the full text of the sample it came from (the first sample's when
+    none parsed); ``score``: the certificate method's score (None where it has none);
+    ``accept``: the certificate accepts it; ``samples``: answer samples drawn (original
+    and perturbed); ``full_samples``: what the full recipe draws (n, plus m where the
+    method reads perturbed samples); ``writer``: prefix candidates the writer was asked
+    for; ``tokens``: completion tokens the model reported for the samples drawn (cached
+    ones counted as they were reported when generated); ``error``: why there is no
+    decision (the upstream model's requests failed), else None."""
+
+    question: str
+    answer: str | None
+    text: str
+    score: float | None
+    accept: bool
+    samples: int
+    full_samples: int
+    writer: int = 0
+    tokens: int = 0
+    error: str | None = None
+
+
+def check_servable(cert: RunCertificate) -> None:
+    """Refuse a certificate the gateway cannot apply, in one line naming why: one made on
+    generations a user gave (``credo score``: no recipe to sample), on an lm-eval task
+    rendered by lm-eval's own template (its few-shot context cannot be rebuilt from one
+    question), on a method the gateway cannot score from the samples it draws, or one that
+    certified nothing (every answer would be rejected)."""
+    s = cert.settings
+    if s.get("command") != "credo run":
+        raise UserError(f"--certificate {cert.source or ''}: made by {s.get('command')} on "
+                        "generations a user gave; the gateway samples a model under a "
+                        "recipe, so it needs a certificate made on a `credo run` folder")
+    if s["task"]["family"].startswith("lm-eval:"):
+        raise UserError("--certificate: made on an lm-eval task rendered by lm-eval's own "
+                        "template and few-shot context, which the gateway cannot rebuild "
+                        "from one question; certify a run of credo's own prompt instead")
+    if cert.certificate.threshold is None:
+        raise UserError(f"--certificate: it certified nothing ({cert.certificate.message}); "
+                        "the gateway would reject every answer")
+
+
+def recipe_fields(cert: RunCertificate) -> dict[str, Any]:
+    """The run config mapping of a certificate's recipe (its settings): the model (its
+    spec from its identity), prompt style, sampling, n, m, the writer and the
+    perturbation settings, kernel, baselines and judge."""
+    s = cert.settings
+    model, options = _model_spec(str(s["model"]))
+    return {
+        "model": model, "model_options": options, "prompt_style": s["prompt_style"],
+        "sampling": s["sampling"], "n": s["n"], "m": s["m"], "kernel": s["kernel"],
+        "perturbation": {**s["perturbation"], "generator": s["writer"]},
+        "baselines": s["baselines"], "judge": {"model": s["judge"]},
+    }
+
+
+def _model_spec(identity: str) -> tuple[str, dict[str, Any]]:
+    """A model spec and options from an identity: ``openai:<m>@<label>`` is the served
+    model with its label; ``llamacpp:<name>@sha256:<hash>`` the embedded ``<name>``."""
+    kind, _, rest = identity.partition(":")
+    if kind == "openai" and "@" in rest:
+        name, _, label = rest.partition("@")
+        return f"openai:{name}", {"label": label}
+    if kind == "llamacpp":
+        return rest.split("@sha256:", 1)[0], {}
+    return identity, {}
+
+
+def procedure_of(cert: RunCertificate) -> AdaptiveConfig | None:
+    """The adaptive decision procedure a certificate was made for, at its threshold
+    (``settings["adaptive"]``, issue 32); None for a certificate of the full recipe."""
+    recorded = cert.settings.get("adaptive")
+    if not isinstance(recorded, dict):
+        return None
+    try:
+        return AdaptiveConfig.model_validate(
+            {**recorded, "threshold": cert.certificate.threshold})
+    except ValidationError as e:
+        raise UserError(validation_message(e, "the certificate's settings.adaptive")) from None
+
+
+def gateway_config(
+    cert: RunCertificate,
+    base: Mapping[str, Any] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> RunConfig:
+    """The config the gateway samples with (module docstring): ``base`` (a run config
+    mapping; None: the certificate's recipe) with ``overrides`` written over it (nested,
+    as a flag's path names it), validated once.
+
+    The procedure: ``overrides["adaptive"]`` ``"decision"`` (the decision rule) or
+    :data:`FULL` (the full recipe); else an adaptive section of ``base``; else the
+    certificate's. ``overrides["adaptive_options"]`` (``round``, ``min``,
+    ``confidence``) go over the rule's. The decision rule's threshold is the
+    certificate's, and it reads the certificate's method unless told otherwise; the
+    gateway scores that method alone."""
+    data = dict(recipe_fields(cert) if base is None else base)
+    over = dict(overrides or {})
+    chosen = over.pop("adaptive", None)
+    options = dict(over.pop("adaptive_options", None) or {})
+    _merge(data, over)
+    recorded = procedure_settings(procedure_of(cert))
+    if chosen not in (None, "decision", FULL):
+        raise UserError(f"--adaptive {chosen!r}: the gateway runs the decision rule "
+                        f"(decision) or the full recipe ({FULL})")
+    if chosen == FULL:
+        rule = None
+    elif chosen == "decision":
+        rule = {**(data.get("adaptive") or recorded or {"rule": "decision"}), **options}
+    else:
+        mine = data.get("adaptive") or recorded
+        rule = None if mine is None else {**mine, **options}
+    if rule is None and options:
+        raise UserError(f"--adaptive-{next(iter(options))}: the gateway serves the full "
+                        "recipe here (a certificate of it); the rule's settings need "
+                        "--adaptive decision")
+    if rule is not None:
+        if rule.get("rule", "decision") != "decision":
+            raise UserError(f"adaptive.rule {rule['rule']!r}: the gateway runs the decision "
+                            "rule, whose stopping depends only on the certified decision")
+        rule = {**rule, "rule": "decision", "threshold": cert.certificate.threshold,
+                "scores": rule.get("scores") or [cert.method]}
+    data.update({"adaptive": rule, "methods": [cert.method], "bootstrap": 0, "limit": None,
+                 "certificate": None, "task_file": None})
+    try:
+        config = RunConfig.model_validate(data)
+    except ValidationError as e:
+        raise UserError(validation_message(e, "the gateway's settings")) from None
+    if config.adaptive is not None:
+        readable = [x for names in STAGE_SCORES.values() for x in names]
+        if cert.method not in readable:
+            raise UserError(f"the decision rule reads {', '.join(readable)}; the "
+                            f"certificate's method {cert.method!r} is not one of them "
+                            f"(serve its full recipe: --adaptive {FULL})")
+    return config
+
+
+def _merge(data: dict[str, Any], over: Mapping[str, Any]) -> None:
+    """``over`` written into ``data`` in place, sections merged key by key."""
+    for key, value in over.items():
+        if isinstance(value, Mapping) and isinstance(data.get(key), Mapping):
+            inner = dict(data[key])
+            _merge(inner, value)
+            data[key] = inner
+        else:
+            data[key] = value
+
+
+def gateway_task(cert: RunCertificate) -> Task:
+    """The task the gateway's questions belong to, without items: the certificate's
+    family, answer format and writer topic (the questions are the user's, unlabelled)."""
+    task = cert.settings["task"]
+    return Task(task["family"], (), AnswerFormat(task["format"]), domain=task["domain"],
+                family=task["family"])
+
+
+def gateway_settings(
+    config: RunConfig, identity: str, cert: RunCertificate, task: Task
+) -> dict[str, Any]:
+    """The settings the gateway runs with, as a certificate records them: the model's
+    identity, the task (the certificate's family and correctness rule, which unlabelled
+    questions cannot show, with the prompt template's digest computed here), every
+    sampling setting of the recipe, and the procedure when the certificate names one or
+    the gateway runs the adaptive one."""
+    recorded = cert.settings["task"]
+    own = {"family": task.family or task.name, "format": task.format.value,
+           "domain": task.domain, "prompt": prompt_digest(task, config),
+           "correctness": recorded["correctness"]}
+    settings = run_settings(config, identity, cert.method, own)
+    if "adaptive" in cert.settings or config.adaptive is not None:
+        settings["adaptive"] = procedure_settings(config.adaptive)
+    return settings
+
+
+def decide_questions(
+    config: RunConfig,
+    pool: ModelPool,
+    template: Task,
+    questions: Sequence[Question],
+    cert: RunCertificate,
+    *,
+    reach: bool = False,
+) -> list[Decision]:
+    """Answer ``questions`` together (module docstring), one :class:`Decision` each, in
+    order. ``template``: :func:`gateway_task`; ``config``: :func:`gateway_config`;
+    ``reach`` False: the servers were checked when the gateway started. A question whose
+    requests failed has ``error`` set; a problem of the whole batch (a question too long
+    for the model's context) raises :class:`~credo.errors.UserError`."""
+    items = tuple(Item(f"q{i}", q.text, "", tuple(q.choices)) for i, q in enumerate(questions))
+    task = dataclasses.replace(template, items=items)
+    result = run_pipeline(config, pool, task, reach=reach)
+    tokens = _tokens(result, pool, config)
+    by_id = {r.item.id: r for r in result.items}
+    full = config.n + (config.m if any(PERTURBED in r.sets for r in result.items) else 0)
+    out = []
+    for it, q in zip(items, questions, strict=True):
+        r = by_id.get(it.id)
+        if r is None:
+            why = result.incomplete.get(it.id) or "no context prefix passed the rules"
+            out.append(Decision(q.text, None, "", None, False, 0, full, error=why))
+            continue
+        score = r.scores.get(cert.method, math.nan)
+        known = r.answer is not None and math.isfinite(score)
+        i = r.answer_index
+        text = r.original[i if i is not None else 0].text if r.original else ""
+        pset = result.perturbation_sets.get(it.id)
+        out.append(Decision(
+            q.text, r.answer, text, score if math.isfinite(score) else None,
+            bool(known and cert.certificate.accept([score])[0]),
+            len(r.original) + len(r.sets.get(PERTURBED, ())), full,
+            pset.candidates if pset is not None else 0, tokens.get(it.id, 0)))
+    return out
+
+
+def _tokens(result: RunResult, pool: ModelPool, config: RunConfig) -> dict[str, int]:
+    """Per item, the completion tokens the model reported for the original and perturbed
+    samples it drew: their requests planned again as the run planned them (the sizes it
+    drew), read from the cache (nothing is generated)."""
+    ex = pool.executor(MODEL)
+    caps = pool.model(MODEL, probe=False).capabilities
+    ctx = PlanContext(result.task, config, caps.logprobs, caps.grammar)
+    ctx.perturbations = dict(result.perturbation_sets)
+    out: dict[str, int] = {}
+    for r in result.items:
+        ctx.sizes[(r.item.id, ORIGINAL)] = len(r.original)
+        names = [ORIGINAL]
+        if PERTURBED in r.sets and r.item.id in ctx.perturbations:
+            ctx.sizes[(r.item.id, PERTURBED)] = len(r.sets[PERTURBED])
+            names.append(PERTURBED)
+        total = 0
+        for name in names:
+            for planned in get_sample_set(name).planner(r.item, ctx).requests:
+                gens = pool.store.get(ex.key(planned.request), range(planned.n))
+                total += sum(g.completion_tokens or 0 for g in gens)
+        out[r.item.id] = total
+    return out
