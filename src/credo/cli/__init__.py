@@ -248,11 +248,11 @@ def _cmd_cache(args: argparse.Namespace) -> int:
 
     stats = cache_stats(args.cache)
     if stats is None:
-        console.print(f"no cache at {default_cache_path(args.cache)}")
+        console.print(f"no cache at {default_cache_path(args.cache)}", soft_wrap=True)
         return 1
-    console.print(
+    console.print(  # one line whatever the path's length: scripts and the docs read it
         f"{stats.path}: {stats.requests} requests, {stats.samples} samples, "
-        f"{stats.completion_tokens} reported completion tokens"
+        f"{stats.completion_tokens} reported completion tokens", soft_wrap=True,
     )
     return 0
 
