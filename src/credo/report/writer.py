@@ -354,13 +354,16 @@ def _with_ci(d: dict[str, float], key: str) -> str:
 def correctness_of(result: RunResult) -> str:
     """How the run's correctness was decided (issue 25 item 3: metrics.json and the
     reports name it): :func:`credo.tasks.grading.describe_correctness`, with the grader
-    model of a grader that asks one."""
+    model of a grader that asks one, and what the grading stage said of it on this run
+    (e.g. FActScore without a knowledge source: unavailable for every item)."""
     from credo.tasks.grading import describe_correctness
 
     c = result.config
+    said = result.stats.get("correctness")
     if result.source:  # a score run: the file's own, or credo's grading (given_stats)
-        return str(result.stats.get("correctness") or "none")
-    return describe_correctness(result.task, (c.grader or c.judge).model or c.model)
+        return str(said or "none")
+    rule = describe_correctness(result.task, (c.grader or c.judge).model or c.model)
+    return f"{rule}; {said}" if said else rule
 
 
 def render_markdown(result: RunResult) -> str:
