@@ -78,6 +78,7 @@ __all__ = [
     "certify_run",
     "check_writable",
     "dry_run",
+    "dry_run_strength",
     "probe",
     "report",
     "run",
@@ -466,7 +467,8 @@ def run_strength(
     task = strength_task(config, task)  # a bad task fails before the cache is opened
     if write:
         check_writable(config.out, "the output folder (out)")
-    with _config_pool(config, show_progress=show_progress, embedder=embedder) as pool:
+    with _config_pool(config, show_progress=show_progress, embedder=embedder,
+                      max_cost_usd=config.max_cost_usd) as pool:
         assign_roles(pool, config, models, scorer)
         result = run_strength_pipeline(config, pool, task)
     if write:
@@ -474,6 +476,26 @@ def run_strength(
 
         write_strength_run(result, config.out)
     return result
+
+
+def dry_run_strength(
+    config: StrengthConfig,
+    *,
+    models: Mapping[str, Model] | None = None,
+    scorer: Model | None = None,
+    task: Task | None = None,
+) -> RunEstimate:
+    """What :func:`run_strength` would ask of its models for ``config``, per stage and
+    model under test (requests, samples, cached samples, calls, estimated tokens and
+    cost), without calling a model, contacting a server or writing the folder
+    (:func:`credo.strength.pipeline.estimate_strength`). The arguments are
+    :func:`run_strength`'s."""
+    from credo.strength.pipeline import assign_roles, estimate_strength, strength_task
+
+    task = strength_task(config, task)
+    with _config_pool(config, show_progress=False, reach=False) as pool:
+        assign_roles(pool, config, models, scorer)
+        return estimate_strength(config, pool, task)
 
 
 def check_writable(folder: str | Path, what: str) -> None:

@@ -650,8 +650,10 @@ class StrengthConfig(_Config):
 
     ``writer`` and ``judge`` None mean each model under test writes its own perturbations
     and rates their strength (as each CoT model's perturbations in 003 come from its own
-    CoT); ``surprisal_model`` None leaves Δh (§3.3) unmeasured. Embedded models get
-    ``model_options`` (default :data:`DEFAULT_MODEL_OPTIONS`).
+    CoT); ``surprisal_model`` None leaves Δh (§3.3) unmeasured. Every model (each of
+    ``models``, ``writer``, ``judge``) is a :class:`RoleConfig`, as in a run: a bare spec,
+    or a mapping with ``base_url``, ``label``, prices...; embedded models get
+    ``model_options`` (default :data:`DEFAULT_MODEL_OPTIONS`) under their own.
     """
 
     task: str = Field(
@@ -659,12 +661,17 @@ class StrengthConfig(_Config):
         "truthfulqa_mc1, arc_challenge:<path>, ...)",
     )
     limit: int | None = Field(30, ge=1, description="the first N items; None = all")
-    models: list[str] = Field(
-        default_factory=lambda: ["qwen2.5-coder-1.5b"], min_length=1, description="the models "
-        "under test",
+    models: list[RoleConfig] = Field(
+        default_factory=lambda: [RoleConfig(model="qwen2.5-coder-1.5b")], min_length=1,
+        description="the models under test: specs, or roles with their options (base_url, "
+        "label, prices)",
     )
-    writer: str | None = Field(None, description="model writing perturbations; None = each model")
-    judge: str | None = Field(None, description="strength judge; None = each model itself")
+    writer: RoleConfig | None = Field(
+        None, description="model writing perturbations (a spec or a role); None = each model",
+    )
+    judge: RoleConfig | None = Field(
+        None, description="strength judge (a spec or a role); None = each model itself",
+    )
     surprisal_model: str | None = Field(
         DEFAULT_SURPRISAL_MODEL, description="embedded model for Δh; None = not measured"
     )
@@ -687,6 +694,37 @@ class StrengthConfig(_Config):
     out: Path = Field(Path("runs/strength"), description="the strength run's folder")
     cache: Path | None = Field(None, description="the SQLite generation cache; None = the default")
     max_block: int = Field(16, ge=1, description="most samples in one backend call")
+    max_cost_usd: float | None = Field(
+        None,
+        gt=0,
+        description="stop dispatching requests once this run's generations cost this much "
+        "(US dollars, from the roles' price_* options; credo.generation.ledger); the folder "
+        "is written with the rest incomplete (exit 3) and a rerun resumes; part of no request",
+    )
+
+    @field_validator("models")
+    @classmethod
+    def _models_named(cls, value: list[RoleConfig]) -> list[RoleConfig]:
+        specs = [m.model for m in value]
+        if any(s is None for s in specs):
+            raise ValueError("every model under test names its model")
+        twice = sorted({s for s in specs if specs.count(s) > 1})
+        if twice:
+            raise ValueError(f"a model under test is named twice: {twice[0]}")
+        return value
+
+    @property
+    def specs(self) -> list[str]:
+        """The specs of the models under test, in order (what the rows name)."""
+        return [m.model for m in self.models if m.model is not None]
+
+    @field_serializer("models")
+    def _dump_models(self, roles: list[RoleConfig]) -> Any:
+        return [_role_or_none(r) for r in roles]
+
+    @field_serializer("writer", "judge")
+    def _dump_role(self, role: RoleConfig | None) -> Any:
+        return _role_or_none(role)
 
 
 class StudyModel(BaseModel):
