@@ -27,8 +27,10 @@ What is known before sampling and what is estimated:
   and u ≤ the options of a choice item), SimpleQA grading (at most one per sample) and
   a served model's probe when none is stored for it (at most
   :data:`~credo.models.openai_probe.MAX_PROBE_REQUESTS` tiny requests).
-* **unknown**: CCP's NLI judgments (they depend on the samples' token alternatives) and
-  FActScore claim checks (on the claims the samples make).
+* **unknown**: CCP's NLI judgments (they depend on the samples' token alternatives).
+  FActScore's claim checks are estimated by their own stage
+  (:class:`~credo.tasks.longform.ClaimCheckStage`) on placeholder biographies of
+  ``max_tokens`` tokens in sentences of :data:`CLAIM_TOKENS` tokens (one claim each).
 
 Tokens. Prompt tokens are characters / :data:`CHARS_PER_TOKEN` of the rendered messages,
 once per backend call (as the ledger counts them); completion tokens are at most
@@ -77,7 +79,7 @@ from credo.tasks.answers import Answer
 from credo.tasks.base import AnswerFormat, Item, Task
 from credo.tasks.factual import SIMPLEQA, plan_simpleqa
 from credo.tasks.grading import CLAIMS_STAGE, GRADING_STAGE
-from credo.tasks.longform import FACTSCORE
+from credo.tasks.longform import FACTSCORE, ClaimCheckStage, knowledge_sources
 from credo.tasks.prompts import LETTERS
 from credo.types import Message, SamplingParams
 
@@ -223,7 +225,7 @@ def _judge_pairs(
 def _grading(pool: ModelPool, task: Task, config: RunConfig) -> list[StageEstimate]:
     """SimpleQA grades (the grader's own plan, :func:`credo.tasks.factual.plan_simpleqa`,
     on placeholder answers: at most one per original sample) and FActScore claim checks
-    (unknown) of the items whose grader asks the judge."""
+    (:func:`_claim_checks`) of the items whose grader asks the judge."""
     graders = {it.meta.get("grader") for it in task.items}
     out = []
     if SIMPLEQA in graders:
@@ -240,10 +242,41 @@ def _grading(pool: ModelPool, task: Task, config: RunConfig) -> list[StageEstima
         out.append(count_planned(pool, GRADING_STAGE, GRADER, plan.requests, ESTIMATED,
                           "at most one per original sample (exact matches need none)"))
     if FACTSCORE in graders:
-        out.append(
-            _unknown(pool, CLAIMS_STAGE, GRADER, "depends on the claims of the samples")
-        )
+        out.append(_claim_checks(pool, task, config))
     return out
+
+
+CLAIM_TOKENS = 20
+"""The length of one sentence (one claim, :func:`credo.tasks.longform.claims`) in the
+estimate of FActScore's claim checks."""
+
+
+def _claim_checks(pool: ModelPool, task: Task, config: RunConfig) -> StageEstimate:
+    """FActScore's claim checks, planned by the stage that checks them
+    (:class:`credo.tasks.longform.ClaimCheckStage`) on placeholder biographies of
+    ``max_tokens`` tokens in sentences of :data:`CLAIM_TOKENS` tokens, every claim
+    distinct: one check per sentence of each original sample, for the items with a
+    knowledge source (the others are not checked: their correctness is unavailable)."""
+    settings = config.grader or config.judge
+    params = SamplingParams(temperature=0.0, max_tokens=settings.max_tokens)
+    graded = {it.id: it for it in task.items if it.meta.get("grader") == FACTSCORE}
+    sources = knowledge_sources(graded, list(graded))
+    per = max(1, config.sampling.max_tokens // CLAIM_TOKENS)
+    filler = "x" * (CHARS_PER_TOKEN * (CLAIM_TOKENS - 4))
+    originals = {
+        i: tuple(Sample(text, Answer(text, text)) for text in (
+            " ".join(f"Claim {i} {k} {j} {filler}." for j in range(per))
+            for k in range(config.n)))
+        for i in sources
+    }
+    stage = ClaimCheckStage(params, sources)
+    planned = [r for reqs in stage.plan(originals, graded).values() for r in reqs]
+    note = (f"one per sentence of each original sample ({per} sentences of {CLAIM_TOKENS} "
+            "tokens each, all distinct)" if sources else
+            "no knowledge source: correctness unavailable, no claim is checked")
+    if sources and len(sources) < len(graded):
+        note += f"; {len(graded) - len(sources)} items without a knowledge source: none"
+    return count_planned(pool, CLAIMS_STAGE, GRADER, planned, ESTIMATED, note)
 
 
 # --------------------------------------------------------------------------- helpers

@@ -529,5 +529,6 @@ def grade_items(
         params=SamplingParams(temperature=0.0, max_tokens=settings.max_tokens),
         stats=stats,
         incomplete=incomplete,
+        driver=StageDriver(pool, incomplete),  # FActScore's claim checks are a stage
     )
     return out | grade_originals(ctx, {s.item_id: s.sets[ORIGINAL] for s in answers})

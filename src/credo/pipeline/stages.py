@@ -27,6 +27,9 @@ checks), so each gets from one place
   cache holds them, else placeholders (:meth:`Stage.placeholder`), so the later stages
   are planned on something of the right shape. A stage planned on a placeholder is
   ``estimated``, not ``planned``.
+
+The :class:`Stage` shape lives in :mod:`credo.generation.stage` (below the tasks, whose
+graders plan stages too: FActScore's claim checks); this module re-exports it.
 """
 
 from __future__ import annotations
@@ -34,7 +37,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
-from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,6 +44,13 @@ from typing import Any
 from credo.errors import RequestsFailed
 from credo.generation.executor import PlannedRequest, sample_blocks
 from credo.generation.pool import ModelPool
+from credo.generation.stage import (
+    CHARS_PER_TOKEN,
+    Generated,
+    Stage,
+    StagePlan,
+    placeholder_text,
+)
 from credo.pipeline.checks import RUNNER_ROLES
 from credo.pipeline.ending import Outcome, decide_outcome
 from credo.plan.sample_sets import PlanContext, get_sample_set
@@ -65,45 +74,9 @@ __all__ = [
     "prompt_tokens",
 ]
 
-CHARS_PER_TOKEN = 4
-"""Characters per token of the prompt estimate (English text with common tokenizers)."""
-
 PLANNED = "planned"
 ESTIMATED = "estimated"
 UNKNOWN = "unknown"
-
-StagePlan = dict[str, list[PlannedRequest]]
-"""A stage's plan: per unit (an item id...), its requests in order (possibly none)."""
-
-Generated = dict[str, list[list[Generation]]]
-"""Per unit whose requests all succeeded: the generations of each of its requests."""
-
-
-class Stage(ABC):
-    """One stage of a command: a name (its ledger stage), the role it asks, its plan and
-    its reading of the generations. Subclasses set ``name`` and ``role`` and may keep
-    what :meth:`plan` worked out for :meth:`read` (a stage object serves one plan)."""
-
-    name: str
-    role: str
-    #: What the progress bar says while the stage's requests run.
-    description: str = ""
-    #: Why a unit is incomplete when one of its requests of this stage failed.
-    missing: str = "samples missing"
-
-    @abstractmethod
-    def plan(self, items: Sequence[Any], context: Any) -> StagePlan:
-        """The requests of every unit of ``items`` (nothing is called)."""
-
-    @abstractmethod
-    def read(self, generations: Generated) -> Any:
-        """What the stage makes of the generations of the complete units."""
-
-    def placeholder(self, request: GenerationRequest) -> str:
-        """A reply of the right shape for the dry run (a sample not drawn yet): by
-        default a text of ``max_tokens`` tokens by the estimate."""
-        return placeholder_text(request.params.max_tokens)
-
 
 @dataclass
 class StageEstimate:
@@ -130,11 +103,6 @@ def prompt_tokens(messages: Sequence[Message]) -> int:
     """The prompt estimate of ``messages``: their characters / :data:`CHARS_PER_TOKEN`,
     rounded up."""
     return math.ceil(sum(len(m.content) for m in messages) / CHARS_PER_TOKEN)
-
-
-def placeholder_text(tokens: int) -> str:
-    """A text of about ``tokens`` tokens by the estimate (a sample not yet drawn)."""
-    return "x" * (CHARS_PER_TOKEN * tokens)
 
 
 def count_planned(

@@ -38,6 +38,7 @@ from credo.types import Generation, SamplingParams
 
 if TYPE_CHECKING:
     from credo.generation.executor import Executor
+    from credo.generation.stage import Stage
 
 __all__ = [
     "CLAIMS_STAGE",
@@ -208,6 +209,28 @@ class GradingContext:
     knowledge: Any = None
     stats: dict[str, int | float | str] = field(default_factory=dict)
     incomplete: dict[str, str] = field(default_factory=dict)
+    #: The stage driver a grader's stages run through (issue 31: the pipeline's
+    #: :class:`~credo.pipeline.stages.StageDriver`, ``run(stages, items, context)``);
+    #: None: :meth:`run_stage` executes a stage on ``judge()`` itself.
+    driver: Any = None
+
+    def run_stage(self, stage: Stage, items: Any, context: Any = None) -> Any:
+        """What ``stage`` reads of its requests' generations, run through the driver
+        (the cache, the ledger, the dry run, failed units into ``incomplete``)."""
+        if self.driver is not None:
+            return self.driver.run([stage], items, context)[0]
+        plan = {u: r for u, r in stage.plan(items, context).items() if u not in self.incomplete}
+        flat = [r for reqs in plan.values() for r in reqs]
+        gens = self.ask(flat, stage.description or stage.name, stage.name) if flat else []
+        out, k = {}, 0
+        for unit, reqs in plan.items():
+            chunk = gens[k : k + len(reqs)]
+            k += len(reqs)
+            if any(g is None for g in chunk):
+                self.incomplete.setdefault(unit, f"{stage.name} {stage.missing} (requests failed)")
+            else:
+                out[unit] = chunk
+        return stage.read(out)
 
     def ask(
         self, planned: list[Any], description: str, stage: str | None = None
