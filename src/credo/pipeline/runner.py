@@ -495,6 +495,7 @@ def build_kernels(
         embedder=lambda: pool.embedder(config.kernel_embedder),
         embedding_cache=config.cache_path.with_name("embeddings.sqlite"),
         stats=stats, incomplete=incomplete,
+        driver=StageDriver(pool, incomplete),  # the judge kernel's pairs are a stage
     )
     names = sorted({spec.kernel or config.kernel for spec in specs})
     return {name: build_kernel(name, ctx) for name in names}

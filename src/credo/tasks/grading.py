@@ -216,21 +216,13 @@ class GradingContext:
 
     def run_stage(self, stage: Stage, items: Any, context: Any = None) -> Any:
         """What ``stage`` reads of its requests' generations, run through the driver
-        (the cache, the ledger, the dry run, failed units into ``incomplete``)."""
+        (the cache, the ledger, failed units into ``incomplete``), else on ``judge()``
+        (:func:`credo.generation.stage.execute_stage`)."""
         if self.driver is not None:
             return self.driver.run([stage], items, context)[0]
-        plan = {u: r for u, r in stage.plan(items, context).items() if u not in self.incomplete}
-        flat = [r for reqs in plan.values() for r in reqs]
-        gens = self.ask(flat, stage.description or stage.name, stage.name) if flat else []
-        out, k = {}, 0
-        for unit, reqs in plan.items():
-            chunk = gens[k : k + len(reqs)]
-            k += len(reqs)
-            if any(g is None for g in chunk):
-                self.incomplete.setdefault(unit, f"{stage.name} {stage.missing} (requests failed)")
-            else:
-                out[unit] = chunk
-        return stage.read(out)
+        from credo.generation.stage import execute_stage
+
+        return execute_stage(stage, self.judge(), items, context, self.incomplete)[0]
 
     def ask(
         self, planned: list[Any], description: str, stage: str | None = None
