@@ -63,7 +63,7 @@ def test_a_name_registered_twice_is_refused_and_the_first_kept(entries, data):
     name = data.draw(st.sampled_from(sorted(entries)))
     for again in (lambda: reg.add(name, -1), lambda: reg.register(name)(-1),
                   lambda: reg.__setitem__(name, -1)):
-        with pytest.raises(DuplicateName, match="registered twice"):
+        with pytest.raises(DuplicateName, match="is already registered"):
             again()
     assert reg[name] == entries[name]
     assert len(reg) == len(entries)

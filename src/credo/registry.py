@@ -79,7 +79,7 @@ class Registry(Mapping[str, T], Generic[T]):
             raise ValueError(f"a {self.kind} name must be a non-empty printable string "
                              f"(one line in messages), got {name!r}")
         if name in self._entries:
-            raise DuplicateName(f"{self.kind} {name!r} is registered twice")
+            raise DuplicateName(f"{self.kind} {name!r} is already registered")
         self._entries[name] = entry
         return entry
 
