@@ -340,11 +340,12 @@ def _prefix_sets(
     elif adaptive is None:
         return generate_perturbations(
             task.items, config.m, task.domain, pool.executor(WRITER), embedder,
-            config.perturbation, answers,
+            config.perturbation, answers, StageDriver(pool, incomplete),
         )
     else:
         prefixes = PrefixWriter(task.items, config.m, task.domain, pool.executor(WRITER),
-                                embedder, config.perturbation, answers).ensure
+                                embedder, config.perturbation, answers,
+                                adaptive.driver).ensure
     assert config.adaptive is not None
     return adaptive_perturbed(task, adaptive.ctx, prefixes, adaptive.driver, adaptive.out,
                               config.adaptive)
