@@ -30,13 +30,13 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from types import MappingProxyType
 from typing import Any, Literal
 
 import numpy as np
 
 from credo.evaluate import metrics as M
 from credo.evaluate.binning import number_of_bins
+from credo.registry import Registry
 
 __all__ = [
     "METRICS",
@@ -163,9 +163,8 @@ def _checked(scores: ArrayLike, target: ArrayLike, kind: Target) -> tuple[np.nda
     return s, p
 
 
-_REGISTRY: dict[str, Metric] = {}
-METRICS: Mapping[str, Metric] = MappingProxyType(_REGISTRY)
-"""Every registered metric by name, in order: a read-only live view."""
+METRICS: Registry[Metric] = Registry("metric")
+"""Every registered metric by name, in order (the tables' column order)."""
 
 
 def register(m: Metric) -> Metric:
@@ -173,17 +172,12 @@ def register(m: Metric) -> Metric:
     is refused."""
     if not isinstance(m, Metric):
         raise TypeError(f"register takes a Metric, got {type(m).__name__}")
-    if m.name in _REGISTRY:
-        raise ValueError(f"a metric named {m.name!r} is already registered")
-    _REGISTRY[m.name] = m
-    return m
+    return METRICS.add(m.name, m)
 
 
 def unregister(name: str) -> Metric:
     """Remove the metric ``name`` and return it (tests' toy metrics)."""
-    m = get(name)
-    del _REGISTRY[name]
-    return m
+    return METRICS.remove(name)
 
 
 def metric(
@@ -200,11 +194,8 @@ def metric(
 
 
 def get(name: str) -> Metric:
-    """The metric ``name``; ValueError naming the known ones otherwise."""
-    try:
-        return _REGISTRY[name]
-    except KeyError:
-        raise ValueError(f"unknown metric {name!r}; known: {list(_REGISTRY)}") from None
+    """The metric ``name``; a user error (a ValueError) naming the known ones otherwise."""
+    return METRICS[name]
 
 
 def registered(per: Level | None = None, **flags: Any) -> tuple[Metric, ...]:
@@ -214,7 +205,7 @@ def registered(per: Level | None = None, **flags: Any) -> tuple[Metric, ...]:
     if unknown:
         raise ValueError(f"no Metric fields {sorted(unknown)}")
     return tuple(
-        m for m in _REGISTRY.values()
+        m for m in METRICS.values()
         if (per is None or per in m.per) and all(getattr(m, k) == v for k, v in flags.items())
     )
 
