@@ -5,6 +5,7 @@ scripted judge, the per-claim evaluation, the dry run and the ledger."""
 from __future__ import annotations
 
 import math
+import shutil
 
 import pytest
 from hypothesis import given
@@ -231,3 +232,148 @@ def test_parsers():
     assert parse_verdict("Neither") == 0 and parse_verdict("maybe") is None
     assert parse_confidence("I'd say 85%") == 0.85 and parse_confidence("150") == 1.0
     assert parse_confidence("unsure") is None
+
+
+# --------------------------------------------------------------------------- certify, filter
+
+
+def _many_bios(tmp_path, n_items):
+    names = tmp_path / "many.txt"
+    people = [f"Person {k}" for k in range(n_items)]
+    names.write_text("\n".join(people) + "\n", encoding="utf-8")
+    kb = tmp_path / "kb_many"
+    kb.mkdir()
+    for p in people:
+        (kb / f"{p}.txt").write_text(f"{p} was born in 1815.", encoding="utf-8")
+    return load_factscore_task(names, kb)
+
+
+def many_respond(messages, seed):
+    system, user = messages[0].content, messages[-1].content
+    if system.startswith("Tell me") or ("bio of" in user and not system.startswith("Reply")):
+        who = user.split("bio of ")[1].rstrip(".")
+        return [f"{who} was born in 1815. {who} was a painter in Rome.",
+                f"{who} was born in 1815. {who} wrote poems in Paris.",
+                f"{who} was born in 1815. {who} was a painter in Rome."][seed % 3]
+    return respond(messages, seed)
+
+
+def test_certify_run_claims_then_filter_unlabelled_run(tmp_path, bow_embedder):
+    from credo.api import certify_run_claims, run
+    from credo.evaluate.claims import ClaimCertificate, certify_claims
+    from credo.tasks.claims import read_claims
+
+    task = _many_bios(tmp_path, 12)
+    cfg = RunConfig(task="factscore", n=3, m=2, limit=None, kernel="embedding", bootstrap=0,
+                    methods=["self_consistency"], out=tmp_path / "cal",
+                    cache=tmp_path / "cache.sqlite",
+                    claims=ClaimsConfig(methods=["frequency", "ordinal"]))
+    run(cfg, model=ScriptedModel(many_respond), embedder=bow_embedder, task=task,
+        show_progress=False)
+    items = read_claims(cfg.out / "claims.jsonl")  # the claim-file layout, read back
+    assert len(items) == 12 and all(c.correct is not None for it in items for c in it.claims)
+    cert = certify_run_claims(cfg.out, "frequency", alpha=0.2, out=tmp_path / "cc.json")
+    assert cert == certify_claims(items, 0.2, score="frequency")  # the same procedure
+    assert ClaimCertificate.from_json((tmp_path / "cc.json").read_text()).threshold == \
+        cert.threshold
+    from credo.cli import main
+
+    assert main(["certify", str(cfg.out), "--claims", "--method", "frequency", "--alpha",
+                 "0.2", "--procedure", "ltt", "--delta", "0.3"]) == 0
+    ltt = ClaimCertificate.from_json((cfg.out / "claim_certificate.json").read_text())
+    assert ltt == certify_claims(items, 0.2, delta=0.3, score="frequency")
+    assert main(["certify", str(cfg.out), "--claims", "--method", "nope"]) == 2
+    # the certificate on new, unlabelled questions (no knowledge folder: no labels)
+    names = tmp_path / "new.txt"
+    names.write_text("Person 90\nPerson 91\n", encoding="utf-8")
+    new = load_factscore_task(names)
+    out = tmp_path / "new"
+    result = run(cfg.model_copy(update={"out": out, "claims": None}),
+                 model=ScriptedModel(many_respond), embedder=bow_embedder, task=new,
+                 show_progress=False, certificate=tmp_path / "cc.json")
+    assert result.claims is not None  # the certificate turned the claim stage on
+    import json
+
+    rows = [json.loads(x) for x in (out / "answers.jsonl").read_text().splitlines()]
+    assert [r["id"] for r in rows] == [it.id for it in new.items]
+    for r, item in zip(rows, result.claims.items, strict=True):
+        kept = [c.text for c in item.claims if c.scores["frequency"] > cert.threshold]
+        assert [c["text"] for c in r["retained"]] == kept
+        assert r["filtered_answer"] == " ".join(kept)
+        assert len(r["retained"]) + len(r["removed"]) == len(item.claims)
+
+
+def test_claim_certificate_score_the_run_cannot_compute_is_refused(tmp_path, bio_task,
+                                                                  bow_embedder):
+    from credo.evaluate.claims import ClaimItem, certify_claims
+
+    cert = certify_claims([ClaimItem.of([0.5, 0.2], [True, False], id=str(k))
+                           for k in range(12)], 0.2, score="score")
+    f = tmp_path / "c.json"
+    f.write_text(cert.to_json())
+    model = ScriptedModel(respond)
+    with pytest.raises(UserError, match="claim score 'score'"):
+        from credo.api import run
+
+        run(_config(tmp_path), model=model, embedder=bow_embedder, task=bio_task,
+            show_progress=False, certificate=f)
+    assert model.calls == 0
+
+
+# --------------------------------------------------------------------------- report
+
+
+def _claim_report(tmp_path, bow_embedder):
+    from credo.api import run
+    from credo.report.claims import claim_answers
+    from credo.report.rundata import load_run
+
+    task = _many_bios(tmp_path, 12)
+    cfg = RunConfig(task="factscore", n=3, m=2, limit=None, kernel="embedding", bootstrap=20,
+                    methods=["self_consistency"], out=tmp_path / "run",
+                    cache=tmp_path / "cache.sqlite",
+                    claims=ClaimsConfig(methods=["frequency", "claim_c3", "ordinal"],
+                                        alphas=[0.2]))
+    result = run(cfg, model=ScriptedModel(many_respond), embedder=bow_embedder, task=task,
+                 show_progress=False)
+    data = load_run(cfg.out)
+    marked = claim_answers(data.claims, data.extras["claim_metrics.json"])
+    kept = sum(c["kept"] for a in marked["answers"] for c in a["claims"])
+    return cfg, result, kept
+
+
+def test_report_claim_section_and_html_view(tmp_path, bow_embedder):
+    cfg, result, kept = _claim_report(tmp_path, bow_embedder)
+    md = (cfg.out / "report.md").read_text()
+    assert "## Claims" in md and "retained at α = 0.2" in md
+    n_claims = sum(len(it.claims) for it in result.claims.items)
+    assert f"claims: {n_claims} (2.0 per answer" in md
+    assert "claim_c3: not available (the run drew no perturbed samples" in md
+    html = (cfg.out / "report.html").read_text()
+    assert 0 < kept < n_claims
+    assert html.count('<li class="kept">') == kept
+    assert html.count('<li class="removed">') == n_claims - kept
+    assert "{{" not in html and "claim-answer" in html
+
+
+CHROMIUM = next((shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome")
+                 if shutil.which(n)), None)
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="headless Chromium is not installed "
+                    "(Debian: apt-get install chromium); the browser check needs it")
+def test_claim_view_opens_in_headless_chromium(tmp_path, bow_embedder):
+    import re
+    import subprocess
+
+    cfg, _, kept = _claim_report(tmp_path, bow_embedder)
+    done = subprocess.run(
+        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+         "--disable-background-networking", f"--user-data-dir={tmp_path / 'profile'}",
+         "--virtual-time-budget=10000", "--dump-dom", (cfg.out / "report.html").as_uri()],
+        capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    dom = done.stdout
+    assert 'id="claims"' in dom
+    assert len(re.findall(r'<details class="claim-answer"', dom)) == 12
+    assert len(re.findall(r'<li class="kept">', dom)) == kept

@@ -96,8 +96,11 @@ def claim_c3(ev: ClaimEvidence) -> list[float]:
     """``min(f_o, f_p)`` (module docstring); NaN without both."""
     if not ev.original or not ev.perturbed:
         return [math.nan] * len(ev.claims)
-    return [min(support_share(o), support_share(p))
-            for o, p in zip(ev.original, ev.perturbed, strict=True)]
+    out = []
+    for o, p in zip(ev.original, ev.perturbed, strict=True):
+        fo, fp = support_share(o), support_share(p)
+        out.append(math.nan if math.isnan(fo) or math.isnan(fp) else min(fo, fp))
+    return out
 
 
 @claim_method("verbalized", [CONFIDENCE], "the model's stated probability the claim is true")
