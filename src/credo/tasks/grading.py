@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from credo.errors import UserError
+from credo.registry import Registry
 from credo.tasks.answers import (
     Answer,
     normalise_gold,
@@ -74,19 +75,19 @@ class Graded(Protocol):
 # --------------------------------------------------------------------------- correctness
 
 Correctness = Callable[[Answer, Item], bool]
-_CORRECTNESS: dict[AnswerFormat, Correctness] = {}
+_CORRECTNESS: Registry[Correctness] = Registry("correctness rule")
+"""The correctness rule of each answer format, by the format's value."""
 _SUMMARIES: dict[str, str] = {}  # "exact:<format>" and grader names -> one line
 
 
 def correctness(fmt: AnswerFormat, summary: str = "") -> Callable[[Correctness], Correctness]:
     """Register the correctness rule of answer format ``fmt``; ``summary`` says in a few
     words how it decides (shown by ``credo tasks``)."""
+    value = AnswerFormat(fmt).value
 
     def register(fn: Correctness) -> Correctness:
-        if fmt in _CORRECTNESS:
-            raise ValueError(f"a correctness rule for {fmt.value!r} is registered twice")
-        _CORRECTNESS[fmt] = fn
-        _SUMMARIES[f"{DEFAULT_GRADER}:{fmt.value}"] = summary
+        _CORRECTNESS.add(value, fn)
+        _SUMMARIES[f"{DEFAULT_GRADER}:{value}"] = summary
         return fn
 
     return register
@@ -135,7 +136,7 @@ def is_correct(answer: Answer, item: Item, fmt: AnswerFormat) -> bool:
     :class:`NotImplementedError` here.
     """
     fmt = AnswerFormat(fmt)
-    rule = _CORRECTNESS.get(fmt)
+    rule = _CORRECTNESS.get(fmt.value)
     if rule is None:
         raise NotImplementedError(
             f"{fmt.value.upper()} answers are graded against a knowledge source by a judge"
@@ -233,7 +234,8 @@ class GradingContext:
 
 GradeMap = dict[str, tuple[bool | float, ...]]
 Grader = Callable[[GradingContext, Mapping[str, Sequence[Graded]]], GradeMap]
-GRADERS: dict[str, Grader] = {}
+GRADERS: Registry[Grader] = Registry("grader")
+"""Every grader by name (what ``item.meta["grader"]`` names; :func:`grader` registers one)."""
 JUDGED: set[str] = set()
 """The graders that ask a grader model (the run's ``grader`` role, else its judge)."""
 
@@ -245,9 +247,7 @@ def grader(name: str, summary: str = "", *, judge: bool = False) -> Callable[[Gr
     says in a few words how it decides; ``judge`` that it asks the grader model."""
 
     def register(fn: Grader) -> Grader:
-        if name in GRADERS:
-            raise ValueError(f"grader {name!r} is registered twice")
-        GRADERS[name] = fn
+        GRADERS.add(name, fn)
         if judge:
             JUDGED.add(name)
         if summary:
@@ -258,11 +258,9 @@ def grader(name: str, summary: str = "", *, judge: bool = False) -> Callable[[Gr
 
 
 def get_grader(name: str) -> Grader:
-    """The registered grader ``name``; a ValueError lists the known ones."""
-    try:
-        return GRADERS[name]
-    except KeyError:
-        raise UserError(f"unknown grader {name!r} (known: {', '.join(sorted(GRADERS))})") from None
+    """The registered grader ``name``; a :class:`~credo.errors.UserError` lists the known
+    ones."""
+    return GRADERS[name]
 
 
 def grade_originals(ctx: GradingContext, originals: Mapping[str, Sequence[Graded]]) -> GradeMap:
