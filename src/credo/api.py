@@ -174,16 +174,16 @@ def _decision_threshold(config: RunConfig, cert: RunCertificate | None) -> RunCo
     """``config`` with the adaptive decision rule's threshold taken from ``cert`` when the
     rule names none, and the score it reads the certificate's method when it names none
     (issue 24: stop sampling an item once its certified decision is settled)."""
-    from credo.plan.adaptive import STAGE_SCORES
+    from credo.plan.adaptive import STAGE_SCORES, STOPPING_RULES
 
     a = config.adaptive
-    if a is None or a.rule != "decision" or (a.threshold is not None and (
-            a.scores is not None or cert is None)):
+    if a is None or not STOPPING_RULES[a.rule].needs_threshold or (
+            a.threshold is not None and (a.scores is not None or cert is None)):
         return config
     from credo.errors import UserError
 
     if cert is None or cert.certificate.threshold is None:
-        raise UserError("--adaptive decision: no threshold (adaptive.threshold) and no "
+        raise UserError(f"--adaptive {a.rule}: no threshold (adaptive.threshold) and no "
                         "certified one (the certificate certified nothing)")
     update: dict[str, Any] = {}
     if a.threshold is None:
@@ -191,7 +191,7 @@ def _decision_threshold(config: RunConfig, cert: RunCertificate | None) -> RunCo
     if a.scores is None:
         readable = [s for scores in STAGE_SCORES.values() for s in scores]
         if cert.method not in readable:
-            raise UserError(f"--adaptive decision: the certificate's method {cert.method!r} "
+            raise UserError(f"--adaptive {a.rule}: the certificate's method {cert.method!r} "
                             f"is not read from the answers drawn; the rule reads one of "
                             f"{', '.join(readable)} (adaptive.scores)")
         update["scores"] = [cert.method]
@@ -1070,10 +1070,12 @@ def _points(
 
     from credo.config import AdaptiveConfig, validation_message
     from credo.errors import UserError
+    from credo.registry import STOPPING_RULES
 
     points = []
     for rule in dict.fromkeys(rules):
-        for eps in (epsilons if rule == "interval" else (None,)):
+        known = STOPPING_RULES.get(rule)  # an unknown one: the config's error below
+        for eps in (epsilons if known is not None and known.uses_epsilon else (None,)):
             try:
                 points.append(AdaptiveConfig(rule=rule, epsilon=eps, **dict(options or {})))
             except ValidationError as e:

@@ -21,6 +21,7 @@ from pydantic import (
 )
 
 from credo.errors import UserError
+from credo.registry import STOPPING_RULES
 from credo.types import SamplingParams
 
 PromptStyle = Literal["direct", "brief", "expression", "cot"]
@@ -421,9 +422,6 @@ class ExecutorConfig(BaseModel):
     num_gpus: float = Field(0.0, ge=0.0, description="GPUs each actor reserves")
 
 
-AdaptiveRule = Literal["consensus", "interval", "decision"]
-"""The stopping rules of adaptive sampling (:mod:`credo.plan.adaptive`)."""
-
 AdaptiveScore = Literal["self_consistency", "semantic_entropy", "c3", "c3_cross"]
 """The scores the interval and decision rules read, computed from the answers drawn."""
 
@@ -439,9 +437,10 @@ class AdaptiveConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    rule: AdaptiveRule = Field(
-        "interval", description="the stopping rule: consensus, interval or decision "
-        "(credo.plan.adaptive)",
+    rule: str = Field(
+        "interval", description="the stopping rule, a name registered in "
+        "credo.plan.adaptive.STOPPING_RULES: consensus, interval or decision, or one of "
+        "your own",
     )
     round: int = Field(4, ge=1, description="samples added per round to an unsettled item")
     min: int = Field(4, ge=2, description="samples every item gets before any rule is read")
@@ -463,6 +462,15 @@ class AdaptiveConfig(BaseModel):
         "(self_consistency, semantic_entropy: original stage; c3, c3_cross: perturbed "
         "stage); None = all four, or the certificate's method for the decision rule"
     )
+
+    @field_validator("rule")
+    @classmethod
+    def _registered_rule(cls, rule: str) -> str:
+        """``rule`` names a registered stopping rule (:data:`credo.registry.STOPPING_RULES`);
+        the error lists the registered ones."""
+        if rule not in STOPPING_RULES:
+            raise ValueError(str(STOPPING_RULES.unknown(rule)))
+        return rule
 
 
 class EvaluationConfig(BaseModel):
@@ -666,10 +674,10 @@ class RunConfig(_Config):
         """The decision rule stops an item once it is settled on one side of a threshold:
         ``adaptive.threshold``, or the certified one of ``certificate`` (issue 24)."""
         a = self.adaptive
-        if a is not None and a.rule == "decision" and a.threshold is None and (
-            self.certificate is None
+        if a is not None and STOPPING_RULES[a.rule].needs_threshold and (
+            a.threshold is None and self.certificate is None
         ):
-            raise ValueError("the decision rule needs a threshold (adaptive.threshold) or a "
+            raise ValueError(f"the {a.rule} rule needs a threshold (adaptive.threshold) or a "
                              "certificate (--certificate)")
         return self
 

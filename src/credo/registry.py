@@ -36,7 +36,7 @@ from typing import Any, Generic, TypeVar, overload
 
 from credo.errors import UserError
 
-__all__ = ["DuplicateName", "Registry", "UnknownName"]
+__all__ = ["STOPPING_RULES", "DuplicateName", "Registry", "UnknownName"]
 
 T = TypeVar("T")
 F = TypeVar("F")
@@ -161,3 +161,12 @@ class Registry(Mapping[str, T], Generic[T]):
 
     def __repr__(self) -> str:
         return f"Registry({self.kind!r}: {', '.join(self._entries)})"
+
+
+STOPPING_RULES: Registry[Any] = Registry("stopping rule", load=("credo.plan.adaptive",))
+"""Adaptive sampling's stopping rules (:class:`credo.plan.adaptive.StoppingRule`) by
+``adaptive.rule``. It lives here, in the bottom layer, because two readers sit below the
+rules' module: the config validates ``adaptive.rule`` against it and the command line
+offers its names as choices without loading numpy; the first read imports
+:mod:`credo.plan.adaptive`, which registers the built-in rules (consensus, interval,
+decision) with :func:`credo.plan.adaptive.stopping_rule`."""

@@ -27,7 +27,6 @@ toy metric) is in every one of them.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -143,24 +142,16 @@ class Metric:
         n_bins: int = 10,
         levels: ArrayLike | None = None,
     ) -> float:
-        """The metric of one sample, inputs checked as by the functions of
-        :mod:`credo.evaluate.metrics` (scores in [0, 1], targets p̄ in [0, 1] or 0/1 labels,
-        equal lengths, valid bins); NaN for no items or where undefined."""
-        s, t = _checked(scores, target, self.target)
+        """The metric of one sample, its inputs checked once by
+        :func:`credo.evaluate.metrics.metric_inputs` (scores in [0, 1], targets p̄ in [0, 1]
+        or 0/1 labels, equal lengths) and its bins by
+        :func:`~credo.evaluate.binning.number_of_bins`; NaN for no items or where
+        undefined."""
+        s, t = M.metric_inputs(scores, target, self.target)
         if self.binned:
             number_of_bins(n_bins, levels)
-        if s.size == 0:
-            return math.nan
-        return float(self.values(s[None, :], t[None, :], n_bins, levels)[0])
-
-
-def _checked(scores: ArrayLike, target: ArrayLike, kind: Target) -> tuple[np.ndarray, np.ndarray]:
-    if kind == "label":
-        return M._scores_labels(scores, target)
-    s = M._as_unit_interval(scores, "scores")
-    p = M._as_unit_interval(target, "performance")
-    M._check_same_length(s, p, "scores", "performance")
-    return s, p
+            return M.one_row(self.rows, s, t, n_bins=n_bins, levels=levels)
+        return M.one_row(self.rows, s, t)
 
 
 METRICS: Registry[Metric] = Registry("metric")
