@@ -38,6 +38,7 @@ from credo.commands import (
     TopicCheckResult,
     cache_stats,
     calibrate_threshold,
+    certify_claim_file,
     probe,
     report,
     strength_agreement,
@@ -48,6 +49,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from credo.config import RunConfig, StrengthConfig, StudyConfig
+    from credo.evaluate.claims import ClaimCertificate
     from credo.generation.pool import ModelPool
     from credo.models.base import Model
     from credo.models.embedders import Embedder
@@ -101,9 +103,13 @@ def run(
     judge: Model | None = None,
     show_progress: bool = True,
     write: bool = True,
-    certificate: RunCertificate | str | Path | None = None,
+    certificate: RunCertificate | ClaimCertificate | str | Path | None = None,
 ) -> RunResult:
     """Run C3 and the selected baselines on a task, write the run folder, return the results.
+
+    A claim certificate (``credo certify RUN_DIR --claims``; issue 33) turns the claim
+    stage on (``config.claims``, its defaults where unset) and writes, per item,
+    the retained and removed claims and the filtered answer to ``answers.jsonl``.
 
     ``certificate`` (a :class:`~credo.pipeline.certificate.RunCertificate` or the file
     ``credo certify`` wrote; default ``config.certificate``) decides which answers to act
@@ -123,7 +129,11 @@ def run(
     from credo.pipeline.runner import configured_task, method_specs, run_pipeline
 
     method_specs(config.methods)  # an unknown method fails before the folder or cache
-    cert = _certificate(certificate if certificate is not None else config.certificate)
+    given = certificate if certificate is not None else config.certificate
+    claim_cert = _claim_certificate(given)
+    cert = None if claim_cert is not None else _certificate(given)
+    if claim_cert is not None:
+        config = _with_claims(config, claim_cert, given)
     config = _decision_threshold(config, cert)
     task = configured_task(config) if task is None else task  # a bad task fails first
     if write:
@@ -155,7 +165,7 @@ def run(
     if write:
         from credo.report.writer import write_run
 
-        write_run(result, config.out, cert)  # answers.jsonl before the status marker
+        write_run(result, config.out, claim_cert or cert)  # answers.jsonl before the marker
     _check_neutral(result)
     return result
 
@@ -186,6 +196,48 @@ def _decision_threshold(config: RunConfig, cert: RunCertificate | None) -> RunCo
                             f"{', '.join(readable)} (adaptive.scores)")
         update["scores"] = [cert.method]
     return config.model_copy(update={"adaptive": a.model_copy(update=update)})
+
+
+def _claim_certificate(given: Any) -> ClaimCertificate | None:
+    """The claim certificate (``credo certify RUN_DIR --claims``, ``credo certify-claims``)
+    in ``given``, a certificate or its file; None when ``given`` is another kind."""
+    from credo.evaluate.claims import ClaimCertificate
+
+    if given is None or isinstance(given, ClaimCertificate):
+        return given
+    if not isinstance(given, str | Path):
+        return None
+    try:
+        data = json.loads(Path(given).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None  # RunCertificate.read says what is wrong with the file
+    if not (isinstance(data, dict) and "procedure" in data and "a" in data):
+        return None
+    try:
+        return ClaimCertificate.from_dict(data)
+    except ValueError as e:
+        from credo.errors import UserError
+
+        raise UserError(f"{given}: not a claim certificate ({e})") from None
+
+
+def _with_claims(config: RunConfig, cert: ClaimCertificate, where: Any) -> RunConfig:
+    """``config`` with the claim stage on (its defaults where the config has none), the
+    certificate's score among the claim methods (issue 33 item 3)."""
+    from credo.config import ClaimsConfig
+    from credo.errors import UserError
+
+    claims = config.claims or ClaimsConfig()
+    if cert.score is None or cert.tie_break is not None:
+        raise UserError(f"{where}: the claim certificate thresholds "
+                        f"{cert.score or 'no score'}"
+                        + (f" plus {cert.tie_break}" if cert.tie_break else "")
+                        + "; a run scores claims by its claim methods only")
+    if cert.score not in claims.methods:
+        raise UserError(f"{where}: the certificate thresholds claim score {cert.score!r}, "
+                        f"which the run's claims.methods ({', '.join(claims.methods)}) "
+                        "do not compute")
+    return config.model_copy(update={"claims": claims})
 
 
 def _certificate(given: RunCertificate | str | Path | None) -> RunCertificate | None:
@@ -254,6 +306,31 @@ def certify_run(
 
         jsonio.write_text(Path(out), json.dumps(cert.to_json(), indent=1) + "\n", parents=True)
     return cert
+
+
+def certify_run_claims(
+    run_dir: str | Path,
+    score: str | None = None,
+    *,
+    alpha: float = 0.1,
+    a: float = 1.0,
+    delta: float | None = None,
+    out: str | Path | None = None,
+) -> ClaimCertificate:
+    """A claim certificate from a finished, labelled long-form run with claims (issue 33):
+    :func:`credo.evaluate.claims.certify_claims` on its ``claims.jsonl`` (every claim of
+    every answer labelled), thresholding claim method ``score`` (default: the only
+    one), marginal (``delta`` None) or with probability ``1 - delta``; written to ``out``
+    when given. No model is called."""
+    from credo.errors import UserError
+    from credo.report.rundata import CLAIMS_FILE, load_run
+
+    data = load_run(run_dir)
+    path = data.path / CLAIMS_FILE
+    if not path.is_file():
+        raise UserError(f"{data.path}: no {CLAIMS_FILE}; run with claims (config claims:, "
+                        "--claims) on a long-form task")
+    return certify_claim_file(path, alpha, a=a, delta=delta, score=score, out=out)
 
 
 @dataclass(frozen=True)

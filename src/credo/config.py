@@ -497,6 +497,46 @@ class EvaluationConfig(BaseModel):
         return list(dict.fromkeys(value))
 
 
+class ClaimsConfig(BaseModel):
+    """Claim-level credibility of long answers (issue 33; docs/claims.md): each item's
+    answer split into claims (``split``: ``model``, the judge role's atomic facts, or
+    ``sentences``, the offline fallback), each claim scored by the claim ``methods``
+    (:mod:`credo.methods.claims`) and labelled by the FActScore grader (a knowledge
+    folder) or the annotated claim file ``labels``; evaluated per claim and reported with
+    the share of claims retained at each of ``alphas``. Part of no request: the claim
+    stages' requests are keyed by their prompts."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    split: Literal["model", "sentences"] = Field(
+        "sentences", description="how answers are split: model (the judge lists atomic "
+        "facts, one request per answer) or sentences (no model)",
+    )
+    split_max_tokens: int = Field(512, ge=16, description="the splitting reply's length")
+    methods: list[str] = Field(
+        default_factory=lambda: ["frequency", "claim_c3", "verbalized", "ordinal"],
+        min_length=1, description="claim methods: frequency, claim_c3, verbalized, ordinal",
+    )
+    confidence_max_tokens: int = Field(8, ge=1, description="the verbalised confidence's reply")
+    labels: Path | None = Field(
+        None, description="an annotated claim file (docs/claims.md): its items' claims and "
+        "labels replace the split of the items with its ids; None = the FActScore grader's "
+        "checks where the task has a knowledge folder",
+    )
+    alphas: list[float] = Field(
+        default_factory=lambda: [0.1, 0.2], min_length=1,
+        description="levels of the report's retained share (conformal factuality)",
+    )
+
+    @field_validator("alphas")
+    @classmethod
+    def _levels(cls, value: list[float]) -> list[float]:
+        bad = [a for a in value if not 0 < a < 1]
+        if bad:
+            raise ValueError(f"every alpha must lie strictly between 0 and 1; got {bad}")
+        return list(dict.fromkeys(value))
+
+
 class _Config(BaseModel):
     """What every top-level config shares: unknown keys are errors, the cache file, and
     loading from YAML. Fields stay in the subclasses (their order is the order of the
@@ -616,6 +656,11 @@ class RunConfig(_Config):
         default_factory=EvaluationConfig,
         description="coverage at risk alpha per method (issue 23): evaluation.alphas, "
         "evaluation.delta, evaluation.splits; part of no request",
+    )
+    claims: ClaimsConfig | None = Field(
+        None,
+        description="claim-level credibility of long answers (issue 33): split, claim "
+        "methods, labels; None = none; part of no request",
     )
     adaptive: AdaptiveConfig | None = Field(
         None,

@@ -22,9 +22,11 @@ from credo.generation.pool import GRADER, JUDGE, MODEL, PARAPHRASER, WRITER, Mod
 from credo.kernels.registry import get_kernel
 from credo.methods import get_method
 from credo.methods.base import MethodSpec
+from credo.methods.claims import CLAIM_METHODS, SUPPORT_ORIGINAL, SUPPORT_PERTURBED
 from credo.plan.sample_sets import get_sample_set
 from credo.plan.samples import ORIGINAL, PARAPHRASED, PERTURBED
-from credo.tasks.base import Task
+from credo.tasks.base import AnswerFormat, Task
+from credo.tasks.claims import read_claims
 from credo.tasks.grading import JUDGED
 from credo.tasks.prompts import render_messages
 from credo.types import Capabilities
@@ -34,8 +36,10 @@ log = logging.getLogger(__name__)
 __all__ = [
     "MAX_BYTES_PER_TOKEN",
     "RUNNER_ROLES",
+    "check_claims",
     "check_lengths",
     "check_static",
+    "claims_need_judge",
     "method_specs",
     "needs",
     "preflight",
@@ -85,6 +89,7 @@ def check_static(config: RunConfig, task: Task, specs: list[MethodSpec]) -> None
     for name in {spec.kernel or config.kernel for spec in specs}:
         get_kernel(name)
     render_messages(task.items[0], task.format, config.prompt_style)
+    check_claims(config, task)
     corpus = config.perturbation.corpus
     if PERTURBED in needs and corpus is not None and not Path(corpus).is_file():
         raise UserError(f"{corpus}: no such corpus file (perturbation.corpus)")
@@ -156,7 +161,8 @@ def run_roles(
     roles = [MODEL]
     roles += [WRITER] if PERTURBED in needs and config.perturbation.corpus is None else []
     roles += [PARAPHRASER] if PARAPHRASED in needs else []
-    roles += [JUDGE] if "judge" in runners or "judge" in kernels else []
+    judged_claims = claims_need_judge(config)
+    roles += [JUDGE] if "judge" in runners or "judge" in kernels or judged_claims else []
     judged = any(it.meta.get("grader") in JUDGED for it in task.items)
     roles += [GRADER] if judged else []
     return roles
@@ -186,3 +192,27 @@ def applies(spec: MethodSpec, task: Task, logprobs: bool) -> bool:
 
 RUNNER_ROLES = {"model": MODEL, "judge": JUDGE}
 """The pool role that generates the sample sets of each planner ``runner``."""
+
+
+def check_claims(config: RunConfig, task: Task) -> None:
+    """What a run with ``config.claims`` refuses before its first call: a claim method
+    no one registered, a task that is not long-form, an unreadable labels file."""
+    c = config.claims
+    if c is None:
+        return
+    for name in c.methods:
+        CLAIM_METHODS[name]  # UnknownName: a user error naming the known ones
+    if task.format is not AnswerFormat.LONG_FORM:
+        raise UserError(f"claims: task {task.name!r} has {task.format.value} answers; claims "
+                        "are split from long-form answers (e.g. factscore:<file>)")
+    if c.labels is not None:
+        read_claims(c.labels)
+
+
+def claims_need_judge(config: RunConfig) -> bool:
+    """Whether the claim stage asks the judge (splitting or support checks)."""
+    c = config.claims
+    if c is None:
+        return False
+    needs = set().union(*(CLAIM_METHODS[m].needs for m in c.methods))
+    return c.split == "model" or bool(needs & {SUPPORT_ORIGINAL, SUPPORT_PERTURBED})

@@ -41,6 +41,7 @@ built (which loads nothing) for their identities, which the cache keys need.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 from credo.config import RunConfig
@@ -62,21 +63,25 @@ from credo.models.openai_probe import (
 )
 from credo.perturb.context import WRITING_STAGE, PerturbationSet, plan_writer_round
 from credo.perturb.paraphrase import PARAPHRASE_STAGE, ParaphraseSet, plan_paraphrases
+from credo.pipeline.claims import plan_claims
 from credo.pipeline.runner import RUNNER_ROLES, prepare_run, run_roles
 from credo.pipeline.stages import (
     CHARS_PER_TOKEN,
     ESTIMATED,
     PLANNED,
     UNKNOWN,
+    StageDriver,
     StageEstimate,
     count_planned,
     placeholder_text,
     prompt_tokens,
 )
+from credo.plan.claims import ClaimSource
 from credo.plan.sample_sets import PlanContext, get_sample_set
 from credo.plan.samples import NLI, ORIGINAL, PARAPHRASED, PERTURBED, ItemSamples, Sample
 from credo.tasks.answers import Answer
 from credo.tasks.base import AnswerFormat, Item, Task
+from credo.tasks.claims import read_claims
 from credo.tasks.factual import SIMPLEQA, plan_simpleqa
 from credo.tasks.grading import CLAIMS_STAGE, GRADING_STAGE
 from credo.tasks.longform import FACTSCORE, ClaimCheckStage, knowledge_sources
@@ -138,6 +143,8 @@ def estimate_run(config: RunConfig, pool: ModelPool, task: Task | None = None) -
     if "judge" in kernels:
         est.stages.append(_judge_pairs(pool, task, config, needs))
     est.stages += _grading(pool, task, config)
+    if config.claims is not None:
+        est.stages += _claim_stages(pool, task, config)
     return est
 
 
@@ -277,6 +284,33 @@ def _claim_checks(pool: ModelPool, task: Task, config: RunConfig) -> StageEstima
     if sources and len(sources) < len(graded):
         note += f"; {len(graded) - len(sources)} items without a knowledge source: none"
     return count_planned(pool, CLAIMS_STAGE, GRADER, planned, ESTIMATED, note)
+
+
+def _claim_stages(pool: ModelPool, task: Task, config: RunConfig) -> list[StageEstimate]:
+    """The claim stage (issue 33), planned by the run's own function
+    (:func:`credo.pipeline.claims.plan_claims`) through a dry stage driver on placeholder
+    answers: each item's answer of ``max_tokens`` tokens in sentences of
+    :data:`CLAIM_TOKENS` tokens, its n - 1 other original samples and m perturbed ones
+    all distinct; the judge's split on its placeholder reply (one fact per 12 tokens of
+    ``claims.split_max_tokens``). Every count is estimated (the answers are not drawn)."""
+    c = config.claims
+    assert c is not None
+    per = max(1, config.sampling.max_tokens // CLAIM_TOKENS)
+    filler = "x" * (CHARS_PER_TOKEN * (CLAIM_TOKENS - 4))
+    long = placeholder_text(config.sampling.max_tokens)
+    sources = {
+        it.id: ClaimSource(
+            it.id, it.question, " ".join(f"Claim {it.id} {j} {filler}." for j in range(per)),
+            tuple(f"{long}{k}" for k in range(config.n - 1)),
+            tuple(f"{long}p{k}" for k in range(config.m)), str(it.meta.get("entity", "")))
+        for it in task.items
+    }
+    annotated = ({a.id: a for a in read_claims(c.labels)} if c.labels is not None else {})
+    driver = StageDriver(pool, dry_run=True)
+    plan_claims(config, sources, {it.id: it for it in task.items}, driver, annotated)
+    return [dataclasses.replace(e, basis=ESTIMATED, cached_samples=None,
+                                note=e.note or "on placeholder answers")
+            for e in driver.estimates]
 
 
 # --------------------------------------------------------------------------- helpers

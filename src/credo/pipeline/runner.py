@@ -49,6 +49,7 @@ from credo.pipeline.checks import (
     run_roles,
 )
 from credo.pipeline.checks import needs as needs_of
+from credo.pipeline.claims import ClaimRun, run_claims
 from credo.pipeline.ending import Outcome, decide_outcome, end_run
 from credo.pipeline.stages import SampleSetStage, StageDriver
 from credo.plan.sample_sets import PlanContext, get_sample_set
@@ -125,6 +126,9 @@ class RunResult:
     #: The task the items come from as a certificate records it (issue 34:
     #: :func:`credo.pipeline.certificate.task_settings`); ``metrics.json["task_identity"]``.
     task_identity: dict[str, str] = field(default_factory=dict)
+    #: The claim stage of a long-form run with ``config.claims`` (issue 33:
+    #: :class:`credo.pipeline.claims.ClaimRun`); None without it.
+    claims: ClaimRun | None = None
 
     @property
     def stopped_by_budget(self) -> bool:
@@ -202,6 +206,7 @@ def run_pipeline(
                   for it in task.items if it.id in psets},
         options=config.baselines.method_options(),
     )
+    claim_run = run_claims(config, task, items, driver) if config.claims is not None else None
     ledger = pool.ledger.to_dict()
     ending = end_run(items, config, incomplete=incomplete,
                      stopped_by_budget=bool(ledger.get("stopped_by_budget")),
@@ -235,6 +240,7 @@ def run_pipeline(
         ending.response_metrics, ending.unavailable, paras, similarity,
         incomplete, neutrality=ending.neutrality, ledger=ledger,
         coverage=ending.coverage, degenerate=ending.degenerate, task_identity=identity,
+        claims=claim_run,
     )
 
 

@@ -309,8 +309,23 @@ def render_run_page(a: RunAnalysis, opts: ReportOptions) -> str:
         counts=_perturbation_counts(run),
         calibration=run.extras.get("threshold_calibration.json"),
         items=_item_rows(a),
+        claims=_claims(run),
         files=sorted(p.name for p in run.path.iterdir() if p.is_file()),
     )
+
+
+def _claims(run: RunData) -> dict[str, Any] | None:
+    """The claim section (issue 33): the method table and each answer's claims marked
+    retained or removed (:mod:`credo.report.claims`); None for a run without claims."""
+    from credo.report.claims import claim_answers, claim_table
+    from credo.report.rundata import CLAIM_METRICS_FILE
+
+    summary = run.extras.get(CLAIM_METRICS_FILE)
+    if summary is None or not run.claims:
+        return None
+    table = claim_table(summary)
+    return {"header": table[0], "rows": table[1:], "unavailable": summary.get("unavailable")
+            or {}, "stats": summary.get("stats") or {}, **claim_answers(run.claims, summary)}
 
 
 def render_comparison_page(
