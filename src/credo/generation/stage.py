@@ -42,6 +42,11 @@ class Stage(ABC):
     #: Why a unit is incomplete when one of its requests of this stage failed (before
     #: " (requests failed)"); None: "<name> samples missing".
     missing: str | None = None
+    #: What the dry run's table says of this stage's count (``credo run --dry-run``).
+    note: str = ""
+    #: Why the dry run cannot count this stage's requests (they depend on what the
+    #: samples hold: CCP's NLI judgments); empty: it counts them.
+    uncounted: str = ""
 
     def incomplete_reason(self) -> str:
         """What ``incomplete`` says of a unit one of whose requests failed."""

@@ -3,10 +3,10 @@ runner), so a mistake costs seconds, not a run (issues 20 and 21).
 
 :func:`method_specs` resolves the method names where a pipeline starts (the config imports
 no method); :func:`check_static` checks what needs no model at all (items, planners,
-kernels, the prompt style, the corpus file); :func:`preflight` builds every model the
-run uses and checks it (:meth:`~credo.generation.pool.ModelPool.preflight`), refuses a
-prompt that cannot fit the model's context (:func:`check_lengths`) and names the models
-without prices under a cost budget (:func:`warn_unpriced`). :func:`run_roles` lists the
+kernels, the prompt style, the corpus file); :func:`check_lengths` refuses a prompt that
+cannot fit the model's context; :func:`warn_unpriced` names the models without prices
+under a cost budget. Every role is checked by the one preflight of every command,
+:meth:`credo.pipeline.stages.StageDriver.preflight`. :func:`run_roles` lists the
 roles a run asks, in stage order; :func:`needs` the sample sets its methods need.
 """
 
@@ -42,7 +42,6 @@ __all__ = [
     "claims_need_judge",
     "method_specs",
     "needs",
-    "preflight",
     "run_roles",
     "warn_unpriced",
 ]
@@ -93,33 +92,6 @@ def check_static(config: RunConfig, task: Task, specs: list[MethodSpec]) -> None
     corpus = config.perturbation.corpus
     if PERTURBED in needs and corpus is not None and not Path(corpus).is_file():
         raise UserError(f"{corpus}: no such corpus file (perturbation.corpus)")
-
-
-def preflight(
-    config: RunConfig,
-    task: Task,
-    specs: list[MethodSpec],
-    needs: set[str],
-    pool: ModelPool,
-    *,
-    reach: bool = True,
-) -> None:
-    """Everything that can be checked before the first model call, so a mistake costs
-    seconds, not a run (after :func:`check_static`): every model the run will use builds
-    with its options and passes its own check (:meth:`ModelPool.preflight`: embedded
-    weights present, then a served model's server answers; servers are skipped when
-    ``reach`` is False). Raises :class:`~credo.errors.UserError` naming what is wrong.
-    With ``max_cost_usd``, a model without prices is named in a warning: its tokens
-    count nothing toward it."""
-    roles = run_roles(config, task, specs, needs)
-    check_lengths(config, task, pool.model(MODEL, probe=False))
-    if reach:
-        pool.preflight(roles)
-    else:
-        for role in roles:
-            pool.model(role)  # builds it (its options checked); nothing is contacted
-    if config.max_cost_usd is not None:
-        warn_unpriced(pool, roles)
 
 
 MAX_BYTES_PER_TOKEN = 1024

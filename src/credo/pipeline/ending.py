@@ -2,7 +2,8 @@
 and the run's outcome, shared by ``credo run``, ``credo score``, ``credo study``,
 :func:`credo.run`, :func:`credo.api.score` and :func:`credo.api.study`.
 
-:func:`end_run` is what every pipeline calls once its items are scored: the item-level
+:func:`end_run` is what every pipeline ends in (strength's too: the outcome and the
+incomplete marker's fields); a pipeline whose items are scored gets the item-level
 and response-level metrics (with the config's ``calibrate``), why a method has no score
 on some items, 000 App. A.3's neutrality test when the run generated perturbed samples,
 the coverage at risk α of every method with its degenerate-score flags (issue 23 item 2:
@@ -32,7 +33,7 @@ from credo.plan.samples import ORIGINAL, PERTURBED
 log = logging.getLogger(__name__)
 
 __all__ = ["EXIT_STATUS", "Ending", "Outcome", "decide_outcome", "end_run", "labelled",
-           "neutrality_test"]
+           "neutrality_test", "status_record"]
 
 
 class Outcome(StrEnum):
@@ -59,49 +60,74 @@ EXIT_STATUS: Mapping[Outcome, int] = {
 
 @dataclass(frozen=True)
 class Ending:
-    """What :func:`end_run` computed: the metrics (``credo.evaluate.tables``), the
-    unavailable reasons, the neutrality record (empty when not tested), the outcome, and
-    (issue 23 item 2, :mod:`credo.evaluate.coverage`) the coverage at risk per method and
-    α with the degenerate methods' reasons (both empty without known correctness)."""
+    """What :func:`end_run` computed. Every pipeline's: the outcome and ``status``, the
+    fields of its incomplete marker (``run_status.json``: :func:`status_record`). A
+    pipeline that scores items adds the metrics (``credo.evaluate.tables``), the
+    unavailable reasons, the neutrality record (empty when not tested) and (issue 23 item
+    2, :mod:`credo.evaluate.coverage`) the coverage at risk per method and α with the
+    degenerate methods' reasons (both empty without known correctness)."""
 
-    metrics: dict[str, dict[str, float]]
-    response_metrics: dict[str, dict[str, float]]
-    unavailable: dict[str, str]
     outcome: Outcome
+    status: dict[str, Any] = field(default_factory=dict)
+    metrics: dict[str, dict[str, float]] = field(default_factory=dict)
+    response_metrics: dict[str, dict[str, float]] = field(default_factory=dict)
+    unavailable: dict[str, str] = field(default_factory=dict)
     neutrality: dict[str, Any] = field(default_factory=dict)
     coverage: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
     degenerate: dict[str, str] = field(default_factory=dict)
 
 
 def end_run(
-    items: Sequence[ItemResult],
-    config: RunConfig,
+    items: Sequence[ItemResult] | None = None,
+    config: RunConfig | None = None,
     *,
     incomplete: Mapping[str, str],
     stopped_by_budget: bool,
-    test_neutrality: bool,
+    test_neutrality: bool = False,
 ) -> Ending:
-    """The ending of a run whose items are scored: evaluation with the config's bins,
-    bootstrap, seed and post-hoc calibration, the unavailable reasons, the neutrality
-    test (when ``test_neutrality``: the run generated perturbed samples), the coverage at
-    risk of ``config.evaluation`` with the degenerate-score flags, and the outcome
-    (:func:`decide_outcome`)."""
+    """The ending of every pipeline (``credo run``, ``credo score``, ``credo strength
+    run``, the gateway's batches): the outcome (:func:`decide_outcome`: exit 3 when
+    ``incomplete``, the budget's before failures') and the incomplete marker's fields
+    (:func:`status_record`). With scored ``items`` and their ``config``, also the
+    evaluation with the config's bins, bootstrap, seed and post-hoc calibration, the
+    unavailable reasons, the neutrality test (when ``test_neutrality``: the run generated
+    perturbed samples), the coverage at risk of ``config.evaluation`` with the
+    degenerate-score flags, and the outcome under the config's neutrality gate."""
+    if items is None or config is None:  # a pipeline without scored items (strength)
+        outcome = decide_outcome(incomplete, stopped_by_budget, {}, "off")
+        return Ending(outcome, status_record(outcome, incomplete, stopped_by_budget))
     args = (items, config.methods, config.ece_bins, config.bootstrap, config.seed,
             config.calibrate)
     graded = labelled(items)
     record = neutrality_test(items, config) if test_neutrality and graded else {}
     ev = config.evaluation
+    outcome = decide_outcome(incomplete, stopped_by_budget, record,
+                             config.perturbation.neutrality)
     return Ending(
+        outcome=outcome,
+        status=status_record(outcome, incomplete, stopped_by_budget),
         metrics=evaluate_items(*args) if graded else {},
         response_metrics=evaluate_responses(*args) if graded else {},
         unavailable=unavailable_reasons(items, config.methods),
-        outcome=decide_outcome(incomplete, stopped_by_budget, record,
-                               config.perturbation.neutrality),
         neutrality=record,
         coverage=coverage_table(items, config.methods, ev.alphas, ev.delta, ev.splits,
                                 config.seed),
         degenerate=degenerate_table(items, config.methods),
     )
+
+
+def status_record(
+    outcome: Outcome, incomplete: Mapping[str, str], stopped_by_budget: bool
+) -> dict[str, Any]:
+    """The fields every run folder's incomplete marker (``run_status.json``, written
+    last) holds: complete or incomplete, the outcome, how many units are incomplete and
+    whether the budget stopped the run (a rerun resumes from the cache)."""
+    return {
+        "status": "incomplete" if incomplete else "complete",
+        "outcome": outcome.value,
+        "items_incomplete": len(incomplete),
+        **({"stopped_by_budget": True} if stopped_by_budget else {}),
+    }
 
 
 def labelled(items: Sequence[ItemResult]) -> bool:

@@ -5,13 +5,17 @@
 already, the backend calls the missing ones take, an estimate of their prompt tokens, a
 bound on their completion tokens, and their cost at the model's prices.
 
-The dry run is the plan without running (issue 22): every stage is counted with the
-planner the stage itself runs with (the sample sets' planners,
-:func:`~credo.perturb.context.plan_writer_round`,
-:func:`~credo.perturb.paraphrase.plan_paraphrases`,
-:func:`~credo.kernels.judge.plan_judge_stage`, :func:`~credo.tasks.factual.plan_simpleqa`);
-where a stage reads generated text, on placeholder texts of their longest length, all
-distinct. No formula of a stage is repeated here.
+The dry run is the plan without running (issue 22), and it is the stage driver's
+(issue 31: :class:`~credo.pipeline.stages.StageDriver` with ``dry_run``, as
+``credo strength run --dry-run``'s): the run's own stages (the sample sets'
+:class:`~credo.pipeline.stages.SampleSetStage`, the writer's
+:class:`~credo.perturb.context.WriterCallStage`, the
+:class:`~credo.perturb.paraphrase.ParaphraseStage`, the judge's
+:class:`~credo.kernels.judge.JudgePairsStage`, SimpleQA's
+:class:`~credo.tasks.factual.SimpleQAStage`, FActScore's
+:class:`~credo.tasks.longform.ClaimCheckStage`) are planned and counted by the driver,
+and its preflight counts the probes; where a stage reads generated text, on placeholder
+texts of their longest length, all distinct. No formula of a stage is repeated here.
 
 What is known before sampling and what is estimated:
 
@@ -43,50 +47,37 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from typing import Any
 
 from credo.config import RunConfig
-from credo.generation.pool import (
-    GRADER,
-    JUDGE,
-    MODEL,
-    PARAPHRASER,
-    PROBE_STAGE,
-    WRITER,
-    ModelPool,
-)
-from credo.kernels.judge import JUDGE_STAGE, plan_judge_stage
-from credo.models.openai_probe import (
-    MAX_PROBE_CHOICES,
-    MAX_PROBE_REQUESTS,
-    PROBE_MAX_TOKENS,
-    PROBE_PROMPT,
-)
-from credo.perturb.context import WRITING_STAGE, PerturbationSet, plan_writer_round
-from credo.perturb.paraphrase import PARAPHRASE_STAGE, ParaphraseSet, plan_paraphrases
+from credo.generation.pool import MODEL, ModelPool
+from credo.kernels.judge import JudgePairsStage
+from credo.perturb.context import PerturbationSet, WriterCallStage, more_candidates
+from credo.perturb.paraphrase import ParaphraseSet, ParaphraseStage
 from credo.pipeline.claims import plan_claims
-from credo.pipeline.runner import RUNNER_ROLES, prepare_run, run_roles
+from credo.pipeline.runner import prepare_run
 from credo.pipeline.stages import (
     CHARS_PER_TOKEN,
     ESTIMATED,
     PLANNED,
-    UNKNOWN,
+    SampleSetStage,
+    SetOut,
+    Stage,
     StageDriver,
     StageEstimate,
-    count_planned,
     placeholder_text,
     prompt_tokens,
 )
 from credo.plan.claims import ClaimSource
 from credo.plan.sample_sets import PlanContext, get_sample_set
-from credo.plan.samples import NLI, ORIGINAL, PARAPHRASED, PERTURBED, ItemSamples, Sample
+from credo.plan.samples import ORIGINAL, PARAPHRASED, PERTURBED, ItemSamples, Sample
 from credo.tasks.answers import Answer
 from credo.tasks.base import AnswerFormat, Item, Task
 from credo.tasks.claims import read_claims
-from credo.tasks.factual import SIMPLEQA, plan_simpleqa
-from credo.tasks.grading import CLAIMS_STAGE, GRADING_STAGE
+from credo.tasks.factual import SIMPLEQA, SimpleQAStage
 from credo.tasks.longform import FACTSCORE, ClaimCheckStage, knowledge_sources
 from credo.tasks.prompts import LETTERS
-from credo.types import Message, SamplingParams
+from credo.types import SamplingParams
 
 __all__ = ["CHARS_PER_TOKEN", "RunEstimate", "StageEstimate", "estimate_run", "prompt_tokens"]
 
@@ -121,28 +112,35 @@ class RunEstimate:
 
 def estimate_run(config: RunConfig, pool: ModelPool, task: Task | None = None) -> RunEstimate:
     """The run ``config`` describes, stage by stage, without calling a model (the module
-    docstring says what is planned and what estimated). ``pool`` supplies the models
-    (built, not called) and the cache; ``task`` replaces the configured one. Raises
+    docstring says what is planned and what estimated): the run's own stages through the
+    stage driver's dry run (:class:`~credo.pipeline.stages.StageDriver`, ``dry_run``),
+    whose preflight counts the probes. ``pool`` supplies the models (built, not called)
+    and the cache; ``task`` replaces the configured one. Raises
     :class:`~credo.errors.UserError` for what a run would refuse before its first call."""
-    prepared = prepare_run(config, pool, task, reach=False)
+    driver = StageDriver(pool, dry_run=True)
+    prepared = prepare_run(config, pool, task, reach=False, driver=driver)
     task, needs = prepared.task, prepared.needs
     ctx = _dummy_context(task, config, prepared.capabilities.logprobs,
                          prepared.capabilities.grammar)
     est = RunEstimate(task.name, len(task.items), pool.model(MODEL).identity)
-    roles = run_roles(config, task, prepared.specs, needs)
-    est.stages += [_probe(pool, role) for role, _ in pool.unprobed(roles)]
-    est.stages.append(_sample_set(pool, task, ctx, ORIGINAL, PLANNED))
+    out: SetOut = {}
+    items = list(task.items)
+    _dry(driver, SampleSetStage(ORIGINAL, out), items, ctx, PLANNED)
     if PERTURBED in needs and config.perturbation.corpus is None:
-        est.stages.append(_writer_round(pool, task, config))
+        _writer_round(driver, task, config)
     if PARAPHRASED in needs:
-        est.stages.append(_paraphrase_writing(pool, task, config))
+        b = config.baselines
+        _dry(driver, ParaphraseStage(b.paraphrases, b.paraphrase_sampling,
+                                     b.paraphrase_candidates), items, None, PLANNED)
     for name in _later_sets(needs):
         basis = PLANNED if name in EXACT_SETS else ESTIMATED
-        est.stages.append(_sample_set(pool, task, ctx, name, basis))
+        _dry(driver, SampleSetStage(name, out), items, ctx, basis, _SET_NOTES.get(
+            name, "" if basis == PLANNED else "one per original sample (at most)"))
     kernels = {spec.kernel or config.kernel for spec in prepared.specs}
     if "judge" in kernels:
-        est.stages.append(_judge_pairs(pool, task, config, needs))
-    est.stages += _grading(pool, task, config)
+        _judge_pairs(driver, task, config, needs)
+    _grading(driver, task, config)
+    est.stages = list(driver.estimates)
     if config.claims is not None:
         est.stages += _claim_stages(pool, task, config)
     return est
@@ -150,23 +148,19 @@ def estimate_run(config: RunConfig, pool: ModelPool, task: Task | None = None) -
 
 # --------------------------------------------------------------------------- stages
 
+_SET_NOTES = {
+    PERTURBED: "m per item, each prefix at most the writer's max_tokens long",
+    PARAPHRASED: "one per kept paraphrase",
+}
+"""The dry run's note of the sample sets planned on placeholder prompts."""
 
-def _probe(pool: ModelPool, role: str) -> StageEstimate:
-    """A served model's probe (no probe stored for it yet): how many requests and
-    choices it asks depends on the server's answers, so at most
-    :data:`~credo.models.openai_probe.MAX_PROBE_REQUESTS` calls and
-    :data:`~credo.models.openai_probe.MAX_PROBE_CHOICES` choices of at most
-    :data:`~credo.models.openai_probe.PROBE_MAX_TOKENS` tokens."""
-    calls = MAX_PROBE_REQUESTS
-    est = StageEstimate(
-        PROBE_STAGE, role, pool.model(role, probe=False).identity, ESTIMATED,
-        f"at most {calls} tiny requests, once per served model (then stored)",
-        requests=calls, samples=MAX_PROBE_CHOICES, cached_samples=None, calls=calls,
-        prompt_tokens=calls * prompt_tokens((Message(role="user", content=PROBE_PROMPT),)),
-        completion_tokens=MAX_PROBE_CHOICES * PROBE_MAX_TOKENS,
-    )
-    _price(pool, role, est)
-    return est
+
+def _dry(
+    driver: StageDriver, stage: Stage, items: Any, context: Any, basis: str, note: str = ""
+) -> None:
+    """``stage`` through the dry ``driver``, its count of ``basis`` noted ``note``."""
+    stage.note = note
+    driver.run([stage], items, context, basis=basis)
 
 
 def _later_sets(needs: set[str]) -> list[str]:
@@ -177,64 +171,34 @@ def _later_sets(needs: set[str]) -> list[str]:
     )
 
 
-def _sample_set(
-    pool: ModelPool, task: Task, ctx: PlanContext, name: str, basis: str
-) -> StageEstimate:
-    """Sample set ``name`` of every item, planned by its own planner (on placeholder
-    perturbations, paraphrases and original samples where it reads them)."""
-    spec = get_sample_set(name)
-    role = RUNNER_ROLES[spec.runner]
-    planned = [r for it in task.items for r in spec.planner(it, ctx).requests]
-    if name == NLI:
-        return _unknown(pool, name, role, "depends on the token alternatives of the samples")
-    note = {
-        PERTURBED: "m per item, each prefix at most the writer's max_tokens long",
-        PARAPHRASED: "one per kept paraphrase",
-    }.get(name, "" if basis == PLANNED else "one per original sample (at most)")
-    return count_planned(pool, name, role, planned, basis, note)
-
-
-def _writer_round(pool: ModelPool, task: Task, config: RunConfig) -> StageEstimate:
-    """The perturbation writer's first round, as the writer plans it
-    (:func:`credo.perturb.context.plan_writer_round`)."""
+def _writer_round(driver: StageDriver, task: Task, config: RunConfig) -> None:
+    """The perturbation writer's first round: each item's writer call for its first
+    candidates (:class:`credo.perturb.context.WriterCallStage`, as
+    :class:`~credo.perturb.context.PrefixWriter` asks it: no prefix kept yet)."""
     p = config.perturbation
-    planned = plan_writer_round(task.items, config.m, task.domain, p)
-    return count_planned(
-        pool, WRITING_STAGE, WRITER, planned, PLANNED,
-        f"round 1 of at most {p.max_rounds}; later rounds depend on the diversity filter",
-    )
+    stage = WriterCallStage(task.domain, p, {it.id: it for it in task.items})
+    wanted = {it.id: more_candidates(config.m, p) for it in task.items}
+    _dry(driver, stage, wanted, None, PLANNED,
+         f"round 1 of at most {p.max_rounds}; later rounds depend on the diversity filter")
 
 
-def _paraphrase_writing(pool: ModelPool, task: Task, config: RunConfig) -> StageEstimate:
-    """The paraphraser's candidates, as it plans them
-    (:func:`credo.perturb.paraphrase.plan_paraphrases`)."""
-    b = config.baselines
-    planned = plan_paraphrases(task.items, b.paraphrases, b.paraphrase_sampling,
-                               b.paraphrase_candidates)
-    return count_planned(pool, PARAPHRASE_STAGE, PARAPHRASER, planned, PLANNED)
-
-
-def _judge_pairs(
-    pool: ModelPool, task: Task, config: RunConfig, needs: set[str]
-) -> StageEstimate:
-    """The judge kernel's own plan (:func:`credo.kernels.judge.plan_judge_stage`) on
+def _judge_pairs(driver: StageDriver, task: Task, config: RunConfig, needs: set[str]) -> None:
+    """The judge kernel's stage (:class:`credo.kernels.judge.JudgePairsStage`) on
     placeholder answers, all distinct: at most every pair of distinct answers."""
     counts = {ORIGINAL: config.n, PERTURBED: config.m if PERTURBED in needs else 0,
               PARAPHRASED: config.baselines.paraphrases if PARAPHRASED in needs else 0}
     samples = [_placeholder_answers(it, task.format, counts, config.sampling.max_tokens)
                for it in task.items]
-    _, planned = plan_judge_stage(samples, {it.id: it for it in task.items}, task.format,
-                                  config.judge.max_tokens)
-    return count_planned(pool, JUDGE_STAGE, JUDGE, planned, ESTIMATED,
-                  "at most every pair of distinct answers: u(u-1)/2 per item, u <= n + m")
+    _dry(driver, JudgePairsStage(task.format, config.judge.max_tokens), samples,
+         {it.id: it for it in task.items}, ESTIMATED,
+         "at most every pair of distinct answers: u(u-1)/2 per item, u <= n + m")
 
 
-def _grading(pool: ModelPool, task: Task, config: RunConfig) -> list[StageEstimate]:
-    """SimpleQA grades (the grader's own plan, :func:`credo.tasks.factual.plan_simpleqa`,
+def _grading(driver: StageDriver, task: Task, config: RunConfig) -> None:
+    """SimpleQA grades (the grader's stage, :class:`credo.tasks.factual.SimpleQAStage`,
     on placeholder answers: at most one per original sample) and FActScore claim checks
     (:func:`_claim_checks`) of the items whose grader asks the judge."""
     graders = {it.meta.get("grader") for it in task.items}
-    out = []
     if SIMPLEQA in graders:
         settings = config.grader or config.judge
         params = SamplingParams(temperature=0.0, max_tokens=settings.max_tokens)
@@ -245,12 +209,10 @@ def _grading(pool: ModelPool, task: Task, config: RunConfig) -> list[StageEstima
             ).sets[ORIGINAL]
             for it in graded
         }
-        plan = plan_simpleqa({it.id: it for it in graded}, originals, params)
-        out.append(count_planned(pool, GRADING_STAGE, GRADER, plan.requests, ESTIMATED,
-                          "at most one per original sample (exact matches need none)"))
+        _dry(driver, SimpleQAStage(params), originals, {it.id: it for it in graded},
+             ESTIMATED, "at most one per original sample (exact matches need none)")
     if FACTSCORE in graders:
-        out.append(_claim_checks(pool, task, config))
-    return out
+        _claim_checks(driver, task, config)
 
 
 CLAIM_TOKENS = 20
@@ -258,7 +220,7 @@ CLAIM_TOKENS = 20
 estimate of FActScore's claim checks."""
 
 
-def _claim_checks(pool: ModelPool, task: Task, config: RunConfig) -> StageEstimate:
+def _claim_checks(driver: StageDriver, task: Task, config: RunConfig) -> None:
     """FActScore's claim checks, planned by the stage that checks them
     (:class:`credo.tasks.longform.ClaimCheckStage`) on placeholder biographies of
     ``max_tokens`` tokens in sentences of :data:`CLAIM_TOKENS` tokens, every claim
@@ -276,14 +238,12 @@ def _claim_checks(pool: ModelPool, task: Task, config: RunConfig) -> StageEstima
             for k in range(config.n)))
         for i in sources
     }
-    stage = ClaimCheckStage(params, sources)
-    planned = [r for reqs in stage.plan(originals, graded).values() for r in reqs]
     note = (f"one per sentence of each original sample ({per} sentences of {CLAIM_TOKENS} "
             "tokens each, all distinct)" if sources else
             "no knowledge source: correctness unavailable, no claim is checked")
     if sources and len(sources) < len(graded):
         note += f"; {len(graded) - len(sources)} items without a knowledge source: none"
-    return count_planned(pool, CLAIMS_STAGE, GRADER, planned, ESTIMATED, note)
+    _dry(driver, ClaimCheckStage(params, sources), originals, graded, ESTIMATED, note)
 
 
 def _claim_stages(pool: ModelPool, task: Task, config: RunConfig) -> list[StageEstimate]:
@@ -314,17 +274,6 @@ def _claim_stages(pool: ModelPool, task: Task, config: RunConfig) -> list[StageE
 
 
 # --------------------------------------------------------------------------- helpers
-
-
-def _unknown(pool: ModelPool, stage: str, role: str, why: str) -> StageEstimate:
-    return StageEstimate(stage, role, pool.model(role).identity, UNKNOWN, why,
-                         cached_samples=None)
-
-
-def _price(pool: ModelPool, role: str, est: StageEstimate) -> None:
-    prices = pool.prices(role)
-    if prices is not None:
-        est.cost_usd = prices.cost(est.prompt_tokens, est.completion_tokens)
 
 
 def _placeholder_answers(

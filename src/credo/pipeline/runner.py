@@ -43,9 +43,9 @@ from credo.pipeline.certificate import task_settings
 from credo.pipeline.checks import (
     MAX_BYTES_PER_TOKEN,
     RUNNER_ROLES,
+    check_lengths,
     check_static,
     method_specs,
-    preflight,
     run_roles,
 )
 from credo.pipeline.checks import needs as needs_of
@@ -74,7 +74,6 @@ __all__ = [
     "assign_roles",
     "check_static",
     "method_specs",
-    "preflight",
     "prepare_run",
     "run_pipeline",
     "run_roles",
@@ -256,18 +255,31 @@ class PreparedRun:
 
 
 def prepare_run(
-    config: RunConfig, pool: ModelPool, task: Task | None = None, *, reach: bool = True
+    config: RunConfig,
+    pool: ModelPool,
+    task: Task | None = None,
+    *,
+    reach: bool = True,
+    driver: StageDriver | None = None,
 ) -> PreparedRun:
     """Assign the run's roles and check everything that can be checked before the first
-    model call (:func:`preflight`); with ``reach`` False no server is contacted (the
-    models are built, which loads nothing: ``credo run --dry-run``)."""
+    model call, so a mistake costs seconds, not a run: what needs no model
+    (:func:`check_static`), every prompt fits the model's context (:func:`check_lengths`),
+    then every role the run asks (:func:`run_roles`) through the stage driver's preflight
+    (:meth:`StageDriver.preflight`, every command's: built, weights present, servers
+    answer; the unpriced models named under a budget). With ``reach`` False no server
+    is contacted (the models are built, which loads nothing); ``driver`` is the driver
+    whose preflight it is (a dry run's counts the probes)."""
     task = (task or configured_task(config)).head(config.limit)
     specs = method_specs(config.methods)
     check_static(config, task, specs)
     assign_roles(pool, config)
     # built, not probed: every role is checked before any server is contacted (issue 20)
     caps = pool.model(MODEL, probe=False).capabilities
-    preflight(config, task, specs, needs_of(specs, task, caps), pool, reach=reach)
+    check_lengths(config, task, pool.model(MODEL, probe=False))
+    (driver or StageDriver(pool)).preflight(
+        run_roles(config, task, specs, needs_of(specs, task, caps)), reach=reach,
+        max_cost_usd=config.max_cost_usd)
     caps = pool.model(MODEL).capabilities  # a served model's probe may have changed them
     return PreparedRun(task, specs, caps, needs_of(specs, task, caps))
 

@@ -26,6 +26,7 @@ from credo.methods.scoring import score_items
 from credo.pipeline.certificate import given_task_settings
 from credo.pipeline.ending import end_run
 from credo.pipeline.runner import ANSWER_SETS, RunResult, build_kernels, grade_items, method_specs
+from credo.pipeline.stages import StageDriver
 from credo.plan.samples import ORIGINAL, PERTURBED, ItemSamples, Sample
 from credo.tasks.answers import Answer
 from credo.tasks.base import AnswerFormat, Item, Task
@@ -59,7 +60,7 @@ def score_generations(
     task = _task(generations, fmt)
     assign_roles(pool, score_roles(config))  # no model under test: judges only
     specs = method_specs(config.methods)
-    pool.preflight(_roles(pool, config, specs))
+    StageDriver(pool).preflight(_roles(pool, config, specs))
     by_item: dict[str, dict[str, list[GivenSample]]] = defaultdict(lambda: defaultdict(list))
     for s in generations.samples:
         by_item[s.item][s.set].append(s if not recompute else replace(s, correct=None))

@@ -43,7 +43,7 @@ from typing import Any
 
 from credo.errors import RequestsFailed
 from credo.generation.executor import ExecutionStats, PlannedRequest, sample_blocks
-from credo.generation.pool import ModelPool
+from credo.generation.pool import PROBE_STAGE, ModelPool
 from credo.generation.stage import (
     CHARS_PER_TOKEN,
     Generated,
@@ -51,10 +51,16 @@ from credo.generation.stage import (
     StagePlan,
     placeholder_text,
 )
-from credo.pipeline.checks import RUNNER_ROLES
+from credo.models.openai_probe import (
+    MAX_PROBE_CHOICES,
+    MAX_PROBE_REQUESTS,
+    PROBE_MAX_TOKENS,
+    PROBE_PROMPT,
+)
+from credo.pipeline.checks import RUNNER_ROLES, warn_unpriced
 from credo.pipeline.ending import Outcome, decide_outcome
 from credo.plan.sample_sets import PlanContext, get_sample_set
-from credo.plan.samples import Sample
+from credo.plan.samples import NLI, Sample
 from credo.types import Generation, GenerationRequest, Message
 
 log = logging.getLogger(__name__)
@@ -71,6 +77,7 @@ __all__ = [
     "StagePlan",
     "count_planned",
     "placeholder_text",
+    "probe_estimate",
     "prompt_tokens",
 ]
 
@@ -144,6 +151,26 @@ def count_planned(
     return est
 
 
+def probe_estimate(pool: ModelPool, role: str) -> StageEstimate:
+    """A served model's probe (no probe stored for it yet): how many requests and
+    choices it asks depends on the server's answers, so at most
+    :data:`~credo.models.openai_probe.MAX_PROBE_REQUESTS` calls and
+    :data:`~credo.models.openai_probe.MAX_PROBE_CHOICES` choices of at most
+    :data:`~credo.models.openai_probe.PROBE_MAX_TOKENS` tokens."""
+    calls = MAX_PROBE_REQUESTS
+    est = StageEstimate(
+        PROBE_STAGE, role, pool.model(role, probe=False).identity, ESTIMATED,
+        f"at most {calls} tiny requests, once per served model (then stored)",
+        requests=calls, samples=MAX_PROBE_CHOICES, cached_samples=None, calls=calls,
+        prompt_tokens=calls * prompt_tokens((Message(role="user", content=PROBE_PROMPT),)),
+        completion_tokens=MAX_PROBE_CHOICES * PROBE_MAX_TOKENS,
+    )
+    prices = pool.prices(role)
+    if prices is not None:
+        est.cost_usd = prices.cost(est.prompt_tokens, est.completion_tokens)
+    return est
+
+
 @dataclass
 class StageDriver:
     """Runs stages for one command over ``pool`` (the module docstring): the cache, the
@@ -161,16 +188,27 @@ class StageDriver:
     #: Whether a stage has read a placeholder (dry run): the later ones are estimated.
     _guessed: bool = False
 
-    def preflight(self, roles: Sequence[str], *, reach: bool = True) -> None:
-        """Every role of ``roles`` checked before the first call
-        (:meth:`ModelPool.preflight`); with ``reach`` False (the dry run) each is built
-        (its options checked) and no server is contacted."""
+    def preflight(
+        self, roles: Sequence[str], *, reach: bool = True, max_cost_usd: float | None = None
+    ) -> None:
+        """Every role of ``roles`` checked before the first call, the one preflight of
+        every command (:meth:`ModelPool.preflight`: built with its options, embedded
+        weights present, a served model's server answers); with ``reach`` False or in
+        the dry run each is built (its options checked) and no server is contacted, and
+        the dry run counts the probe each served model without a stored one would send
+        (:func:`probe_estimate`). With ``max_cost_usd``, the models without prices are
+        named in a warning (:func:`~credo.pipeline.checks.warn_unpriced`)."""
         roles = list(dict.fromkeys(roles))
         if reach and not self.dry_run:
             self.pool.preflight(roles)
         else:
             for role in roles:
                 self.pool.model(role, probe=False)
+        if self.dry_run:
+            self.estimates += [probe_estimate(self.pool, role)
+                               for role, _ in self.pool.unprobed(roles)]
+        if max_cost_usd is not None:
+            warn_unpriced(self.pool, roles)
 
     def run(
         self,
@@ -178,11 +216,15 @@ class StageDriver:
         items: Sequence[Any],
         context: Any = None,
         description: str | None = None,
+        *,
+        basis: str | None = None,
     ) -> list[Any]:
         """Plan every stage on ``items`` and ``context``, execute their requests (one
         executor call per role, each request counted under its stage), and return what
         each stage read, in order. Units already in ``incomplete`` get no request; a
-        unit one of whose requests failed goes into ``incomplete`` and is not read."""
+        unit one of whose requests failed goes into ``incomplete`` and is not read.
+        ``basis`` is the dry run's basis of these stages' counts (``estimated``: the
+        context holds placeholders); None: planned until a stage has read a placeholder."""
         plans = []
         for stage in stages:
             plan = stage.plan(items, context)
@@ -190,6 +232,9 @@ class StageDriver:
         by_role: dict[str, list[tuple[int, str, int]]] = {}
         flat: dict[str, list[PlannedRequest]] = {}
         for s, (stage, plan) in enumerate(zip(stages, plans, strict=True)):
+            if self.dry_run:  # a stage that asks nothing is counted too (zeros)
+                by_role.setdefault(stage.role, [])
+                flat.setdefault(stage.role, [])
             for unit, reqs in plan.items():
                 for j, r in enumerate(reqs):
                     by_role.setdefault(stage.role, []).append((s, unit, j))
@@ -197,10 +242,12 @@ class StageDriver:
                         dataclasses.replace(r, stage=r.stage or stage.name))
         got: dict[tuple[int, str, int], list[Generation] | None] = {}
         for role, where in by_role.items():
-            desc = description or stages[where[0][0]].description or stages[where[0][0]].name
             if self.dry_run:
-                gens = self._dry(role, [stages[w[0]] for w in where], flat[role])
+                mine = [st for st in stages if st.role == role]
+                gens = self._dry(role, mine, [stages[w[0]] for w in where], flat[role], basis)
             else:
+                first = stages[where[0][0]]
+                desc = description or first.description or first.name
                 gens = self._execute(role, flat[role], desc)
                 history = self.pool.executor(role).history
                 for w in where:
@@ -240,15 +287,28 @@ class StageDriver:
             return list(e.results)
 
     def _dry(
-        self, role: str, stages: list[Stage], planned: list[PlannedRequest]
+        self,
+        role: str,
+        counted: list[Stage],
+        stages: list[Stage],
+        planned: list[PlannedRequest],
+        basis: str | None = None,
     ) -> list[list[Generation] | None]:
-        """The dry run of one role's requests: each stage counted (:func:`count_planned`),
-        each request answered from the cache when it holds all its samples, else by the
-        stage's placeholder (no model is called)."""
-        basis = ESTIMATED if self._guessed else PLANNED
-        for stage in dict.fromkeys(stages):
+        """The dry run of one role's requests: each stage counted (:func:`count_planned`;
+        a stage that cannot be counted, ``uncounted``, is ``unknown``), each request
+        answered from the cache when it holds all its samples, else by the stage's
+        placeholder (no model is called). ``counted``: the role's stages; ``stages``:
+        the stage of each request of ``planned``."""
+        basis = basis or (ESTIMATED if self._guessed else PLANNED)
+        for stage in dict.fromkeys(counted):
+            if stage.uncounted:
+                self.estimates.append(StageEstimate(
+                    stage.name, role, self.pool.model(role, probe=False).identity, UNKNOWN,
+                    stage.uncounted, cached_samples=None))
+                continue
             mine = [p for p, s in zip(planned, stages, strict=True) if s is stage]
-            self.estimates.append(count_planned(self.pool, stage.name, role, mine, basis))
+            self.estimates.append(
+                count_planned(self.pool, stage.name, role, mine, basis, stage.note))
         ex = self.pool.executor(role)
         out: list[list[Generation] | None] = []
         for p, stage in zip(planned, stages, strict=True):
@@ -270,6 +330,9 @@ class StageDriver:
         return decide_outcome(self.incomplete, self.stopped_by_budget, neutrality or {}, gate)
 
 
+UNCOUNTED = {NLI: "depends on the token alternatives of the samples"}
+"""The sample sets the dry run cannot count, and why."""
+
 SetOut = dict[str, dict[str, tuple[tuple[Sample, ...], tuple[bool | None, ...]]]]
 """Per item id, per sample set: the samples and each one's correctness."""
 
@@ -284,6 +347,7 @@ class SampleSetStage(Stage):
         self._spec = get_sample_set(name)
         self.role = RUNNER_ROLES[self._spec.runner]
         self.description = name
+        self.uncounted = UNCOUNTED.get(name, "")
         self._out = out
         self._plans: dict[str, Any] = {}
 

@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from credo import jsonio
+from credo.pipeline.ending import status_record
 from credo.report import figures as fg
 from credo.report.markdown import fmt_number, md_cell, md_table
 from credo.report.rundata import FLIP_RATE_COLUMNS, STATUS_FILE
@@ -61,14 +62,13 @@ def write_strength_run(result: StrengthResult, out: str | Path) -> Path:
     ``run_status.json`` (written last, as a run folder's: complete, or incomplete with
     the outcome and the model items left out; a rerun resumes from the cache)."""
     folder = write_outputs([r.as_dict() for r in result.rows], out, _meta(result))
+    marker = result.status or status_record(result.outcome, result.incomplete,
+                                            result.stopped_by_budget)
     status = {
-        "status": "incomplete" if result.incomplete else "complete",
-        "outcome": result.outcome.value,
-        "rows": len(result.rows),
-        "items_incomplete": len(result.incomplete),
+        "status": marker["status"], "outcome": marker["outcome"], "rows": len(result.rows),
+        "items_incomplete": marker["items_incomplete"],
         **({"incomplete": result.incomplete} if result.incomplete else {}),
-        **({"stopped_by_budget": True} if result.stopped_by_budget else {}),
-        "written": datetime.now(UTC).isoformat(timespec="seconds"),
+        **marker, "written": datetime.now(UTC).isoformat(timespec="seconds"),
     }
     jsonio.write_text(folder / STATUS_FILE, jsonio.dumps(status, indent=2))
     return folder

@@ -64,6 +64,7 @@ from credo.evaluate import registry
 from credo.evaluate.metrics import FEW_IN_CLASS
 from credo.evaluate.registry import Level
 from credo.models.urls import redact_url
+from credo.pipeline.ending import status_record
 from credo.report.claims import claim_file_rows, claim_markdown
 from credo.report.coverage import (
     coverage_cell,
@@ -175,13 +176,11 @@ def write_run(result: RunResult, out: str | Path,
     files += _claim_files(result, out)
     files.append(jsonio.write_text(out / "report.md", render_markdown(result)))
     files += _answers(result, certificate, out)
+    # issue 22: the marker every pipeline's ending fills (credo.pipeline.ending)
+    marker = status_record(result.outcome, result.incomplete, result.stopped_by_budget)
     status = {
-        "status": "incomplete" if result.incomplete else "complete",
-        "outcome": result.outcome.value,  # issue 22: credo.pipeline.ending.Outcome
-        "items": len(result.items),
-        "items_incomplete": len(result.incomplete),
-        **({"stopped_by_budget": True} if result.stopped_by_budget else {}),
-        "written": datetime.now(UTC).isoformat(timespec="seconds"),
+        "status": marker["status"], "outcome": marker["outcome"], "items": len(result.items),
+        **marker, "written": datetime.now(UTC).isoformat(timespec="seconds"),
     }
     exports = _write_html_report(out, status)
     if exports is None:  # logged; the folder stays unmarked: not all its files are there

@@ -50,8 +50,7 @@ from credo.generation.roles import judge_role, model_role, strength_roles, write
 from credo.models.base import Model
 from credo.models.embedders import Embedder
 from credo.models.weights import is_embedded_spec
-from credo.pipeline.checks import warn_unpriced
-from credo.pipeline.ending import Outcome, decide_outcome
+from credo.pipeline.ending import Outcome, decide_outcome, end_run
 from credo.pipeline.estimate import RunEstimate
 from credo.pipeline.stages import Stage, StageDriver, StageEstimate
 from credo.strength.answers import CotStage, LetterAsk, LetterStage
@@ -117,6 +116,9 @@ class StrengthResult:
     identities: dict[str, str] = field(default_factory=dict)
     incomplete: dict[str, str] = field(default_factory=dict)
     ledger: dict[str, Any] = field(default_factory=dict)
+    #: The incomplete marker's fields from the run's ending
+    #: (:func:`credo.pipeline.ending.end_run`); ``run_status.json`` holds them.
+    status: dict[str, Any] = field(default_factory=dict)
 
     @property
     def stopped_by_budget(self) -> bool:
@@ -140,8 +142,12 @@ def run_strength_pipeline(
     t0 = time.perf_counter()
     task = strength_task(config, task)
     rows, incomplete, identities, _ = _drive(config, pool, task, dry_run=False)
+    ledger = pool.ledger.to_dict()
+    # every pipeline's ending (no scored items: the outcome and the incomplete marker)
+    ending = end_run(incomplete=incomplete,
+                     stopped_by_budget=bool(ledger.get("stopped_by_budget")))
     return StrengthResult(config, task, rows, time.perf_counter() - t0, identities,
-                          incomplete, pool.ledger.to_dict())
+                          incomplete, ledger, ending.status)
 
 
 def estimate_strength(
@@ -165,15 +171,13 @@ def _drive(
     incomplete ``<model>/<item>``, the identities and (dry run) the estimates."""
     items = [it for it in task.items if it.choices]
     assign_roles(pool, config)
-    roles = preflight_roles(pool, config)
-    StageDriver(pool, dry_run=dry_run).preflight(roles)  # every role before any call
-    if config.max_cost_usd is not None and not dry_run:
-        warn_unpriced(pool, roles)
+    checked = StageDriver(pool, dry_run=dry_run)  # every role before any call
+    checked.preflight(preflight_roles(pool, config), max_cost_usd=config.max_cost_usd)
     embedder = None if dry_run else pool.embedder(config.embedder)
     rows: list[StrengthRow] = []
     incomplete: dict[str, str] = {}
     identities: dict[str, str] = {}
-    estimates: list[StageEstimate] = []
+    estimates: list[StageEstimate] = list(checked.estimates)  # the dry run's probes
     for spec in config.specs:
         identities[spec] = pool.model(model_role(spec), probe=not dry_run).identity
         driver = StageDriver(pool, dry_run=dry_run)
