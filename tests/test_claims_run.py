@@ -259,6 +259,8 @@ def many_respond(messages, seed):
 
 
 def test_certify_run_claims_then_filter_unlabelled_run(tmp_path, bow_embedder):
+    from dataclasses import replace
+
     from credo.api import certify_run_claims, run
     from credo.evaluate.claims import ClaimCertificate, certify_claims
     from credo.tasks.claims import read_claims
@@ -273,7 +275,8 @@ def test_certify_run_claims_then_filter_unlabelled_run(tmp_path, bow_embedder):
     items = read_claims(cfg.out / "claims.jsonl")  # the claim-file layout, read back
     assert len(items) == 12 and all(c.correct is not None for it in items for c in it.claims)
     cert = certify_run_claims(cfg.out, "frequency", alpha=0.2, out=tmp_path / "cc.json")
-    assert cert == certify_claims(items, 0.2, score="frequency")  # the same procedure
+    # the same procedure, bound to the run (tests/test_claims_certificate.py)
+    assert replace(cert, settings=None) == certify_claims(items, 0.2, score="frequency")
     assert ClaimCertificate.from_json((tmp_path / "cc.json").read_text()).threshold == \
         cert.threshold
     from credo.cli import main
@@ -281,7 +284,9 @@ def test_certify_run_claims_then_filter_unlabelled_run(tmp_path, bow_embedder):
     assert main(["certify", str(cfg.out), "--claims", "--method", "frequency", "--alpha",
                  "0.2", "--procedure", "ltt", "--delta", "0.3"]) == 0
     ltt = ClaimCertificate.from_json((cfg.out / "claim_certificate.json").read_text())
-    assert ltt == certify_claims(items, 0.2, delta=0.3, score="frequency")
+    assert replace(ltt, settings=None) == certify_claims(items, 0.2, delta=0.3,
+                                                         score="frequency")
+    assert ltt.settings == cert.settings
     assert main(["certify", str(cfg.out), "--claims", "--method", "nope"]) == 2
     # the certificate on new, unlabelled questions (no knowledge folder: no labels)
     names = tmp_path / "new.txt"
@@ -303,16 +308,18 @@ def test_certify_run_claims_then_filter_unlabelled_run(tmp_path, bow_embedder):
         assert len(r["retained"]) + len(r["removed"]) == len(item.claims)
 
 
-def test_claim_certificate_score_the_run_cannot_compute_is_refused(tmp_path, bio_task,
-                                                                  bow_embedder):
+def test_claim_file_certificate_is_refused_by_a_run(tmp_path, bio_task, bow_embedder):
+    """A certificate made on a claim file (``credo certify-claims``) binds no model, task
+    or settings: a run cannot be checked against it, so it is refused (issue 33)."""
     from credo.evaluate.claims import ClaimItem, certify_claims
 
-    cert = certify_claims([ClaimItem.of([0.5, 0.2], [True, False], id=str(k))
-                           for k in range(12)], 0.2, score="score")
+    cert = certify_claims([ClaimItem.of([0.5, 0.2], [True, False], id=str(k),
+                                        name="frequency") for k in range(12)], 0.2,
+                          score="frequency")
     f = tmp_path / "c.json"
     f.write_text(cert.to_json())
     model = ScriptedModel(respond)
-    with pytest.raises(UserError, match="claim score 'score'"):
+    with pytest.raises(UserError, match="made on a claim file"):
         from credo.api import run
 
         run(_config(tmp_path), model=model, embedder=bow_embedder, task=bio_task,
