@@ -384,3 +384,43 @@ def test_claim_view_opens_in_headless_chromium(tmp_path, bow_embedder):
     assert 'id="claims"' in dom
     assert len(re.findall(r'<details class="claim-answer"', dom)) == 12
     assert len(re.findall(r'<li class="kept">', dom)) == kept
+
+
+# --------------------------------------------------------------------------- the CLI flag
+
+
+def test_cli_claims_flag_runs_the_claim_stage(tmp_path, bow_embedder, monkeypatch, capsys):
+    """``credo run --claims METHODS`` (issue 33) on the scripted backend: the dry run
+    counts the claim stages, the run writes claims.jsonl, claim_metrics.json and the
+    report's claim section for exactly those methods."""
+    import json
+
+    from credo import api
+    from credo.cli import main
+
+    _many_bios(tmp_path, 12)
+    for name in ("run", "dry_run"):
+        real = getattr(api, name)
+
+        def scripted(*a, _real=real, **k):
+            return _real(*a, **k, model=ScriptedModel(many_respond), embedder=bow_embedder)
+
+        monkeypatch.setattr(api, name, scripted)
+    out = tmp_path / "run"
+    args = ["run", "--task", f"factscore:{tmp_path / 'many.txt'},knowledge={tmp_path / 'kb_many'}",
+            "--limit", "12", "--n", "3", "--m", "2", "--methods", "self_consistency",
+            "--kernel", "embedding", "--bootstrap", "0", "--claims", "frequency,ordinal",
+            "--out", str(out), "--cache", str(tmp_path / "c.sqlite"), "--quiet"]
+    assert main([*args, "--dry-run"]) == 0
+    printed = capsys.readouterr().out
+    assert SUPPORT_STAGE in printed and LABEL_STAGE in printed
+    assert CONFIDENCE_STAGE not in printed  # verbalized is not asked for
+    assert main(args) == 0
+    rows = [json.loads(x) for x in (out / "claims.jsonl").read_text().splitlines()]
+    assert len(rows) == 12
+    assert {k for r in rows for c in r["claims"] for k in c["scores"]} == {"frequency",
+                                                                            "ordinal"}
+    metrics = json.loads((out / "claim_metrics.json").read_text())
+    assert metrics["methods"] == ["frequency", "ordinal"]
+    assert metrics["metrics"]["frequency"]["auroc"] == pytest.approx(1.0)
+    assert "## Claims" in (out / "report.md").read_text()
