@@ -424,3 +424,29 @@ def test_cli_claims_flag_runs_the_claim_stage(tmp_path, bow_embedder, monkeypatc
     assert metrics["methods"] == ["frequency", "ordinal"]
     assert metrics["metrics"]["frequency"]["auroc"] == pytest.approx(1.0)
     assert "## Claims" in (out / "report.md").read_text()
+
+
+def test_claim_section_says_why_when_every_item_is_dropped(tmp_path, bow_embedder):
+    """The claim stage on, and no item reaches it (the writer's prefixes are all empty,
+    so every item is dropped for lack of perturbations): report.md and report.html still
+    have the claim section, saying why there is nothing in it, not that nothing is
+    labelled."""
+    from credo.api import run
+
+    def no_prefix(messages, seed):
+        return "" if messages[0].content in PROMPTS.values() else many_respond(messages, seed)
+
+    cfg = RunConfig(task="factscore", n=3, m=2, limit=None, kernel="embedding", bootstrap=0,
+                    methods=["c3"], out=tmp_path / "run", cache=tmp_path / "cache.sqlite",
+                    claims=ClaimsConfig(methods=["frequency", "claim_c3"]))
+    result = run(cfg, model=ScriptedModel(no_prefix), embedder=bow_embedder,
+                 task=_many_bios(tmp_path, 4), show_progress=False)
+    assert result.items == [] and result.stats["items_dropped_without_perturbations"] == 4
+    assert result.claims is not None and result.claims.items == []
+    why = ("No answer was split into claims: no item reached the claim stage (4 dropped "
+           "without perturbations: the writer gave no usable prefix, see perturbations.jsonl).")
+    md = (cfg.out / "report.md").read_text()
+    section = md.split("## Claims")[1].split("\n## ")[0]
+    assert why in section and "No claim is labelled" not in section and "nan" not in section
+    html = (cfg.out / "report.html").read_text()
+    assert 'id=claims' in html and f"<p class=note>{why}</p>" in html
