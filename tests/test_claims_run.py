@@ -450,3 +450,50 @@ def test_claim_section_says_why_when_every_item_is_dropped(tmp_path, bow_embedde
     assert why in section and "No claim is labelled" not in section and "nan" not in section
     html = (cfg.out / "report.html").read_text()
     assert 'id=claims' in html and f"<p class=note>{why}</p>" in html
+
+
+def test_judge_only_labels_without_a_knowledge_folder(tmp_path, bow_embedder):
+    """``claims.judge_labels`` (issue 33 item 4): with no knowledge folder the grader is
+    asked from its own knowledge whether each claim is true of the entity; the labels
+    are named judge-only in the stats and the report; planned, counted and cached."""
+    from credo.api import dry_run, run
+    from credo.plan.claims import judge_label_messages
+
+    names = tmp_path / "people.txt"
+    names.write_text("Person 1\nPerson 2\n", encoding="utf-8")
+    task = load_factscore_task(names)  # no knowledge folder
+
+    def judged(messages, seed):
+        if "from what you know" in messages[-1].content:
+            return "True" if "1815" in messages[-1].content.split("Input:")[1] else "False"
+        return many_respond(messages, seed)
+
+    cfg = RunConfig(task="factscore", n=3, m=2, limit=None, kernel="embedding", bootstrap=0,
+                    methods=["self_consistency"], out=tmp_path / "run",
+                    cache=tmp_path / "cache.sqlite",
+                    claims=ClaimsConfig(methods=["frequency"], judge_labels=True))
+    off = run(cfg.model_copy(update={"claims": ClaimsConfig(methods=["frequency"]),
+                                     "out": tmp_path / "off"}),
+              model=ScriptedModel(judged), embedder=bow_embedder, task=task,
+              show_progress=False)
+    assert off.claims.stats["claim_labels"] == "none"
+    est = dry_run(cfg, model=ScriptedModel(judged), embedder=bow_embedder, task=task)
+    planned = {s.stage: s.requests for s in est.stages}[LABEL_STAGE]
+    model = ScriptedModel(judged)
+    result = run(cfg, model=model, embedder=bow_embedder, task=task, show_progress=False)
+    claims = [c for it in result.claims.items for c in it.claims]
+    assert len(claims) == 4  # two sentences per bio
+    assert [c.correct for c in claims] == ["1815" in c.text for c in claims]
+    assert result.ledger["stages"][LABEL_STAGE]["requests"] == 4
+    assert planned >= 2  # the dry run counts the stage on placeholder answers
+    assert result.claims.stats["claim_labels"] == (
+        f"judge-only: grader model {cfg.model}'s own knowledge, no knowledge source "
+        "(2 of 2 answers)")
+    assert "labels: judge-only" in (cfg.out / "report.md").read_text()
+    msgs = judge_label_messages("Person 1", "Person 1 was born in 1815.")
+    assert msgs[0].content == "Reply with one word: True or False."
+    assert "Person 1 was born in 1815. True or False?" in msgs[1].content
+    calls = model.calls
+    run(cfg.model_copy(update={"out": tmp_path / "again"}), model=model,
+        embedder=bow_embedder, task=task, show_progress=False)
+    assert model.calls == calls  # every label came from the cache
