@@ -259,6 +259,8 @@ def many_respond(messages, seed):
 
 
 def test_certify_run_claims_then_filter_unlabelled_run(tmp_path, bow_embedder):
+    from dataclasses import replace
+
     from credo.api import certify_run_claims, run
     from credo.evaluate.claims import ClaimCertificate, certify_claims
     from credo.tasks.claims import read_claims
@@ -273,7 +275,8 @@ def test_certify_run_claims_then_filter_unlabelled_run(tmp_path, bow_embedder):
     items = read_claims(cfg.out / "claims.jsonl")  # the claim-file layout, read back
     assert len(items) == 12 and all(c.correct is not None for it in items for c in it.claims)
     cert = certify_run_claims(cfg.out, "frequency", alpha=0.2, out=tmp_path / "cc.json")
-    assert cert == certify_claims(items, 0.2, score="frequency")  # the same procedure
+    # the same procedure, bound to the run (tests/test_claims_certificate.py)
+    assert replace(cert, settings=None) == certify_claims(items, 0.2, score="frequency")
     assert ClaimCertificate.from_json((tmp_path / "cc.json").read_text()).threshold == \
         cert.threshold
     from credo.cli import main
@@ -281,7 +284,9 @@ def test_certify_run_claims_then_filter_unlabelled_run(tmp_path, bow_embedder):
     assert main(["certify", str(cfg.out), "--claims", "--method", "frequency", "--alpha",
                  "0.2", "--procedure", "ltt", "--delta", "0.3"]) == 0
     ltt = ClaimCertificate.from_json((cfg.out / "claim_certificate.json").read_text())
-    assert ltt == certify_claims(items, 0.2, delta=0.3, score="frequency")
+    assert replace(ltt, settings=None) == certify_claims(items, 0.2, delta=0.3,
+                                                         score="frequency")
+    assert ltt.settings == cert.settings
     assert main(["certify", str(cfg.out), "--claims", "--method", "nope"]) == 2
     # the certificate on new, unlabelled questions (no knowledge folder: no labels)
     names = tmp_path / "new.txt"
@@ -303,16 +308,18 @@ def test_certify_run_claims_then_filter_unlabelled_run(tmp_path, bow_embedder):
         assert len(r["retained"]) + len(r["removed"]) == len(item.claims)
 
 
-def test_claim_certificate_score_the_run_cannot_compute_is_refused(tmp_path, bio_task,
-                                                                  bow_embedder):
+def test_claim_file_certificate_is_refused_by_a_run(tmp_path, bio_task, bow_embedder):
+    """A certificate made on a claim file (``credo certify-claims``) binds no model, task
+    or settings: a run cannot be checked against it, so it is refused (issue 33)."""
     from credo.evaluate.claims import ClaimItem, certify_claims
 
-    cert = certify_claims([ClaimItem.of([0.5, 0.2], [True, False], id=str(k))
-                           for k in range(12)], 0.2, score="score")
+    cert = certify_claims([ClaimItem.of([0.5, 0.2], [True, False], id=str(k),
+                                        name="frequency") for k in range(12)], 0.2,
+                          score="frequency")
     f = tmp_path / "c.json"
     f.write_text(cert.to_json())
     model = ScriptedModel(respond)
-    with pytest.raises(UserError, match="claim score 'score'"):
+    with pytest.raises(UserError, match="made on a claim file"):
         from credo.api import run
 
         run(_config(tmp_path), model=model, embedder=bow_embedder, task=bio_task,
@@ -377,3 +384,116 @@ def test_claim_view_opens_in_headless_chromium(tmp_path, bow_embedder):
     assert 'id="claims"' in dom
     assert len(re.findall(r'<details class="claim-answer"', dom)) == 12
     assert len(re.findall(r'<li class="kept">', dom)) == kept
+
+
+# --------------------------------------------------------------------------- the CLI flag
+
+
+def test_cli_claims_flag_runs_the_claim_stage(tmp_path, bow_embedder, monkeypatch, capsys):
+    """``credo run --claims METHODS`` (issue 33) on the scripted backend: the dry run
+    counts the claim stages, the run writes claims.jsonl, claim_metrics.json and the
+    report's claim section for exactly those methods."""
+    import json
+
+    from credo import api
+    from credo.cli import main
+
+    _many_bios(tmp_path, 12)
+    for name in ("run", "dry_run"):
+        real = getattr(api, name)
+
+        def scripted(*a, _real=real, **k):
+            return _real(*a, **k, model=ScriptedModel(many_respond), embedder=bow_embedder)
+
+        monkeypatch.setattr(api, name, scripted)
+    out = tmp_path / "run"
+    args = ["run", "--task", f"factscore:{tmp_path / 'many.txt'},knowledge={tmp_path / 'kb_many'}",
+            "--limit", "12", "--n", "3", "--m", "2", "--methods", "self_consistency",
+            "--kernel", "embedding", "--bootstrap", "0", "--claims", "frequency,ordinal",
+            "--out", str(out), "--cache", str(tmp_path / "c.sqlite"), "--quiet"]
+    assert main([*args, "--dry-run"]) == 0
+    printed = capsys.readouterr().out
+    assert SUPPORT_STAGE in printed and LABEL_STAGE in printed
+    assert CONFIDENCE_STAGE not in printed  # verbalized is not asked for
+    assert main(args) == 0
+    rows = [json.loads(x) for x in (out / "claims.jsonl").read_text().splitlines()]
+    assert len(rows) == 12
+    assert {k for r in rows for c in r["claims"] for k in c["scores"]} == {"frequency",
+                                                                            "ordinal"}
+    metrics = json.loads((out / "claim_metrics.json").read_text())
+    assert metrics["methods"] == ["frequency", "ordinal"]
+    assert metrics["metrics"]["frequency"]["auroc"] == pytest.approx(1.0)
+    assert "## Claims" in (out / "report.md").read_text()
+
+
+def test_claim_section_says_why_when_every_item_is_dropped(tmp_path, bow_embedder):
+    """The claim stage on, and no item reaches it (the writer's prefixes are all empty,
+    so every item is dropped for lack of perturbations): report.md and report.html still
+    have the claim section, saying why there is nothing in it, not that nothing is
+    labelled."""
+    from credo.api import run
+
+    def no_prefix(messages, seed):
+        return "" if messages[0].content in PROMPTS.values() else many_respond(messages, seed)
+
+    cfg = RunConfig(task="factscore", n=3, m=2, limit=None, kernel="embedding", bootstrap=0,
+                    methods=["c3"], out=tmp_path / "run", cache=tmp_path / "cache.sqlite",
+                    claims=ClaimsConfig(methods=["frequency", "claim_c3"]))
+    result = run(cfg, model=ScriptedModel(no_prefix), embedder=bow_embedder,
+                 task=_many_bios(tmp_path, 4), show_progress=False)
+    assert result.items == [] and result.stats["items_dropped_without_perturbations"] == 4
+    assert result.claims is not None and result.claims.items == []
+    why = ("No answer was split into claims: no item reached the claim stage (4 dropped "
+           "without perturbations: the writer gave no usable prefix, see perturbations.jsonl).")
+    md = (cfg.out / "report.md").read_text()
+    section = md.split("## Claims")[1].split("\n## ")[0]
+    assert why in section and "No claim is labelled" not in section and "nan" not in section
+    html = (cfg.out / "report.html").read_text()
+    assert 'id=claims' in html and f"<p class=note>{why}</p>" in html
+
+
+def test_judge_only_labels_without_a_knowledge_folder(tmp_path, bow_embedder):
+    """``claims.judge_labels`` (issue 33 item 4): with no knowledge folder the grader is
+    asked from its own knowledge whether each claim is true of the entity; the labels
+    are named judge-only in the stats and the report; planned, counted and cached."""
+    from credo.api import dry_run, run
+    from credo.plan.claims import judge_label_messages
+
+    names = tmp_path / "people.txt"
+    names.write_text("Person 1\nPerson 2\n", encoding="utf-8")
+    task = load_factscore_task(names)  # no knowledge folder
+
+    def judged(messages, seed):
+        if "from what you know" in messages[-1].content:
+            return "True" if "1815" in messages[-1].content.split("Input:")[1] else "False"
+        return many_respond(messages, seed)
+
+    cfg = RunConfig(task="factscore", n=3, m=2, limit=None, kernel="embedding", bootstrap=0,
+                    methods=["self_consistency"], out=tmp_path / "run",
+                    cache=tmp_path / "cache.sqlite",
+                    claims=ClaimsConfig(methods=["frequency"], judge_labels=True))
+    off = run(cfg.model_copy(update={"claims": ClaimsConfig(methods=["frequency"]),
+                                     "out": tmp_path / "off"}),
+              model=ScriptedModel(judged), embedder=bow_embedder, task=task,
+              show_progress=False)
+    assert off.claims.stats["claim_labels"] == "none"
+    est = dry_run(cfg, model=ScriptedModel(judged), embedder=bow_embedder, task=task)
+    planned = {s.stage: s.requests for s in est.stages}[LABEL_STAGE]
+    model = ScriptedModel(judged)
+    result = run(cfg, model=model, embedder=bow_embedder, task=task, show_progress=False)
+    claims = [c for it in result.claims.items for c in it.claims]
+    assert len(claims) == 4  # two sentences per bio
+    assert [c.correct for c in claims] == ["1815" in c.text for c in claims]
+    assert result.ledger["stages"][LABEL_STAGE]["requests"] == 4
+    assert planned >= 2  # the dry run counts the stage on placeholder answers
+    assert result.claims.stats["claim_labels"] == (
+        f"judge-only: grader model {cfg.model}'s own knowledge, no knowledge source "
+        "(2 of 2 answers)")
+    assert "labels: judge-only" in (cfg.out / "report.md").read_text()
+    msgs = judge_label_messages("Person 1", "Person 1 was born in 1815.")
+    assert msgs[0].content == "Reply with one word: True or False."
+    assert "Person 1 was born in 1815. True or False?" in msgs[1].content
+    calls = model.calls
+    run(cfg.model_copy(update={"out": tmp_path / "again"}), model=model,
+        embedder=bow_embedder, task=task, show_progress=False)
+    assert model.calls == calls  # every label came from the cache

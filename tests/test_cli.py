@@ -26,6 +26,32 @@ def test_flags_write_over_the_yaml_and_keep_its_other_fields(tmp_path):
     assert cfg.baselines.followups == 2 and cfg.baselines.logprobs == 0
 
 
+def test_claims_flags_turn_the_claim_stage_on_over_the_yaml(tmp_path):
+    """Issue 33: --claims METHODS sets claims.methods (the file's other claim settings
+    kept), --claim-split claims.split; without either the stage stays off."""
+    assert run_config_from_args(_args("--task", "gsm8k")).claims is None
+    cfg = run_config_from_args(_args("--claims", "frequency, claim_c3"))
+    assert cfg.claims.methods == ["frequency", "claim_c3"] and cfg.claims.split == "sentences"
+    cfg_file = tmp_path / "c.yaml"
+    cfg_file.write_text("claims: {split: model, alphas: [0.05]}\n", encoding="utf-8")
+    cfg = run_config_from_args(_args("--config", str(cfg_file), "--claims", "ordinal"))
+    assert cfg.claims.methods == ["ordinal"] and cfg.claims.split == "model"
+    assert cfg.claims.alphas == [0.05]
+    cfg = run_config_from_args(_args("--config", str(cfg_file), "--claim-split", "sentences"))
+    assert cfg.claims.split == "sentences" and len(cfg.claims.methods) == 4
+    assert run_config_from_args(_args("--claims", "")).claims is None
+
+
+def test_claims_flag_with_an_unknown_method_exits_2(tmp_path, capsys):
+    names = tmp_path / "people.txt"
+    names.write_text("Ada Lovelace\n", encoding="utf-8")
+    assert main(["run", "--task", f"factscore:{names}", "--claims", "frequency,nope",
+                 "--out", str(tmp_path / "r"), "--cache", str(tmp_path / "c.sqlite"),
+                 "--quiet"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "unknown claim method 'nope'" in err and len(err.splitlines()) <= 2
+
+
 @pytest.mark.parametrize("flags, field", [
     (["--max-tokens", "0"], "max_tokens"),
     (["--max-tokens", "-5"], "max_tokens"),

@@ -146,8 +146,10 @@ def run(
         max_cost_usd=config.max_cost_usd,
         executor=config.executor,
     ) as pool:
-        if cert is not None:
+        if cert is not None or claim_cert is not None:
             from credo.pipeline.certificate import (
+                check_claim_settings,
+                claim_settings,
                 procedure_settings,
                 run_settings,
                 task_settings,
@@ -156,11 +158,16 @@ def run(
 
             assign_roles(pool, config)  # the model's identity, built, not called
             identity = pool.model(MODEL, probe=False).identity
-            settings = run_settings(config, identity, cert.method,
-                                    task_settings(task.head(config.limit), config))
+            own_task = task_settings(task.head(config.limit), config)
+        if cert is not None:
+            settings = run_settings(config, identity, cert.method, own_task)
             if "adaptive" in cert.settings:  # made for the adaptive procedure (issue 32)
                 settings["adaptive"] = procedure_settings(config.adaptive)
             cert.check(settings, config.methods)
+        if claim_cert is not None:  # bound to the run it was made on (issue 33)
+            check_claim_settings(claim_cert.settings,
+                                 claim_settings(config, identity, str(claim_cert.score),
+                                                own_task))
         result = run_pipeline(config, pool, task)
     if write:
         from credo.report.writer import write_run
@@ -222,12 +229,19 @@ def _claim_certificate(given: Any) -> ClaimCertificate | None:
 
 
 def _with_claims(config: RunConfig, cert: ClaimCertificate, where: Any) -> RunConfig:
-    """``config`` with the claim stage on (its defaults where the config has none), the
-    certificate's score among the claim methods (issue 33 item 3)."""
+    """``config`` with the claim stage on (the certificate's splitter where the config
+    has no ``claims``), the certificate's score among the claim methods (issue 33 item 3);
+    a certificate made on a claim file, not a run, is refused (it binds no model)."""
     from credo.config import ClaimsConfig
     from credo.errors import UserError
+    from credo.pipeline.certificate import check_claim_settings
 
-    claims = config.claims or ClaimsConfig()
+    if cert.settings is None:
+        check_claim_settings(None, {}, str(where))  # a claim file's: refused
+    recorded = cert.settings.get("claims") if cert.settings else None
+    made = {k: recorded[k] for k in ("split", "split_max_tokens", "confidence_max_tokens")
+            if k in recorded} if isinstance(recorded, dict) else {}
+    claims = config.claims or ClaimsConfig(**made)  # the certificate's splitter
     if cert.score is None or cert.tie_break is not None:
         raise UserError(f"{where}: the claim certificate thresholds "
                         f"{cert.score or 'no score'}"
@@ -320,17 +334,36 @@ def certify_run_claims(
     """A claim certificate from a finished, labelled long-form run with claims (issue 33):
     :func:`credo.evaluate.claims.certify_claims` on its ``claims.jsonl`` (every claim of
     every answer labelled), thresholding claim method ``score`` (default: the only
-    one), marginal (``delta`` None) or with probability ``1 - delta``; written to ``out``
+    one), marginal (``delta`` None) or with probability ``1 - delta``, bound to the run's
+    model, task and settings (``settings``:
+    :func:`credo.pipeline.certificate.claim_settings`), so that ``credo run
+    --certificate`` refuses another task, model or claim splitter; written to ``out``
     when given. No model is called."""
+    from dataclasses import replace
+
     from credo.errors import UserError
+    from credo.pipeline.certificate import claim_settings
     from credo.report.rundata import CLAIMS_FILE, load_run
 
+    if out is not None:  # before reading anything; its folder is made
+        from credo.jsonio import check_file_writable
+
+        check_file_writable(out, "the certificate (--out)")
     data = load_run(run_dir)
     path = data.path / CLAIMS_FILE
     if not path.is_file():
         raise UserError(f"{data.path}: no {CLAIMS_FILE}; run with claims (config claims:, "
                         "--claims) on a long-form task")
-    return certify_claim_file(path, alpha, a=a, delta=delta, score=score, out=out)
+    cert = certify_claim_file(path, alpha, a=a, delta=delta, score=score)
+    identity = str(data.metrics.get("model") or data.model)  # the identity, not the spec
+    cert = replace(cert, settings=claim_settings(_folder_config(data), identity,
+                                                 str(cert.score), _task_identity(data)))
+    if out is not None:
+        from credo import jsonio
+
+        jsonio.write_text(Path(out), json.dumps(
+            {**cert.to_dict(), "calibration_file": str(path)}, indent=1) + "\n", parents=True)
+    return cert
 
 
 @dataclass(frozen=True)

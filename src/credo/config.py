@@ -527,6 +527,11 @@ class ClaimsConfig(BaseModel):
         default_factory=lambda: [0.1, 0.2], min_length=1,
         description="levels of the report's retained share (conformal factuality)",
     )
+    judge_labels: bool = Field(
+        False, description="label the claims of items with no knowledge source by the "
+        "grader role's own knowledge (is the claim true of the entity?): judge-only "
+        "labels, as good as the grader model, named so in the report",
+    )
 
     @field_validator("alphas")
     @classmethod

@@ -190,6 +190,8 @@ RUN_FLAGS: tuple[Flag, ...] = (
     Flag("domain", "task_file.domain"),
     Flag("grader", "task_file.grader"),
     Flag("task_family", "task_file.family"),
+    Flag("claims", "claims.methods", _names_if_given),
+    Flag("claim_split", "claims.split"),
     Flag("num_fewshot", "lm_eval.num_fewshot"),
     Flag("include_path", "lm_eval.include_path", lambda v: [str(p) for p in v]),
 )

@@ -105,6 +105,14 @@ def _run_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--writer-prompt", help="the writer prompt: v2 (default) or v1")
     p.add_argument("--certificate", type=Path, help="a certificate from `credo certify`: "
                    "which answers to act on at its risk, written to answers.jsonl")
+    p.add_argument("--claims", metavar="METHODS",
+                   help="long-form tasks: split each answer into claims and score them by "
+                   "these claim methods, comma-separated: frequency, claim_c3, verbalized, "
+                   "ordinal (the config's claims section; docs/claims.md)")
+    p.add_argument("--claim-split", choices=["sentences", "model"],
+                   help="how answers are split into claims (claims.split; default "
+                   "sentences, no model); alone it turns the claim stage on with every "
+                   "claim method")
     p.add_argument("--prefix-rules", help="neutrality rules a prefix must pass: strict "
                    "(default) or basic")
     p.add_argument("--neutrality", help="000 App. A.3's gate: warn (default), fail, off")

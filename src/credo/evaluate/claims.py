@@ -135,6 +135,12 @@ class ClaimCertificate:
     retained: float = 0.0
     n_needed: int | None = None
     message: str = ""
+    settings: dict[str, Any] | None = None
+    """What the guarantee holds for besides the data, when the certificate was made on a
+    run (``credo certify RUN_DIR --claims``: the model, task, sampling, n, m, claim
+    splitter, ...; :func:`credo.pipeline.certificate.claim_settings`), compared by
+    ``credo run --certificate`` before its first model call. None for a certificate made
+    on a claim file (``credo certify-claims``), which binds only the score's name."""
 
     @property
     def certified(self) -> bool:
@@ -442,6 +448,8 @@ def _check_fields(fields: dict[str, Any]) -> None:
     for name in ("score", "tie_break"):
         if fields.get(name) is not None and not isinstance(fields[name], str):
             raise ValueError(f"{name} must be a score name or null; got {fields[name]!r}")
+    if fields.get("settings") is not None and not isinstance(fields["settings"], dict):
+        raise ValueError(f"settings must be an object or null; got {fields['settings']!r}")
 
 
 def _check_share(a: float) -> float:

@@ -27,7 +27,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from credo.config import AdaptiveConfig, RunConfig
+from credo.config import AdaptiveConfig, ClaimsConfig, RunConfig
 from credo.errors import UserError
 from credo.evaluate.certify import METHODS, Certificate
 from credo.tasks.base import AnswerFormat, Item, Task
@@ -40,12 +40,15 @@ if TYPE_CHECKING:
 __all__ = [
     "TASK_FIELDS",
     "RunCertificate",
+    "check_claim_settings",
+    "claim_settings",
     "credo_version",
     "given_settings",
     "given_task_settings",
     "mismatch",
     "procedure_settings",
     "prompt_digest",
+    "refuse_mismatch",
     "run_settings",
     "task_settings",
 ]
@@ -176,6 +179,55 @@ def given_settings(
     }
 
 
+def claim_settings(
+    config: RunConfig, model_identity: str, score: str, task: dict[str, str]
+) -> dict[str, Any]:
+    """What a claim certificate made on a run (``credo certify RUN_DIR --claims``, issue
+    33) holds for: :func:`run_settings` with ``method`` the claim method it thresholds,
+    and ``claims``, what changes a claim or its score: the splitter (``split``, its reply
+    length) and the support and confidence replies' lengths. The support verdicts' judge
+    and the samples they read (sampling, n, m, perturbation) are in :func:`run_settings`.
+    The labels are not: the runs it is applied to have none."""
+    c = config.claims or ClaimsConfig()
+    settings = run_settings(config, model_identity, score, task)
+    settings["claims"] = {"split": c.split, "split_max_tokens": c.split_max_tokens,
+                          "confidence_max_tokens": c.confidence_max_tokens,
+                          "support_max_tokens": config.judge.max_tokens}
+    return settings
+
+
+def check_claim_settings(
+    expected: dict[str, Any] | None, actual: dict[str, Any], where: str = "--certificate"
+) -> None:
+    """Refuse a run whose :func:`claim_settings` (``actual``) differ from a claim
+    certificate's (``expected``), naming the first that does; a certificate made on a
+    claim file (``credo certify-claims``: no settings, nothing about a model) or by an
+    older credo (no task) is refused too: where its guarantee holds cannot be checked."""
+    if expected is None:
+        raise UserError(
+            f"{where}: a claim certificate made on a claim file (credo certify-claims) "
+            "records no model, task or settings, so a run cannot be checked against it; "
+            "certify a run of this model: credo certify RUN_DIR --claims")
+    task = expected.get("task")
+    if not isinstance(task, dict) or any(f not in task for f in TASK_FIELDS) \
+            or "claims" not in expected:
+        raise UserError(f"{where}: the claim certificate does not name the task and claim "
+                        "settings it was made on; re-certify: credo certify RUN_DIR --claims")
+    refuse_mismatch(expected, actual, "run")
+
+
+def refuse_mismatch(expected: dict[str, Any], actual: dict[str, Any], what: str) -> None:
+    """A :class:`UserError` naming the first setting of ``actual`` (``what``'s) that
+    differs from a certificate's ``expected`` (:func:`mismatch`); nothing when all match."""
+    differs = mismatch(expected, actual)
+    if differs is not None:
+        raise UserError(
+            f"--certificate: the {what}'s {differs} differs from the certificate's "
+            f"({_at(actual, differs)!r} here, {_at(expected, differs)!r} there); "
+            "its guarantee holds only for the task and settings it was made with"
+        )
+
+
 def procedure_settings(adaptive: AdaptiveConfig | None) -> dict[str, Any] | None:
     """What a certificate of the adaptive decision procedure records of it (issue 32,
     item 2: ``settings["adaptive"]``, written by ``credo certify --adaptive decision``):
@@ -262,13 +314,7 @@ class RunCertificate:
         if self.method not in methods:
             raise UserError(f"--certificate: the certificate is for method {self.method!r},"
                             f" which the {what} does not score (methods: {list(methods)})")
-        differs = mismatch(self.settings, actual)
-        if differs is not None:
-            raise UserError(
-                f"--certificate: the {what}'s {differs} differs from the certificate's "
-                f"({_at(actual, differs)!r} here, {_at(self.settings, differs)!r} there); "
-                "its guarantee holds only for the task and settings it was made with"
-            )
+        refuse_mismatch(self.settings, actual, what)
 
 
 def _finite(x: Any) -> bool:

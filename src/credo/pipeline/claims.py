@@ -127,8 +127,9 @@ def plan_claims(
     grader = config.grader or config.judge
     unlabelled = {i: items[i] for i in live if i not in annotated}
     ks = knowledge_sources(unlabelled, list(unlabelled))
+    judge_only = [i for i in unlabelled if i not in ks] if c.judge_labels else []
     labels = (ClaimLabelStage(SamplingParams(temperature=0.0, max_tokens=grader.max_tokens),
-                              ks) if ks else None)
+                              ks, judge_only) if ks or judge_only else None)
     stages = [s for s in (support, confidence, labels) if s is not None]
     read: dict[Any, Any] = dict(zip(stages, driver.run(stages, live, claims), strict=True)
                                 ) if stages else {}
@@ -175,12 +176,31 @@ def run_claims(
         "claims": n_claims,
         "claims_labelled": sum(1 for it in out for cl in it.claims if cl.correct is not None),
         "claims_split": c.split,
-        "claim_labels": ("file" if annotated else "factscore grader" if labels
-                         else "none"),
+        "claim_labels": _label_source(config, items, out, annotated, bool(labels)),
     }
     if fallbacks:
         run.stats["claim_split_fallbacks"] = len(fallbacks)
     return run
+
+
+def _label_source(config: RunConfig, items: Mapping[str, Item], out: Sequence[ClaimItem],
+                  annotated: Mapping[str, ClaimItem], labelled: bool) -> str:
+    """Where the claim labels come from, in words for the reports: the annotated file,
+    FActScore's grader against the knowledge folder, and, named as such, judge-only
+    labels (``claims.judge_labels``: the grader's own knowledge, no knowledge source)."""
+    if annotated:
+        return "file"
+    if not labelled:
+        return "none"
+    c = config.claims
+    judged = [it.id for it in out if c is not None and c.judge_labels
+              and not items[it.id].meta.get("knowledge")]
+    if not judged:
+        return "factscore grader"
+    grader = (config.grader or config.judge).model or config.model
+    judge_only = (f"judge-only: grader model {grader}'s own knowledge, no knowledge source"
+                  f" ({len(judged)} of {len(out)} answers)")
+    return judge_only if len(judged) == len(out) else f"factscore grader; {judge_only}"
 
 
 def _unavailable(items: Sequence[ClaimItem], methods: Sequence[str],

@@ -25,7 +25,10 @@ stage (ledger name)         role      requests
                                       source: FActScore's retrieve-then-verify prompt
                                       (:func:`credo.tasks.longform.support_messages`), the
                                       same request the ``factscore`` grader asks of a
-                                      sentence, so a sentence claim shares its cache entry
+                                      sentence, so a sentence claim shares its cache entry;
+                                      with ``claims.judge_labels``, of an item without one:
+                                      the grader's own knowledge
+                                      (:func:`judge_label_messages`, judge-only labels)
 ==========================  ========  ====================================================
 
 All judge and grader requests are greedy (T = 0). Distinct (claim, sample) pairs are
@@ -38,7 +41,7 @@ and, after splitting, the claims per item; ``read`` returns plain values per ite
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from credo.generation.executor import PlannedRequest
@@ -69,6 +72,7 @@ __all__ = [
     "ClaimSupportStage",
     "confidence_messages",
     "evidence",
+    "judge_label_messages",
     "parse_claims",
     "parse_confidence",
     "parse_verdict",
@@ -313,14 +317,23 @@ class ClaimLabelStage(Stage):
     description = "labelling claims"
     missing = "claim labels missing"
 
-    def __init__(self, params: SamplingParams, sources: Mapping[str, KnowledgeSource]) -> None:
+    def __init__(self, params: SamplingParams, sources: Mapping[str, KnowledgeSource],
+                 judge_only: Collection[str] = ()) -> None:
         self.params = params
         self.sources = sources
+        self.judge_only = frozenset(judge_only)
+        """Items without a knowledge source labelled by the grader's own knowledge."""
 
     def plan(self, items: Mapping[str, ClaimSource],
              context: Mapping[str, Sequence[str]]) -> StagePlan:
         out: StagePlan = {}
         for i, src in items.items():
+            if i in self.judge_only and i not in self.sources:
+                out[i] = [PlannedRequest(GenerationRequest(
+                    messages=judge_label_messages(src.entity or src.question, c),
+                    params=self.params), 1, label=f"{i}/claim-label", stage=self.name)
+                    for c in context.get(i, ())]
+                continue
             if i not in self.sources:
                 continue
             ks = self.sources[i]
@@ -340,6 +353,18 @@ class ClaimLabelStage(Stage):
 
     def placeholder(self, request: GenerationRequest) -> str:
         return "True"
+
+
+def judge_label_messages(entity: str, claim: str) -> tuple[Message, ...]:
+    """A judge-only label (``claims.judge_labels``): FActScore's verification prompt
+    with no passage, the grader asked from its own knowledge whether the claim is true
+    of ``entity`` (FActScore's no-retrieval setting, Min et al. 2023 §4); read by
+    :func:`credo.tasks.longform.parse_support`."""
+    return (
+        Message(role="system", content="Reply with one word: True or False."),
+        Message(role="user", content=f"Answer the question about {entity} from what you "
+                f"know of {entity}.\n\nInput: {claim} True or False?\nOutput:"),
+    )
 
 
 def evidence(

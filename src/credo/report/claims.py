@@ -14,7 +14,7 @@ from typing import Any
 from credo.report.markdown import fmt_number, md_table
 
 __all__ = ["CLAIM_METRICS", "claim_answers", "claim_file_rows", "claim_markdown",
-           "claim_table", "marking_method"]
+           "claim_table", "marking_method", "nothing_to_split"]
 
 CLAIM_METRICS = ("auroc", "auprc_pos", "ece", "brier", "prr")
 """The per-claim metrics the reports show (every metric is in claim_metrics.json)."""
@@ -123,16 +123,44 @@ def claim_answers(rows: Sequence[Mapping[str, Any]], summary: Mapping[str, Any],
             "more": max(0, len(rows) - limit)}
 
 
-def claim_markdown(rows: Sequence[Mapping[str, Any]], summary: Mapping[str, Any]) -> list[str]:
-    """The report.md section: counts, the method table, the unavailable methods."""
+def nothing_to_split(rows: Sequence[Mapping[str, Any]],
+                     run_stats: Mapping[str, Any] | None = None) -> str | None:
+    """Why a run with the claim stage on has no claim (None when it has some): no item
+    reached the claim stage (the run's items dropped for lack of perturbations, or left
+    incomplete by failed requests: ``run_stats``, the run's stats), or the answers held no
+    sentence."""
+    if any(r.get("claims") for r in rows):
+        return None
+    stats = run_stats or {}
+    if rows:
+        return (f"No claim: the {len(rows)} answers split into none (empty answers, or a "
+                "splitting reply that listed no fact and an answer with no sentence).")
+    why = [f"{n} {what}" for n, what in (
+        (stats.get("items_dropped_without_perturbations", 0),
+         "dropped without perturbations: the writer gave no usable prefix, "
+         "see perturbations.jsonl"),
+        (stats.get("items_incomplete", 0),
+         "incomplete: their requests failed, a rerun completes them")) if n]
+    return ("No answer was split into claims: no item reached the claim stage"
+            + (f" ({'; '.join(why)})" if why else "") + ".")
+
+
+def claim_markdown(rows: Sequence[Mapping[str, Any]], summary: Mapping[str, Any],
+                   run_stats: Mapping[str, Any] | None = None) -> list[str]:
+    """The report.md section: counts, the method table, the unavailable methods; with no
+    claim, why (:func:`nothing_to_split`, from the run's stats ``run_stats``)."""
     stats = summary.get("stats") or {}
     n_items = len(rows)
     n_claims = sum(len(r.get("claims") or []) for r in rows)
-    per = n_claims / n_items if n_items else math.nan
+    per = f"{n_claims / n_items:.1f} per answer; " if n_items else ""
+    empty = nothing_to_split(rows, run_stats)
+    head = "## Claims (issue 33: claim-level credibility, conformal factuality)"
+    if empty is not None:
+        return [head, "", empty, ""]
     lines = [
-        "## Claims (issue 33: claim-level credibility, conformal factuality)",
+        head,
         "",
-        f"- answers split: {n_items}; claims: {n_claims} ({per:.1f} per answer; "
+        f"- answers split: {n_items}; claims: {n_claims} ({per}"
         f"split: {stats.get('claims_split', '?')}); labelled: "
         f"{stats.get('claims_labelled', 0)} (labels: {stats.get('claim_labels', '?')})",
         "- each answer is the original sample credo gives; claim methods score each claim "

@@ -317,12 +317,15 @@ def render_run_page(a: RunAnalysis, opts: ReportOptions) -> str:
 def _claims(run: RunData) -> dict[str, Any] | None:
     """The claim section (issue 33): the method table and each answer's claims marked
     retained or removed (:mod:`credo.report.claims`); None for a run without claims."""
-    from credo.report.claims import claim_answers, claim_table
+    from credo.report.claims import claim_answers, claim_table, nothing_to_split
     from credo.report.rundata import CLAIM_METRICS_FILE
 
     summary = run.extras.get(CLAIM_METRICS_FILE)
-    if summary is None or not run.claims:
+    if summary is None:
         return None
+    empty = nothing_to_split(run.claims, run.metrics.get("stats"))
+    if empty is not None:  # the stage was on and made nothing: say why (issue 33)
+        return {"empty": empty}
     table = claim_table(summary)
     return {"header": table[0], "rows": table[1:], "unavailable": summary.get("unavailable")
             or {}, "stats": summary.get("stats") or {}, **claim_answers(run.claims, summary)}

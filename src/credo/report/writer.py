@@ -434,8 +434,8 @@ def render_markdown(result: RunResult) -> str:
         *_response_section(result),
         *_histogram_section(result),
         *_unavailable_section(result),
-        *(claim_markdown(claim_file_rows(result.claims), result.claims.to_dict())
-          if result.claims is not None else []),
+        *(claim_markdown(claim_file_rows(result.claims), result.claims.to_dict(),
+                         result.stats) if result.claims is not None else []),
         "## Run",
         "",
         *(f"- {k.replace('_', ' ')}: {v}" for k, v in result.stats.items()
