@@ -166,7 +166,7 @@ def _respond(messages, seed):
 def test_run_with_corpus_noise(tmp_path, corpus_file, bow_embedder):
     cfg = RunConfig(
         task="toy", n=4, m=4, limit=None, bootstrap=0, methods=["c3", "self_consistency"],
-        perturbation={"corpus": corpus_file, "generator": "never-loaded"},
+        perturbation={"corpus": corpus_file, "writer": "never-loaded"},
         out=tmp_path / "run", cache=tmp_path / "c.sqlite",
     )
     model = ScriptedModel(_respond)
@@ -184,7 +184,7 @@ def test_run_with_corpus_noise(tmp_path, corpus_file, bow_embedder):
         i: list(p.kept) for i, p in result.perturbation_sets.items()
     }
 
-    assert "generator none (snippets of the corpus corpus.txt)" in (
+    assert "writer none (snippets of the corpus corpus.txt)" in (
         (cfg.out / "report.html").read_text()
     )
 

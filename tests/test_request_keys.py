@@ -60,20 +60,23 @@ def _baselines(tmp: Path, embedder, perturbation: dict | None = None) -> Path:
     return cfg.cache
 
 
-def _expression_with_writer(tmp: Path, embedder) -> Path:
+def _expression_with_writer(tmp: Path, embedder, old_names: bool = False) -> Path:
+    """``old_names``: the writer called by its names before issue 31 (``generator:`` in
+    the config, ``perturber=`` in the API), deprecated but the same run."""
     from test_baselines import NUM
 
     cfg = RunConfig(
         task="toy_num", n=5, m=4, limit=None, bootstrap=0, prompt_style="expression",
         sampling=SamplingParams(min_p=0.05, max_tokens=48),
-        perturbation={"generator": "writer", "max_rounds": 2,
+        perturbation={"generator" if old_names else "writer": "writer", "max_rounds": 2,
                       "sampling": {"max_tokens": 32}, **V1},
         methods=["c3", "c3_cross", "self_consistency", "answer_consistency"],
         baselines=BaselineConfig(logprobs=0), seed=3,
         out=tmp / "run", cache=tmp / "c.sqlite",
     )
-    run(cfg, model=ScriptedModel(responder), perturber=ScriptedModel(responder, name="writer"),
-        embedder=embedder, task=NUM, show_progress=False)
+    writer = {"perturber" if old_names else "writer": ScriptedModel(responder, name="writer")}
+    run(cfg, model=ScriptedModel(responder), embedder=embedder, task=NUM, show_progress=False,
+        **writer)
     return cfg.cache
 
 
@@ -186,6 +189,14 @@ def test_request_keys_are_pinned(name, tmp_path, bow_embedder):
         assert not missing and not extra, (
             f"{name} / {identity}: {len(missing)} pinned keys gone, {len(extra)} new keys"
         )
+
+
+def test_the_writers_old_names_leave_the_pinned_keys(tmp_path, bow_embedder):
+    """A config and a call that name the writer as before issue 31 (``generator``,
+    ``perturber=``) load with a DeprecationWarning and ask exactly the pinned requests."""
+    with pytest.warns(DeprecationWarning):
+        got = _keys(_expression_with_writer(tmp_path, bow_embedder, old_names=True))
+    assert got == {k: sorted(v) for k, v in _pins()["expression_with_writer"].items()}
 
 
 def test_request_key_of_a_hand_built_request_is_pinned():

@@ -94,13 +94,14 @@ def run(
     config: RunConfig,
     *,
     model: Model | None = None,
-    perturber: Model | None = None,
+    writer: Model | None = None,
     embedder: Embedder | None = None,
     task: Task | None = None,
     judge: Model | None = None,
     show_progress: bool = True,
     write: bool = True,
     certificate: RunCertificate | str | Path | None = None,
+    perturber: Model | None = None,
 ) -> RunResult:
     """Run C3 and the selected baselines on a task, write the run folder, return the results.
 
@@ -110,14 +111,16 @@ def run(
     certificate's, and ``answers.jsonl`` gives each item's answer, its score and whether
     it is accepted at the certificate's risk (issue 23).
 
-    ``model``, ``perturber`` (writes context prefixes and paraphrases), ``judge`` (the
+    ``model``, ``writer`` (writes context prefixes and paraphrases), ``judge`` (the
     LLM judge: CCP's NLI step, the judge kernel, open-ended grading), ``embedder`` and
     ``task`` replace what ``config`` names (tests pass scripted models); nothing passed
-    in is modified or closed. With ``write`` the run folder ``config.out`` is written
+    in is modified or closed (``perturber`` is the writer's deprecated name, accepted
+    for one release). With ``write`` the run folder ``config.out`` is written
     (:mod:`credo.report.writer`). Under ``perturbation.neutrality: fail``, prefixes that
     fail the neutrality test raise :class:`~credo.errors.NeutralityFailed` (its ``result``
     is the run's) once the folder is written (issue 22).
     """
+    writer = _writer(writer, perturber)
     from credo.generation.pool import JUDGE, MODEL, WRITER
     from credo.pipeline.runner import configured_task, method_specs, run_pipeline
 
@@ -130,7 +133,7 @@ def run(
     with _config_pool(
         config,
         show_progress=show_progress,
-        roles={MODEL: model, WRITER: perturber, JUDGE: judge},
+        roles={MODEL: model, WRITER: writer, JUDGE: judge},
         embedder=embedder,
         max_cost_usd=config.max_cost_usd,
         executor=config.executor,
@@ -157,6 +160,13 @@ def run(
         write_run(result, config.out, cert)  # answers.jsonl before the status marker
     _check_neutral(result)
     return result
+
+
+def _writer(writer: Model | None, perturber: Model | None) -> Model | None:
+    """The writer handed in, by its name or its deprecated one (``perturber=``, issue 31)."""
+    from credo.config import renamed_keyword
+
+    return renamed_keyword(writer, perturber, "perturber", stacklevel=4)
 
 
 def _decision_threshold(config: RunConfig, cert: RunCertificate | None) -> RunConfig:
@@ -276,10 +286,11 @@ def certify_adaptive(
     options: Mapping[str, Any] | None = None,
     out: str | Path | None = None,
     model: Model | None = None,
-    perturber: Model | None = None,
+    writer: Model | None = None,
     embedder: Embedder | None = None,
     task: Task | None = None,
     judge: Model | None = None,
+    perturber: Model | None = None,
 ) -> AdaptiveCertification:
     """``credo certify RUN_DIR --adaptive decision`` (issue 32, item 2): certify the
     adaptive decision procedure on ``method`` as it runs, replayed from the finished full
@@ -291,6 +302,7 @@ def certify_adaptive(
     models, embedder and task replace the config's as in :func:`simulate_adaptive`.
     Refused in one line before anything is replayed: a ``credo score`` folder, an
     adaptive run's folder, a method the rule cannot read, a missing cache."""
+    writer = _writer(writer, perturber)
     from pydantic import ValidationError
 
     from credo import jsonio
@@ -337,7 +349,7 @@ def certify_adaptive(
     if not cache.is_file():
         raise UserError(f"{cache}: no such cache file; credo certify --adaptive replays "
                         f"{folder} from the cache its run wrote (config.yaml's cache)")
-    roles = {MODEL: model, WRITER: perturber, JUDGE: judge}
+    roles = {MODEL: model, WRITER: writer, JUDGE: judge}
     with _config_pool(config, show_progress=False, roles=roles, embedder=embedder,
                       reach=False, replay=True) as pool:
         replay = certify_decision_rule(
@@ -422,22 +434,24 @@ def dry_run(
     config: RunConfig,
     *,
     model: Model | None = None,
-    perturber: Model | None = None,
+    writer: Model | None = None,
     embedder: Embedder | None = None,
     task: Task | None = None,
     judge: Model | None = None,
+    perturber: Model | None = None,
 ) -> RunEstimate:
     """What :func:`run` would ask of its models for ``config``, per stage (requests,
     samples, cached samples, calls, estimated tokens and cost), without calling a model
     or contacting a server and without writing the run folder
     (:func:`credo.pipeline.estimate.estimate_run`). The arguments are :func:`run`'s."""
+    writer = _writer(writer, perturber)
     from credo.generation.pool import JUDGE, MODEL, WRITER
     from credo.pipeline.estimate import estimate_run
 
     with _config_pool(
         config,
         show_progress=False,
-        roles={MODEL: model, WRITER: perturber, JUDGE: judge},
+        roles={MODEL: model, WRITER: writer, JUDGE: judge},
         embedder=embedder,
         reach=False,
     ) as pool:
@@ -738,19 +752,20 @@ def study(
     config: StudyConfig,
     *,
     models: Mapping[str, Model] | None = None,
-    perturber: Model | None = None,
+    writer: Model | None = None,
     judge: Model | None = None,
     embedder: Embedder | None = None,
     show_progress: bool = True,
     on_run: Callable[[int, int, StudyRun], None] | None = None,
     write: bool = True,
+    perturber: Model | None = None,
 ) -> StudyResult:
     """Run every task of ``config`` with every model, over one cache; write one run
     folder per (task, model) and the comparison report ``out/report/index.html``.
 
     One :class:`~credo.generation.pool.ModelPool` per model serves all its tasks, so a
     model (and its Ray actors) is loaded once; a rerun finds every sample in the cache
-    and regenerates nothing. ``models`` (spec -> ready backend), ``perturber``,
+    and regenerates nothing. ``models`` (spec -> ready backend), ``writer``,
     ``judge`` and ``embedder`` replace what the config names (tests pass scripted
     models); nothing passed in is modified or closed. ``on_run(i, total, run)`` is
     called after each run (the command line prints a line). With the Ray executor, Ray
@@ -760,6 +775,7 @@ def study(
     the runs so far are written, then :class:`~credo.errors.NeutralityFailed` is raised
     (``study``: this result; issue 22).
     """
+    writer = _writer(writer, perturber)
     from contextlib import ExitStack
 
     from credo.generation.pool import JUDGE, MODEL, WRITER
@@ -783,7 +799,7 @@ def study(
         for m, study_model in enumerate(config.models):
             start = m * per_model
             first = configs[start]
-            roles = {MODEL: (models or {}).get(first.model), WRITER: perturber, JUDGE: judge}
+            roles = {MODEL: (models or {}).get(first.model), WRITER: writer, JUDGE: judge}
             with _config_pool(
                 first, show_progress=show_progress, roles=roles, embedder=embedder,
                 executor=config.executor,
@@ -868,13 +884,14 @@ def simulate_adaptive(
     method: str | None = None,
     n_resamples: int = 1000,
     model: Model | None = None,
-    perturber: Model | None = None,
+    writer: Model | None = None,
     embedder: Embedder | None = None,
     task: Task | None = None,
     judge: Model | None = None,
     write: bool = True,
     orders: int = 1,
     given: Mapping[str, Any] | None = None,
+    perturber: Model | None = None,
 ) -> AdaptiveSimulation:
     """``credo adaptive RUN_DIR``: replay the finished full run in ``run_dir`` from its
     cache, and each stopping rule of ``rules`` at each ε of ``epsilons`` (ε is read by
@@ -901,6 +918,7 @@ def simulate_adaptive(
     (:func:`~credo.report.rundata.load_run`), an empty ``scores.jsonl``, an adaptive
     run's folder (its cache lacks the full sets), ``min`` above the run's n (or m), the
     cache file missing, or a cache lacking some of the items the folder scored."""
+    writer = _writer(writer, perturber)
     from credo.errors import UserError
     from credo.generation.pool import JUDGE, MODEL, WRITER
     from credo.pipeline.simulate import simulate, simulate_given
@@ -931,7 +949,7 @@ def simulate_adaptive(
     target = folder / "adaptive" if out is None else Path(out)
     if write:  # before the replay (issue 34 item 7)
         check_writable(target, "the adaptive outputs (--out)")
-    roles = {MODEL: model, WRITER: perturber, JUDGE: judge}
+    roles = {MODEL: model, WRITER: writer, JUDGE: judge}
     if _given(data.config):
         from credo.tasks.base import AnswerFormat
         from credo.tasks.generations import read_generations

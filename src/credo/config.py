@@ -4,12 +4,13 @@ plus the cache."""
 from __future__ import annotations
 
 import os
+import warnings
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Self
 
 import yaml
 from pydantic import (
-    AliasChoices,
     BaseModel,
     ConfigDict,
     Field,
@@ -135,6 +136,45 @@ class RoleConfig(BaseModel):
         return self.model is not None and not self.options()
 
 
+def renamed_keys(value: Any, renames: Mapping[str, str], where: str = "") -> Any:
+    """``value`` (a config mapping) with each deprecated key of ``renames`` (old -> new)
+    read as its new name, a :class:`DeprecationWarning` naming both (issue 31: one name per
+    role; the old names keep working for one release). Both names given is an error
+    rather than a silent choice."""
+    if not isinstance(value, dict) or not any(old in value for old in renames):
+        return value
+    out = dict(value)
+    for old, new in renames.items():
+        if old not in out:
+            continue
+        if new in out:
+            raise ValueError(f"{where}{new} is given twice: as {new} and as {old} (its "
+                             "deprecated name)")
+        warnings.warn(f"{where}{old} is deprecated; call it {where}{new} (the old name "
+                      "goes in the next release)", DeprecationWarning, stacklevel=2)
+        out[new] = out.pop(old)
+    return out
+
+
+DEPRECATED_KEYWORDS: dict[str, str] = {"perturber": "writer"}
+"""The Python API's keywords renamed by issue 31 (old -> new): each is still accepted for
+one release, with a :class:`DeprecationWarning` (:func:`renamed_keyword`)."""
+
+
+def renamed_keyword(new: Any, old: Any, name: str, stacklevel: int = 3) -> Any:
+    """The value of an API keyword given by its new name or by its deprecated ``name``
+    (:data:`DEPRECATED_KEYWORDS`), with a :class:`DeprecationWarning` for the old one;
+    both given is a :class:`TypeError`, as two values for one argument are."""
+    if old is None:
+        return new
+    current = DEPRECATED_KEYWORDS[name]
+    if new is not None:
+        raise TypeError(f"{current}= and {name}= (its deprecated name) are both given")
+    warnings.warn(f"{name}= is deprecated; pass {current}= (the old name goes in the next "
+                  "release)", DeprecationWarning, stacklevel=stacklevel)
+    return old
+
+
 def _role_or_none(role: RoleConfig | None) -> str | dict[str, Any] | None:
     """A role field's dump: a bare spec as the string it was, else its mapping."""
     if role is None:
@@ -164,11 +204,10 @@ class PerturbationConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    generator: RoleConfig | None = Field(
+    writer: RoleConfig | None = Field(
         None,
-        validation_alias=AliasChoices("generator", "writer"),
-        description="model writing perturbations (also `writer:`, as `--writer` and a "
-        "study's `writer:`): a spec or a role mapping {model, base_url, label, prices...}; "
+        description="model writing perturbations (`--writer`; `generator:` before 0.2, "
+        "deprecated): a spec or a role mapping {model, base_url, label, prices...}; "
         "None = the strongest embedded model (qwen2.5-coder-1.5b) for an embedded model "
         "under test, else the model under test",
     )
@@ -192,7 +231,7 @@ class PerturbationConfig(BaseModel):
     corpus: Path | None = Field(
         None,
         description="a text file whose snippets are the context prefixes instead of a "
-        "writer model's sentences (000 App. F); None = written by the generator",
+        "writer model's sentences (000 App. F); None = written by the writer",
     )
     prompt: Literal["v1", "v2"] = Field(
         "v2", description="the writer prompt (credo.perturb.context.PROMPTS); v1 = before 0.2"
@@ -206,13 +245,19 @@ class PerturbationConfig(BaseModel):
         "0, warn (one line and the report), fail (exit 4 after writing the run), or off",
     )
 
+    @model_validator(mode="before")
+    @classmethod
+    def _old_names(cls, value: Any) -> Any:
+        """``generator:`` is the writer's name before issue 31 (deprecated)."""
+        return renamed_keys(value, {"generator": "writer"}, "perturbation.")
+
     @field_validator("neutrality", mode="before")
     @classmethod
     def _yaml_off(cls, value: Any) -> Any:
         """YAML reads a bare ``off`` as false; it means "off" here."""
         return "off" if value is False else value
 
-    @field_serializer("generator")
+    @field_serializer("writer")
     def _dump_writer(self, role: RoleConfig | None) -> Any:
         return _role_or_none(role)
 
@@ -360,9 +405,9 @@ class BaselineConfig(BaseModel):
     paraphrase_candidates: int | None = Field(
         None, ge=1, description="paraphrases drawn per item; None = 2 x paraphrases"
     )
-    paraphrase_generator: RoleConfig | None = Field(
-        None, description="model writing paraphrases (a spec or a role mapping); None = "
-        "the perturbation generator"
+    paraphraser: RoleConfig | None = Field(
+        None, description="model writing paraphrases (a spec or a role mapping; "
+        "`paraphrase_generator:` before 0.2, deprecated); None = the perturbation writer"
     )
     paraphrase_sampling: SamplingParams = Field(
         SamplingParams(temperature=1.0, max_tokens=160), description="sampling parameters of the "
@@ -379,13 +424,20 @@ class BaselineConfig(BaseModel):
         "2024 select t on validation data; credo.methods.kle.select_heat_t)",
     )
 
+    @model_validator(mode="before")
+    @classmethod
+    def _old_names(cls, value: Any) -> Any:
+        """``paraphrase_generator:`` is the paraphraser's name before issue 31
+        (deprecated)."""
+        return renamed_keys(value, {"paraphrase_generator": "paraphraser"}, "baselines.")
+
     def method_options(self) -> dict[str, Any]:
         """The settings scoring methods read from ``ItemSamples.options``: ``followups``
         and ``ccp_min_prob`` (CCP, the follow-up scope) and ``kle_t`` (KLE)."""
         return {"followups": self.followups, "ccp_min_prob": self.ccp_min_prob,
                 "kle_t": self.kle_t}
 
-    @field_serializer("paraphrase_generator")
+    @field_serializer("paraphraser")
     def _dump_paraphraser(self, role: RoleConfig | None) -> Any:
         return _role_or_none(role)
 

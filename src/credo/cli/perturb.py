@@ -47,7 +47,7 @@ def add_perturb_parser(sub: argparse._SubParsersAction) -> None:
             "k = 0.8124 for GPT-4.1)."
         ),
     )
-    c.add_argument("--model", required=True, help="paraphrasing model (the perturbation generator)")
+    c.add_argument("--model", required=True, help="paraphrasing model (the perturbation writer)")
     c.add_argument("--base-url", help="OpenAI-compatible server URL (with --model openai:...)")
     src = c.add_mutually_exclusive_group(required=True)
     src.add_argument("--run", type=Path, help="take premises from this run's kept perturbations")

@@ -93,7 +93,7 @@ def _shared(role: RoleConfig | None, config: RunConfig, default: str) -> RoleCon
 def run_roles(config: RunConfig, model_handed_in: bool = False) -> RoleMap:
     """The roles of a run (see the module docstring); ``model_handed_in``: the model under
     test is an open model handed in (then the writer defaults to it)."""
-    writer = config.perturbation.generator
+    writer = config.perturbation.writer
     if (writer is None or writer.model is None) and not model_handed_in and is_embedded_spec(
         config.model
     ):
@@ -101,7 +101,7 @@ def run_roles(config: RunConfig, model_handed_in: bool = False) -> RoleMap:
     roles: RoleMap = {
         MODEL: RoleConfig(model=config.model, model_options=config.model_options),
         WRITER: _shared(writer, config, MODEL),
-        PARAPHRASER: _shared(config.baselines.paraphrase_generator, config, WRITER),
+        PARAPHRASER: _shared(config.baselines.paraphraser, config, WRITER),
         JUDGE: _shared(config.judge, config, MODEL),
     }
     roles[GRADER] = Same(JUDGE) if config.grader is None else _shared(config.grader, config, MODEL)

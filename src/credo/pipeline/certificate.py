@@ -141,7 +141,7 @@ def run_settings(
         "sampling": dump["sampling"],
         "n": config.n,
         "m": config.m,
-        "writer": dump["perturbation"]["generator"],
+        "writer": dump["perturbation"]["writer"],
         "perturbation": {k: dump["perturbation"][k]
                          for k in ("prompt", "rules", "threshold", "corpus", "sampling")},
         "kernel": config.kernel,
@@ -186,6 +186,18 @@ def procedure_settings(adaptive: AdaptiveConfig | None) -> dict[str, Any] | None
         return None
     return {"rule": adaptive.rule, "round": adaptive.round, "min": adaptive.min,
             "confidence": adaptive.confidence, "scores": list(adaptive.scores or ())}
+
+
+def _current_names(settings: dict[str, Any]) -> dict[str, Any]:
+    """A certificate's settings with the paraphraser under its name since issue 31
+    (``baselines.paraphrase_generator`` before), so a certificate made earlier still
+    holds for the same settings."""
+    baselines = settings.get("baselines")
+    if isinstance(baselines, dict) and "paraphrase_generator" in baselines:
+        rest = {k: v for k, v in baselines.items() if k != "paraphrase_generator"}
+        settings = {**settings, "baselines": {**rest, "paraphraser": rest.get(
+            "paraphraser", baselines["paraphrase_generator"])}}
+    return settings
 
 
 def mismatch(expected: dict[str, Any], actual: dict[str, Any]) -> str | None:
@@ -237,7 +249,7 @@ class RunCertificate:
                 and isinstance(data.get("settings"), dict)):
             raise UserError(f"{p}: not a credo certificate (no 'certificate' and "
                             "'settings' objects)")
-        settings = dict(data["settings"])
+        settings = _current_names(dict(data["settings"]))
         task = settings.get("task")
         if not isinstance(task, dict) or any(f not in task for f in TASK_FIELDS) \
                 or "command" not in settings:

@@ -357,8 +357,10 @@ def _run_facts(run: RunData) -> dict[str, Any]:
         "sampling": c.get("sampling") or {},
         "prompt_style": c.get("prompt_style"),
         "kernel": c.get("kernel"),
-        "generator": (f"none (snippets of the corpus {Path(pert['corpus']).name})"
-                      if pert.get("corpus") else pert.get("generator") or c.get("model")),
+        "writer": (f"none (snippets of the corpus {Path(pert['corpus']).name})"
+                   if pert.get("corpus")
+                   # a folder written before issue 31 names the writer "generator"
+                   else pert.get("writer") or pert.get("generator") or c.get("model")),
         "threshold": pert.get("threshold"),
         "embedder": pert.get("embedder"),
         "stats": {k: v for k, v in (m.get("stats") or {}).items()
