@@ -118,7 +118,7 @@ def test_a_registered_metric_is_checked_and_bootstrapped_on_the_same_resamples(t
 
 
 def test_a_registered_metric_shows_in_every_table(toy, tmp_path):
-    from credo.report.writer import metrics_table_rows, response_table_rows
+    from credo.report.markdown import metrics_table_rows, response_table_rows
 
     cfg = RunConfig(task="toy", n=6, m=6, limit=None, out=tmp_path / "run",
                     cache=tmp_path / "cache.sqlite", bootstrap=50, calibrate="isotonic",

@@ -139,7 +139,7 @@ def check_neutral(result: RunResult, study: Any = None) -> None:
     if result.outcome is not Outcome.NEUTRALITY_FAILED:
         return
     from credo.errors import NeutralityFailed
-    from credo.report.writer import neutrality_line
+    from credo.report.markdown import neutrality_line
 
     raise NeutralityFailed(
         f"{neutrality_line(result.neutrality)} (perturbation.neutrality: fail; run folder "
