@@ -443,7 +443,7 @@ def score(
 
     ``samples`` is credo's JSONL (a run folder's ``samples.jsonl`` too), an
     lm-evaluation-harness ``--log_samples`` file or an inspect_ai eval log
-    (:mod:`credo.tasks.generations`); ``config`` gives the methods, kernel, bootstrap,
+    (:mod:`credo.importers`); ``config`` gives the methods, kernel, bootstrap,
     ``out`` and the judge/grader models (no model is called for methods that read only
     samples); ``answer_format`` says how gold answers grade and which methods apply.
 
@@ -463,10 +463,10 @@ def score(
     """
     from credo.config import RunConfig
     from credo.generation.pool import JUDGE
+    from credo.importers import read_generations
     from credo.pipeline.runner import method_specs
     from credo.pipeline.score import default_methods, given_config, score_generations
     from credo.tasks.base import AnswerFormat
-    from credo.tasks.generations import read_generations
 
     config = config or RunConfig()
     method_specs(config.methods)  # an unknown method fails before anything is read

@@ -394,8 +394,8 @@ def simulate_adaptive(
         check_writable(target, "the adaptive outputs (--out)")
     roles = {MODEL: model, WRITER: writer, JUDGE: judge}
     if is_given(data.config):
+        from credo.importers import read_generations
         from credo.tasks.base import AnswerFormat
-        from credo.tasks.generations import read_generations
 
         fmt = AnswerFormat(recorded_task(data)["format"])
         generations = read_generations(folder / "samples.jsonl")
@@ -467,11 +467,11 @@ def _simulate_file(
     from credo.config import RunConfig
     from credo.errors import UserError
     from credo.generation.pool import JUDGE
+    from credo.importers import read_generations
     from credo.pipeline.runner import method_specs
     from credo.pipeline.score import default_methods, given_config
     from credo.pipeline.simulate import simulate_orders
     from credo.tasks.base import AnswerFormat
-    from credo.tasks.generations import read_generations
 
     try:
         fmt = AnswerFormat(answer_format)

@@ -35,7 +35,7 @@ from credo.tasks.grading import REL_TOL, describe_correctness, describe_grader
 from credo.tasks.prompts import RENDERED, render_messages
 
 if TYPE_CHECKING:
-    from credo.tasks.generations import Generations
+    from credo.importers import Generations
 
 __all__ = [
     "TASK_FIELDS",
