@@ -11,13 +11,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from conftest import toy_task
 from credo import RunConfig, run
 from credo.config import PerturbationConfig
 from credo.errors import UserError
 from credo.models.scripted import ScriptedModel
 from credo.perturb.context import PROMPTS, is_neutral_context
 from credo.perturb.corpus import MAX_WORDS, MIN_WORDS, corpus_perturbations, load_corpus
-from credo.tasks.base import AnswerFormat, Item, Task
+from credo.tasks.base import Item
 
 ADJECTIVES = ["quiet", "busy", "ancient", "modern", "rainy", "sunny", "narrow", "wide",
               "crowded", "empty", "golden", "silver"]
@@ -143,15 +144,7 @@ def test_corpus_perturbations_drop_snippets_naming_the_question(tmp_path, bow_em
 
 # --------------------------------------------------------------------------- a run
 
-TASK = Task(
-    "toy",
-    (
-        Item("easy", "Tom has two apples and gets three more. How many apples?", "5"),
-        Item("fragile", "Seven or eight, depending on the context?", "7"),
-    ),
-    AnswerFormat.NUMBER,
-    domain="arithmetic reasoning",
-)
+TASK = toy_task("easy", "fragile")
 
 
 def _respond(messages, seed):

@@ -15,10 +15,9 @@ from pathlib import Path
 import pytest
 
 import credo.api
-from conftest import BagOfWordsEmbedder
+from conftest import BagOfWordsEmbedder, toy_respond, toy_task
 from credo import RunConfig, run
 from credo.models.scripted import ScriptedModel
-from test_report import TASK, respond
 
 DATA = Path(__file__).parent / "data" / "report_md"
 
@@ -36,7 +35,7 @@ def written(tmp_path_factory) -> tuple[Path, dict[str, Path]]:
     cfg = RunConfig(task="toy", n=6, m=6, limit=None, out=base / "run",
                     cache=base / "c.sqlite", bootstrap=50, calibrate="isotonic",
                     methods=["c3", "c3_cross", "self_consistency", "answer_consistency"])
-    run(cfg, model=ScriptedModel(respond), embedder=BagOfWordsEmbedder(), task=TASK,
+    run(cfg, model=ScriptedModel(toy_respond), embedder=BagOfWordsEmbedder(), task=toy_task(),
         show_progress=False)
     credo.api.score(cfg.out / "samples.jsonl",
                     RunConfig(methods=["self_consistency"], bootstrap=20, out=base / "given",

@@ -60,23 +60,24 @@ def test_no_public_signature_names_the_writer_by_an_old_name_but_as_an_alias():
 
 
 def test_the_deprecated_keyword_warns_and_means_the_writer(tmp_path, bow_embedder):
-    from conftest import context_writer
+    from conftest import context_writer, toy_respond, toy_task
     from credo.models.scripted import ScriptedModel
-    from test_runner import TASK, respond
+
+    task, respond = toy_task("easy", "fragile"), toy_respond
 
     cfg = RunConfig(task="toy", n=2, m=2, limit=None, bootstrap=0, methods=["c3"],
                     cache=tmp_path / "c.sqlite", out=tmp_path / "run")
     scripted = ScriptedModel(context_writer, name="w")
     with pytest.warns(DeprecationWarning, match=r"perturber= is deprecated; pass writer="):
         est = credo.api.dry_run(cfg, model=ScriptedModel(respond), perturber=scripted,
-                                task=TASK)
+                                task=task)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         same = credo.api.dry_run(cfg, model=ScriptedModel(respond), writer=scripted,
-                                 task=TASK)
+                                 task=task)
     assert est == same
     with pytest.raises(TypeError, match="both given"):
-        credo.run(cfg, writer=scripted, perturber=scripted, task=TASK)
+        credo.run(cfg, writer=scripted, perturber=scripted, task=task)
 
 
 @pytest.mark.parametrize(("old", "new"), [
