@@ -132,3 +132,39 @@ def test_an_old_certificate_holds_for_the_renamed_paraphraser():
     new = {"baselines": {"paraphrases": 5, "paraphraser": "p"}, "n": 4}
     assert mismatch(_current_names(old), new) is None
     assert mismatch(old, new) is not None  # what the normalisation is for
+
+
+def test_the_model_under_test_is_a_role_with_one_base_url_check(tmp_path):
+    """The model under test takes the role mapping every other role takes, and a
+    ``base_url`` on an embedded model is refused by the one check every role passes
+    (:func:`credo.generation.roles.assign_roles`), whichever way the config gives it."""
+    from pathlib import Path
+
+    from pydantic import ValidationError
+
+    from credo.errors import UserError
+    from credo.generation.pool import ModelPool
+    from credo.generation.roles import assign_roles, run_roles
+
+    url = "http://127.0.0.1:9/v1"
+    for given in ({"model": "smollm2-135m", "model_options": {"base_url": url}},
+                  {"model": {"model": "smollm2-135m", "base_url": url}}):
+        cfg = RunConfig.model_validate({**given, "perturbation": {"writer": "openai:w"}})
+        with ModelPool(cache_path=tmp_path / "c.sqlite", seed=0, show_progress=False,
+                       reach=False) as pool, pytest.raises(UserError) as e:
+            assign_roles(pool, run_roles(cfg))
+        assert str(e.value) == ("the model 'smollm2-135m' is embedded: base_url is for served "
+                                "models (openai:<model>)")
+    with pytest.raises(ValidationError, match="names its model"):
+        RunConfig.model_validate({"model": {"base_url": url}})
+    with pytest.raises(ValidationError, match=r"model\.labl: Extra inputs"):
+        RunConfig.model_validate({"model": {"model": "openai:x", "labl": "v1"}})
+    # the flags (--base-url, --label write model_options) win over the file's mapping
+    both = RunConfig.model_validate({"model": {"model": "openai:x", "base_url": url,
+                                               "label": "a"},
+                                     "model_options": {"label": "b"}})
+    assert both.model_options == {"base_url": url, "label": "b"}
+    # one place says it (issue 31: the check was written twice)
+    src = Path(__file__).resolve().parents[1] / "src" / "credo"
+    saying = [p for p in src.rglob("*.py") if "is for served models" in p.read_text()]
+    assert [p.name for p in saying] == ["roles.py"]

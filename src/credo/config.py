@@ -130,6 +130,16 @@ class RoleConfig(BaseModel):
         named = {f: getattr(self, f) for f in ROLE_OPTION_FIELDS if getattr(self, f) is not None}
         return {**self.model_options, **named}
 
+    @classmethod
+    def from_options(cls, model: str | None, options: Mapping[str, Any]) -> RoleConfig:
+        """The role of ``model`` given one flat mapping of options (the model under
+        test's ``model_options``, issue 31): the named options (:data:`ROLE_OPTION_FIELDS`)
+        typed, the rest the backend's. The values are not checked again: they reach the
+        pool as given (:meth:`options` is ``options``), which checks them."""
+        named = {f: options.get(f) for f in ROLE_OPTION_FIELDS}
+        rest = {k: v for k, v in options.items() if k not in ROLE_OPTION_FIELDS}
+        return cls.model_construct(model=model, model_options=rest, **named)
+
     @property
     def bare(self) -> bool:
         """Whether the role names its model and nothing else (dumped as a bare string)."""
@@ -581,11 +591,13 @@ class RunConfig(_Config):
     )
     model: str = Field(
         "qwen2.5-coder-1.5b", description="the model under test: an embedded name, a .gguf path or "
-        "openai:<model>",
+        "openai:<model>; or a role mapping {model, base_url, label, prices...} as every other "
+        "role takes (read into model and model_options)",
     )
     model_options: dict[str, Any] = Field(
         default_factory=dict, description="the model's options: base_url, label, api_key_env, "
-        "price_* and the backend's own",
+        "price_* and the backend's own (over a role mapping's, as --base-url and --label "
+        "write them)",
     )
     n: int = Field(30, ge=2, description="samples from the original prompt (000: 30)")
     m: int = Field(30, ge=2, description="samples from perturbed prompts, one per perturbation")
@@ -667,6 +679,33 @@ class RunConfig(_Config):
         "perturbed samples in rounds and stop an item once its stopping rule holds; None = "
         "every item gets n and m; part of no request. Also read as sampling.adaptive",
     )
+
+    @property
+    def model_role(self) -> RoleConfig:
+        """The model under test as a role (issue 31), the same shape as the writer's or
+        the judge's: its spec and ``model_options``, the named options (``base_url``,
+        ``label``, prices...) typed (:meth:`RoleConfig.from_options`)."""
+        return RoleConfig.from_options(self.model, self.model_options)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _model_as_role(cls, value: Any) -> Any:
+        """``model: {model: X, base_url: U, ...}``, the role mapping every other role
+        takes, is the model under test ``X`` with those options in ``model_options``
+        (what the run folder's config.yaml records, as before); ``model_options`` given
+        beside it (the flags ``--base-url``, ``--label``) win over the mapping's."""
+        if not isinstance(value, dict) or not isinstance(value.get("model"), dict):
+            return value
+        try:
+            role = RoleConfig.model_validate(value["model"])
+        except ValidationError as e:
+            raise ValueError("model." + validation_message(e)) from None
+        if role.model is None:
+            raise ValueError("model: a role mapping for the model under test names its "
+                             "model (model: {model: <spec>, ...})")
+        given = value.get("model_options")
+        options = {**role.options(), **(given if isinstance(given, dict) else {})}
+        return {**value, "model": role.model, "model_options": options}
 
     @model_validator(mode="after")
     def _decision_needs_threshold(self) -> Self:
