@@ -129,7 +129,7 @@ def test_strength_run_flags_build_the_config_the_keywords_built():
     args = _subparser("strength", "run").parse_args(
         ["--model", "a, b", "--surprisal-model", "None", "--types", "cot"])
     cfg = config_from_flags(StrengthConfig, args, STRENGTH_RUN_FLAGS)
-    assert cfg.models == ["a", "b"] and cfg.surprisal_model is None and cfg.types == ["cot"]
+    assert cfg.specs == ["a", "b"] and cfg.surprisal_model is None and cfg.types == ["cot"]
     assert cfg.limit == 30 and cfg.judge is None and str(cfg.out) == "runs/strength"
 
 

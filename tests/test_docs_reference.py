@@ -169,3 +169,58 @@ def test_the_split_of_results_and_benchmarks_loses_no_line(source, level):
     assert [*body(pre), *itertools.chain.from_iterable(body(s.text) for s in sections)] == (
         body(text))
     assert len({s.slug for s in sections}) == len(sections)
+
+
+# --------------------------------------------------------------------------- README
+
+QUICK_START = (
+    "make demo   # C3 and baselines on 20 MMLU geography items, embedded 1.5B"
+    " -> runs/demo/report.md",
+    "make test   # the test suite (including a real run of the smallest embedded model)",
+)
+
+
+def _relative_links(markdown: str) -> list[str]:
+    """The targets of the Markdown links and images of ``markdown`` that are relative
+    paths (no scheme, no ``/``, no bare ``#anchor``), without their ``#anchor``; links
+    inside code spans and fenced blocks are left out."""
+    import re
+
+    prose = re.sub(r"```.*?```", "", markdown, flags=re.DOTALL)
+    prose = re.sub(r"`[^`\n]*`", "", prose)
+    targets = re.findall(r"!?\[[^\]]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)", prose)
+    return [t.split("#", 1)[0] for t in targets
+            if not re.match(r"[a-z][a-z0-9+.-]*:|/|#", t, flags=re.IGNORECASE)]
+
+
+def test_the_link_finder_sees_relative_links_only():
+    text = ("[a](docs/x.md#y) ![fig](docs/f.png) [w](https://e.org/z.md) [m](mailto:q@e.org) "
+            "[top](#quick-start) `[code](nope.md)`\n```md\n[fenced](nope2.md)\n```\n")
+    assert _relative_links(text) == ["docs/x.md", "docs/f.png"]
+
+
+def test_the_readme_is_a_landing_page_whose_links_resolve():
+    """Issue 30 item 6: the README is at most 150 lines, keeps the two quick-start
+    commands exactly (as the site's home and getting-started pages give them), shows the
+    report's figure, and every relative link in it names a file of this repository (so
+    it works on GitHub as in a checkout)."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(readme.splitlines()) <= 150
+    for line in QUICK_START:
+        assert line in readme.splitlines(), line
+        for page in ("docs/index.md", "docs/getting-started.md"):
+            assert line in (ROOT / page).read_text(encoding="utf-8").splitlines(), (page, line)
+    links = _relative_links(readme)
+    assert "docs/report-screenshot.png" in links
+    assert len(links) >= 20  # the table of what credo offers and the links into the site
+    missing = [t for t in links if not (ROOT / t).is_file()]
+    assert not missing, f"README.md links to files that do not exist: {missing}"
+    # every page it links to is a page of the site (in the nav), not a stray file
+    import yaml
+
+    nav = yaml.safe_load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"))["nav"]
+    flat = json.dumps(nav)
+    for target in links:
+        if target.startswith("docs/") and target.endswith(".md"):
+            page = target.removeprefix("docs/")
+            assert f'"{page}"' in flat, f"README.md links to {target}, which is not in the nav"

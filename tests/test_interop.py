@@ -125,7 +125,8 @@ def lm_eval_samples(lm_eval_out) -> Path:
 
 ORIGINALS_ONLY = {"self_consistency", "semantic_entropy", "num_semantic_sets", "eigv",
                   "degree", "eccentricity", "kle", "answer_consistency"}
-"""The README's methods that read only the original samples (outside multiple choice):
+"""The methods that read only the original samples (outside multiple choice; listed in
+docs/how-to/own-generations.md):
 what ``credo score`` scores by default on one set of samples per item (issue 34 item 13)."""
 
 
@@ -185,8 +186,8 @@ def test_lm_eval_repeats_read_with_lm_evals_own_metric(lm_eval_out, lm_eval_samp
 def test_a_score_report_says_what_was_scored(lm_eval_samples, tmp_path, capsys):
     """Issue 34 item 13, on lm-eval's samples: one correctness line (the tool's; credo's
     own grader, unused, is not named), a "credo score" title, no "m = 0" for perturbed
-    samples nobody generated, and without --methods every method the input allows (the
-    README: SE, EigV, degree, ... need only original samples)."""
+    samples nobody generated, and without --methods every method the input allows
+    (docs/how-to/own-generations.md: SE, EigV, degree, ... need only original samples)."""
     out = tmp_path / "scored"
     capsys.readouterr()
     assert main(["score", str(lm_eval_samples), "--out", str(out), "--bootstrap", "0",

@@ -196,3 +196,46 @@ def test_new_row_functions_give_every_row_its_own_value():
         alone = np.array([fn(s[i : i + 1], t[i : i + 1])[0] for i in range(6)])
         np.testing.assert_allclose(together, alone, rtol=0, atol=1e-15)
     assert np.isnan(prr_rows(s, q)[0]) and not np.isnan(prr_rows(s, q)[1:]).any()
+
+
+# ----------------------------------------------- one input validator (issue 31 item 4)
+
+BAD_INPUTS = [
+    ([0.2, 0.4], [1.0], "scores and .* differ in length: 2 != 1"),
+    ([0.2, float("nan")], [1.0, 0.0], "scores contains NaN"),
+    ([0.2, 1.5], [1.0, 0.0], r"scores must lie in \[0, 1\]"),
+    ([0.2, float("inf")], [1.0, 0.0], r"scores must lie in \[0, 1\]"),
+    ([[0.2, 0.4]], [[1.0, 0.0]], "scores must be 1-d"),
+]
+
+
+@pytest.mark.parametrize(("scores", "target", "message"), BAD_INPUTS)
+def test_every_metric_and_its_function_refuse_bad_inputs_alike(scores, target, message):
+    """The registry's metrics and the public one-sample functions go through one
+    validator (metrics.metric_inputs): the same inputs raise the same error."""
+    from credo.evaluate import metrics as M
+    from credo.evaluate import registry
+
+    functions = {"ece": M.ece, "mce": M.mce, "brier": M.brier, "auroc": M.auroc,
+                 "auprc_pos": M.auprc_pos, "auprc_neg": M.auprc_neg, "auarc": M.auarc,
+                 "prr": M.prr}
+    for m in registry.registered():
+        for fn in (m, functions.get(m.name)):
+            if fn is None:
+                continue
+            with pytest.raises(ValueError, match=message):
+                fn(scores, target)
+
+
+@pytest.mark.parametrize("labels", [[0.0, 0.5], [2, 1], [float("nan"), 1.0]])
+def test_a_label_metric_refuses_labels_other_than_0_and_1(labels):
+    from credo.evaluate import metrics as M
+    from credo.evaluate import registry
+
+    for m in registry.registered(target="label"):
+        with pytest.raises(ValueError, match="labels must be 0 or 1"):
+            m([0.2, 0.4], labels)
+    with pytest.raises(ValueError, match="labels must be 0 or 1"):
+        M.auroc([0.2, 0.4], labels)
+    with pytest.raises(ValueError, match=r"performance must lie in \[0, 1\]"):
+        M.ece([0.2, 0.4], [1.5, 0.0])

@@ -162,3 +162,34 @@ def test_a_served_task_file_run_plans_its_original_samples(tmp_path):
         assert server.requests == 0
         result = run(cfg, show_progress=False, write=False)
     assert _ledger_counts(result, "original") == _estimate_counts(est, "original")
+
+
+@pytest.mark.parametrize("knowledge", [True, False])
+def test_a_factscore_dry_run_counts_its_claim_checks(tmp_path, bow_embedder, knowledge):
+    """Issue 31: the claim checks are a planned stage (credo.tasks.longform.ClaimCheckStage),
+    so the dry run counts them: one per sentence of each original sample, on placeholder
+    biographies of max_tokens tokens in 20-token sentences; a run asks at most that."""
+    from credo.tasks.longform import load_factscore_task
+    from test_open_runs import bio_respond
+
+    names = tmp_path / "entities.txt"
+    names.write_text("Ada Lovelace\nAlan Turing\n", encoding="utf-8")
+    kb = tmp_path / "kb"
+    kb.mkdir()
+    (kb / "Ada Lovelace.txt").write_text("Ada Lovelace was born in 1815.", encoding="utf-8")
+    task = load_factscore_task(names, kb if knowledge else None)
+    cfg = RunConfig(task="factscore", n=4, m=3, limit=None, kernel="embedding", bootstrap=0,
+                    methods=["c3"], out=tmp_path / "run", cache=tmp_path / "c.sqlite",
+                    sampling={"max_tokens": 100})
+    est = dry_run(cfg, model=_Refuses(bio_respond), task=task)
+    claims = next(s for s in est.stages if s.stage == "claims checking")
+    assert claims.basis == "estimated" and claims.role == "grader"
+    with_knowledge = 2 if knowledge else 0  # Alan Turing has no file: checked on no passage
+    assert claims.requests == claims.samples == with_knowledge * cfg.n * (100 // 20)
+    assert claims.calls == claims.requests
+    assert (claims.prompt_tokens > 0) == knowledge
+    result = run(cfg, model=ScriptedModel(bio_respond), embedder=bow_embedder, task=task,
+                 show_progress=False, write=False)
+    asked = result.ledger["stages"].get("claims checking", {"requests": 0})["requests"]
+    assert asked == result.stats.get("factscore_claims_checked", 0) <= claims.requests
+    assert (asked > 0) == knowledge

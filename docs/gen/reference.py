@@ -193,7 +193,7 @@ def _action_row(action: argparse.Action) -> str | None:
     choices = ", ".join(map(str, action.choices)) if action.choices else ""
     default = action.default
     shown = "" if default in (None, argparse.SUPPRESS, False) or default == [] else str(default)
-    helptext = (action.help or "").replace("%%", "%")
+    helptext = (action.help or "").replace("%(choices)s", choices).replace("%%", "%")
     if action.nargs in ("+", "*") or isinstance(action, argparse._AppendAction):
         helptext += " (repeatable)" if isinstance(action, argparse._AppendAction) else ""
     if action.required and action.option_strings:

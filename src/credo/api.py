@@ -34,6 +34,7 @@ from credo.commands import (
     TopicCheckResult,
     cache_stats,
     calibrate_threshold,
+    certify_claim_file,
     probe,
     report,
     strength_agreement,
@@ -64,6 +65,7 @@ from credo.experiments import (
 
 if TYPE_CHECKING:
     from credo.config import RunConfig, StrengthConfig
+    from credo.evaluate.claims import ClaimCertificate
     from credo.models.base import Model
     from credo.models.embedders import Embedder
     from credo.pipeline.adaptive_certificate import DecisionReplay
@@ -93,6 +95,7 @@ __all__ = [
     "certify_run",
     "check_writable",
     "dry_run",
+    "dry_run_strength",
     "probe",
     "report",
     "run",
@@ -115,10 +118,14 @@ def run(
     judge: Model | None = None,
     show_progress: bool = True,
     write: bool = True,
-    certificate: RunCertificate | str | Path | None = None,
+    certificate: RunCertificate | ClaimCertificate | str | Path | None = None,
     perturber: Model | None = None,
 ) -> RunResult:
     """Run C3 and the selected baselines on a task, write the run folder, return the results.
+
+    A claim certificate (``credo certify RUN_DIR --claims``; issue 33) turns the claim
+    stage on (``config.claims``, its defaults where unset) and writes, per item,
+    the retained and removed claims and the filtered answer to ``answers.jsonl``.
 
     ``certificate`` (a :class:`~credo.pipeline.certificate.RunCertificate` or the file
     ``credo certify`` wrote; default ``config.certificate``) decides which answers to act
@@ -140,7 +147,11 @@ def run(
     from credo.pipeline.runner import configured_task, method_specs, run_pipeline
 
     method_specs(config.methods)  # an unknown method fails before the folder or cache
-    cert = read_certificate(certificate if certificate is not None else config.certificate)
+    given = certificate if certificate is not None else config.certificate
+    claim_cert = _claim_certificate(given)
+    cert = None if claim_cert is not None else read_certificate(given)
+    if claim_cert is not None:
+        config = _with_claims(config, claim_cert, given)
     config = _decision_threshold(config, cert)
     task = configured_task(config) if task is None else task  # a bad task fails first
     if write:
@@ -172,7 +183,7 @@ def run(
     if write:
         from credo.report.writer import write_run
 
-        write_run(result, config.out, cert)  # answers.jsonl before the status marker
+        write_run(result, config.out, claim_cert or cert)  # answers.jsonl before the marker
     check_neutral(result)
     return result
 
@@ -181,16 +192,16 @@ def _decision_threshold(config: RunConfig, cert: RunCertificate | None) -> RunCo
     """``config`` with the adaptive decision rule's threshold taken from ``cert`` when the
     rule names none, and the score it reads the certificate's method when it names none
     (issue 24: stop sampling an item once its certified decision is settled)."""
-    from credo.plan.adaptive import STAGE_SCORES
+    from credo.plan.adaptive import STAGE_SCORES, STOPPING_RULES
 
     a = config.adaptive
-    if a is None or a.rule != "decision" or (a.threshold is not None and (
-            a.scores is not None or cert is None)):
+    if a is None or not STOPPING_RULES[a.rule].needs_threshold or (
+            a.threshold is not None and (a.scores is not None or cert is None)):
         return config
     from credo.errors import UserError
 
     if cert is None or cert.certificate.threshold is None:
-        raise UserError("--adaptive decision: no threshold (adaptive.threshold) and no "
+        raise UserError(f"--adaptive {a.rule}: no threshold (adaptive.threshold) and no "
                         "certified one (the certificate certified nothing)")
     update: dict[str, Any] = {}
     if a.threshold is None:
@@ -198,11 +209,53 @@ def _decision_threshold(config: RunConfig, cert: RunCertificate | None) -> RunCo
     if a.scores is None:
         readable = [s for scores in STAGE_SCORES.values() for s in scores]
         if cert.method not in readable:
-            raise UserError(f"--adaptive decision: the certificate's method {cert.method!r} "
+            raise UserError(f"--adaptive {a.rule}: the certificate's method {cert.method!r} "
                             f"is not read from the answers drawn; the rule reads one of "
                             f"{', '.join(readable)} (adaptive.scores)")
         update["scores"] = [cert.method]
     return config.model_copy(update={"adaptive": a.model_copy(update=update)})
+
+
+def _claim_certificate(given: Any) -> ClaimCertificate | None:
+    """The claim certificate (``credo certify RUN_DIR --claims``, ``credo certify-claims``)
+    in ``given``, a certificate or its file; None when ``given`` is another kind."""
+    from credo.evaluate.claims import ClaimCertificate
+
+    if given is None or isinstance(given, ClaimCertificate):
+        return given
+    if not isinstance(given, str | Path):
+        return None
+    try:
+        data = json.loads(Path(given).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None  # RunCertificate.read says what is wrong with the file
+    if not (isinstance(data, dict) and "procedure" in data and "a" in data):
+        return None
+    try:
+        return ClaimCertificate.from_dict(data)
+    except ValueError as e:
+        from credo.errors import UserError
+
+        raise UserError(f"{given}: not a claim certificate ({e})") from None
+
+
+def _with_claims(config: RunConfig, cert: ClaimCertificate, where: Any) -> RunConfig:
+    """``config`` with the claim stage on (its defaults where the config has none), the
+    certificate's score among the claim methods (issue 33 item 3)."""
+    from credo.config import ClaimsConfig
+    from credo.errors import UserError
+
+    claims = config.claims or ClaimsConfig()
+    if cert.score is None or cert.tie_break is not None:
+        raise UserError(f"{where}: the claim certificate thresholds "
+                        f"{cert.score or 'no score'}"
+                        + (f" plus {cert.tie_break}" if cert.tie_break else "")
+                        + "; a run scores claims by its claim methods only")
+    if cert.score not in claims.methods:
+        raise UserError(f"{where}: the certificate thresholds claim score {cert.score!r}, "
+                        f"which the run's claims.methods ({', '.join(claims.methods)}) "
+                        "do not compute")
+    return config.model_copy(update={"claims": claims})
 
 
 def certify_run(
@@ -262,6 +315,31 @@ def certify_run(
 
         jsonio.write_text(Path(out), json.dumps(cert.to_json(), indent=1) + "\n", parents=True)
     return cert
+
+
+def certify_run_claims(
+    run_dir: str | Path,
+    score: str | None = None,
+    *,
+    alpha: float = 0.1,
+    a: float = 1.0,
+    delta: float | None = None,
+    out: str | Path | None = None,
+) -> ClaimCertificate:
+    """A claim certificate from a finished, labelled long-form run with claims (issue 33):
+    :func:`credo.evaluate.claims.certify_claims` on its ``claims.jsonl`` (every claim of
+    every answer labelled), thresholding claim method ``score`` (default: the only
+    one), marginal (``delta`` None) or with probability ``1 - delta``; written to ``out``
+    when given. No model is called."""
+    from credo.errors import UserError
+    from credo.report.rundata import CLAIMS_FILE, load_run
+
+    data = load_run(run_dir)
+    path = data.path / CLAIMS_FILE
+    if not path.is_file():
+        raise UserError(f"{data.path}: no {CLAIMS_FILE}; run with claims (config claims:, "
+                        "--claims) on a long-form task")
+    return certify_claim_file(path, alpha, a=a, delta=delta, score=score, out=out)
 
 
 @dataclass(frozen=True)
@@ -416,7 +494,8 @@ def run_strength(
     task = strength_task(config, task)  # a bad task fails before the cache is opened
     if write:
         check_writable(config.out, "the output folder (out)")
-    with config_pool(config, show_progress=show_progress, embedder=embedder) as pool:
+    with config_pool(config, show_progress=show_progress, embedder=embedder,
+                     max_cost_usd=config.max_cost_usd) as pool:
         assign_roles(pool, config, models, scorer)
         result = run_strength_pipeline(config, pool, task)
     if write:
@@ -424,6 +503,26 @@ def run_strength(
 
         write_strength_run(result, config.out)
     return result
+
+
+def dry_run_strength(
+    config: StrengthConfig,
+    *,
+    models: Mapping[str, Model] | None = None,
+    scorer: Model | None = None,
+    task: Task | None = None,
+) -> RunEstimate:
+    """What :func:`run_strength` would ask of its models for ``config``, per stage and
+    model under test (requests, samples, cached samples, calls, estimated tokens and
+    cost), without calling a model, contacting a server or writing the folder
+    (:func:`credo.strength.pipeline.estimate_strength`). The arguments are
+    :func:`run_strength`'s."""
+    from credo.strength.pipeline import assign_roles, estimate_strength, strength_task
+
+    task = strength_task(config, task)
+    with config_pool(config, show_progress=False, reach=False) as pool:
+        assign_roles(pool, config, models, scorer)
+        return estimate_strength(config, pool, task)
 
 
 def score(

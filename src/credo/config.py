@@ -22,6 +22,7 @@ from pydantic import (
 )
 
 from credo.errors import UserError
+from credo.registry import STOPPING_RULES
 from credo.types import SamplingParams
 
 PromptStyle = Literal["direct", "brief", "expression", "cot"]
@@ -483,9 +484,6 @@ class ExecutorConfig(BaseModel):
     num_gpus: float = Field(0.0, ge=0.0, description="GPUs each actor reserves")
 
 
-AdaptiveRule = Literal["consensus", "interval", "decision"]
-"""The stopping rules of adaptive sampling (:mod:`credo.plan.adaptive`)."""
-
 AdaptiveScore = Literal["self_consistency", "semantic_entropy", "c3", "c3_cross"]
 """The scores the interval and decision rules read, computed from the answers drawn."""
 
@@ -501,9 +499,10 @@ class AdaptiveConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    rule: AdaptiveRule = Field(
-        "interval", description="the stopping rule: consensus, interval or decision "
-        "(credo.plan.adaptive)",
+    rule: str = Field(
+        "interval", description="the stopping rule, a name registered in "
+        "credo.plan.adaptive.STOPPING_RULES: consensus, interval or decision, or one of "
+        "your own",
     )
     round: int = Field(4, ge=1, description="samples added per round to an unsettled item")
     min: int = Field(4, ge=2, description="samples every item gets before any rule is read")
@@ -526,6 +525,15 @@ class AdaptiveConfig(BaseModel):
         "stage); None = all four, or the certificate's method for the decision rule"
     )
 
+    @field_validator("rule")
+    @classmethod
+    def _registered_rule(cls, rule: str) -> str:
+        """``rule`` names a registered stopping rule (:data:`credo.registry.STOPPING_RULES`);
+        the error lists the registered ones."""
+        if rule not in STOPPING_RULES:
+            raise ValueError(str(STOPPING_RULES.unknown(rule)))
+        return rule
+
 
 class EvaluationConfig(BaseModel):
     """How a labelled run's answers are judged for acting on them (issue 23, item 2):
@@ -541,6 +549,46 @@ class EvaluationConfig(BaseModel):
     )
     delta: float = Field(0.1, gt=0, lt=1, description="chance a certified threshold misleads")
     splits: int = Field(100, ge=1, description="random calibration/test splits of the items")
+
+    @field_validator("alphas")
+    @classmethod
+    def _levels(cls, value: list[float]) -> list[float]:
+        bad = [a for a in value if not 0 < a < 1]
+        if bad:
+            raise ValueError(f"every alpha must lie strictly between 0 and 1; got {bad}")
+        return list(dict.fromkeys(value))
+
+
+class ClaimsConfig(BaseModel):
+    """Claim-level credibility of long answers (issue 33; docs/claims.md): each item's
+    answer split into claims (``split``: ``model``, the judge role's atomic facts, or
+    ``sentences``, the offline fallback), each claim scored by the claim ``methods``
+    (:mod:`credo.methods.claims`) and labelled by the FActScore grader (a knowledge
+    folder) or the annotated claim file ``labels``; evaluated per claim and reported with
+    the share of claims retained at each of ``alphas``. Part of no request: the claim
+    stages' requests are keyed by their prompts."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    split: Literal["model", "sentences"] = Field(
+        "sentences", description="how answers are split: model (the judge lists atomic "
+        "facts, one request per answer) or sentences (no model)",
+    )
+    split_max_tokens: int = Field(512, ge=16, description="the splitting reply's length")
+    methods: list[str] = Field(
+        default_factory=lambda: ["frequency", "claim_c3", "verbalized", "ordinal"],
+        min_length=1, description="claim methods: frequency, claim_c3, verbalized, ordinal",
+    )
+    confidence_max_tokens: int = Field(8, ge=1, description="the verbalised confidence's reply")
+    labels: Path | None = Field(
+        None, description="an annotated claim file (docs/claims.md): its items' claims and "
+        "labels replace the split of the items with its ids; None = the FActScore grader's "
+        "checks where the task has a knowledge folder",
+    )
+    alphas: list[float] = Field(
+        default_factory=lambda: [0.1, 0.2], min_length=1,
+        description="levels of the report's retained share (conformal factuality)",
+    )
 
     @field_validator("alphas")
     @classmethod
@@ -673,6 +721,11 @@ class RunConfig(_Config):
         description="coverage at risk alpha per method (issue 23): evaluation.alphas, "
         "evaluation.delta, evaluation.splits; part of no request",
     )
+    claims: ClaimsConfig | None = Field(
+        None,
+        description="claim-level credibility of long answers (issue 33): split, claim "
+        "methods, labels; None = none; part of no request",
+    )
     adaptive: AdaptiveConfig | None = Field(
         None,
         description="adaptive sampling (issue 24): draw original samples, prefixes and "
@@ -712,10 +765,10 @@ class RunConfig(_Config):
         """The decision rule stops an item once it is settled on one side of a threshold:
         ``adaptive.threshold``, or the certified one of ``certificate`` (issue 24)."""
         a = self.adaptive
-        if a is not None and a.rule == "decision" and a.threshold is None and (
-            self.certificate is None
+        if a is not None and STOPPING_RULES[a.rule].needs_threshold and (
+            a.threshold is None and self.certificate is None
         ):
-            raise ValueError("the decision rule needs a threshold (adaptive.threshold) or a "
+            raise ValueError(f"the {a.rule} rule needs a threshold (adaptive.threshold) or a "
                              "certificate (--certificate)")
         return self
 
@@ -741,8 +794,10 @@ class StrengthConfig(_Config):
 
     ``writer`` and ``judge`` None mean each model under test writes its own perturbations
     and rates their strength (as each CoT model's perturbations in 003 come from its own
-    CoT); ``surprisal_model`` None leaves Δh (§3.3) unmeasured. Embedded models get
-    ``model_options`` (default :data:`DEFAULT_MODEL_OPTIONS`).
+    CoT); ``surprisal_model`` None leaves Δh (§3.3) unmeasured. Every model (each of
+    ``models``, ``writer``, ``judge``) is a :class:`RoleConfig`, as in a run: a bare spec,
+    or a mapping with ``base_url``, ``label``, prices...; embedded models get
+    ``model_options`` (default :data:`DEFAULT_MODEL_OPTIONS`) under their own.
     """
 
     task: str = Field(
@@ -750,12 +805,17 @@ class StrengthConfig(_Config):
         "truthfulqa_mc1, arc_challenge:<path>, ...)",
     )
     limit: int | None = Field(30, ge=1, description="the first N items; None = all")
-    models: list[str] = Field(
-        default_factory=lambda: ["qwen2.5-coder-1.5b"], min_length=1, description="the models "
-        "under test",
+    models: list[RoleConfig] = Field(
+        default_factory=lambda: [RoleConfig(model="qwen2.5-coder-1.5b")], min_length=1,
+        description="the models under test: specs, or roles with their options (base_url, "
+        "label, prices)",
     )
-    writer: str | None = Field(None, description="model writing perturbations; None = each model")
-    judge: str | None = Field(None, description="strength judge; None = each model itself")
+    writer: RoleConfig | None = Field(
+        None, description="model writing perturbations (a spec or a role); None = each model",
+    )
+    judge: RoleConfig | None = Field(
+        None, description="strength judge (a spec or a role); None = each model itself",
+    )
     surprisal_model: str | None = Field(
         DEFAULT_SURPRISAL_MODEL, description="embedded model for Δh; None = not measured"
     )
@@ -778,6 +838,37 @@ class StrengthConfig(_Config):
     out: Path = Field(Path("runs/strength"), description="the strength run's folder")
     cache: Path | None = Field(None, description="the SQLite generation cache; None = the default")
     max_block: int = Field(16, ge=1, description="most samples in one backend call")
+    max_cost_usd: float | None = Field(
+        None,
+        gt=0,
+        description="stop dispatching requests once this run's generations cost this much "
+        "(US dollars, from the roles' price_* options; credo.generation.ledger); the folder "
+        "is written with the rest incomplete (exit 3) and a rerun resumes; part of no request",
+    )
+
+    @field_validator("models")
+    @classmethod
+    def _models_named(cls, value: list[RoleConfig]) -> list[RoleConfig]:
+        specs = [m.model for m in value]
+        if any(s is None for s in specs):
+            raise ValueError("every model under test names its model")
+        twice = sorted({s for s in specs if specs.count(s) > 1})
+        if twice:
+            raise ValueError(f"a model under test is named twice: {twice[0]}")
+        return value
+
+    @property
+    def specs(self) -> list[str]:
+        """The specs of the models under test, in order (what the rows name)."""
+        return [m.model for m in self.models if m.model is not None]
+
+    @field_serializer("models")
+    def _dump_models(self, roles: list[RoleConfig]) -> Any:
+        return [_role_or_none(r) for r in roles]
+
+    @field_serializer("writer", "judge")
+    def _dump_role(self, role: RoleConfig | None) -> Any:
+        return _role_or_none(role)
 
 
 class StudyModel(BaseModel):

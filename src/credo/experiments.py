@@ -432,10 +432,12 @@ def _points(
 
     from credo.config import AdaptiveConfig, validation_message
     from credo.errors import UserError
+    from credo.registry import STOPPING_RULES
 
     points = []
     for rule in dict.fromkeys(rules):
-        for eps in (epsilons if rule == "interval" else (None,)):
+        known = STOPPING_RULES.get(rule)  # an unknown one: the config's error below
+        for eps in (epsilons if known is not None and known.uses_epsilon else (None,)):
             try:
                 points.append(AdaptiveConfig(rule=rule, epsilon=eps, **dict(options or {})))
             except ValidationError as e:

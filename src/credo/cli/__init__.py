@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.logging import RichHandler
 
 from credo.cli.run import add_executor_flags, cmd_run
+from credo.registry import STOPPING_RULES
 
 console = Console(stderr=False)
 
@@ -169,13 +170,13 @@ def _parser() -> argparse.ArgumentParser:
                    "(default) or basic")
     r.add_argument("--neutrality", help="000 App. A.3's gate: warn (default), fail, off")
     r.add_argument(
-        "--adaptive", metavar="RULE", choices=["consensus", "interval", "decision"],
+        "--adaptive", metavar="RULE", choices=STOPPING_RULES,
         help="adaptive sampling: draw each item's samples in rounds of 4 (at least 4) and "
         "stop once RULE holds: consensus (the last round's answers unanimous; ESC, ICLR "
         "2024), interval (the score the full run would report within --adaptive-epsilon "
         "of the one now, at 95%%: default 0.1), decision (that interval and the score "
         "now on one side of --adaptive-threshold or the certificate's); the config's "
-        "adaptive section sets the rest",
+        "adaptive section sets the rest (the rules registered: %(choices)s)",
     )
     r.add_argument("--adaptive-epsilon", type=float,
                    help="the interval rule's tolerance: the most an item's score may differ "

@@ -11,6 +11,8 @@ from typing import Any
 
 from rich.console import Console
 
+from credo.registry import STOPPING_RULES
+
 __all__ = ["add_adaptive_parser", "cmd_adaptive"]
 
 console = Console(stderr=False)
@@ -41,8 +43,9 @@ def add_adaptive_parser(sub: Any) -> None:
     p.add_argument("run_dir", type=Path, metavar="RUN_DIR|FILE",
                    help="a finished full run's folder, or a samples file `credo score` reads "
                    "(credo JSONL, lm-eval samples, an inspect log): samples from any API")
-    p.add_argument("--rule", action="append", choices=["consensus", "interval", "decision"],
-                   help="stopping rule; repeat for several (default: all that apply)")
+    p.add_argument("--rule", action="append", metavar="RULE", choices=STOPPING_RULES,
+                   help="stopping rule, one of %(choices)s; repeat for several (default: all "
+                   "that apply)")
     p.add_argument("--epsilon", type=_floats,
                    help="the interval rule's tolerances (the most an item's score may differ "
                    "from the full run's), comma-separated (default 0.05,0.1,0.2)")
@@ -77,7 +80,8 @@ def cmd_adaptive(args: argparse.Namespace) -> int:
     from credo.api import simulate_adaptive
     from credo.report.adaptive import adaptive_table
 
-    rules = args.rule or ["consensus", "interval", *(["decision"] if args.threshold else [])]
+    rules = args.rule or [name for name, rule in STOPPING_RULES.items()
+                          if args.threshold or not rule.needs_threshold]
     options = {k: v for k, v in (("threshold", args.threshold), ("round", args.round),
                                  ("min", args.min), ("scores", args.scores)) if v is not None}
     given = {"answer_format": args.answer_format, "lm_eval_filter": args.lm_eval_filter,

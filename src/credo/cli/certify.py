@@ -31,14 +31,21 @@ def add_certify_parser(sub: Any) -> None:
         ),
     )
     c.add_argument("run", type=Path, metavar="RUN_DIR")
-    c.add_argument("--method", required=True, help="the scores to threshold, e.g. "
-                   "self_consistency")
+    c.add_argument("--method", help="the scores to threshold, e.g. self_consistency "
+                   "(with --claims: the claim method, e.g. frequency; default the only one)")
+    c.add_argument("--claims", action="store_true",
+                   help="a claim certificate from the run's claims.jsonl (issue 33, "
+                   "docs/claims.md): keep claims scoring above a threshold so that every "
+                   "retained claim of a new answer is correct with probability >= 1 - alpha "
+                   "(conformal; with --procedure ltt, with probability 1 - delta)")
+    c.add_argument("--a", type=float, default=1.0, dest="share",
+                   help="with --claims: the share of retained claims that must be correct")
     c.add_argument("--alpha", type=float, default=0.1, help="risk: the most errors among "
                    "accepted answers (default 0.1)")
     c.add_argument("--delta", type=float, default=0.1, help="the chance the guarantee "
                    "fails over the calibration draw (default 0.1)")
-    c.add_argument("--procedure", default="ltt", help="ltt (default), sgr, fixed-sequence, "
-                   "or crc (expected risk, no delta)")
+    c.add_argument("--procedure", help="ltt (default), sgr, fixed-sequence, or crc "
+                   "(expected risk, no delta); with --claims conformal (default) or ltt")
     c.add_argument("--out", type=Path, help="certificate file (default RUN_DIR/certificate.json)")
     c.add_argument("--adaptive", choices=["decision"],
                    help="certify the adaptive decision procedure as it runs (what `credo "
@@ -62,6 +69,11 @@ def cmd_certify(args: argparse.Namespace) -> int:
 
     if not 0.0 < args.alpha < 1.0 or not 0.0 < args.delta < 1.0:
         raise UserError("--alpha and --delta must lie strictly between 0 and 1")
+    if args.claims:
+        return _certify_claims(args)
+    if args.method is None:
+        raise UserError("credo certify: --method is required (or --claims)")
+    args.procedure = args.procedure or "ltt"
     out = args.out or args.run / "certificate.json"
     replay = None
     try:
@@ -87,6 +99,27 @@ def cmd_certify(args: argparse.Namespace) -> int:
     console.print(certified_line(args.method, c), markup=False, highlight=False)
     if replay is not None:
         console.print(adaptive_line(replay), markup=False, highlight=False)
+    console.print(f"certificate: {out}", markup=False, highlight=False)
+    return 0
+
+
+def _certify_claims(args: argparse.Namespace) -> int:
+    """``credo certify RUN_DIR --claims``: the claim certificate, its line, its file."""
+    from credo.api import certify_run_claims
+    from credo.errors import UserError
+
+    procedure = args.procedure or "conformal"
+    if procedure not in ("conformal", "ltt"):
+        raise UserError(f"--procedure {procedure!r}: with --claims conformal or ltt")
+    if args.adaptive:
+        raise UserError("--adaptive and --claims do not go together")
+    if not 0.0 < args.share <= 1.0:
+        raise UserError(f"--a must lie in (0, 1]; got {args.share:g}")
+    out = args.out or args.run / "claim_certificate.json"
+    cert = certify_run_claims(args.run, args.method, alpha=args.alpha, a=args.share,
+                              delta=args.delta if procedure == "ltt" else None, out=out)
+    console = Console(soft_wrap=True)
+    console.print(cert.message, markup=False, highlight=False)
     console.print(f"certificate: {out}", markup=False, highlight=False)
     return 0
 

@@ -224,6 +224,7 @@ STRENGTH_RUN_FLAGS: tuple[Flag, ...] = (
     Flag("seed", "seed"),
     Flag("out", "out"),
     Flag("cache", "cache"),
+    Flag("max_cost_usd", "max_cost_usd"),
 )
 """``credo strength run``'s flags over a :class:`~credo.config.StrengthConfig`."""
 

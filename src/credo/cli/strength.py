@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 console = Console()
+err = Console(stderr=True)
 
 
 def add_strength_parser(sub: Any) -> None:
@@ -39,6 +40,12 @@ def add_strength_parser(sub: Any) -> None:
     r.add_argument("--out", type=Path, default=Path("runs/strength"))
     r.add_argument("--cache", type=Path, help="SQLite cache (default ~/.cache/credo)")
     r.add_argument("--quiet", action="store_true", help="no progress bars")
+    r.add_argument("--dry-run", action="store_true",
+                   help="print the planned requests, samples, tokens and cost per stage (and "
+                        "what is cached) without calling any model")
+    r.add_argument("--max-cost-usd", "--max-cost", dest="max_cost_usd", type=float,
+                   help="stop sending requests once this run's generations cost this much "
+                        "(US dollars, from the roles' price_* options); rerun to resume")
     r.set_defaults(func=cmd_strength_run)
 
     a = ssub.add_parser("agree", help="agreement of a strength measure with human labels")
@@ -55,14 +62,21 @@ def add_strength_parser(sub: Any) -> None:
 
 
 def cmd_strength_run(args: argparse.Namespace) -> int:
-    """Run ``credo strength run``: validate the config, run, write the folder, print FR."""
-    from credo.api import run_strength
+    """Run ``credo strength run``: validate the config, run, write the folder, print FR;
+    with ``--dry-run`` print the planned requests per stage instead. The exit status is
+    the outcome's (:data:`credo.pipeline.ending.EXIT_STATUS`): 3 when items are
+    incomplete (requests failed, or the cost budget), else 0."""
+    from credo.api import dry_run_strength, run_strength
     from credo.cli.flags import STRENGTH_RUN_FLAGS, config_from_flags
+    from credo.cli.run import print_estimate
     from credo.config import StrengthConfig
+    from credo.pipeline.ending import EXIT_STATUS, Outcome
     from credo.report.strength import strength_summary
 
     cfg = config_from_flags(StrengthConfig, args, STRENGTH_RUN_FLAGS,
                             prefix="invalid configuration: ")
+    if args.dry_run:
+        return print_estimate(dry_run_strength(cfg))
     result = run_strength(cfg, show_progress=not args.quiet)
     summary = strength_summary(result)
     table = Table(title=f"{result.task.name} · {len(result.task.items)} items · flip rates")
@@ -75,7 +89,19 @@ def cmd_strength_run(args: argparse.Namespace) -> int:
                           _f(s["responsive_fr3"]), _f(s["overall"]), str(s["judge_unparsable"]))
     console.print(table)
     console.print(f"report: {cfg.out / 'report.md'}")
-    return 0
+    outcome = result.outcome
+    if outcome is Outcome.INCOMPLETE_BUDGET:
+        from credo.report.ledger import fmt_usd
+
+        spent = fmt_usd((result.ledger.get("total") or {}).get("cost_usd") or 0.0)
+        err.print(f"cost budget reached: {spent} of max_cost_usd {cfg.max_cost_usd} USD spent "
+                  f"({len(result.incomplete)} model items incomplete); rerun with a higher "
+                  "max_cost_usd to resume", markup=False, highlight=False, soft_wrap=True)
+    elif outcome is Outcome.INCOMPLETE_FAILURES:
+        err.print(f"requests failed after their retries ({len(result.incomplete)} model items "
+                  "incomplete); rerun to retry them", markup=False, highlight=False,
+                  soft_wrap=True)
+    return EXIT_STATUS[outcome]
 
 
 def cmd_strength_agree(args: argparse.Namespace) -> int:

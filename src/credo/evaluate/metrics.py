@@ -14,9 +14,10 @@ Each formula has one implementation, vectorised over the rows of a (B, N) matrix
 bootstrap resamples are evaluated together: :func:`ece_rows`, :func:`mce_rows`,
 :func:`auroc_rows`, :func:`average_precision_rows`, :func:`brier_rows`,
 :func:`auarc_rows`, :func:`prr_rows`. The public one-sample functions (:func:`ece`,
-:func:`auroc`, ...) check their inputs at the door (sklearn-style) and call them on one
-row; the paired tests and the generic bootstrap call the row functions on inputs already
-checked. The bootstrap of the named metrics runs on the weighted engine of
+:func:`auroc`, ...) and the registry's :class:`~credo.evaluate.registry.Metric` check
+their inputs once, with the one validator :func:`metric_inputs`, and call them on one row
+(:func:`one_row`); the paired tests and the generic bootstrap call the row functions on
+inputs already checked. The bootstrap of the named metrics runs on the weighted engine of
 :mod:`credo.evaluate.weighted`, tested equal to these functions on every resample.
 """
 
@@ -25,7 +26,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from sklearn import config_context
@@ -61,13 +62,9 @@ def ece(scores: ArrayLike, performance: ArrayLike, n_bins: int = 10) -> float:
     -------
     float in [0, 1]; NaN when N == 0.
     """
-    s = _as_unit_interval(scores, "scores")
-    p = _as_unit_interval(performance, "performance")
-    _check_same_length(s, p, "scores", "performance")
+    s, p = metric_inputs(scores, performance)
     number_of_bins(n_bins)
-    if s.size == 0:
-        return math.nan
-    return float(ece_rows(s[None, :], p[None, :], n_bins)[0])
+    return one_row(ece_rows, s, p, n_bins=n_bins)
 
 
 def ece_discrete(scores: ArrayLike, performance: ArrayLike, levels: ArrayLike) -> float:
@@ -77,13 +74,9 @@ def ece_discrete(scores: ArrayLike, performance: ArrayLike, levels: ArrayLike) -
     takes the 11 values 0, 0.1, ..., 1), each item is put in the bin of the nearest
     level and the usual weighted gap is summed.
     """
-    s = _as_unit_interval(scores, "scores")
-    p = _as_unit_interval(performance, "performance")
-    _check_same_length(s, p, "scores", "performance")
+    s, p = metric_inputs(scores, performance)
     number_of_bins(levels=levels)
-    if s.size == 0:
-        return math.nan
-    return float(ece_rows(s[None, :], p[None, :], levels=levels)[0])
+    return one_row(ece_rows, s, p, levels=levels)
 
 
 def auroc(scores: ArrayLike, labels: ArrayLike) -> float:
@@ -92,11 +85,11 @@ def auroc(scores: ArrayLike, labels: ArrayLike) -> float:
     scikit-learn's ``roc_auc_score``. NaN (with a warning) when only one class is
     present, where the area is undefined.
     """
-    s, y = _scores_labels(scores, labels)
+    s, y = metric_inputs(scores, labels, "label")
     if np.unique(y).size < 2:
         _warn_one_class("AUROC")
         return math.nan
-    return float(auroc_rows(s[None, :], y[None, :])[0])
+    return one_row(auroc_rows, s, y)
 
 
 def auprc_pos(scores: ArrayLike, labels: ArrayLike) -> float:
@@ -105,7 +98,7 @@ def auprc_pos(scores: ArrayLike, labels: ArrayLike) -> float:
     scikit-learn's ``average_precision_score(labels, scores)`` (000 App. E.2). NaN when
     there is no positive item.
     """
-    s, y = _scores_labels(scores, labels)
+    s, y = metric_inputs(scores, labels, "label")
     if y.sum() == 0:
         _warn_one_class("AUPRC-P")
         return math.nan
@@ -115,11 +108,11 @@ def auprc_pos(scores: ArrayLike, labels: ArrayLike) -> float:
 def auprc_neg(scores: ArrayLike, labels: ArrayLike) -> float:
     """AUPRC-N: average precision for detecting incorrect items, labels ``1 - y`` and
     scores ``1 - s`` (000 App. E.2). NaN when there is no negative item."""
-    s, y = _scores_labels(scores, labels)
+    s, y = metric_inputs(scores, labels, "label")
     if (1 - y).sum() == 0:
         _warn_one_class("AUPRC-N")
         return math.nan
-    return float(auprc_neg_rows(s[None, :], y[None, :])[0])
+    return one_row(auprc_neg_rows, s, y)
 
 
 def mce(
@@ -135,13 +128,9 @@ def mce(
     -------
     float in [0, 1]; NaN when N == 0.
     """
-    s = _as_unit_interval(scores, "scores")
-    p = _as_unit_interval(performance, "performance")
-    _check_same_length(s, p, "scores", "performance")
+    s, p = metric_inputs(scores, performance)
     number_of_bins(n_bins, levels)
-    if s.size == 0:
-        return math.nan
-    return float(mce_rows(s[None, :], p[None, :], n_bins, levels)[0])
+    return one_row(mce_rows, s, p, n_bins=n_bins, levels=levels)
 
 
 def brier(scores: ArrayLike, labels: ArrayLike) -> float:
@@ -150,10 +139,8 @@ def brier(scores: ArrayLike, labels: ArrayLike) -> float:
     scikit-learn's ``brier_score_loss(labels, scores)``. At item level the labels are
     ``1[p̄ ≥ 0.5]``, per generation the generation's correctness. NaN when N == 0.
     """
-    s, y = _scores_labels(scores, labels)
-    if s.size == 0:
-        return math.nan
-    return float(brier_rows(s[None, :], y[None, :])[0])
+    s, y = metric_inputs(scores, labels, "label")
+    return one_row(brier_rows, s, y)
 
 
 def auarc(scores: ArrayLike, quality: ArrayLike) -> float:
@@ -171,12 +158,8 @@ def auarc(scores: ArrayLike, quality: ArrayLike) -> float:
     -------
     float in [0, 1]; NaN when N == 0.
     """
-    s = _as_unit_interval(scores, "scores")
-    q = _as_unit_interval(quality, "quality")
-    _check_same_length(s, q, "scores", "quality")
-    if s.size == 0:
-        return math.nan
-    return float(auarc_rows(s[None, :], q[None, :])[0])
+    s, q = metric_inputs(scores, quality, name="quality")
+    return one_row(auarc_rows, s, q)
 
 
 def prr(scores: ArrayLike, quality: ArrayLike) -> float:
@@ -192,12 +175,8 @@ def prr(scores: ArrayLike, quality: ArrayLike) -> float:
     equals random), or the quality varies so little (1e−16) that in floating point the
     oracle's area does not exceed random's (:func:`prr_ratio`).
     """
-    s = _as_unit_interval(scores, "scores")
-    q = _as_unit_interval(quality, "quality")
-    _check_same_length(s, q, "scores", "quality")
-    if s.size == 0:
-        return math.nan
-    return float(prr_rows(s[None, :], q[None, :])[0])
+    s, q = metric_inputs(scores, quality, name="quality")
+    return one_row(prr_rows, s, q)
 
 
 # ----------------------------------------------------------- row-vectorised formulas
@@ -402,6 +381,48 @@ def _sklearn_rows(
     return out
 
 
+def metric_inputs(
+    scores: ArrayLike,
+    target: ArrayLike,
+    kind: Literal["p_bar", "label"] = "p_bar",
+    *,
+    name: str | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The one input check of every metric (issue 31 item 4), at the door of the
+    one-sample functions and of :class:`credo.evaluate.registry.Metric`: ``scores`` and
+    ``target`` are 1-d of equal length and hold no NaN; the scores lie in [0, 1]; a
+    ``"p_bar"`` target (p̄, or a quality) lies in [0, 1], a ``"label"`` target is 0 or 1
+    (so every value is finite). ``name`` is the target's name in messages (default
+    ``performance``, or ``labels``). Returns the scores as floats and the target (labels
+    as ints); a ValueError says what is wrong. The row functions check nothing: their
+    callers checked here."""
+    s = _as_unit_interval(scores, "scores")
+    if kind == "label":
+        what = name or "labels"
+        y = np.asarray(target)
+        if y.ndim != 1:
+            raise ValueError(f"{what} must be 1-d, got shape {y.shape}")
+        if y.size and not np.isin(y, (0, 1)).all():
+            raise ValueError(f"{what} must be 0 or 1")
+        t: np.ndarray = y.astype(int)
+    elif kind == "p_bar":
+        what = name or "performance"
+        t = _as_unit_interval(target, what)
+    else:
+        raise ValueError(f"a metric's target is 'p_bar' or 'label', got {kind!r}")
+    if s.shape[0] != t.shape[0]:
+        raise ValueError(f"scores and {what} differ in length: {s.shape[0]} != {t.shape[0]}")
+    return s, t
+
+
+def one_row(rows: Callable[..., np.ndarray], scores: np.ndarray, target: np.ndarray,
+            **options: Any) -> float:
+    """A row function on one checked sample (:func:`metric_inputs`); NaN for no items."""
+    if scores.size == 0:
+        return math.nan
+    return float(rows(scores[None, :], target[None, :], **options)[0])
+
+
 def _as_unit_interval(x: ArrayLike, name: str) -> np.ndarray:
     arr = np.asarray(x, dtype=float)
     if arr.ndim != 1:
@@ -411,22 +432,6 @@ def _as_unit_interval(x: ArrayLike, name: str) -> np.ndarray:
     if arr.size and (arr.min() < 0.0 or arr.max() > 1.0):
         raise ValueError(f"{name} must lie in [0, 1], got range [{arr.min()}, {arr.max()}]")
     return arr
-
-
-def _scores_labels(scores: ArrayLike, labels: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
-    s = _as_unit_interval(scores, "scores")
-    y = np.asarray(labels)
-    if y.ndim != 1:
-        raise ValueError(f"labels must be 1-d, got shape {y.shape}")
-    if y.size and not np.isin(y, (0, 1)).all():
-        raise ValueError("labels must be 0 or 1")
-    _check_same_length(s, y, "scores", "labels")
-    return s, y.astype(int)
-
-
-def _check_same_length(a: np.ndarray, b: np.ndarray, na: str, nb: str) -> None:
-    if a.shape[0] != b.shape[0]:
-        raise ValueError(f"{na} and {nb} differ in length: {a.shape[0]} != {b.shape[0]}")
 
 
 def _warn_one_class(metric: str) -> None:

@@ -27,16 +27,15 @@ toy metric) is in every one of them.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from types import MappingProxyType
 from typing import Any, Literal
 
 import numpy as np
 
 from credo.evaluate import metrics as M
 from credo.evaluate.binning import number_of_bins
+from credo.registry import Registry
 
 __all__ = [
     "METRICS",
@@ -143,29 +142,20 @@ class Metric:
         n_bins: int = 10,
         levels: ArrayLike | None = None,
     ) -> float:
-        """The metric of one sample, inputs checked as by the functions of
-        :mod:`credo.evaluate.metrics` (scores in [0, 1], targets p̄ in [0, 1] or 0/1 labels,
-        equal lengths, valid bins); NaN for no items or where undefined."""
-        s, t = _checked(scores, target, self.target)
+        """The metric of one sample, its inputs checked once by
+        :func:`credo.evaluate.metrics.metric_inputs` (scores in [0, 1], targets p̄ in [0, 1]
+        or 0/1 labels, equal lengths) and its bins by
+        :func:`~credo.evaluate.binning.number_of_bins`; NaN for no items or where
+        undefined."""
+        s, t = M.metric_inputs(scores, target, self.target)
         if self.binned:
             number_of_bins(n_bins, levels)
-        if s.size == 0:
-            return math.nan
-        return float(self.values(s[None, :], t[None, :], n_bins, levels)[0])
+            return M.one_row(self.rows, s, t, n_bins=n_bins, levels=levels)
+        return M.one_row(self.rows, s, t)
 
 
-def _checked(scores: ArrayLike, target: ArrayLike, kind: Target) -> tuple[np.ndarray, np.ndarray]:
-    if kind == "label":
-        return M._scores_labels(scores, target)
-    s = M._as_unit_interval(scores, "scores")
-    p = M._as_unit_interval(target, "performance")
-    M._check_same_length(s, p, "scores", "performance")
-    return s, p
-
-
-_REGISTRY: dict[str, Metric] = {}
-METRICS: Mapping[str, Metric] = MappingProxyType(_REGISTRY)
-"""Every registered metric by name, in order: a read-only live view."""
+METRICS: Registry[Metric] = Registry("metric")
+"""Every registered metric by name, in order (the tables' column order)."""
 
 
 def register(m: Metric) -> Metric:
@@ -173,17 +163,12 @@ def register(m: Metric) -> Metric:
     is refused."""
     if not isinstance(m, Metric):
         raise TypeError(f"register takes a Metric, got {type(m).__name__}")
-    if m.name in _REGISTRY:
-        raise ValueError(f"a metric named {m.name!r} is already registered")
-    _REGISTRY[m.name] = m
-    return m
+    return METRICS.add(m.name, m)
 
 
 def unregister(name: str) -> Metric:
     """Remove the metric ``name`` and return it (tests' toy metrics)."""
-    m = get(name)
-    del _REGISTRY[name]
-    return m
+    return METRICS.remove(name)
 
 
 def metric(
@@ -200,11 +185,8 @@ def metric(
 
 
 def get(name: str) -> Metric:
-    """The metric ``name``; ValueError naming the known ones otherwise."""
-    try:
-        return _REGISTRY[name]
-    except KeyError:
-        raise ValueError(f"unknown metric {name!r}; known: {list(_REGISTRY)}") from None
+    """The metric ``name``; a user error (a ValueError) naming the known ones otherwise."""
+    return METRICS[name]
 
 
 def registered(per: Level | None = None, **flags: Any) -> tuple[Metric, ...]:
@@ -214,7 +196,7 @@ def registered(per: Level | None = None, **flags: Any) -> tuple[Metric, ...]:
     if unknown:
         raise ValueError(f"no Metric fields {sorted(unknown)}")
     return tuple(
-        m for m in _REGISTRY.values()
+        m for m in METRICS.values()
         if (per is None or per in m.per) and all(getattr(m, k) == v for k, v in flags.items())
     )
 

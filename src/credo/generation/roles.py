@@ -13,6 +13,7 @@ options, the same shape for every role), or that a role shares another's model
 * :func:`score_roles` (``credo score``): only the judge and the grader, when named.
 * :func:`strength_roles` (``credo strength run``): per model under test, its writer and
   judge (each the model itself unless named), and the surprisal scorer.
+* :func:`agree_role` (``credo strength agree``): the one model its measure asks.
 * :func:`single_role` (``credo probe``, ``credo perturb``): one role, from flags.
 
 :func:`assign_roles` is the one function that hands a role map to the
@@ -42,12 +43,14 @@ from credo.models.weights import STRONGEST_EMBEDDED, is_embedded_spec
 __all__ = [
     "RoleMap",
     "Same",
+    "agree_role",
     "assign_roles",
     "judge_role",
     "model_role",
     "run_roles",
     "score_roles",
     "single_role",
+    "strength_model",
     "strength_roles",
     "writer_role",
 ]
@@ -137,9 +140,13 @@ def judge_role(spec: str) -> str:
     return f"{JUDGE}/{spec}"
 
 
-def _strength_model(spec: str, options: Mapping[str, Any]) -> RoleConfig:
-    """A strength run's model ``spec``: embedded models with the run's ``model_options``."""
-    return RoleConfig(model=spec, model_options=dict(options) if is_embedded_spec(spec) else {})
+def strength_model(role: RoleConfig, options: Mapping[str, Any]) -> RoleConfig:
+    """A strength run's model ``role`` with the run's ``model_options`` under its own
+    when it is embedded (issue 31: a strength role takes base_url, label and prices as a
+    run's roles do)."""
+    if role.model is None or not is_embedded_spec(role.model):
+        return role
+    return role.model_copy(update={"model_options": {**options, **role.model_options}})
 
 
 def strength_roles(config: StrengthConfig, surprisal: str | None = None) -> RoleMap:
@@ -147,14 +154,21 @@ def strength_roles(config: StrengthConfig, surprisal: str | None = None) -> Role
     writer and its judge (``config.writer`` / ``config.judge``; None = the model itself);
     the surprisal scorer ``surprisal`` (a ``forced:`` spec) when given."""
     roles: RoleMap = {}
-    for spec in config.models:
-        roles[model_role(spec)] = _strength_model(spec, config.model_options)
+    for played in config.models:
+        spec = played.model or ""
+        roles[model_role(spec)] = strength_model(played, config.model_options)
         for role, other in ((writer_role(spec), config.writer), (judge_role(spec), config.judge)):
-            roles[role] = (Same(model_role(spec)) if other is None
-                           else _strength_model(other, config.model_options))
+            roles[role] = (Same(model_role(spec)) if other is None or other.model is None
+                           else strength_model(other, config.model_options))
     if surprisal is not None:
         roles[SURPRISAL] = RoleConfig(model=surprisal)
     return roles
+
+
+def agree_role(role: str, spec: str, options: Mapping[str, Any]) -> RoleMap:
+    """The one role of ``credo strength agree``: the judge (or the surprisal scorer)
+    ``spec``, with ``options`` when it is embedded (as in a strength run)."""
+    return {role: strength_model(RoleConfig(model=spec), options)}
 
 
 def single_role(role: str, spec: str, **options: Any) -> RoleMap:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
-from credo.errors import UserError
+from credo.registry import Registry
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -33,7 +33,8 @@ if TYPE_CHECKING:
 Kernel = Callable[[Sequence[Hashable], Sequence[Hashable]], np.ndarray]
 """``gram(xs, ys) -> K`` with ``K[i, j] = k(xs[i], ys[j])``, shape ``(len(xs), len(ys))``."""
 
-KERNELS: dict[str, Kernel] = {}
+KERNELS: Registry[Kernel] = Registry("kernel")
+"""Every Gram-matrix function by name (:func:`kernel` registers one)."""
 
 
 class ItemKernels(Protocol):
@@ -79,43 +80,23 @@ class KernelContext:
 
 
 KernelBuilder = Callable[[KernelContext], ItemKernels]
-BUILDERS: dict[str, KernelBuilder] = {}
+BUILDERS: Registry[KernelBuilder] = Registry("kernel builder")
+"""How a kernel builds itself for a run, by kernel name (:func:`kernel_builder`)."""
 
 
 def kernel(name: str) -> Callable[[Kernel], Kernel]:
     """Register a Gram-matrix function under ``name``."""
-
-    def register(fn: Kernel) -> Kernel:
-        if name in KERNELS:
-            raise ValueError(f"kernel {name!r} is registered twice")
-        KERNELS[name] = fn
-        return fn
-
-    return register
+    return KERNELS.register(name)
 
 
 def kernel_builder(name: str) -> Callable[[KernelBuilder], KernelBuilder]:
     """Register how kernel ``name`` builds itself for a run (see the module docstring)."""
-
-    def register(fn: KernelBuilder) -> KernelBuilder:
-        if name in BUILDERS:
-            raise ValueError(f"kernel builder {name!r} is registered twice")
-        BUILDERS[name] = fn
-        return fn
-
-    return register
+    return BUILDERS.register(name)
 
 
 def get_kernel(name_or_fn: str | Kernel) -> Kernel:
     """The kernel registered as ``name_or_fn``, or ``name_or_fn`` itself if callable."""
-    if callable(name_or_fn):
-        return name_or_fn
-    try:
-        return KERNELS[name_or_fn]
-    except KeyError:
-        raise UserError(
-            f"unknown kernel {name_or_fn!r}; known kernels: {', '.join(sorted(KERNELS))}"
-        ) from None
+    return name_or_fn if callable(name_or_fn) else KERNELS[name_or_fn]
 
 
 def build_kernel(name: str, ctx: KernelContext) -> ItemKernels:

@@ -32,6 +32,7 @@ from credo.plan.samples import (
     ItemSamples,
     Sample,
 )
+from credo.registry import Registry
 from credo.tasks.base import AnswerFormat
 
 __all__ = [
@@ -162,7 +163,8 @@ class MethodSpec:
         return ""
 
 
-METHODS: dict[str, MethodSpec] = {}
+METHODS: Registry[MethodSpec] = Registry("method")
+"""Every scoring method by name (:func:`method` registers one)."""
 
 
 def method(
@@ -177,11 +179,9 @@ def method(
     """Register ``scorer`` as method ``name`` needing the sample sets ``needs``, at least
     ``min_samples[set]`` samples of a set (see :class:`MethodSpec`)."""
 
-    def register(scorer: Scorer) -> Scorer:
-        if name in METHODS:
-            raise ValueError(f"method {name!r} is registered twice")
+    def spec(scorer: Scorer) -> MethodSpec:
         doc = (scorer.__doc__ or "").strip().splitlines()
-        METHODS[name] = MethodSpec(
+        return MethodSpec(
             name,
             scorer,
             needs if callable(needs) else tuple(needs),
@@ -190,9 +190,8 @@ def method(
             logprobs,
             min_samples=dict(min_samples or {}),
         )
-        return scorer
 
-    return register
+    return METHODS.register(name, spec)
 
 
 def get_method(name: str) -> MethodSpec:
@@ -203,19 +202,11 @@ def get_method(name: str) -> MethodSpec:
     several kernels (000 App. H: the kernel is a choice of the task's answer format).
     """
     base, sep, kernel_name = name.partition("@")
-    try:
-        spec = METHODS[base]
-    except KeyError:
-        raise UserError(
-            f"unknown method {base!r}; known methods: {', '.join(sorted(METHODS))}"
-        ) from None
+    spec = METHODS[base]
     if not sep:
         return spec
     from credo.kernels import KERNELS
 
     if kernel_name not in KERNELS:
-        raise ValueError(
-            f"method {name!r}: unknown kernel {kernel_name!r}; known kernels:"
-            f" {', '.join(sorted(KERNELS))}"
-        )
+        raise UserError(f"method {name!r}: {KERNELS.unknown(kernel_name)}")
     return replace(spec, name=name, kernel=kernel_name)

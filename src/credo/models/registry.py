@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 from credo.errors import UserError
 from credo.models.base import Model
 from credo.models.weights import EMBEDDED_MODELS, is_embedded_spec
+from credo.registry import Registry
 
 Factory = Callable[..., Model]
 """``factory(argument, **options) -> Model``; ``argument`` is the name or the text after
@@ -27,9 +28,9 @@ the prefix."""
 
 F = TypeVar("F", bound=Factory)
 
-_PREFIXES: dict[str, Factory] = {}
-_NAMES: dict[str, Factory] = {}
-_SUFFIXES: dict[str, Factory] = {}
+_PREFIXES: Registry[Factory] = Registry("model prefix")
+_NAMES: Registry[Factory] = Registry("model name")
+_SUFFIXES: Registry[Factory] = Registry("model path suffix")
 
 
 def backend(
@@ -50,9 +51,8 @@ def backend(
             (_SUFFIXES, [s.lower() for s in suffixes]),
         ):
             for key in keys:
-                if key in table and table[key] is not factory:
-                    raise ValueError(f"model spec {key!r} is already registered")
-                table[key] = factory
+                if table.get(key) is not factory:  # the same factory again: a reload
+                    table.add(key, factory)
         return factory
 
     return register

@@ -36,6 +36,8 @@ from typing import Literal
 
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
+from credo.registry import Registry
+
 __all__ = [
     "MAX_WORDS",
     "MIN_WORDS",
@@ -71,19 +73,15 @@ class RuleContext:
 Rule = Callable[[str, RuleContext], bool]
 """``rule(candidate, ctx) -> True`` when the candidate breaks the rule."""
 
-RULES: dict[str, tuple[Rule, tuple[RuleSet, ...]]] = {}
+RULES: Registry[tuple[Rule, tuple[RuleSet, ...]]] = Registry("neutrality rule")
+"""Every prefix rule by name, with the rule sets it belongs to, in the order they are read."""
 
 
-def neutrality_rule(name: str, *, sets: tuple[RuleSet, ...] = ("basic", "strict")):
+def neutrality_rule(
+    name: str, *, sets: tuple[RuleSet, ...] = ("basic", "strict")
+) -> Callable[[Rule], Rule]:
     """Register ``rule`` as ``name`` in the rule ``sets`` it belongs to."""
-
-    def register(fn: Rule) -> Rule:
-        if name in RULES:
-            raise ValueError(f"neutrality rule {name!r} is registered twice")
-        RULES[name] = (fn, sets)
-        return fn
-
-    return register
+    return RULES.register(name, lambda fn: (fn, sets))
 
 
 def broken_rule(text: str, ctx: RuleContext, rules: RuleSet = "strict") -> str | None:

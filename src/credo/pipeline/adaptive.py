@@ -18,17 +18,14 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from credo.config import AdaptiveConfig
-from credo.generation.executor import Executor
 from credo.perturb.context import PerturbationSet
+from credo.pipeline.stages import SampleSetStage, StageDriver
 from credo.plan.adaptive import next_size, settled
-from credo.plan.sample_sets import PlanContext, get_sample_set
+from credo.plan.sample_sets import PlanContext
 from credo.plan.samples import ORIGINAL, PERTURBED
-from credo.tasks.base import Item, Task
+from credo.tasks.base import Task
 
 __all__ = ["adaptive_originals", "adaptive_perturbed"]
-
-RunPlans = Callable[[Executor, list[tuple[Item, str, Any]], str, Any, dict[str, str]], None]
-"""The runner's ``_run_plans``: execute plans in one call and build their sets."""
 
 Prefixes = Callable[[Mapping[str, int]], dict[str, PerturbationSet]]
 """Gives each item id at least its number of kept prefixes where it can."""
@@ -37,16 +34,16 @@ Prefixes = Callable[[Mapping[str, int]], dict[str, PerturbationSet]]
 def adaptive_originals(
     task: Task,
     ctx: PlanContext,
-    executor: Executor,
-    run_plans: RunPlans,
-    incomplete: dict[str, str],
+    driver: StageDriver,
     out: Any,
     config: AdaptiveConfig,
 ) -> None:
     """The original samples of every item, in rounds until its rule holds or n; then
-    ``ctx.originals`` as the runner's phase 1 leaves it."""
+    ``ctx.originals`` as the runner's phase 1 leaves it. Each round is one run of the
+    original set's stage through ``driver`` (its failed items go into
+    ``driver.incomplete``)."""
     n = ctx.config.n
-    spec = get_sample_set(ORIGINAL)
+    incomplete = driver.incomplete
     pending = [it for it in task.items if it.id not in incomplete]
     rnd = 0
     while pending:
@@ -54,8 +51,8 @@ def adaptive_originals(
         for it in pending:
             ctx.sizes[(it.id, ORIGINAL)] = next_size(ctx.sizes.get((it.id, ORIGINAL), 0), n,
                                                      config)
-        entries = [(it, ORIGINAL, spec.planner(it, ctx)) for it in pending]
-        run_plans(executor, entries, f"sampling answers (round {rnd})", out, incomplete)
+        driver.run([SampleSetStage(ORIGINAL, out)], pending, ctx,
+                   f"sampling answers (round {rnd})")
         pending = [
             it for it in pending
             if it.id not in incomplete and ctx.sizes[(it.id, ORIGINAL)] < n
@@ -72,17 +69,15 @@ def adaptive_perturbed(
     task: Task,
     ctx: PlanContext,
     prefixes: Prefixes,
-    executor: Executor,
-    run_plans: RunPlans,
-    incomplete: dict[str, str],
+    driver: StageDriver,
     out: Any,
     config: AdaptiveConfig,
 ) -> dict[str, PerturbationSet]:
     """The prefixes and perturbed samples of every item, in rounds until its rule holds
     or m; returns the prefix sets (an item without one had its writer requests fail and
-    is in ``incomplete``; one with no kept prefix is left for the runner to drop)."""
+    is in ``driver.incomplete``; one with no kept prefix is left for the runner to drop)."""
     m = ctx.config.m
-    spec = get_sample_set(PERTURBED)
+    incomplete = driver.incomplete
     psets: dict[str, PerturbationSet] = {}
     pending = [it for it in task.items if it.id not in incomplete]
     rnd = 0
@@ -98,9 +93,8 @@ def adaptive_perturbed(
         for it in pending:
             ctx.sizes[(it.id, PERTURBED)] = targets[it.id]
         ctx.perturbations.update(psets)
-        entries = [(it, PERTURBED, spec.planner(it, ctx)) for it in pending]
-        run_plans(executor, entries, f"sampling perturbed answers (round {rnd})", out,
-                  incomplete)
+        driver.run([SampleSetStage(PERTURBED, out)], pending, ctx,
+                   f"sampling perturbed answers (round {rnd})")
         pending = [
             it for it in pending
             if it.id not in incomplete and targets[it.id] < m

@@ -27,8 +27,10 @@ What is known before sampling and what is estimated:
   and u ≤ the options of a choice item), SimpleQA grading (at most one per sample) and
   a served model's probe when none is stored for it (at most
   :data:`~credo.models.openai_probe.MAX_PROBE_REQUESTS` tiny requests).
-* **unknown**: CCP's NLI judgments (they depend on the samples' token alternatives) and
-  FActScore claim checks (on the claims the samples make).
+* **unknown**: CCP's NLI judgments (they depend on the samples' token alternatives).
+  FActScore's claim checks are estimated by their own stage
+  (:class:`~credo.tasks.longform.ClaimCheckStage`) on placeholder biographies of
+  ``max_tokens`` tokens in sentences of :data:`CLAIM_TOKENS` tokens (one claim each).
 
 Tokens. Prompt tokens are characters / :data:`CHARS_PER_TOKEN` of the rendered messages,
 once per backend call (as the ledger counts them); completion tokens are at most
@@ -39,12 +41,10 @@ built (which loads nothing) for their identities, which the cache keys need.
 
 from __future__ import annotations
 
-import math
-from collections.abc import Sequence
+import dataclasses
 from dataclasses import dataclass, field
 
 from credo.config import RunConfig
-from credo.generation.executor import PlannedRequest, sample_blocks
 from credo.generation.pool import (
     GRADER,
     JUDGE,
@@ -63,48 +63,35 @@ from credo.models.openai_probe import (
 )
 from credo.perturb.context import WRITING_STAGE, PerturbationSet, plan_writer_round
 from credo.perturb.paraphrase import PARAPHRASE_STAGE, ParaphraseSet, plan_paraphrases
+from credo.pipeline.claims import plan_claims
 from credo.pipeline.runner import RUNNER_ROLES, prepare_run, run_roles
+from credo.pipeline.stages import (
+    CHARS_PER_TOKEN,
+    ESTIMATED,
+    PLANNED,
+    UNKNOWN,
+    StageDriver,
+    StageEstimate,
+    count_planned,
+    placeholder_text,
+    prompt_tokens,
+)
+from credo.plan.claims import ClaimSource
 from credo.plan.sample_sets import PlanContext, get_sample_set
 from credo.plan.samples import NLI, ORIGINAL, PARAPHRASED, PERTURBED, ItemSamples, Sample
 from credo.tasks.answers import Answer
 from credo.tasks.base import AnswerFormat, Item, Task
+from credo.tasks.claims import read_claims
 from credo.tasks.factual import SIMPLEQA, plan_simpleqa
 from credo.tasks.grading import CLAIMS_STAGE, GRADING_STAGE
-from credo.tasks.longform import FACTSCORE
+from credo.tasks.longform import FACTSCORE, ClaimCheckStage, knowledge_sources
 from credo.tasks.prompts import LETTERS
-from credo.types import GenerationRequest, Message, SamplingParams
+from credo.types import Message, SamplingParams
 
 __all__ = ["CHARS_PER_TOKEN", "RunEstimate", "StageEstimate", "estimate_run", "prompt_tokens"]
 
-CHARS_PER_TOKEN = 4
-"""Characters per token of the prompt estimate (English text with common tokenizers)."""
-
-PLANNED = "planned"
-ESTIMATED = "estimated"
-UNKNOWN = "unknown"
-
 EXACT_SETS = ("label", "apricot")
 """Phase-1 sample sets besides the original whose requests depend on the item only."""
-
-
-@dataclass
-class StageEstimate:
-    """What one stage would ask of one model. ``basis`` is ``planned`` (the requests the
-    run will send, cache counted), ``estimated`` (from the config; ``cached_samples``
-    None: unknown) or ``unknown`` (counts 0, ``note`` says why)."""
-
-    stage: str
-    role: str
-    model: str
-    basis: str
-    note: str = ""
-    requests: int = 0
-    samples: int = 0
-    cached_samples: int | None = 0
-    calls: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cost_usd: float | None = None
 
 
 @dataclass
@@ -156,13 +143,9 @@ def estimate_run(config: RunConfig, pool: ModelPool, task: Task | None = None) -
     if "judge" in kernels:
         est.stages.append(_judge_pairs(pool, task, config, needs))
     est.stages += _grading(pool, task, config)
+    if config.claims is not None:
+        est.stages += _claim_stages(pool, task, config)
     return est
-
-
-def prompt_tokens(messages: Sequence[Message]) -> int:
-    """The prompt estimate of ``messages``: their characters / :data:`CHARS_PER_TOKEN`,
-    rounded up."""
-    return math.ceil(sum(len(m.content) for m in messages) / CHARS_PER_TOKEN)
 
 
 # --------------------------------------------------------------------------- stages
@@ -208,7 +191,7 @@ def _sample_set(
         PERTURBED: "m per item, each prefix at most the writer's max_tokens long",
         PARAPHRASED: "one per kept paraphrase",
     }.get(name, "" if basis == PLANNED else "one per original sample (at most)")
-    return _tally(pool, name, role, planned, basis, note)
+    return count_planned(pool, name, role, planned, basis, note)
 
 
 def _writer_round(pool: ModelPool, task: Task, config: RunConfig) -> StageEstimate:
@@ -216,7 +199,7 @@ def _writer_round(pool: ModelPool, task: Task, config: RunConfig) -> StageEstima
     (:func:`credo.perturb.context.plan_writer_round`)."""
     p = config.perturbation
     planned = plan_writer_round(task.items, config.m, task.domain, p)
-    return _tally(
+    return count_planned(
         pool, WRITING_STAGE, WRITER, planned, PLANNED,
         f"round 1 of at most {p.max_rounds}; later rounds depend on the diversity filter",
     )
@@ -228,7 +211,7 @@ def _paraphrase_writing(pool: ModelPool, task: Task, config: RunConfig) -> Stage
     b = config.baselines
     planned = plan_paraphrases(task.items, b.paraphrases, b.paraphrase_sampling,
                                b.paraphrase_candidates)
-    return _tally(pool, PARAPHRASE_STAGE, PARAPHRASER, planned, PLANNED)
+    return count_planned(pool, PARAPHRASE_STAGE, PARAPHRASER, planned, PLANNED)
 
 
 def _judge_pairs(
@@ -242,14 +225,14 @@ def _judge_pairs(
                for it in task.items]
     _, planned = plan_judge_stage(samples, {it.id: it for it in task.items}, task.format,
                                   config.judge.max_tokens)
-    return _tally(pool, JUDGE_STAGE, JUDGE, planned, ESTIMATED,
+    return count_planned(pool, JUDGE_STAGE, JUDGE, planned, ESTIMATED,
                   "at most every pair of distinct answers: u(u-1)/2 per item, u <= n + m")
 
 
 def _grading(pool: ModelPool, task: Task, config: RunConfig) -> list[StageEstimate]:
     """SimpleQA grades (the grader's own plan, :func:`credo.tasks.factual.plan_simpleqa`,
     on placeholder answers: at most one per original sample) and FActScore claim checks
-    (unknown) of the items whose grader asks the judge."""
+    (:func:`_claim_checks`) of the items whose grader asks the judge."""
     graders = {it.meta.get("grader") for it in task.items}
     out = []
     if SIMPLEQA in graders:
@@ -263,53 +246,74 @@ def _grading(pool: ModelPool, task: Task, config: RunConfig) -> list[StageEstima
             for it in graded
         }
         plan = plan_simpleqa({it.id: it for it in graded}, originals, params)
-        out.append(_tally(pool, GRADING_STAGE, GRADER, plan.requests, ESTIMATED,
+        out.append(count_planned(pool, GRADING_STAGE, GRADER, plan.requests, ESTIMATED,
                           "at most one per original sample (exact matches need none)"))
     if FACTSCORE in graders:
-        out.append(
-            _unknown(pool, CLAIMS_STAGE, GRADER, "depends on the claims of the samples")
-        )
+        out.append(_claim_checks(pool, task, config))
     return out
 
 
+CLAIM_TOKENS = 20
+"""The length of one sentence (one claim, :func:`credo.tasks.longform.claims`) in the
+estimate of FActScore's claim checks."""
+
+
+def _claim_checks(pool: ModelPool, task: Task, config: RunConfig) -> StageEstimate:
+    """FActScore's claim checks, planned by the stage that checks them
+    (:class:`credo.tasks.longform.ClaimCheckStage`) on placeholder biographies of
+    ``max_tokens`` tokens in sentences of :data:`CLAIM_TOKENS` tokens, every claim
+    distinct: one check per sentence of each original sample, for the items with a
+    knowledge source (the others are not checked: their correctness is unavailable)."""
+    settings = config.grader or config.judge
+    params = SamplingParams(temperature=0.0, max_tokens=settings.max_tokens)
+    graded = {it.id: it for it in task.items if it.meta.get("grader") == FACTSCORE}
+    sources = knowledge_sources(graded, list(graded))
+    per = max(1, config.sampling.max_tokens // CLAIM_TOKENS)
+    filler = "x" * (CHARS_PER_TOKEN * (CLAIM_TOKENS - 4))
+    originals = {
+        i: tuple(Sample(text, Answer(text, text)) for text in (
+            " ".join(f"Claim {i} {k} {j} {filler}." for j in range(per))
+            for k in range(config.n)))
+        for i in sources
+    }
+    stage = ClaimCheckStage(params, sources)
+    planned = [r for reqs in stage.plan(originals, graded).values() for r in reqs]
+    note = (f"one per sentence of each original sample ({per} sentences of {CLAIM_TOKENS} "
+            "tokens each, all distinct)" if sources else
+            "no knowledge source: correctness unavailable, no claim is checked")
+    if sources and len(sources) < len(graded):
+        note += f"; {len(graded) - len(sources)} items without a knowledge source: none"
+    return count_planned(pool, CLAIMS_STAGE, GRADER, planned, ESTIMATED, note)
+
+
+def _claim_stages(pool: ModelPool, task: Task, config: RunConfig) -> list[StageEstimate]:
+    """The claim stage (issue 33), planned by the run's own function
+    (:func:`credo.pipeline.claims.plan_claims`) through a dry stage driver on placeholder
+    answers: each item's answer of ``max_tokens`` tokens in sentences of
+    :data:`CLAIM_TOKENS` tokens, its n - 1 other original samples and m perturbed ones
+    all distinct; the judge's split on its placeholder reply (one fact per 12 tokens of
+    ``claims.split_max_tokens``). Every count is estimated (the answers are not drawn)."""
+    c = config.claims
+    assert c is not None
+    per = max(1, config.sampling.max_tokens // CLAIM_TOKENS)
+    filler = "x" * (CHARS_PER_TOKEN * (CLAIM_TOKENS - 4))
+    long = placeholder_text(config.sampling.max_tokens)
+    sources = {
+        it.id: ClaimSource(
+            it.id, it.question, " ".join(f"Claim {it.id} {j} {filler}." for j in range(per)),
+            tuple(f"{long}{k}" for k in range(config.n - 1)),
+            tuple(f"{long}p{k}" for k in range(config.m)), str(it.meta.get("entity", "")))
+        for it in task.items
+    }
+    annotated = ({a.id: a for a in read_claims(c.labels)} if c.labels is not None else {})
+    driver = StageDriver(pool, dry_run=True)
+    plan_claims(config, sources, {it.id: it for it in task.items}, driver, annotated)
+    return [dataclasses.replace(e, basis=ESTIMATED, cached_samples=None,
+                                note=e.note or "on placeholder answers")
+            for e in driver.estimates]
+
+
 # --------------------------------------------------------------------------- helpers
-
-
-def _tally(
-    pool: ModelPool,
-    stage: str,
-    role: str,
-    planned: list[PlannedRequest],
-    basis: str,
-    note: str = "",
-) -> StageEstimate:
-    """Count ``planned`` as the role's executor would run it: distinct keys, samples,
-    cached samples (``planned`` only), blocks of missing samples (one call each, or one
-    per sample on a backend without parallel samples), tokens and cost."""
-    ex = pool.executor(role)
-    parallel = ex.model.capabilities.parallel_samples
-    wanted: dict[str, int] = {}
-    template: dict[str, GenerationRequest] = {}
-    for p in planned:
-        k = ex.key(p.request)
-        wanted[k] = max(wanted.get(k, 0), p.n)
-        template.setdefault(k, p.request)
-    est = StageEstimate(stage, role, ex.model.identity, basis, note,
-                        cached_samples=0 if basis == PLANNED else None)
-    for k, n in wanted.items():
-        cached = pool.store.cached_indices(k) if basis == PLANNED else set()
-        missing = [i for i in range(n) if i not in cached]
-        calls = len(sample_blocks(missing, ex.max_block)) if parallel else len(missing)
-        req = template[k]
-        est.requests += 1
-        est.samples += n
-        if est.cached_samples is not None:
-            est.cached_samples += n - len(missing)
-        est.calls += calls
-        est.prompt_tokens += calls * prompt_tokens(req.messages)
-        est.completion_tokens += len(missing) * req.params.max_tokens
-    _price(pool, role, est)
-    return est
 
 
 def _unknown(pool: ModelPool, stage: str, role: str, why: str) -> StageEstimate:
@@ -323,17 +327,12 @@ def _price(pool: ModelPool, role: str, est: StageEstimate) -> None:
         est.cost_usd = prices.cost(est.prompt_tokens, est.completion_tokens)
 
 
-def _placeholder(tokens: int) -> str:
-    """A text of about ``tokens`` tokens by the estimate (a sample not yet drawn)."""
-    return "x" * (CHARS_PER_TOKEN * tokens)
-
-
 def _placeholder_answers(
     item: Item, fmt: AnswerFormat, counts: dict[str, int], max_tokens: int
 ) -> ItemSamples:
     """Answer samples not yet drawn, all distinct: ``counts[set]`` of each answer set, of
     the longest length (a choice item's answers are its option letters, taken in turn)."""
-    long = _placeholder(max_tokens)
+    long = placeholder_text(max_tokens)
     sets: dict[str, tuple[Sample, ...]] = {}
     k = 0
     for name, n in counts.items():
@@ -349,9 +348,9 @@ def _placeholder_answers(
 def _dummy_context(task: Task, config: RunConfig, logprobs: bool, grammar: bool) -> PlanContext:
     """A plan context whose perturbations, paraphrases and original samples are
     placeholders of their longest length, all distinct (so every request counts)."""
-    prefix = _placeholder(config.perturbation.sampling.max_tokens)
-    para = _placeholder(config.baselines.paraphrase_sampling.max_tokens)
-    answer = _placeholder(config.sampling.max_tokens)
+    prefix = placeholder_text(config.perturbation.sampling.max_tokens)
+    para = placeholder_text(config.baselines.paraphrase_sampling.max_tokens)
+    answer = placeholder_text(config.sampling.max_tokens)
     ctx = PlanContext(task, config, logprobs, grammar)
     for it in task.items:
         ctx.perturbations[it.id] = PerturbationSet(

@@ -15,22 +15,18 @@ import logging
 import math
 import time
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from credo.config import RunConfig
-from credo.errors import UserError
-from credo.generation.executor import Executor, RequestsFailed
 from credo.generation.pool import GRADER, JUDGE, MODEL, PARAPHRASER, WRITER, ModelPool
 from credo.generation.roles import assign_roles as assign
 from credo.generation.roles import run_roles as role_map
-from credo.kernels.registry import ItemKernels, KernelContext, build_kernel, get_kernel
-from credo.methods import get_method
+from credo.kernels.registry import ItemKernels, KernelContext, build_kernel
 from credo.methods.base import MethodSpec
 from credo.methods.scoring import GeneratedSets, ItemResult, score_items
 from credo.perturb.context import (
@@ -44,27 +40,41 @@ from credo.perturb.paraphrase import PARAPHRASE_STAGE, ParaphraseSet, generate_p
 from credo.perturb.quality import similarity_record
 from credo.pipeline.adaptive import adaptive_originals, adaptive_perturbed
 from credo.pipeline.certificate import task_settings
+from credo.pipeline.checks import (
+    MAX_BYTES_PER_TOKEN,
+    RUNNER_ROLES,
+    check_static,
+    method_specs,
+    preflight,
+    run_roles,
+)
+from credo.pipeline.checks import needs as needs_of
+from credo.pipeline.claims import ClaimRun, run_claims
 from credo.pipeline.ending import Outcome, decide_outcome, end_run
+from credo.pipeline.stages import SampleSetStage, StageDriver
 from credo.plan.sample_sets import PlanContext, get_sample_set
 from credo.plan.samples import ORIGINAL, PARAPHRASED, PERTURBED, ItemSamples, Sample
-from credo.tasks.base import Item, Task
+from credo.tasks.base import Task
 from credo.tasks.builtin import load_task, load_task_file
-from credo.tasks.grading import JUDGED, GradingContext, grade_originals
+from credo.tasks.grading import GradingContext, grade_originals
 from credo.tasks.lm_eval import LM_EVAL, load_lm_eval
-from credo.tasks.prompts import render_messages
-from credo.types import Capabilities, Generation, SamplingParams
+from credo.types import Capabilities, SamplingParams
 
 log = logging.getLogger(__name__)
 
 __all__ = [
     "ANSWER_SETS",
+    "MAX_BYTES_PER_TOKEN",
     "PARAPHRASE_STAGE",
+    "RUNNER_ROLES",
     "WRITING_STAGE",
     "ItemResult",
     "PreparedRun",
     "RunResult",
     "assign_roles",
+    "check_static",
     "method_specs",
+    "preflight",
     "prepare_run",
     "run_pipeline",
     "run_roles",
@@ -116,6 +126,9 @@ class RunResult:
     #: The task the items come from as a certificate records it (issue 34:
     #: :func:`credo.pipeline.certificate.task_settings`); ``metrics.json["task_identity"]``.
     task_identity: dict[str, str] = field(default_factory=dict)
+    #: The claim stage of a long-form run with ``config.claims`` (issue 33:
+    #: :class:`credo.pipeline.claims.ClaimRun`); None without it.
+    claims: ClaimRun | None = None
 
     @property
     def stopped_by_budget(self) -> bool:
@@ -159,27 +172,24 @@ def run_pipeline(
 
     incomplete: dict[str, str] = {}  # item id -> why some of its requests are missing
     ctx = PlanContext(task, config, caps.logprobs, caps.grammar)
-    runners = {
-        r: pool.executor(RUNNER_ROLES[r]) for r in {get_sample_set(n).runner for n in needs}
-    }
+    driver = StageDriver(pool, incomplete)
     out: GeneratedOut = {it.id: {} for it in task.items}
     # the original answers first: a prefix must not name one (strict rules, issue 16)
     if config.adaptive is not None:
-        adaptive_originals(task, ctx, runners["model"], _run_plans, incomplete, out,
-                           config.adaptive)
+        adaptive_originals(task, ctx, driver, out, config.adaptive)
     else:
-        _generate(task, ctx, {ORIGINAL}, runners, incomplete, out)
+        _generate(task, ctx, {ORIGINAL}, driver, out)
     task = _without(task, incomplete)
     t_p0 = time.perf_counter()
     psets, paras, similarity = _perturbations(
         task, config, needs, pool, incomplete, _original_answers(out, task),
-        _Drawn(ctx, runners["model"], out) if config.adaptive is not None else None,
+        _Drawn(ctx, driver, out) if config.adaptive is not None else None,
     )
     t_p1 = time.perf_counter()
     task, dropped = _drop_unperturbed(_without(task, incomplete), psets)
     ctx.task, ctx.perturbations, ctx.paraphrases = task, psets, paras
     done = {ORIGINAL} | ({PERTURBED} if config.adaptive is not None else set())
-    _generate(task, ctx, needs - done, runners, incomplete, out)
+    _generate(task, ctx, needs - done, driver, out)
     task = _without(task, incomplete)
     generated = {it.id: out[it.id] for it in task.items}
     answers = _answer_samples(task, generated)
@@ -196,6 +206,7 @@ def run_pipeline(
                   for it in task.items if it.id in psets},
         options=config.baselines.method_options(),
     )
+    claim_run = run_claims(config, task, items, driver) if config.claims is not None else None
     ledger = pool.ledger.to_dict()
     ending = end_run(items, config, incomplete=incomplete,
                      stopped_by_budget=bool(ledger.get("stopped_by_budget")),
@@ -229,6 +240,7 @@ def run_pipeline(
         ending.response_metrics, ending.unavailable, paras, similarity,
         incomplete, neutrality=ending.neutrality, ledger=ledger,
         coverage=ending.coverage, degenerate=ending.degenerate, task_identity=identity,
+        claims=claim_run,
     )
 
 
@@ -255,35 +267,9 @@ def prepare_run(
     assign_roles(pool, config)
     # built, not probed: every role is checked before any server is contacted (issue 20)
     caps = pool.model(MODEL, probe=False).capabilities
-    preflight(config, task, specs, _needs(specs, task, caps), pool, reach=reach)
+    preflight(config, task, specs, needs_of(specs, task, caps), pool, reach=reach)
     caps = pool.model(MODEL).capabilities  # a served model's probe may have changed them
-    return PreparedRun(task, specs, caps, _needs(specs, task, caps))
-
-
-def method_specs(names: Sequence[str]) -> list[MethodSpec]:
-    """The registered methods ``names`` (``c3``, or ``c3@judge``: a method under a named
-    kernel), checked where a pipeline starts, before any model is built (issue 22: the
-    config imports no method). Raises :class:`~credo.errors.UserError` naming every
-    unknown one."""
-    specs, problems = [], []
-    for name in names:
-        try:
-            specs.append(get_method(name))
-        except ValueError as e:
-            problems.append(str(e))
-    if problems:
-        raise UserError(f"unknown methods: {'; '.join(problems)}")
-    return specs
-
-
-def _needs(specs: list[MethodSpec], task: Task, caps: Capabilities) -> set[str]:
-    """The sample sets the methods that apply to ``task`` on a model with ``caps`` need."""
-    return {ORIGINAL} | {
-        s
-        for spec in specs
-        if _applies(spec, task, caps.logprobs)
-        for s in spec.needs_for(task.format)
-    }
+    return PreparedRun(task, specs, caps, needs_of(specs, task, caps))
 
 
 def configured_task(config: RunConfig) -> Task:
@@ -307,117 +293,8 @@ def _recorded(config: RunConfig, task: Task) -> RunConfig:
     return config.model_copy(update={"lm_eval": section})
 
 
-def check_static(config: RunConfig, task: Task, specs: list[MethodSpec]) -> None:
-    """What a run can check with no model at all, before any model is built or any
-    server contacted (issue 20: a bad kernel is refused before the served model's
-    probe): the task has items, every sample set of every method has a planner, every
-    kernel resolves, the prompt style exists for the task's answer format and the corpus
-    file exists. Raises :class:`~credo.errors.UserError` naming what is wrong."""
-    if not task.items:
-        raise UserError(f"task {task.name!r} has no items (task / limit)")
-    needs = {s for spec in specs for s in spec.needs_for(task.format)}
-    for name in needs:
-        get_sample_set(name)
-    for name in {spec.kernel or config.kernel for spec in specs}:
-        get_kernel(name)
-    render_messages(task.items[0], task.format, config.prompt_style)
-    corpus = config.perturbation.corpus
-    if PERTURBED in needs and corpus is not None and not Path(corpus).is_file():
-        raise UserError(f"{corpus}: no such corpus file (perturbation.corpus)")
-
-
-def preflight(
-    config: RunConfig,
-    task: Task,
-    specs: list[MethodSpec],
-    needs: set[str],
-    pool: ModelPool,
-    *,
-    reach: bool = True,
-) -> None:
-    """Everything that can be checked before the first model call, so a mistake costs
-    seconds, not a run (after :func:`check_static`): every model the run will use builds
-    with its options and passes its own check (:meth:`ModelPool.preflight`: embedded
-    weights present, then a served model's server answers; servers are skipped when
-    ``reach`` is False). Raises :class:`~credo.errors.UserError` naming what is wrong.
-    With ``max_cost_usd``, a model without prices is named in a warning: its tokens
-    count nothing toward it."""
-    roles = run_roles(config, task, specs, needs)
-    _check_lengths(config, task, pool.model(MODEL, probe=False))
-    if reach:
-        pool.preflight(roles)
-    else:
-        for role in roles:
-            pool.model(role)  # builds it (its options checked); nothing is contacted
-    if config.max_cost_usd is not None:
-        _warn_unpriced(pool, roles)
-
-
-MAX_BYTES_PER_TOKEN = 1024
-"""No vocabulary of the field's models holds a token longer than 1,024 bytes (SmolLM2's
-longest is 64: a run of spaces; tests/test_preflight.py), so ``bytes / 1024`` is a lower
-bound on a prompt's tokens that needs no tokenizer. Loose by design: a 10 MB question
-needs at least 10,240 tokens, far beyond any embedded slot."""
-
-
-def _check_lengths(config: RunConfig, task: Task, model: object) -> None:
-    """Refuse an item whose prompt cannot fit the model's context (issue 21: a 10 MB
-    question was sent to the model): with a model that states ``context_tokens``, an
-    item whose rendered prompt holds more than ``context_tokens - max_tokens`` tokens
-    even at :data:`MAX_BYTES_PER_TOKEN` is a user error naming the item. The bound is
-    loose on purpose: it never refuses a prompt that fits; a prompt near the limit is
-    still refused by the backend itself."""
-    context = getattr(model, "context_tokens", None)
-    if not isinstance(context, int):
-        return
-    room = context - config.sampling.max_tokens
-    for item in task.items:
-        text = "".join(m.content for m in render_messages(item, task.format, config.prompt_style))
-        least = len(text.encode("utf-8")) // MAX_BYTES_PER_TOKEN
-        if least > room:
-            raise UserError(
-                f"item {item.id!r} ({item.source or task.name}) is too long for the model: at"
-                f" least {least} prompt tokens, and the context holds {context} tokens per "
-                f"request ({config.sampling.max_tokens} kept for the answer); shorten or "
-                "drop it, or raise model_options n_ctx"
-            )
-
-
-def run_roles(
-    config: RunConfig, task: Task, specs: list[MethodSpec], needs: set[str]
-) -> list[str]:
-    """The pool roles a run with these methods and sample sets uses, in stage order."""
-    runners = {get_sample_set(n).runner for n in needs}
-    kernels = {spec.kernel or config.kernel for spec in specs}
-    roles = [MODEL]
-    roles += [WRITER] if PERTURBED in needs and config.perturbation.corpus is None else []
-    roles += [PARAPHRASER] if PARAPHRASED in needs else []
-    roles += [JUDGE] if "judge" in runners or "judge" in kernels else []
-    judged = any(it.meta.get("grader") in JUDGED for it in task.items)
-    roles += [GRADER] if judged else []
-    return roles
-
-
-def _warn_unpriced(pool: ModelPool, roles: list[str]) -> None:
-    """Name each model of ``roles`` without prices: its tokens cost nothing toward
-    ``max_cost_usd``."""
-    seen: set[str] = set()
-    for role in roles:
-        identity = pool.model(role).identity
-        if identity not in seen and pool.prices(role) is None:
-            log.warning(
-                "max_cost_usd: the %s (%s) has no prices (model_options "
-                "price_prompt_usd_per_mtok, price_completion_usd_per_mtok); its tokens count "
-                "nothing toward the budget", role, identity,
-            )
-        seen.add(identity)
-
-
 # The ledger stages of the perturbation stage's writers are WRITING_STAGE and
 # PARAPHRASE_STAGE (their planners name them); the sample sets' stages are their names.
-
-RUNNER_ROLES = {"model": MODEL, "judge": JUDGE}
-"""The pool role that generates the sample sets of each planner ``runner``."""
 
 _TOTALS = {
     "generated_samples": "generated_samples",
@@ -431,17 +308,13 @@ _TOTALS = {
 """Executor counters summed over the run (every model of the pool), and their names."""
 
 
-def _applies(spec: MethodSpec, task: Task, logprobs: bool) -> bool:
-    return spec.applies_to(task.format) and (logprobs or not spec.logprobs)
-
-
 @dataclass
 class _Drawn:
-    """What the adaptive perturbed stage draws into: the plan context, the model's
-    executor and the runner's generated sets."""
+    """What the adaptive perturbed stage draws into: the plan context, the stage driver
+    and the runner's generated sets."""
 
     ctx: PlanContext
-    executor: Executor
+    driver: StageDriver
     out: GeneratedOut
 
 
@@ -479,8 +352,8 @@ def _prefix_sets(
         prefixes = PrefixWriter(task.items, config.m, task.domain, pool.executor(WRITER),
                                 embedder, config.perturbation, answers).ensure
     assert config.adaptive is not None
-    return adaptive_perturbed(task, adaptive.ctx, prefixes, adaptive.executor, _run_plans,
-                              incomplete, adaptive.out, config.adaptive)
+    return adaptive_perturbed(task, adaptive.ctx, prefixes, adaptive.driver, adaptive.out,
+                              config.adaptive)
 
 
 def _given(psets: dict[str, PerturbationSet], targets: Any) -> dict[str, PerturbationSet]:
@@ -553,36 +426,34 @@ def _generate(
     task: Task,
     ctx: PlanContext,
     sets: set[str],
-    runners: dict[str, Executor],
-    incomplete: dict[str, str],
+    driver: StageDriver,
     out: GeneratedOut,
 ) -> None:
-    """Generate the sample sets ``sets`` of every item into ``out``: phase 1, then the
-    follow-ups of phase 2 (which read the original samples already in ``out``).
+    """Generate the sample sets ``sets`` of every item into ``out`` through the stage
+    driver (:class:`~credo.pipeline.stages.StageDriver`): phase 1, then the follow-ups
+    of phase 2 (which read the original samples already in ``out``).
 
     All plans of one phase and one model go to the executor in one call. An item with a
-    request that failed after the backend's retries goes into ``incomplete`` and gets no
-    more requests; every other item is generated in full.
+    request that failed after the backend's retries goes into the driver's
+    ``incomplete`` and gets no more requests; every other item is generated in full.
     """
     for phase in (1, 2):
         names = sorted(
             (n for n in sets if get_sample_set(n).phase == phase),
             key=lambda n: (n != ORIGINAL, n),
         )
-        grouped: dict[str, list[tuple[Item, str, Any]]] = defaultdict(list)
+        grouped: dict[str, list[SampleSetStage]] = defaultdict(list)
         for name in names:
-            spec = get_sample_set(name)
-            for it in task.items:
-                if it.id not in incomplete:
-                    grouped[spec.runner].append((it, name, spec.planner(it, ctx)))
-        for runner, entries in grouped.items():
+            grouped[get_sample_set(name).runner].append(SampleSetStage(name, out))
+        for runner, stages in grouped.items():
             desc = "NLI judgments" if runner == "judge" else _PHASES[phase]
-            _run_plans(runners[runner], entries, desc, out, incomplete)
+            items = [it for it in task.items if it.id not in driver.incomplete]
+            driver.run(stages, items, ctx, desc)
         if phase == 1:
             ctx.originals = {
                 it.id: out[it.id][ORIGINAL][0]
                 for it in task.items
-                if it.id not in incomplete and ORIGINAL in out[it.id]
+                if it.id not in driver.incomplete and ORIGINAL in out[it.id]
             }
 
 
@@ -596,35 +467,6 @@ def _original_answers(out: GeneratedOut, task: Task) -> dict[str, list[object]]:
 
 
 _PHASES = {1: "sampling answers", 2: "follow-up questions"}
-
-
-def _run_plans(
-    executor: Executor,
-    entries: list[tuple[Item, str, Any]],
-    description: str,
-    out: dict[str, dict[str, tuple[tuple[Sample, ...], tuple[bool | None, ...]]]],
-    incomplete: dict[str, str],
-) -> None:
-    """Execute the plans of ``entries`` in one call and build their sample sets; each
-    request counts in the ledger under its sample set's name."""
-    planned = [
-        dataclasses.replace(r, stage=r.stage or name)
-        for _, name, plan in entries
-        for r in plan.requests
-    ]
-    try:
-        gens: list[list[Generation] | None] = list(executor.execute(planned, description))
-    except RequestsFailed as e:  # every other request is done; those items are incomplete
-        gens = e.results
-    k = 0
-    for it, name, plan in entries:
-        chunk = gens[k : k + len(plan.requests)]
-        k += len(plan.requests)
-        if any(g is None for g in chunk):
-            incomplete.setdefault(it.id, f"{name} samples missing (requests failed)")
-            continue
-        samples = plan.build(chunk)
-        out[it.id][name] = (samples, tuple(plan.correct(s) for s in samples))
 
 
 def _answer_samples(task: Task, generated: GeneratedSets) -> list[ItemSamples]:
@@ -693,5 +535,6 @@ def grade_items(
         params=SamplingParams(temperature=0.0, max_tokens=settings.max_tokens),
         stats=stats,
         incomplete=incomplete,
+        driver=StageDriver(pool, incomplete),  # FActScore's claim checks are a stage
     )
     return out | grade_originals(ctx, {s.item_id: s.sets[ORIGINAL] for s in answers})

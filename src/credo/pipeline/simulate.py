@@ -50,7 +50,7 @@ from credo.generation.pool import ModelPool
 from credo.importers import Generations, GivenSample
 from credo.pipeline.runner import RunResult, run_pipeline
 from credo.pipeline.score import score_generations
-from credo.plan.adaptive import epsilon_of, next_size, settled
+from credo.plan.adaptive import next_size, settled, tolerance
 from credo.plan.samples import FOLLOW_UP_SETS, ORIGINAL, PERTURBED
 from credo.tasks.answers import Answer
 from credo.tasks.base import AnswerFormat, Task
@@ -194,8 +194,8 @@ def simulate(
     out = []
     for point in points:
         result = run_pipeline(config.model_copy(update={"adaptive": point}), pool, task)
-        eps = epsilon_of(point) if point.rule == "interval" else point.epsilon
-        out.append((compare(result, full, point.rule, eps, n_resamples=n_resamples), result))
+        out.append((compare(result, full, point.rule, tolerance(point),
+                            n_resamples=n_resamples), result))
     return full, out
 
 
@@ -267,8 +267,8 @@ def simulate_given(
     out = []
     for point in points:
         result = score_generations(config, given_drawn(generations, point), pool, fmt)
-        eps = epsilon_of(point) if point.rule == "interval" else point.epsilon
-        out.append((compare(result, full, point.rule, eps, n_resamples=n_resamples), result))
+        out.append((compare(result, full, point.rule, tolerance(point),
+                            n_resamples=n_resamples), result))
     return full, out
 
 
@@ -306,8 +306,8 @@ def simulate_orders(
         for j, point in enumerate(points):
             result = score_generations(config, given_drawn(given, point), pool, fmt,
                                        recompute=recompute)
-            eps = epsilon_of(point) if point.rule == "interval" else point.epsilon
-            found[j].append(compare(result, full, point.rule, eps, n_resamples=n_resamples))
+            found[j].append(compare(result, full, point.rule, tolerance(point),
+                                   n_resamples=n_resamples))
     return full, [mean_point(ps) for ps in found]
 
 

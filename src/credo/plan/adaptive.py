@@ -70,30 +70,36 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
+from typing import TypeVar
 
 import numpy as np
 
 from credo.config import AdaptiveConfig
+from credo.registry import STOPPING_RULES
 
 __all__ = [
     "DEFAULT_EPSILON",
     "ORIGINAL_STAGE",
     "PERTURBED_STAGE",
     "POSTERIOR_DRAWS",
-    "RULES",
     "STAGE_SCORES",
+    "STOPPING_RULES",
+    "Consensus",
+    "Decision",
+    "Interval",
+    "PredictiveRule",
+    "StoppingRule",
     "epsilon_of",
     "next_size",
     "original_statistics",
     "perturbed_statistics",
     "predictive_scores",
     "settled",
+    "stopping_rule",
+    "tolerance",
     "window_of",
 ]
-
-RULES = ("consensus", "interval", "decision")
-"""The stopping rules, by ``adaptive.rule`` / ``--adaptive RULE``."""
 
 ORIGINAL_STAGE = "original"
 PERTURBED_STAGE = "perturbed"
@@ -122,6 +128,42 @@ _SEED = 24  # the issue's number: any fixed seed makes the interval a function o
 Answers = Sequence[Hashable | None]
 
 
+class StoppingRule:
+    """A stopping rule of adaptive sampling, registered by name in :data:`STOPPING_RULES`
+    (``adaptive.rule``, ``credo run --adaptive RULE``, ``credo adaptive --rule``) with
+    :func:`stopping_rule`. :meth:`holds` decides whether a stage stops; the attributes
+    say what the rule reads, so the config, the command line and ``credo adaptive`` ask
+    the rule instead of naming it:
+
+    ``uses_epsilon``     it has a tolerance ε (``adaptive.epsilon``): ``credo adaptive``
+                         replays it at each ``--epsilon``, the others once
+    ``needs_threshold``  it needs a score threshold (``adaptive.threshold``, or the run's
+                         certificate's)
+    """
+
+    uses_epsilon: bool = False
+    needs_threshold: bool = False
+
+    def holds(self, config: AdaptiveConfig, originals: Answers, perturbed: Answers | None,
+              size: int) -> bool:
+        """Whether the stage stops (the original stage when ``perturbed`` is None), read
+        only with at least ``min`` and fewer than ``size`` samples drawn (:func:`settled`)."""
+        raise NotImplementedError
+
+    def epsilon(self, config: AdaptiveConfig) -> float | None:
+        """The tolerance the rule runs with (a replay's point reports it): ``epsilon``."""
+        return config.epsilon
+
+
+R = TypeVar("R", bound=type[StoppingRule])
+
+
+def stopping_rule(name: str) -> Callable[[R], R]:
+    """Class decorator: register an instance of the decorated :class:`StoppingRule`
+    subclass as rule ``name`` in :data:`STOPPING_RULES`."""
+    return STOPPING_RULES.register(name, lambda cls: cls())
+
+
 def epsilon_of(config: AdaptiveConfig) -> float:
     """The interval rule's ε: ``epsilon``, else :data:`DEFAULT_EPSILON`."""
     return DEFAULT_EPSILON if config.epsilon is None else config.epsilon
@@ -130,6 +172,11 @@ def epsilon_of(config: AdaptiveConfig) -> float:
 def window_of(config: AdaptiveConfig) -> int:
     """The consensus rule's window: ``window``, else one round (at least 2)."""
     return config.window if config.window is not None else max(2, config.round)
+
+
+def tolerance(config: AdaptiveConfig) -> float | None:
+    """The ε ``config``'s rule runs with (:meth:`StoppingRule.epsilon`)."""
+    return STOPPING_RULES[config.rule].epsilon(config)
 
 
 def next_size(drawn: int, cap: int, config: AdaptiveConfig) -> int:
@@ -145,38 +192,88 @@ def settled(
     """Whether the stage stops: the original stage when ``perturbed`` is None (its rule
     reads ``originals``), else the perturbed stage (its rule reads both sets, the
     originals final). ``size`` is the stage's full size (n or m). Nothing is settled below
-    ``min`` samples of the stage's set; everything is at ``size``."""
+    ``min`` samples of the stage's set; everything is at ``size``; in between the
+    registered rule ``config.rule`` decides (:meth:`StoppingRule.holds`)."""
     drawn = originals if perturbed is None else perturbed
     if len(drawn) < config.min:
         return False
     if len(drawn) >= size:
         return True
-    if config.rule == "consensus":
+    return STOPPING_RULES[config.rule].holds(config, originals, perturbed, size)
+
+
+@stopping_rule("consensus")
+class Consensus(StoppingRule):
+    """Early-Stopping Self-Consistency (Li et al., ICLR 2024): the last ``window``
+    answers of the stage's set are one and the same parsed answer."""
+
+    def holds(self, config: AdaptiveConfig, originals: Answers, perturbed: Answers | None,
+              size: int) -> bool:
+        drawn = originals if perturbed is None else perturbed
         window = drawn[-window_of(config):]
         return len(window) >= window_of(config) and window[0] is not None and all(
             a == window[0] for a in window
         )
-    stage = ORIGINAL_STAGE if perturbed is None else PERTURBED_STAGE
-    read = [s for s in (config.scores or STAGE_SCORES[stage]) if s in STAGE_SCORES[stage]]
-    if not read:
-        # interval: a stage none of whose scores is read is drawn in full (C3 reads the
-        # originals too, so a rule on C3 alone leaves them as the full run has them);
-        # decision: only the decision matters, and it reads nothing of this stage
-        return config.rule == "decision"
-    now, final = predictive_scores(originals, perturbed, size)
-    tail = (1.0 - config.confidence) / 2.0
-    for name in read:
-        low, high = np.quantile(final[name], [tail, 1.0 - tail])
-        if config.rule == "interval":
-            eps = epsilon_of(config)
-            if low < now[name] - eps or high > now[name] + eps:
+
+
+class PredictiveRule(StoppingRule):
+    """A rule on the posterior predictive interval of the full run's score
+    (:func:`predictive_scores`), for every score it reads (``adaptive.scores`` of the
+    stage's :data:`STAGE_SCORES`; all of them by default): :meth:`accepts` says whether
+    one score's interval ``[low, high]`` at ``confidence`` and its value now settle it.
+    ``unread_stage_settles``: what a stage none of whose scores is read does."""
+
+    unread_stage_settles: bool = False
+
+    def holds(self, config: AdaptiveConfig, originals: Answers, perturbed: Answers | None,
+              size: int) -> bool:
+        stage = ORIGINAL_STAGE if perturbed is None else PERTURBED_STAGE
+        read = [s for s in (config.scores or STAGE_SCORES[stage]) if s in STAGE_SCORES[stage]]
+        if not read:
+            return self.unread_stage_settles
+        now, final = predictive_scores(originals, perturbed, size)
+        tail = (1.0 - config.confidence) / 2.0
+        for name in read:
+            low, high = np.quantile(final[name], [tail, 1.0 - tail])
+            if not self.accepts(config, now[name], float(low), float(high)):
                 return False
-        else:
-            t = config.threshold
-            assert t is not None  # the config refuses decision without one
-            if not ((low >= t and now[name] >= t) or (high < t and now[name] < t)):
-                return False
-    return True
+        return True
+
+    def accepts(self, config: AdaptiveConfig, now: float, low: float, high: float) -> bool:
+        """Whether one score's predictive interval and value now settle the stage."""
+        raise NotImplementedError
+
+
+@stopping_rule("interval")
+class Interval(PredictiveRule):
+    """The score the full run would report lies, at the rule's confidence, within ε of
+    the score now (module docstring). A stage none of whose scores is read is drawn in
+    full (C3 reads the originals too, so a rule on C3 alone leaves them as the full run
+    has them)."""
+
+    uses_epsilon = True
+
+    def epsilon(self, config: AdaptiveConfig) -> float:
+        return epsilon_of(config)
+
+    def accepts(self, config: AdaptiveConfig, now: float, low: float, high: float) -> bool:
+        eps = epsilon_of(config)
+        return not (low < now - eps or high > now + eps)
+
+
+@stopping_rule("decision")
+class Decision(PredictiveRule):
+    """The predictive interval and the score now lie on one side of the threshold: the
+    decision the full run would take is the one taken now. A stage none of whose scores
+    is read stops at ``min`` (it cannot change the decision)."""
+
+    needs_threshold = True
+    unread_stage_settles = True
+
+    def accepts(self, config: AdaptiveConfig, now: float, low: float, high: float) -> bool:
+        t = config.threshold
+        assert t is not None  # the config refuses decision without one
+        return (low >= t and now >= t) or (high < t and now < t)
 
 
 def predictive_scores(

@@ -34,6 +34,7 @@ from credo.plan.samples import (
     VERBALIZED,
     Sample,
 )
+from credo.registry import Registry
 from credo.tasks.answers import Answer, answer_for
 from credo.tasks.base import AnswerFormat, Item, Task
 from credo.tasks.followups import (
@@ -109,31 +110,20 @@ class SampleSetSpec:
     planner: Planner
 
 
-SAMPLE_SETS: dict[str, SampleSetSpec] = {}
+SAMPLE_SETS: Registry[SampleSetSpec] = Registry("sample set")
+"""Every sample set's planner by the set's name (:func:`sample_set` registers one)."""
 
 
 def sample_set(
     name: str, *, phase: int = 1, runner: Runner = "model"
 ) -> Callable[[Planner], Planner]:
     """Register ``planner`` for sample set ``name``."""
-
-    def register(planner: Planner) -> Planner:
-        if name in SAMPLE_SETS:
-            raise ValueError(f"sample set {name!r} is registered twice")
-        SAMPLE_SETS[name] = SampleSetSpec(name, phase, runner, planner)
-        return planner
-
-    return register
+    return SAMPLE_SETS.register(name, lambda planner: SampleSetSpec(name, phase, runner, planner))
 
 
 def get_sample_set(name: str) -> SampleSetSpec:
-    """The registered sample set ``name``; a ValueError lists the known ones."""
-    try:
-        return SAMPLE_SETS[name]
-    except KeyError:
-        raise ValueError(
-            f"no planner for sample set {name!r}; known: {', '.join(sorted(SAMPLE_SETS))}"
-        ) from None
+    """The registered sample set ``name``; a user error lists the known ones."""
+    return SAMPLE_SETS[name]
 
 
 # --------------------------------------------------------------------------- helpers

@@ -48,7 +48,7 @@ from credo.report.coverage import (
 )
 from credo.report.export import write_parquet
 from credo.report.ledger import ledger_notes, ledger_table_rows
-from credo.report.markdown import answer_summary
+from credo.report.md_pieces import answer_summary
 from credo.report.phrases import ABOVE_STATS, incomplete_note, report_title
 from credo.report.rundata import STATUS_FILE, RunData, load_run, read_flip_rates
 
@@ -309,8 +309,23 @@ def render_run_page(a: RunAnalysis, opts: ReportOptions) -> str:
         counts=_perturbation_counts(run),
         calibration=run.extras.get("threshold_calibration.json"),
         items=_item_rows(a),
+        claims=_claims(run),
         files=sorted(p.name for p in run.path.iterdir() if p.is_file()),
     )
+
+
+def _claims(run: RunData) -> dict[str, Any] | None:
+    """The claim section (issue 33): the method table and each answer's claims marked
+    retained or removed (:mod:`credo.report.claims`); None for a run without claims."""
+    from credo.report.claims import claim_answers, claim_table
+    from credo.report.rundata import CLAIM_METRICS_FILE
+
+    summary = run.extras.get(CLAIM_METRICS_FILE)
+    if summary is None or not run.claims:
+        return None
+    table = claim_table(summary)
+    return {"header": table[0], "rows": table[1:], "unavailable": summary.get("unavailable")
+            or {}, "stats": summary.get("stats") or {}, **claim_answers(run.claims, summary)}
 
 
 def render_comparison_page(
@@ -510,7 +525,7 @@ def _perturbation_counts(run: RunData) -> dict[str, int] | None:
 
 def _item_rows(a: RunAnalysis) -> list[dict[str, Any]]:
     """Per item: id, gold, p̄, each method's score, region, its answers (the three
-    commonest and every correct one: :func:`~credo.report.markdown.answer_summary`)."""
+    commonest and every correct one: :func:`~credo.report.md_pieces.answer_summary`)."""
     regions = {}
     if a.quadrants is not None:
         regions = dict(zip(a.quadrants.item_ids, a.quadrants.regions, strict=True))

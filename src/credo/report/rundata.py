@@ -28,8 +28,14 @@ from credo.errors import UserError
 SIMILARITY_FILE = "perturbation_similarity.json"
 STATUS_FILE = "run_status.json"
 """Written last by the run writer: ``{"status": "complete" | "incomplete", ...}``."""
+CLAIMS_FILE = "claims.jsonl"
+"""A long-form run's claims (issue 33): one row per item in the claim-file layout
+(:func:`credo.tasks.claims.read_claims`): id, prompt, answer, claims (text, label, scores)."""
+CLAIM_METRICS_FILE = "claim_metrics.json"
+"""The claim methods' metrics, the retained shares per alpha, the unavailable methods."""
 OPTIONAL_JSON = (
-    "topic_check.json", "threshold_calibration.json", SIMILARITY_FILE, STATUS_FILE
+    "topic_check.json", "threshold_calibration.json", SIMILARITY_FILE, CLAIM_METRICS_FILE,
+    STATUS_FILE
 )
 FLIP_RATE_COLUMNS = ("model", "perturbation_type", "strength", "n", "flips", "rate", "low", "high")
 
@@ -49,6 +55,8 @@ class RunData:
     samples: list[dict[str, Any]]
     perturbations: list[dict[str, Any]]
     extras: dict[str, Any] = field(default_factory=dict)
+    #: ``claims.jsonl`` rows (issue 33); empty for a run without claims.
+    claims: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def status(self) -> str:
@@ -176,6 +184,7 @@ def load_run(path: str | Path) -> RunData:
         _read_optional_jsonl(p / "samples.jsonl"),
         _read_optional_jsonl(p / "perturbations.jsonl"),
         _read_extras(p),
+        _read_optional_jsonl(p / CLAIMS_FILE),
     )
 
 

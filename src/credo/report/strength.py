@@ -21,11 +21,15 @@
     plus the configuration and model identities.
 ``<out>/report.md``
     The same as tables, with the departures from the paper.
+``<out>/run_status.json``
+    Written last: ``status`` complete or incomplete, the ``outcome``
+    (:class:`credo.pipeline.ending.Outcome`) and, when incomplete, the model items left
+    out (``<model>/<item id>`` -> why); ``summary.json`` holds them too, with the ledger.
 
 Everything but the configuration is recomputed from ``strengths.jsonl`` by
 :func:`write_outputs`, so the figures can be regenerated without a model. The figure is
 drawn by :func:`credo.report.figures.plot_flip_rate_bars` and the tables by
-:mod:`credo.report.markdown`, as for the run folders of ``credo run``.
+:mod:`credo.report.md_pieces`, as for the run folders of ``credo run``.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from __future__ import annotations
 import csv
 import math
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -40,8 +45,8 @@ import numpy as np
 
 from credo import jsonio
 from credo.report import figures as fg
-from credo.report.markdown import fmt_number, md_table
-from credo.report.rundata import FLIP_RATE_COLUMNS
+from credo.report.md_pieces import fmt_number, md_cell, md_table
+from credo.report.rundata import FLIP_RATE_COLUMNS, STATUS_FILE
 from credo.strength.flip import STRENGTH_LEVELS, FlipRate, flip_rate_summary, flip_rate_table
 
 if TYPE_CHECKING:
@@ -52,8 +57,21 @@ CSV_COLUMNS = FLIP_RATE_COLUMNS
 
 
 def write_strength_run(result: StrengthResult, out: str | Path) -> Path:
-    """Write the run folder for ``result`` (see the module docstring)."""
-    return write_outputs([r.as_dict() for r in result.rows], out, _meta(result))
+    """Write the run folder for ``result`` (see the module docstring), then
+    ``run_status.json`` (written last, as a run folder's: complete, or incomplete with
+    the outcome and the model items left out; a rerun resumes from the cache)."""
+    folder = write_outputs([r.as_dict() for r in result.rows], out, _meta(result))
+    status = {
+        "status": "incomplete" if result.incomplete else "complete",
+        "outcome": result.outcome.value,
+        "rows": len(result.rows),
+        "items_incomplete": len(result.incomplete),
+        **({"incomplete": result.incomplete} if result.incomplete else {}),
+        **({"stopped_by_budget": True} if result.stopped_by_budget else {}),
+        "written": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
+    jsonio.write_text(folder / STATUS_FILE, jsonio.dumps(status, indent=2))
+    return folder
 
 
 def strength_summary(result: StrengthResult) -> dict[str, Any]:
@@ -70,6 +88,8 @@ def _meta(result: StrengthResult) -> dict[str, Any]:
         "config": result.config.model_dump(mode="json"),
         "identities": result.identities,
         "seconds": round(result.seconds, 1),
+        **({"incomplete": result.incomplete} if result.incomplete else {}),
+        **({"ledger": result.ledger} if result.ledger else {}),
     }
 
 
@@ -167,11 +187,14 @@ def render_report(summary: dict[str, Any], tables: dict[tuple[str, str], list]) 
     lines = [
         f"# Perturbation strength and flip rates: {summary.get('task', '')}",
         "",
-        f"{summary.get('items', '?')} items · models {', '.join(cfg.get('models', []))} · "
-        f"writer {cfg.get('writer') or 'each model'} · judge {cfg.get('judge') or 'each model'}"
+        f"{summary.get('items', '?')} items · models "
+        f"{', '.join(_spec(m) for m in cfg.get('models', []))} · "
+        f"writer {_spec(cfg.get('writer')) or 'each model'} · judge "
+        f"{_spec(cfg.get('judge')) or 'each model'}"
         f" · surprisal {cfg.get('surprisal_model') or 'not measured'} · "
         f"CoT perturbations: {cfg.get('cot_mode', '')} · {summary.get('seconds', '?')} s",
         "",
+        *(_incomplete_lines(summary.get("incomplete") or {})),
         "## Flip rate by strength (003 eq. 2), 95% Wilson intervals",
         "",
         *md_table(_flip_rate_table_rows(summary, tables)),
@@ -190,6 +213,23 @@ def render_report(summary: dict[str, Any], tables: dict[tuple[str, str], list]) 
         "",
     ]
     return "\n".join(lines)
+
+
+def _spec(role: Any) -> str:
+    """A role of the dumped config as its model spec (a bare string, or a role's
+    ``model``)."""
+    if isinstance(role, dict):
+        return str(role.get("model") or "")
+    return str(role or "")
+
+
+def _incomplete_lines(incomplete: dict[str, str]) -> list[str]:
+    """What an incomplete run left out (``<model>/<item id>``: why), ended by a blank."""
+    if not incomplete:
+        return []
+    return [f"Incomplete: {len(incomplete)} model items left out (their requests failed or the "
+            "cost budget stopped them); a rerun generates only what is missing.", "",
+            *(f"- {md_cell(k)}: {why}" for k, why in incomplete.items()), ""]
 
 
 def _flip_rate_table_rows(

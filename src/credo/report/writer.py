@@ -32,7 +32,14 @@ Files
                         (000 App. A.2), when the result carries them
 ``report.md``           the tables a reader wants first
 ``answers.jsonl``       with a certificate (issue 23): per item the answer, the certified
-                        method's score and whether it is accepted at the certificate's risk
+                        method's score and whether it is accepted at the certificate's risk;
+                        with a claim certificate (issue 33) the retained and removed claims
+                        and the filtered answer
+``claims.jsonl``        a run with ``claims`` (issue 33): per item its answer and claims
+                        (text, label where known, every claim method's finite score), in
+                        the layout ``credo certify RUN_DIR --claims`` and ``read_claims`` read
+``claim_metrics.json``  the claim methods' metrics per claim with CIs, the conformal
+                        threshold and retained share per method and alpha, unavailable ones
 ``report.html``         the self-contained HTML report with figures (credo.report.html)
 ``scores.parquet``, ``samples.parquet``  the same tables for pandas / polars
 ``run_status.json``     written last (issue 34 item 10): complete, or incomplete (items
@@ -54,11 +61,19 @@ import yaml
 
 from credo import jsonio
 from credo.models.urls import redact_url
+from credo.report.claims import claim_file_rows
 from credo.report.markdown import correctness_of, render_markdown
-from credo.report.rundata import OPTIONAL_JSON, SIMILARITY_FILE, STATUS_FILE
+from credo.report.rundata import (
+    CLAIM_METRICS_FILE,
+    CLAIMS_FILE,
+    OPTIONAL_JSON,
+    SIMILARITY_FILE,
+    STATUS_FILE,
+)
 
 if TYPE_CHECKING:
     from credo.config import StudyConfig
+    from credo.evaluate.claims import ClaimCertificate
     from credo.pipeline.certificate import RunCertificate
     from credo.pipeline.runner import RunResult
 
@@ -68,13 +83,13 @@ log = logging.getLogger(__name__)
 ANSWERS_FILE = "answers.jsonl"
 """The decisions of a run with a certificate (:func:`write_answers`)."""
 PREVIOUS_RUN_FILES = (*OPTIONAL_JSON, "report.html", "scores.parquet", "samples.parquet",
-                      ANSWERS_FILE)
+                      ANSWERS_FILE, CLAIMS_FILE)
 """Files of a run folder that a run may not write (or writes last, after the marker):
 removed before a run is written into the folder, so none of them outlives its run."""
 
 
 def write_run(result: RunResult, out: str | Path,
-              certificate: RunCertificate | None = None) -> Path:
+              certificate: RunCertificate | ClaimCertificate | None = None) -> Path:
     """Write every file of the run folder ``out`` and return its path.
 
     Each file is written atomically (:func:`credo.jsonio.write_text`). The status marker
@@ -140,9 +155,9 @@ def write_run(result: RunResult, out: str | Path,
     if result.perturbation_similarity:
         files.append(jsonio.write_text(out / SIMILARITY_FILE,
                                        jsonio.dumps(result.perturbation_similarity)))
+    files += _claim_files(result, out)
     files.append(jsonio.write_text(out / "report.md", render_markdown(result)))
-    if certificate is not None:
-        files.append(write_answers(result, certificate, out))
+    files += _answers(result, certificate, out)
     status = {
         "status": "incomplete" if result.incomplete else "complete",
         "outcome": result.outcome.value,  # issue 22: credo.pipeline.ending.Outcome
@@ -268,3 +283,49 @@ def _sample_rows(result: RunResult):
                     "correct": correct[i] if i < len(correct) else None,
                     "confidence": confidences.get((set_name, i), {}),
                 }
+
+
+def _claim_files(result: RunResult, out: Path) -> list[Path]:
+    """``claims.jsonl`` and ``claim_metrics.json`` of a run with claims (issue 33)."""
+    if result.claims is None:
+        return []
+    return [jsonio.write_jsonl(out / CLAIMS_FILE, claim_file_rows(result.claims)),
+            jsonio.write_text(out / CLAIM_METRICS_FILE,
+                              jsonio.dumps(result.claims.to_dict(), indent=2))]
+
+
+def _answers(result: RunResult, certificate: Any, out: Path) -> list[Path]:
+    """``answers.jsonl`` under a run certificate or a claim certificate; none without."""
+    from credo.evaluate.claims import ClaimCertificate
+
+    if isinstance(certificate, ClaimCertificate):
+        return [write_claim_answers(result, certificate, out)]
+    return [] if certificate is None else [write_answers(result, certificate, out)]
+
+
+def write_claim_answers(result: RunResult, cert: ClaimCertificate, out: str | Path) -> Path:
+    """``out/answers.jsonl`` under a claim certificate (issue 33): per item its id,
+    question, the answer, the filtered answer (the retained claims joined by spaces),
+    the retained and removed claims (text and the certificate's score), and the
+    certificate's score, threshold, alpha, a and delta. An item whose claims lack the
+    certificate's score keeps none (``error`` says why)."""
+    from credo.evaluate.claims import apply_claim_certificate
+
+    rows = []
+    for item in (result.claims.items if result.claims is not None else []):
+        head = {"id": item.id, "question": item.prompt, "answer": item.answer,
+                "score": cert.score, "threshold": cert.threshold, "alpha": cert.alpha,
+                "a": cert.a, "delta": cert.delta}
+        try:
+            (f,) = apply_claim_certificate(cert, [item])
+        except ValueError as e:
+            rows.append({**head, "filtered_answer": "", "retained": [],
+                         "removed": [{"text": c.text} for c in item.claims], "error": str(e)})
+            continue
+        d = f.to_dict()
+        rows.append({**head, "filtered_answer": " ".join(c.text for c in f.retained),
+                     "retained": d["retained"], "removed": d["removed"]})
+    if rows and isinstance(rows[0]["threshold"], float) and math.isinf(rows[0]["threshold"]):
+        for r in rows:
+            r["threshold"] = "-inf"
+    return jsonio.write_jsonl(Path(out) / ANSWERS_FILE, rows)

@@ -12,11 +12,12 @@ first generated letter is read instead (``source="text"``); no letter gives ``No
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from credo.generation.executor import Executor, PlannedRequest
+from credo.generation.executor import PlannedRequest
 from credo.methods.label_prob import letter_distribution
+from credo.pipeline.stages import Generated, Stage, StagePlan, placeholder_text
 from credo.strength.perturbations import options_text
 from credo.tasks.base import Item
 from credo.tasks.prompts import LETTERS
@@ -92,44 +93,100 @@ def letter_answer(gen: Generation, n_choices: int) -> LetterAnswer:
     return LetterAnswer(head if head and head in valid else None, "text", {})
 
 
-def answer_letters(
-    executor: Executor,
-    items: Sequence[Item],
-    questions: Sequence[str | None],
-    cots: Sequence[str | None],
-) -> list[LetterAnswer]:
-    """The letter answer for each (item, question or None, CoT or None), cached."""
-    planned = [
-        PlannedRequest(
-            GenerationRequest(messages=answer_messages(it, q, c), params=LETTER_PARAMS),
-            1,
-            "letter",
-        )
-        for it, q, c in zip(items, questions, cots, strict=True)
-    ]
-    gens = executor.execute(planned, "reading answers") if planned else []
-    return [letter_answer(g[0], len(it.choices)) for it, g in zip(items, gens, strict=True)]
+COT_STAGE = "chains of thought"
+"""The ledger stage of the original chains of thought."""
+LETTER_STAGE = "answer letters"
+"""The ledger stage of the answers before and after a perturbation (App. H)."""
 
 
-def generate_cots(executor: Executor, items: Sequence[Item]) -> list[str]:
-    """One greedy chain of thought per item (the "original CoT"), cached."""
-    planned = [
-        PlannedRequest(GenerationRequest(messages=cot_messages(it), params=COT_PARAMS), 1, "cot")
-        for it in items
-    ]
-    gens = executor.execute(planned, "writing chains of thought") if planned else []
-    return [g[0].text.strip() for g in gens]
+@dataclass(frozen=True)
+class LetterAsk:
+    """One letter answer to read: the item, its (edited) question or None, the CoT
+    before the answer prefix or None."""
+
+    item: Item
+    question: str | None = None
+    cot: str | None = None
+
+
+def letter_request(ask: LetterAsk) -> PlannedRequest:
+    """The one-token request of a letter answer (cached, greedy, top-20 logprobs)."""
+    return PlannedRequest(
+        GenerationRequest(messages=answer_messages(ask.item, ask.question, ask.cot),
+                          params=LETTER_PARAMS),
+        1,
+        "letter",
+    )
+
+
+def cot_request(item: Item) -> PlannedRequest:
+    """The request of an item's original chain of thought (greedy)."""
+    return PlannedRequest(GenerationRequest(messages=cot_messages(item), params=COT_PARAMS), 1,
+                          "cot")
+
+
+class CotStage(Stage):
+    """Stage 1 of a strength run: one greedy chain of thought per item (the "original
+    CoT"); reads ``{item id: CoT text}``."""
+
+    name = COT_STAGE
+    description = "writing chains of thought"
+
+    def __init__(self, role: str) -> None:
+        self.role = role
+
+    def plan(self, items: Sequence[Item], context: object = None) -> StagePlan:
+        return {it.id: [cot_request(it)] for it in items}
+
+    def read(self, generations: Generated) -> dict[str, str]:
+        return {unit: gens[0][0].text.strip() for unit, gens in generations.items()}
+
+    def placeholder(self, request: GenerationRequest) -> str:
+        """A CoT of ``max_tokens`` tokens in four steps (the writers plan per step)."""
+        step = placeholder_text(request.params.max_tokens // 4 - 1)
+        return "\n".join(f"Step {k}: {step}." for k in range(4))
+
+
+class LetterStage(Stage):
+    """The answers before and after each perturbation (App. H): per unit, the letter of
+    each :class:`LetterAsk` in order; reads ``{unit: [LetterAnswer, ...]}``."""
+
+    name = LETTER_STAGE
+    description = "reading answers"
+
+    def __init__(self, role: str) -> None:
+        self.role = role
+        self._asks: dict[str, Sequence[LetterAsk]] = {}
+
+    def plan(self, items: Mapping[str, Sequence[LetterAsk]], context: object = None) -> StagePlan:
+        self._asks = dict(items)
+        return {unit: [letter_request(a) for a in asks] for unit, asks in items.items()}
+
+    def read(self, generations: Generated) -> dict[str, list[LetterAnswer]]:
+        return {
+            unit: [letter_answer(g[0], len(a.item.choices))
+                   for a, g in zip(self._asks[unit], gens, strict=True)]
+            for unit, gens in generations.items()
+        }
+
+    def placeholder(self, request: GenerationRequest) -> str:
+        return "A"
 
 
 __all__ = [
     "ANSWER_PREFIX",
     "COT_PARAMS",
+    "COT_STAGE",
     "LETTER_PARAMS",
+    "LETTER_STAGE",
+    "CotStage",
     "LetterAnswer",
-    "answer_letters",
+    "LetterAsk",
+    "LetterStage",
     "answer_messages",
     "cot_messages",
-    "generate_cots",
+    "cot_request",
     "letter_answer",
+    "letter_request",
     "question_prompt",
 ]

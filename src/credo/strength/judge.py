@@ -13,10 +13,11 @@ unparsable, never guessed.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from credo.generation.executor import Executor, PlannedRequest
+from credo.pipeline.stages import Generated, Stage, StagePlan
 from credo.types import GenerationRequest, Message, SamplingParams
 
 STRENGTH_GUIDE = """\
@@ -252,36 +253,65 @@ class JudgeVerdict:
     reply: str
 
 
-def judge_strengths(executor: Executor, cases: Sequence[JudgeCase]) -> list[JudgeVerdict]:
-    """Rate every case with the judge model behind ``executor`` (one greedy, cached call each).
+JUDGE_STAGE = "strength judge"
+"""The ledger stage of the rubric judge's ratings (Fig. 17)."""
 
-    In a strength run ``executor`` is the model pool's judge role of the model under test
-    (``config.judge``, or the model itself).
-    """
-    planned = [
-        PlannedRequest(
-            GenerationRequest(
-                messages=judge_messages(c.kind, c.question, c.cot, c.perturbed),
-                params=JUDGE_PARAMS,
-            ),
-            1,
-            "judge",
-        )
-        for c in cases
-    ]
-    gens = executor.execute(planned, "judging strength") if planned else []
-    return [JudgeVerdict(parse_rating(g[0].text), g[0].text) for g in gens]
+
+def judge_request(case: JudgeCase) -> PlannedRequest:
+    """The one greedy, cached request rating ``case``."""
+    return PlannedRequest(
+        GenerationRequest(messages=judge_messages(case.kind, case.question, case.cot,
+                                                  case.perturbed), params=JUDGE_PARAMS),
+        1,
+        "judge",
+    )
+
+
+class JudgeStage(Stage):
+    """Strength 1 (§3.3): the judge's 0-3 rating of every case, per unit in order; in a
+    strength run the role is the judge of the model under test (``config.judge``, or
+    the model itself). Reads ``{unit: [JudgeVerdict, ...]}``."""
+
+    name = JUDGE_STAGE
+    description = "judging strength"
+
+    def __init__(self, role: str) -> None:
+        self.role = role
+
+    def plan(self, items: Mapping[str, Sequence[JudgeCase]], context: object = None) -> StagePlan:
+        return {unit: [judge_request(c) for c in cases] for unit, cases in items.items()}
+
+    def read(self, generations: Generated) -> dict[str, list[JudgeVerdict]]:
+        return {unit: [JudgeVerdict(parse_rating(g[0].text), g[0].text) for g in gens]
+                for unit, gens in generations.items()}
+
+    def placeholder(self, request: GenerationRequest) -> str:
+        return "Rating: 3\nReason: placeholder."
+
+
+def judge_strengths(executor: Executor, cases: Sequence[JudgeCase]) -> list[JudgeVerdict]:
+    """Rate every case on ``executor`` (one greedy, cached call each): the
+    :class:`JudgeStage`'s plan and reading, for a caller holding an executor rather than
+    a pool (a strength run and ``credo strength agree`` run the stage through the
+    driver)."""
+    stage = JudgeStage("judge")
+    plan = stage.plan({"": list(cases)})[""]
+    gens = executor.execute(plan, stage.description, stage.name) if plan else []
+    return stage.read({"": list(gens)}).get("", [])
 
 
 __all__ = [
     "COT_EXAMPLES",
     "INPUT_EXAMPLES",
     "JUDGE_PARAMS",
+    "JUDGE_STAGE",
     "STRENGTH_GUIDE",
     "JudgeCase",
     "JudgeExample",
+    "JudgeStage",
     "JudgeVerdict",
     "judge_messages",
+    "judge_request",
     "judge_strengths",
     "parse_rating",
 ]

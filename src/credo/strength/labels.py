@@ -30,12 +30,11 @@ import numpy as np
 from credo.config import DEFAULT_MODEL_OPTIONS, DEFAULT_SURPRISAL_MODEL
 from credo.generation.executor import Executor
 from credo.generation.pool import JUDGE, SURPRISAL, ModelPool
-from credo.generation.roles import assign_roles, single_role
+from credo.generation.roles import agree_role, assign_roles
 from credo.models.embedders import Embedder
 from credo.strength.agreement import Agreement, agreement
 from credo.strength.judge import JudgeCase, judge_strengths
 from credo.strength.perturbations import options_text
-from credo.strength.pipeline import model_options as options_for
 from credo.strength.surprisal import score_texts, surprisal_spec
 from credo.tasks.base import Item
 from credo.tasks.loaders import DatasetError, read_rows
@@ -149,13 +148,13 @@ def measure_in_pool(
     """
     if measure == "judge":
         opts = DEFAULT_MODEL_OPTIONS if model_options is None else model_options
-        assign_roles(pool, single_role(JUDGE, judge, **options_for(judge, opts)))
+        assign_roles(pool, agree_role(JUDGE, judge, opts))
         pool.preflight([JUDGE])  # issue 20: the judge is there before the first call
         return measure_strengths(measure, rows, judge=pool.executor(JUDGE))
     if measure == "surprisal":
         forced = surprisal_spec(surprisal_model)
         if forced is not None:
-            assign_roles(pool, single_role(SURPRISAL, forced))
+            assign_roles(pool, agree_role(SURPRISAL, forced, {}))
         pool.preflight([SURPRISAL] if pool.has(SURPRISAL) else [])
         scorer = pool.executor(SURPRISAL) if pool.has(SURPRISAL) else None
         return measure_strengths(measure, rows, scorer=scorer)

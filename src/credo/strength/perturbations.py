@@ -19,10 +19,11 @@ from __future__ import annotations
 import hashlib
 import random
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from credo.generation.executor import Executor, PlannedRequest
+from credo.generation.executor import PlannedRequest
+from credo.pipeline.stages import Generated, Stage, StagePlan, placeholder_text
 from credo.tasks.base import Item
 from credo.tasks.prompts import LETTERS
 from credo.types import GenerationRequest, Message, SamplingParams
@@ -175,46 +176,101 @@ class Perturbation:
     raw: str = ""
 
 
-def write_input_perturbations(
-    executor: Executor, items: Sequence[Item], cots: Sequence[str]
-) -> list[Perturbation]:
-    """One Fig. 8 input perturbation per item (greedy, cached)."""
-    planned = [
-        PlannedRequest(
-            GenerationRequest(messages=input_mistake_messages(it, cot), params=WRITER_PARAMS),
-            1,
-            "input mistake",
-        )
-        for it, cot in zip(items, cots, strict=True)
-    ]
-    gens = executor.execute(planned, "writing input perturbations") if planned else []
-    out = []
-    for it, g in zip(items, gens, strict=True):
-        reply = g[0].text
-        after = parse_after_prefix(reply, EDIT_PREFIX, required=True, cut_options=True)
-        out.append(Perturbation(it.id, "input", it.question, after, raw=reply))
-    return out
+INPUT_STAGE = "input perturbations"
+"""The ledger stage of the writer's Fig. 8 input perturbations."""
+COT_WRITING_STAGE = "CoT perturbations"
+"""The ledger stage of the writer's Fig. 7 step mistakes and Fig. 10 paraphrases."""
 
 
-def write_cot_perturbations(
-    executor: Executor,
-    items: Sequence[Item],
-    cots: Sequence[str],
-    *,
-    seed: int = 0,
-    mode: str = "combo",
-) -> list[Perturbation]:
+def _writer_request(messages: tuple[Message, ...], label: str) -> PlannedRequest:
+    return PlannedRequest(GenerationRequest(messages=messages, params=WRITER_PARAMS), 1, label)
+
+
+class InputWriterStage(Stage):
+    """One Fig. 8 input perturbation per item (greedy, cached), planned on the items and
+    their original CoTs (``context``: item id -> CoT); reads ``{item id: [Perturbation]}``."""
+
+    name = INPUT_STAGE
+    description = "writing input perturbations"
+
+    def __init__(self, role: str) -> None:
+        self.role = role
+        self._items: dict[str, Item] = {}
+
+    def plan(self, items: Sequence[Item], context: Mapping[str, str]) -> StagePlan:
+        self._items = {it.id: it for it in items}
+        return {it.id: [_writer_request(input_mistake_messages(it, context[it.id]),
+                                        "input mistake")] for it in items}
+
+    def read(self, generations: Generated) -> dict[str, list[Perturbation]]:
+        out = {}
+        for unit, gens in generations.items():
+            it, reply = self._items[unit], gens[0][0].text
+            after = parse_after_prefix(reply, EDIT_PREFIX, required=True, cut_options=True)
+            out[unit] = [Perturbation(it.id, "input", it.question, after, raw=reply)]
+        return out
+
+    def placeholder(self, request: GenerationRequest) -> str:
+        return f"{EDIT_PREFIX} {placeholder_text(request.params.max_tokens - 4)}"
+
+
+class CotWriterStage(Stage):
     """CoT perturbations: App. D combinations (``mode="combo"``, one per item) or every
-    single-step mistake (``mode="single"``, m per item, as in Tutek et al.'s data).
+    single-step mistake (``mode="single"``, m per item, as in Tutek et al.'s data),
+    planned on the items and their CoTs (``context``). Only the steps a combination
+    needs are sent to the writer; a paraphrase of a step is one request whatever items
+    share the step. A combination whose steps cannot all be rewritten is recorded with
+    ``after=None``. Reads ``{item id: [Perturbation, ...]}``."""
 
-    Only the steps a combination needs are sent to the writer. A combination whose
-    steps cannot all be rewritten is recorded with ``after=None``.
-    """
-    if mode not in ("combo", "single"):
-        raise ValueError(f"CoT perturbation mode must be 'combo' or 'single', got {mode!r}")
-    plans = _cot_plans(items, cots, seed=seed, mode=mode)
-    rewritten = _rewrite_steps(executor, plans)
-    return [_apply_rewrites(plan, rewritten) for plan in plans]
+    name = COT_WRITING_STAGE
+    description = "writing CoT perturbations"
+
+    def __init__(self, role: str, *, seed: int = 0, mode: str = "combo") -> None:
+        if mode not in ("combo", "single"):
+            raise ValueError(f"CoT perturbation mode must be 'combo' or 'single', got {mode!r}")
+        self.role = role
+        self.seed = seed
+        self.mode = mode
+        self._plans: dict[str, list[_CotPlan]] = {}
+        self._keys: dict[str, list[tuple[str, str, str]]] = {}
+
+    def plan(self, items: Sequence[Item], context: Mapping[str, str]) -> StagePlan:
+        plans = _cot_plans(items, [context[it.id] for it in items], seed=self.seed,
+                           mode=self.mode)
+        self._plans, self._keys = {}, {}
+        out: StagePlan = {}
+        for plan in plans:
+            self._plans.setdefault(plan.item.id, []).append(plan)
+            keys = self._keys.setdefault(plan.item.id, [])
+            reqs = out.setdefault(plan.item.id, [])
+            for k in plan.chosen:
+                key = plan.key(k)
+                if key in keys:
+                    continue
+                keys.append(key)
+                messages = (paraphrase_messages(plan.steps[k]) if plan.kind == "paraphrase"
+                            else step_mistake_messages(plan.item, plan.steps[k]))
+                reqs.append(_writer_request(messages, key[0]))
+        return out
+
+    def read(self, generations: Generated) -> dict[str, list[Perturbation]]:
+        out = {}
+        for unit, gens in generations.items():
+            rewritten = {key: _parse_rewrite(key, g[0].text)
+                         for key, g in zip(self._keys[unit], gens, strict=True)}
+            out[unit] = [_apply_rewrites(plan, rewritten) for plan in self._plans[unit]]
+        return out
+
+    def placeholder(self, request: GenerationRequest) -> str:
+        return f"{PARAPHRASE_PREFIX} {placeholder_text(request.params.max_tokens - 4)}"
+
+
+def _parse_rewrite(key: tuple[str, str, str], reply: str) -> tuple[str | None, str]:
+    """A step rewrite's text (Fig. 10's required prefix, or after Fig. 7's prefilled
+    one) or None, and the raw reply."""
+    if key[0] == "paraphrase":
+        return parse_after_prefix(reply, PARAPHRASE_PREFIX, required=True), reply
+    return parse_after_prefix(reply, MISTAKE_PREFIX, required=False), reply
 
 
 @dataclass(frozen=True)
@@ -254,38 +310,6 @@ def _cot_plans(
     return plans
 
 
-def _rewrite_steps(
-    executor: Executor, plans: Sequence[_CotPlan]
-) -> dict[tuple[str, str, str], tuple[str | None, str]]:
-    """Ask the writer for every distinct step rewrite (Fig. 7 mistake or Fig. 10
-    paraphrase) once; ``{key: (parsed text or None, raw reply)}``."""
-    requests: dict[tuple[str, str, str], tuple[Message, ...]] = {}
-    for plan in plans:
-        for k in plan.chosen:
-            key = plan.key(k)
-            if key not in requests:
-                requests[key] = (
-                    paraphrase_messages(plan.steps[k])
-                    if plan.kind == "paraphrase"
-                    else step_mistake_messages(plan.item, plan.steps[k])
-                )
-    keys = list(requests)
-    planned = [
-        PlannedRequest(GenerationRequest(messages=requests[k], params=WRITER_PARAMS), 1, k[0])
-        for k in keys
-    ]
-    gens = executor.execute(planned, "writing CoT perturbations") if planned else []
-    rewritten: dict[tuple[str, str, str], tuple[str | None, str]] = {}
-    for key, g in zip(keys, gens, strict=True):
-        reply = g[0].text
-        if key[0] == "paraphrase":
-            text = parse_after_prefix(reply, PARAPHRASE_PREFIX, required=True)
-        else:
-            text = parse_after_prefix(reply, MISTAKE_PREFIX, required=False)
-        rewritten[key] = (text, reply)
-    return rewritten
-
-
 def _apply_rewrites(
     plan: _CotPlan, rewritten: dict[tuple[str, str, str], tuple[str | None, str]]
 ) -> Perturbation:
@@ -312,10 +336,14 @@ def _apply_rewrites(
 
 
 __all__ = [
+    "COT_WRITING_STAGE",
     "EDIT_PREFIX",
+    "INPUT_STAGE",
     "MISTAKE_PREFIX",
     "PARAPHRASE_PREFIX",
     "WRITER_PARAMS",
+    "CotWriterStage",
+    "InputWriterStage",
     "Perturbation",
     "combo_choice",
     "input_mistake_messages",
@@ -326,6 +354,4 @@ __all__ = [
     "question_block",
     "split_steps",
     "step_mistake_messages",
-    "write_cot_perturbations",
-    "write_input_perturbations",
 ]

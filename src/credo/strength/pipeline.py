@@ -15,17 +15,28 @@ For each model under test and each item of a multiple-choice task:
 5. FR(s) per strength (judge rating) with Wilson intervals, FR(3), FR(0), FR(3) - FR(0).
 
 Every model comes from one :class:`~credo.generation.pool.ModelPool` (roles: each model
-under test, its writer and its judge, the surprisal scorer; see :func:`assign_roles`), and
-every call goes through the pool's cached executors, so a rerun costs nothing and an
-interrupted run resumes. The pipeline writes nothing: :func:`credo.api.run_strength` runs
-it and writes the output folder described in :mod:`credo.report.strength`.
+under test, its writer and its judge, the surprisal scorer; see :func:`assign_roles`).
+Each model call is a planned stage (issue 31: :class:`~credo.strength.answers.CotStage`,
+:class:`~credo.strength.perturbations.InputWriterStage` and
+:class:`~credo.strength.perturbations.CotWriterStage`,
+:class:`~credo.strength.answers.LetterStage`, :class:`~credo.strength.judge.JudgeStage`,
+:class:`~credo.strength.surprisal.SurprisalStage`) run by the one stage driver
+(:class:`~credo.pipeline.stages.StageDriver`), so a strength run has what every command
+has: the cache (a rerun costs nothing, a killed run resumes), the ledger per stage, the
+budget stop (``max_cost_usd``), preflight of every role, the dry run
+(:func:`estimate_strength`: ``credo strength run --dry-run``) and the outcome: a model's
+item one of whose requests failed (or that the budget left) is left out and named in
+:attr:`StrengthResult.incomplete`, and the outcome is incomplete (exit 3; a rerun
+generates only what is missing). The pipeline writes nothing:
+:func:`credo.api.run_strength` runs it and writes the output folder described in
+:mod:`credo.report.strength`.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,24 +44,27 @@ import numpy as np
 
 from credo.config import DEFAULT_MODEL_OPTIONS, PerturbationKind, RoleConfig, StrengthConfig
 from credo.errors import UserError
-from credo.generation.executor import Executor
 from credo.generation.pool import SURPRISAL, ModelPool
 from credo.generation.roles import assign_roles as assign
 from credo.generation.roles import judge_role, model_role, strength_roles, writer_role
 from credo.models.base import Model
 from credo.models.embedders import Embedder
 from credo.models.weights import is_embedded_spec
-from credo.strength.answers import answer_letters, generate_cots
-from credo.strength.judge import JudgeCase, judge_strengths
+from credo.pipeline.checks import warn_unpriced
+from credo.pipeline.ending import Outcome, decide_outcome
+from credo.pipeline.estimate import RunEstimate
+from credo.pipeline.stages import Stage, StageDriver, StageEstimate
+from credo.strength.answers import CotStage, LetterAsk, LetterStage
+from credo.strength.judge import JudgeCase, JudgeStage
 from credo.strength.perturbations import (
+    CotWriterStage,
+    InputWriterStage,
     Perturbation,
     join_steps,
     question_block,
     split_steps,
-    write_cot_perturbations,
-    write_input_perturbations,
 )
-from credo.strength.surprisal import score_texts, surprisal_spec
+from credo.strength.surprisal import SurprisalStage, surprisal_spec
 from credo.tasks.base import AnswerFormat, Item, Task
 
 log = logging.getLogger(__name__)
@@ -91,13 +105,28 @@ class StrengthRow:
 
 @dataclass
 class StrengthResult:
-    """All rows of a run plus what produced them."""
+    """All rows of a run plus what produced them; ``incomplete`` names each model's item
+    left out because some of its requests failed or the budget stopped them
+    (``<model>/<item id>`` -> why) and ``ledger`` is the pool's
+    (:meth:`credo.generation.ledger.Ledger.to_dict`)."""
 
     config: StrengthConfig
     task: Task
     rows: list[StrengthRow]
     seconds: float = 0.0
     identities: dict[str, str] = field(default_factory=dict)
+    incomplete: dict[str, str] = field(default_factory=dict)
+    ledger: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def stopped_by_budget(self) -> bool:
+        """Whether the cost budget (``max_cost_usd``) left requests ungenerated."""
+        return bool(self.ledger.get("stopped_by_budget"))
+
+    @property
+    def outcome(self) -> Outcome:
+        """How the run ended (:func:`credo.pipeline.ending.decide_outcome`)."""
+        return decide_outcome(self.incomplete, self.stopped_by_budget, {}, "off")
 
 
 def run_strength_pipeline(
@@ -110,23 +139,48 @@ def run_strength_pipeline(
     """
     t0 = time.perf_counter()
     task = strength_task(config, task)
+    rows, incomplete, identities, _ = _drive(config, pool, task, dry_run=False)
+    return StrengthResult(config, task, rows, time.perf_counter() - t0, identities,
+                          incomplete, pool.ledger.to_dict())
+
+
+def estimate_strength(
+    config: StrengthConfig, pool: ModelPool, task: Task | None = None
+) -> RunEstimate:
+    """What a strength run would ask of its models, per stage and model under test,
+    with no model call and no server contacted (``credo strength run --dry-run``): the
+    stages run by the driver in its dry run (:class:`~credo.pipeline.stages.StageDriver`),
+    every stage counted by the estimate machinery; a stage planned on texts not in the
+    cache yet (the writers before the CoTs are cached...) is ``estimated``."""
+    task = strength_task(config, task)
+    _, _, _, estimates = _drive(config, pool, task, dry_run=True)
+    return RunEstimate(task.name, len([it for it in task.items if it.choices]),
+                       ", ".join(config.specs), estimates)
+
+
+def _drive(
+    config: StrengthConfig, pool: ModelPool, task: Task, *, dry_run: bool
+) -> tuple[list[StrengthRow], dict[str, str], dict[str, str], list[StageEstimate]]:
+    """The stages of every model under test through one driver each: the rows, the
+    incomplete ``<model>/<item>``, the identities and (dry run) the estimates."""
     items = [it for it in task.items if it.choices]
     assign_roles(pool, config)
-    pool.preflight(preflight_roles(pool, config))  # every role checked before any call
-    embedder = pool.embedder(config.embedder)
-    scorer = pool.executor(SURPRISAL) if pool.has(SURPRISAL) else None
+    roles = preflight_roles(pool, config)
+    StageDriver(pool, dry_run=dry_run).preflight(roles)  # every role before any call
+    if config.max_cost_usd is not None and not dry_run:
+        warn_unpriced(pool, roles)
+    embedder = None if dry_run else pool.embedder(config.embedder)
     rows: list[StrengthRow] = []
+    incomplete: dict[str, str] = {}
     identities: dict[str, str] = {}
-    for spec in config.models:
-        identities[spec] = pool.model(model_role(spec)).identity
-        executors = _ModelExecutors(
-            model=pool.executor(model_role(spec)),
-            writer=pool.executor(writer_role(spec)),
-            judge=pool.executor(judge_role(spec)),
-            scorer=scorer,
-        )
-        rows.extend(_run_model(spec, items, config, executors, embedder))
-    return StrengthResult(config, task, rows, time.perf_counter() - t0, identities)
+    estimates: list[StageEstimate] = []
+    for spec in config.specs:
+        identities[spec] = pool.model(model_role(spec), probe=not dry_run).identity
+        driver = StageDriver(pool, dry_run=dry_run)
+        rows.extend(_run_model(spec, items, config, driver, embedder))
+        incomplete.update({f"{spec}/{i}": why for i, why in driver.incomplete.items()})
+        estimates.extend(driver.estimates)
+    return rows, incomplete, identities, estimates
 
 
 def strength_task(config: StrengthConfig, task: Task | None = None) -> Task:
@@ -180,7 +234,7 @@ def assign_roles(
 
 def preflight_roles(pool: ModelPool, config: StrengthConfig) -> list[str]:
     """Every role a strength run asks, in stage order (issue 20: the preflight's list)."""
-    roles = [r for spec in config.models
+    roles = [r for spec in config.specs
              for r in (model_role(spec), writer_role(spec), judge_role(spec))]
     return roles + ([SURPRISAL] if pool.has(SURPRISAL) else [])
 
@@ -188,59 +242,48 @@ def preflight_roles(pool: ModelPool, config: StrengthConfig) -> list[str]:
 # ---------------------------------------------------------------------- one model
 
 
-@dataclass(frozen=True)
-class _ModelExecutors:
-    """The cached executors one model under test runs on."""
-
-    model: Executor
-    writer: Executor
-    judge: Executor
-    scorer: Executor | None
-
-
 def _run_model(
     spec: str,
     items: Sequence[Item],
     config: StrengthConfig,
-    ex: _ModelExecutors,
-    embedder: Embedder,
+    driver: StageDriver,
+    embedder: Embedder | None,
 ) -> list[StrengthRow]:
-    """Every perturbation row for one model under test: original CoTs, perturbations,
-    answers before and after (App. H), then the three strengths (§3.3)."""
+    """Every perturbation row for one model under test, its stages through ``driver``:
+    original CoTs, perturbations, answers before and after (App. H), then the three
+    strengths (§3.3). An item one of whose requests failed is in ``driver.incomplete``
+    and has no row. ``embedder`` None (the dry run): no cosine distances."""
     by_id = {it.id: it for it in items}
-    cot_text = _original_cots(ex.model, items)
-    perts = _perturbations(ex.writer, items, cot_text, config)
-    rows = [_row(spec, by_id[p.item_id], p, cot_text[p.item_id]) for p in perts]
-    usable = [r for r in rows if r.text_after is not None]
-    if not usable:
-        return rows
-    _read_answers(ex.model, usable, by_id)
-    _rate_with_judge(ex.judge, usable, by_id)
-    _cosine_distances(embedder, usable)
-    if ex.scorer is not None:
-        _surprisal_changes(ex.scorer, usable)
-    return rows
-
-
-def _original_cots(ex: Executor, items: Sequence[Item]) -> dict[str, str]:
-    """The CoT as steps, one per line: the "original CoT" every later stage sees."""
-    cots = generate_cots(ex, items)
-    return {it.id: join_steps(split_steps(c)) or c for it, c in zip(items, cots, strict=True)}
-
-
-def _perturbations(
-    writer: Executor, items: Sequence[Item], cot_text: dict[str, str], config: StrengthConfig
-) -> list[Perturbation]:
-    """The perturbations of ``config.types``: input (Fig. 8), then CoT (App. D)."""
-    cots = [cot_text[it.id] for it in items]
-    perts: list[Perturbation] = []
+    (cots,) = driver.run([CotStage(model_role(spec))], items)
+    cot_text = {i: join_steps(split_steps(c)) or c for i, c in cots.items()}
+    ready = [it for it in items if it.id in cot_text]
+    writers: list[Stage] = []
     if "input" in config.types:
-        perts += write_input_perturbations(writer, items, cots)
+        writers.append(InputWriterStage(writer_role(spec)))
     if "cot" in config.types:
-        perts += write_cot_perturbations(
-            writer, items, cots, seed=config.seed, mode=config.cot_mode
-        )
-    return perts
+        writers.append(CotWriterStage(writer_role(spec), seed=config.seed, mode=config.cot_mode))
+    written = driver.run(writers, ready, cot_text)
+    rows = [_row(spec, by_id[p.item_id], p, cot_text[p.item_id])
+            for perts in written for it in ready
+            if it.id not in driver.incomplete for p in perts.get(it.id, ())]
+    usable = [r for r in rows if r.text_after is not None]
+    if usable:
+        _read_answers(driver, model_role(spec), usable, by_id)
+        _rate_with_judge(driver, judge_role(spec), usable, by_id)
+        usable = [r for r in usable if r.item_id not in driver.incomplete]
+        if embedder is not None and usable:
+            _cosine_distances(embedder, usable)
+        if driver.pool.has(SURPRISAL):
+            _surprisal_changes(driver, usable)
+    return [r for r in rows if r.item_id not in driver.incomplete]
+
+
+def _by_item(rows: Iterable[StrengthRow]) -> dict[str, list[StrengthRow]]:
+    """``rows`` grouped by item id (the driver's units), in order."""
+    out: dict[str, list[StrengthRow]] = {}
+    for r in rows:
+        out.setdefault(r.item_id, []).append(r)
+    return out
 
 
 def _row(spec: str, it: Item, p: Perturbation, cot: str) -> StrengthRow:
@@ -261,49 +304,50 @@ def _row(spec: str, it: Item, p: Perturbation, cot: str) -> StrengthRow:
     )
 
 
-def _read_answers(ex: Executor, usable: Sequence[StrengthRow], by_id: dict[str, Item]) -> None:
+def _read_answers(
+    driver: StageDriver, role: str, usable: Sequence[StrengthRow], by_id: dict[str, Item]
+) -> None:
     """Answers before and after (App. H): direct for input, after the CoT otherwise."""
-    asks_items: list[Item] = []
-    asks_q: list[str | None] = []
-    asks_cot: list[str | None] = []
-    for r in usable:
-        it = by_id[r.item_id]
-        asks_items += [it, it]
-        if r.perturbation_type == "input":
-            asks_q += [None, r.text_after]
-            asks_cot += [None, None]
-        else:
-            asks_q += [None, None]
-            asks_cot += [r.text_before, r.text_after]
-    letters = answer_letters(ex, asks_items, asks_q, asks_cot)
-    for k, r in enumerate(usable):
-        before, after = letters[2 * k], letters[2 * k + 1]
-        r.answer_before, r.answer_after = before.letter, after.letter
-        r.answer_source = before.source
-        if before.letter is not None and after.letter is not None:
-            r.flipped = before.letter != after.letter
-        r.correct_before = None if before.letter is None else before.letter == r.gold
-        r.correct_after = None if after.letter is None else after.letter == r.gold
+    units = _by_item(usable)
+    asks = {}
+    for unit, rows in units.items():
+        it = by_id[unit]
+        asks[unit] = [
+            a for r in rows for a in (
+                (LetterAsk(it), LetterAsk(it, r.text_after)) if r.perturbation_type == "input"
+                else (LetterAsk(it, None, r.text_before), LetterAsk(it, None, r.text_after))
+            )
+        ]
+    (letters,) = driver.run([LetterStage(role)], asks)
+    for unit, answers in letters.items():
+        for k, r in enumerate(units[unit]):
+            before, after = answers[2 * k], answers[2 * k + 1]
+            r.answer_before, r.answer_after = before.letter, after.letter
+            r.answer_source = before.source
+            if before.letter is not None and after.letter is not None:
+                r.flipped = before.letter != after.letter
+            r.correct_before = None if before.letter is None else before.letter == r.gold
+            r.correct_after = None if after.letter is None else after.letter == r.gold
 
 
 def _rate_with_judge(
-    judge: Executor, usable: Sequence[StrengthRow], by_id: dict[str, Item]
+    driver: StageDriver, role: str, usable: Sequence[StrengthRow], by_id: dict[str, Item]
 ) -> None:
     """Strength 1: the LLM judge's 0-3 rating (Fig. 17), the raw reply kept."""
-    cases = []
-    for r in usable:
-        it = by_id[r.item_id]
-        assert r.text_after is not None
-        if r.perturbation_type == "input":
-            cases.append(
-                JudgeCase("input", question_block(it), r.cot, question_block(it, r.text_after))
-            )
-        else:
-            cases.append(
-                JudgeCase(r.perturbation_type, question_block(it), r.text_before, r.text_after)
-            )
-    for r, verdict in zip(usable, judge_strengths(judge, cases), strict=True):
-        r.judge_rating, r.judge_reply = verdict.rating, verdict.reply
+    units = _by_item(r for r in usable if r.item_id not in driver.incomplete)
+    cases = {unit: [_case(r, by_id[unit]) for r in rows] for unit, rows in units.items()}
+    (verdicts,) = driver.run([JudgeStage(role)], cases)
+    for unit, got in verdicts.items():
+        for r, verdict in zip(units[unit], got, strict=True):
+            r.judge_rating, r.judge_reply = verdict.rating, verdict.reply
+
+
+def _case(r: StrengthRow, it: Item) -> JudgeCase:
+    """What the judge sees of row ``r``: the question, the reasoning and the perturbed text."""
+    assert r.text_after is not None
+    if r.perturbation_type == "input":
+        return JudgeCase("input", question_block(it), r.cot, question_block(it, r.text_after))
+    return JudgeCase(r.perturbation_type, question_block(it), r.text_before, r.text_after)
 
 
 def _cosine_distances(embedder: Embedder, usable: Sequence[StrengthRow]) -> None:
@@ -315,15 +359,21 @@ def _cosine_distances(embedder: Embedder, usable: Sequence[StrengthRow]) -> None
         r.cosine_distance = float(1.0 - c)
 
 
-def _surprisal_changes(scorer: Executor, usable: Sequence[StrengthRow]) -> None:
+def _surprisal_changes(driver: StageDriver, usable: Sequence[StrengthRow]) -> None:
     """Strength 3: change in mean surprisal Δh = |h(x) - h(x')| (eq. 1)."""
-    texts = [r.text_before for r in usable] + [r.text_after or "" for r in usable]
-    h = score_texts(scorer, texts)
-    for k, r in enumerate(usable):
-        hb, ha = h[k], h[len(usable) + k]
-        r.surprisal_before, r.surprisal_after = hb, ha
-        if hb is not None and ha is not None:
-            r.surprisal_change = abs(hb - ha)
+    units = _by_item(usable)
+    texts = {unit: [t for r in rows for t in (r.text_before, r.text_after or "")]
+             for unit, rows in units.items()}
+    scorer = driver.pool.model(SURPRISAL, probe=not driver.dry_run)
+    stage = SurprisalStage(SURPRISAL, scorer.identity, scorer.capabilities.logprobs)
+    (h,) = driver.run([stage], texts)
+    for unit, rows in units.items():
+        values = h.get(unit, {})
+        for r in rows:
+            hb, ha = values.get(r.text_before), values.get(r.text_after or "")
+            r.surprisal_before, r.surprisal_after = hb, ha
+            if hb is not None and ha is not None:
+                r.surprisal_change = abs(hb - ha)
 
 
 __all__ = [
@@ -333,6 +383,7 @@ __all__ = [
     "StrengthResult",
     "StrengthRow",
     "assign_roles",
+    "estimate_strength",
     "judge_role",
     "model_options",
     "model_role",

@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from credo.config import DEFAULT_SURPRISAL_MODEL
 from credo.generation.executor import Executor, PlannedRequest
 from credo.models.weights import is_embedded_spec
+from credo.pipeline.stages import Generated, Stage, StagePlan
 from credo.types import GenerationRequest, Message, SamplingParams
 
 log = logging.getLogger(__name__)
@@ -49,30 +50,64 @@ def scoring_request(text: str) -> GenerationRequest:
     return GenerationRequest(messages=(Message(role="user", content=text),), params=SCORING_PARAMS)
 
 
-def score_texts(executor: Executor, texts: Sequence[str]) -> list[float | None]:
-    """Mean surprisal h(x) (bits) of every text, through the cache; ``None`` when unavailable.
+SURPRISAL_STAGE = "surprisal"
+"""The ledger stage of the scorer's forced decoding."""
 
-    A text is unavailable when it is empty or the scorer returned no log-probabilities
-    (a backend without the capability).
-    """
-    unique = sorted({t for t in texts if t.strip()})
-    if not executor.model.capabilities.logprobs:
-        log.warning("surprisal: %s reports no log-probabilities", executor.model.identity)
-        return [None for _ in texts]
-    gens = executor.execute(
-        [PlannedRequest(scoring_request(t), 1, "surprisal") for t in unique], "surprisal"
-    )
-    by_text: dict[str, float | None] = {}
-    for text, (gen,) in zip(unique, gens, strict=True):
-        lps = [t.logprob for t in gen.logprobs or ()]
-        by_text[text] = mean_surprisal(lps) if lps else None
-    missing = sum(v is None for v in by_text.values())
-    if missing:
-        log.warning(
-            "surprisal not available for %d of %d texts: a character split across tokens"
-            " has no reported probability (see credo.models.forced)", missing, len(unique)
-        )
-    return [by_text.get(t) for t in texts]
+
+class SurprisalStage(Stage):
+    """Strength 3 (eq. 1): the mean surprisal h(x) (bits) of every text of each unit,
+    one scoring request per distinct non-empty text. ``logprobs`` False (a scorer
+    without the capability) plans nothing: every value is unavailable. Reads
+    ``{unit: {text: h or None}}`` (None: no log-probabilities for that text)."""
+
+    name = SURPRISAL_STAGE
+    description = "surprisal"
+
+    def __init__(self, role: str, identity: str, logprobs: bool) -> None:
+        self.role = role
+        self._identity = identity
+        self._logprobs = logprobs
+        self._texts: dict[str, list[str]] = {}
+
+    def plan(self, items: Mapping[str, Sequence[str]], context: object = None) -> StagePlan:
+        if not self._logprobs:
+            log.warning("surprisal: %s reports no log-probabilities", self._identity)
+            self._texts = {}
+            return {}
+        self._texts = {unit: sorted({t for t in texts if t.strip()})
+                       for unit, texts in items.items()}
+        return {unit: [PlannedRequest(scoring_request(t), 1, "surprisal") for t in texts]
+                for unit, texts in self._texts.items()}
+
+    def read(self, generations: Generated) -> dict[str, dict[str, float | None]]:
+        out: dict[str, dict[str, float | None]] = {}
+        for unit, gens in generations.items():
+            values: dict[str, float | None] = {}
+            for text, (gen,) in zip(self._texts[unit], gens, strict=True):
+                lps = [t.logprob for t in gen.logprobs or ()]
+                values[text] = mean_surprisal(lps) if lps else None
+            out[unit] = values
+        distinct = {t: v for values in out.values() for t, v in values.items()}
+        missing = sum(v is None for v in distinct.values())
+        if missing:
+            log.warning(
+                "surprisal not available for %d of %d texts: a character split across tokens"
+                " has no reported probability (see credo.models.forced)", missing, len(distinct)
+            )
+        return out
+
+
+def score_texts(executor: Executor, texts: Sequence[str]) -> list[float | None]:
+    """Mean surprisal h(x) (bits) of every text, through the cache; ``None`` when
+    unavailable (an empty text, or a scorer without log-probabilities): the
+    :class:`SurprisalStage`'s plan and reading for a caller holding an executor
+    (``credo strength agree``; a strength run runs the stage through the driver)."""
+    model = executor.model
+    stage = SurprisalStage("surprisal", model.identity, model.capabilities.logprobs)
+    plan = stage.plan({"": list(texts)}).get("", [])
+    gens = executor.execute(plan, stage.description, stage.name) if plan else []
+    values = stage.read({"": list(gens)}).get("", {}) if plan else {}
+    return [values.get(t) for t in texts]
 
 
 def surprisal_spec(spec: str) -> str | None:
@@ -91,6 +126,8 @@ def surprisal_spec(spec: str) -> str | None:
 
 __all__ = [
     "DEFAULT_SURPRISAL_MODEL",
+    "SURPRISAL_STAGE",
+    "SurprisalStage",
     "mean_surprisal",
     "score_texts",
     "scoring_request",

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from decimal import Decimal, localcontext
 from fractions import Fraction
 
+from credo.errors import UserError
+from credo.registry import Registry
 from credo.tasks.arithmetic import evaluate_arithmetic
 from credo.tasks.base import AnswerFormat, Item
 
@@ -57,39 +59,26 @@ class Answer:
 Extractor = Callable[[str, int], str | None]
 """``(text, n_choices) -> normalised value or None``."""
 
-_EXTRACTORS: dict[AnswerFormat, Extractor] = {}
+_EXTRACTORS: Registry[Extractor] = Registry("answer extractor")
+"""The extractor of each answer format, by the format's value."""
 
 
 def extractor(fmt: AnswerFormat) -> Callable[[Extractor], Extractor]:
     """Register the decorated function as the extractor for ``fmt``."""
-
-    def register(fn: Extractor) -> Extractor:
-        if fmt in _EXTRACTORS:
-            raise ValueError(f"an extractor for {fmt.value!r} is already registered")
-        _EXTRACTORS[fmt] = fn
-        return fn
-
-    return register
+    return _EXTRACTORS.register(AnswerFormat(fmt).value)
 
 
 ItemExtractor = Callable[[str, Item], str | None]
 """``(text, item) -> answer or None``: an item's own way of reading its answers."""
 
-_ITEM_EXTRACTORS: dict[str, ItemExtractor] = {}
+_ITEM_EXTRACTORS: Registry[ItemExtractor] = Registry("item extractor")
 
 
 def item_extractor(name: str) -> Callable[[ItemExtractor], ItemExtractor]:
     """Register the decorated function as extractor ``name``, which items naming it in
     ``meta["extractor"]`` are read with instead of their format's (an lm-eval task's
     answers are what its own filter keeps: issue 34 item 12)."""
-
-    def register(fn: ItemExtractor) -> ItemExtractor:
-        if name in _ITEM_EXTRACTORS:
-            raise ValueError(f"an item extractor {name!r} is already registered")
-        _ITEM_EXTRACTORS[name] = fn
-        return fn
-
-    return register
+    return _ITEM_EXTRACTORS.register(name)
 
 
 def answer_for(text: str, item: Item, fmt: AnswerFormat) -> Answer:
@@ -97,11 +86,9 @@ def answer_for(text: str, item: Item, fmt: AnswerFormat) -> Answer:
     names, else by ``fmt``'s (:func:`extract_answer`)."""
     name = item.meta.get("extractor")
     if name:
-        try:
-            fn = _ITEM_EXTRACTORS[name]
-        except KeyError:
-            raise ValueError(f"item {item.id!r}: no item extractor {name!r}") from None
-        return Answer(fn(text, item), text)
+        if name not in _ITEM_EXTRACTORS:
+            raise UserError(f"item {item.id!r}: {_ITEM_EXTRACTORS.unknown(name)}")
+        return Answer(_ITEM_EXTRACTORS[name](text, item), text)
     return extract_answer(text, fmt, n_choices=len(item.choices))
 
 
@@ -120,10 +107,7 @@ def extract_answer(text: str, fmt: AnswerFormat, n_choices: int = 0) -> Answer:
     ``n_choices`` limits choice letters to the first ``n_choices`` letters (A, B, ...);
     0 allows A-Z. A leading ``<think>...</think>`` block is ignored when text follows it.
     """
-    try:
-        fn = _EXTRACTORS[AnswerFormat(fmt)]
-    except KeyError:
-        raise ValueError(f"no answer extractor for format {fmt!r}") from None
+    fn = _EXTRACTORS[AnswerFormat(fmt).value]
     return Answer(fn(_strip_thinking(text), n_choices), text)
 
 

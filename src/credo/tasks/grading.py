@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from credo.errors import UserError
+from credo.registry import Registry
 from credo.tasks.answers import (
     Answer,
     normalise_gold,
@@ -38,6 +39,7 @@ from credo.types import Generation, SamplingParams
 
 if TYPE_CHECKING:
     from credo.generation.executor import Executor
+    from credo.generation.stage import Stage
 
 __all__ = [
     "CLAIMS_STAGE",
@@ -74,19 +76,19 @@ class Graded(Protocol):
 # --------------------------------------------------------------------------- correctness
 
 Correctness = Callable[[Answer, Item], bool]
-_CORRECTNESS: dict[AnswerFormat, Correctness] = {}
+_CORRECTNESS: Registry[Correctness] = Registry("correctness rule")
+"""The correctness rule of each answer format, by the format's value."""
 _SUMMARIES: dict[str, str] = {}  # "exact:<format>" and grader names -> one line
 
 
 def correctness(fmt: AnswerFormat, summary: str = "") -> Callable[[Correctness], Correctness]:
     """Register the correctness rule of answer format ``fmt``; ``summary`` says in a few
     words how it decides (shown by ``credo tasks``)."""
+    value = AnswerFormat(fmt).value
 
     def register(fn: Correctness) -> Correctness:
-        if fmt in _CORRECTNESS:
-            raise ValueError(f"a correctness rule for {fmt.value!r} is registered twice")
-        _CORRECTNESS[fmt] = fn
-        _SUMMARIES[f"{DEFAULT_GRADER}:{fmt.value}"] = summary
+        _CORRECTNESS.add(value, fn)
+        _SUMMARIES[f"{DEFAULT_GRADER}:{value}"] = summary
         return fn
 
     return register
@@ -135,7 +137,7 @@ def is_correct(answer: Answer, item: Item, fmt: AnswerFormat) -> bool:
     :class:`NotImplementedError` here.
     """
     fmt = AnswerFormat(fmt)
-    rule = _CORRECTNESS.get(fmt)
+    rule = _CORRECTNESS.get(fmt.value)
     if rule is None:
         raise NotImplementedError(
             f"{fmt.value.upper()} answers are graded against a knowledge source by a judge"
@@ -208,6 +210,28 @@ class GradingContext:
     knowledge: Any = None
     stats: dict[str, int | float | str] = field(default_factory=dict)
     incomplete: dict[str, str] = field(default_factory=dict)
+    #: The stage driver a grader's stages run through (issue 31: the pipeline's
+    #: :class:`~credo.pipeline.stages.StageDriver`, ``run(stages, items, context)``);
+    #: None: :meth:`run_stage` executes a stage on ``judge()`` itself.
+    driver: Any = None
+
+    def run_stage(self, stage: Stage, items: Any, context: Any = None) -> Any:
+        """What ``stage`` reads of its requests' generations, run through the driver
+        (the cache, the ledger, the dry run, failed units into ``incomplete``)."""
+        if self.driver is not None:
+            return self.driver.run([stage], items, context)[0]
+        plan = {u: r for u, r in stage.plan(items, context).items() if u not in self.incomplete}
+        flat = [r for reqs in plan.values() for r in reqs]
+        gens = self.ask(flat, stage.description or stage.name, stage.name) if flat else []
+        out, k = {}, 0
+        for unit, reqs in plan.items():
+            chunk = gens[k : k + len(reqs)]
+            k += len(reqs)
+            if any(g is None for g in chunk):
+                self.incomplete.setdefault(unit, f"{stage.name} {stage.missing} (requests failed)")
+            else:
+                out[unit] = chunk
+        return stage.read(out)
 
     def ask(
         self, planned: list[Any], description: str, stage: str | None = None
@@ -233,7 +257,8 @@ class GradingContext:
 
 GradeMap = dict[str, tuple[bool | float, ...]]
 Grader = Callable[[GradingContext, Mapping[str, Sequence[Graded]]], GradeMap]
-GRADERS: dict[str, Grader] = {}
+GRADERS: Registry[Grader] = Registry("grader")
+"""Every grader by name (what ``item.meta["grader"]`` names; :func:`grader` registers one)."""
 JUDGED: set[str] = set()
 """The graders that ask a grader model (the run's ``grader`` role, else its judge)."""
 
@@ -245,9 +270,7 @@ def grader(name: str, summary: str = "", *, judge: bool = False) -> Callable[[Gr
     says in a few words how it decides; ``judge`` that it asks the grader model."""
 
     def register(fn: Grader) -> Grader:
-        if name in GRADERS:
-            raise ValueError(f"grader {name!r} is registered twice")
-        GRADERS[name] = fn
+        GRADERS.add(name, fn)
         if judge:
             JUDGED.add(name)
         if summary:
@@ -258,11 +281,9 @@ def grader(name: str, summary: str = "", *, judge: bool = False) -> Callable[[Gr
 
 
 def get_grader(name: str) -> Grader:
-    """The registered grader ``name``; a ValueError lists the known ones."""
-    try:
-        return GRADERS[name]
-    except KeyError:
-        raise UserError(f"unknown grader {name!r} (known: {', '.join(sorted(GRADERS))})") from None
+    """The registered grader ``name``; a :class:`~credo.errors.UserError` lists the known
+    ones."""
+    return GRADERS[name]
 
 
 def grade_originals(ctx: GradingContext, originals: Mapping[str, Sequence[Graded]]) -> GradeMap:

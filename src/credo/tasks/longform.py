@@ -31,19 +31,24 @@ from pathlib import Path
 from typing import Protocol
 
 from credo.errors import UserError
+from credo.generation.executor import PlannedRequest
+from credo.generation.pool import GRADER
+from credo.generation.stage import Generated, Stage, StagePlan
 from credo.tasks.base import AnswerFormat, Item, Task
 from credo.tasks.grading import CLAIMS_STAGE, Graded, GradeMap, GradingContext, grader
 from credo.tasks.loaders import DatasetError, read_jsonl
 from credo.tasks.registry import TaskSpecError, task_loader
-from credo.types import GenerationRequest, Message
+from credo.types import GenerationRequest, Message, SamplingParams
 
 __all__ = [
     "FACTSCORE",
+    "ClaimCheckStage",
     "FolderKnowledgeSource",
     "KnowledgeSource",
     "LabelledBio",
     "claims",
     "grade_factscore",
+    "knowledge_sources",
     "load_entities",
     "load_factscore_labelled",
     "load_factscore_task",
@@ -271,11 +276,7 @@ def grade_factscore(ctx: GradingContext, originals: Mapping[str, Sequence[Graded
     item names); a sample without claims scores 0.
     """
     items = ctx.items
-    sources: dict[str, KnowledgeSource] = {}
-    for i in originals:
-        src = ctx.knowledge or _folder_source(items[i], sources)
-        if src is not None:
-            sources[i] = src
+    sources = knowledge_sources(items, list(originals), ctx.knowledge)
     out: GradeMap = {
         i: tuple(math.nan for _ in o) for i, o in originals.items() if i not in sources
     }
@@ -286,8 +287,11 @@ def grade_factscore(ctx: GradingContext, originals: Mapping[str, Sequence[Graded
         )
     if not sources:
         return out
-    plan = {(i, c): None for i in sources for s in originals[i] for c in claims(s.answer.value)}
-    verdicts = _check_claims(ctx, list(plan), sources)
+    stage = ClaimCheckStage(ctx.params, sources)
+    verdicts: dict[tuple[str, str], bool | None] = {}
+    for found in ctx.run_stage(stage, {i: originals[i] for i in sources}, items).values():
+        verdicts.update(found)
+    plan = {(i, c) for i in sources for s in originals[i] for c in claims(s.answer.value)}
     no_claims = 0
     for i in sources:
         if i in ctx.incomplete:
@@ -307,36 +311,73 @@ def grade_factscore(ctx: GradingContext, originals: Mapping[str, Sequence[Graded
     return {i: out[i] for i in originals}
 
 
-def _check_claims(
-    ctx: GradingContext, plan: list[tuple[str, str]], sources: Mapping[str, KnowledgeSource]
-) -> dict[tuple[str, str], bool | None]:
-    """The judge's support verdict on every planned (item id, claim)."""
-    from credo.generation.executor import PlannedRequest
+class ClaimCheckStage(Stage):
+    """FActScore's claim checks as a planned stage (issue 31): per item with a knowledge
+    source, one request per distinct claim of its original samples (FActScore's
+    retrieve-then-verify prompt, T = 0 at ``params``), asked of the grader role under
+    ledger stage :data:`~credo.tasks.grading.CLAIMS_STAGE`; so the dry run counts them.
+    ``plan(originals, items)``: the samples per item id and the items; ``read``: per item
+    ``{(item id, claim): supported, or None when unparsable}``."""
 
-    if not plan:
-        return {}
-    requests = []
-    for i, c in plan:
-        entity = ctx.items[i].meta.get("entity", "")
-        src = sources[i]
+    name = CLAIMS_STAGE
+    role = GRADER
+    description = "checking claims"
+    missing = "grades missing"
+
+    def __init__(self, params: SamplingParams, sources: Mapping[str, KnowledgeSource]) -> None:
+        self.params = params
+        self.sources = sources
+        self._claims: dict[str, list[str]] = {}
+
+    def plan(
+        self, items: Mapping[str, Sequence[Graded]], context: Mapping[str, Item]
+    ) -> StagePlan:
+        out: StagePlan = {}
+        self._claims = {}
+        for i, samples in items.items():
+            if i not in self.sources:
+                continue
+            found = list(dict.fromkeys(c for s in samples for c in claims(s.answer.value)))
+            self._claims[i] = found
+            entity = context[i].meta.get("entity", "")
+            out[i] = [self._request(i, entity, c) for c in found]
+        return out
+
+    def _request(self, item_id: str, entity: str, claim: str) -> PlannedRequest:
+        src = self.sources[item_id]
         passages = (
-            src.retrieve(entity, c)  # type: ignore[attr-defined]
+            src.retrieve(entity, claim)  # type: ignore[attr-defined]
             if hasattr(src, "retrieve")
-            else retrieve(src.passages(entity), c)
+            else retrieve(src.passages(entity), claim)
         )
-        requests.append(
-            PlannedRequest(
-                GenerationRequest(messages=support_messages(entity, c, passages),
-                                  params=ctx.params),
-                1,
-                label=f"{i}/support",
-                stage=CLAIMS_STAGE,
-            )
+        return PlannedRequest(
+            GenerationRequest(messages=support_messages(entity, claim, passages),
+                              params=self.params),
+            1,
+            label=f"{item_id}/support",
+            stage=CLAIMS_STAGE,
         )
-    gens = ctx.ask(requests, "checking claims", CLAIMS_STAGE)
-    return {
-        key: parse_support(g[0].text) for key, g in zip(plan, gens, strict=True) if g is not None
-    }
+
+    def read(self, generations: Generated) -> dict[str, dict[tuple[str, str], bool | None]]:
+        return {i: {(i, c): parse_support(g[0].text)
+                    for c, g in zip(self._claims[i], gens, strict=True)}
+                for i, gens in generations.items()}
+
+    def placeholder(self, request: GenerationRequest) -> str:
+        return "True"
+
+
+def knowledge_sources(
+    items: Mapping[str, Item], ids: Sequence[str], knowledge: KnowledgeSource | None = None
+) -> dict[str, KnowledgeSource]:
+    """The knowledge source of each item of ``ids`` that has one: ``knowledge`` when
+    given, else the folder its ``meta["knowledge"]`` names (one source per folder)."""
+    sources: dict[str, KnowledgeSource] = {}
+    for i in ids:
+        src = knowledge or _folder_source(items[i], sources)
+        if src is not None:
+            sources[i] = src
+    return sources
 
 
 def _folder_source(item: Item, known: Mapping[str, KnowledgeSource]) -> KnowledgeSource | None:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from credo.errors import UserError
+from credo.registry import Registry
 from credo.tasks.base import AnswerFormat, Task
 
 TaskLoader = Callable[[str | None], Task]
@@ -31,7 +32,7 @@ class _Registered:
     usage: str | None = None
 
 
-_TASKS: dict[str, _Registered] = {}
+_TASKS: Registry[_Registered] = Registry("task")
 
 
 def task_loader(
@@ -53,13 +54,7 @@ def task_loader(
     ``credo tasks`` then describes it by its registration and ``usage`` without loading.
     """
 
-    def register(fn: TaskLoader) -> TaskLoader:
-        if name in _TASKS:
-            raise ValueError(f"task {name!r} is already registered")
-        _TASKS[name] = _Registered(fn, variants, fmt, grader, source, usage)
-        return fn
-
-    return register
+    return _TASKS.register(name, lambda fn: _Registered(fn, variants, fmt, grader, source, usage))
 
 
 class TaskSpecError(UserError):

@@ -1,0 +1,59 @@
+"""The shape of a stage (issue 31): a name, the role it asks, ``plan(items, context)``
+and ``read(generations)``. The one driver that runs stages is
+:class:`credo.pipeline.stages.StageDriver`; the shape sits here, in the generation
+layer, so that every layer that plans requests (tasks' graders, perturbations, the
+strength pipeline, the runner's sample sets) can state its stages without reaching up.
+A stage decides nothing about models: it says what it asks of its role and what it
+makes of the answers.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any
+
+from credo.generation.executor import PlannedRequest
+from credo.types import Generation, GenerationRequest
+
+__all__ = ["CHARS_PER_TOKEN", "Generated", "Stage", "StagePlan", "placeholder_text"]
+
+CHARS_PER_TOKEN = 4
+"""Characters per token of the prompt estimate (English text with common tokenizers)."""
+
+StagePlan = dict[str, list[PlannedRequest]]
+"""A stage's plan: per unit (an item id...), its requests in order (possibly none)."""
+
+Generated = dict[str, list[list[Generation]]]
+"""Per unit whose requests all succeeded: the generations of each of its requests."""
+
+
+class Stage(ABC):
+    """One stage of a command: a name (its ledger stage), the role it asks, its plan and
+    its reading of the generations. Subclasses set ``name`` and ``role`` and may keep
+    what :meth:`plan` worked out for :meth:`read` (a stage object serves one plan)."""
+
+    name: str
+    role: str
+    #: What the progress bar says while the stage's requests run.
+    description: str = ""
+    #: Why a unit is incomplete when one of its requests of this stage failed.
+    missing: str = "samples missing"
+
+    @abstractmethod
+    def plan(self, items: Any, context: Any) -> StagePlan:
+        """The requests of every unit of ``items`` (items, or per unit what the stage
+        reads: a strength run's rows...) given ``context``; nothing is called."""
+
+    @abstractmethod
+    def read(self, generations: Generated) -> Any:
+        """What the stage makes of the generations of the complete units."""
+
+    def placeholder(self, request: GenerationRequest) -> str:
+        """A reply of the right shape for the dry run (a sample not drawn yet): by
+        default a text of ``max_tokens`` tokens by the estimate."""
+        return placeholder_text(request.params.max_tokens)
+
+
+def placeholder_text(tokens: int) -> str:
+    """A text of about ``tokens`` tokens by the estimate (a sample not yet drawn)."""
+    return "x" * (CHARS_PER_TOKEN * tokens)

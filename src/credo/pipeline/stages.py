@@ -1,0 +1,288 @@
+"""Stages and the one driver that runs them (issue 31 item 1; design.md "A stage").
+
+A :class:`Stage` is the unit every command is built from: a ``name`` (its ledger stage),
+the pool ``role`` it asks, ``plan(items, context)`` (the requests of every unit: an
+item, or one model's item in a strength run) and ``read(generations)`` (what the stage
+makes of the generations of the units whose requests all succeeded). A stage never
+calls a model: the :class:`StageDriver` does, for every command (``credo run``'s sample
+sets and its adaptive rounds, ``credo strength run``'s six stages, FActScore's claim
+checks), so each gets from one place
+
+* the cache and the ledger per stage: every request goes through the pool's cached
+  executor of the stage's role, counted under the stage's name;
+* one executor call per role for the stages run together (the backend batches across
+  items and stages);
+* the budget stop: the pool's ledger stops dispatching at ``max_cost_usd``
+  (:class:`~credo.errors.BudgetReached`);
+* failed requests: :class:`~credo.errors.RequestsFailed` is caught, every other unit is
+  read, the failed units go into ``incomplete`` (a rerun generates only what is
+  missing), and :meth:`StageDriver.outcome` is the run's outcome
+  (:func:`credo.pipeline.ending.decide_outcome`: exit 3 when incomplete);
+* preflight of the stages' roles (:meth:`StageDriver.preflight`:
+  :meth:`~credo.generation.pool.ModelPool.preflight`);
+* the dry run: with ``dry_run`` the driver calls no model; it counts every stage's
+  planned requests (:func:`count_planned`: keys, samples, cached samples, backend calls,
+  prompt and completion tokens, cost at the role's prices) into
+  :attr:`StageDriver.estimates`, and hands each stage its cached generations where the
+  cache holds them, else placeholders (:meth:`Stage.placeholder`), so the later stages
+  are planned on something of the right shape. A stage planned on a placeholder is
+  ``estimated``, not ``planned``.
+
+The :class:`Stage` shape lives in :mod:`credo.generation.stage` (below the tasks, whose
+graders plan stages too: FActScore's claim checks); this module re-exports it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from credo.errors import RequestsFailed
+from credo.generation.executor import PlannedRequest, sample_blocks
+from credo.generation.pool import ModelPool
+from credo.generation.stage import (
+    CHARS_PER_TOKEN,
+    Generated,
+    Stage,
+    StagePlan,
+    placeholder_text,
+)
+from credo.pipeline.checks import RUNNER_ROLES
+from credo.pipeline.ending import Outcome, decide_outcome
+from credo.plan.sample_sets import PlanContext, get_sample_set
+from credo.plan.samples import Sample
+from credo.types import Generation, GenerationRequest, Message
+
+log = logging.getLogger(__name__)
+
+__all__ = [
+    "CHARS_PER_TOKEN",
+    "ESTIMATED",
+    "PLANNED",
+    "UNKNOWN",
+    "SampleSetStage",
+    "Stage",
+    "StageDriver",
+    "StageEstimate",
+    "StagePlan",
+    "count_planned",
+    "placeholder_text",
+    "prompt_tokens",
+]
+
+PLANNED = "planned"
+ESTIMATED = "estimated"
+UNKNOWN = "unknown"
+
+@dataclass
+class StageEstimate:
+    """What one stage would ask of one model. ``basis`` is ``planned`` (the requests the
+    run will send, cache counted), ``estimated`` (from the config or placeholder
+    replies; ``cached_samples`` None: unknown) or ``unknown`` (counts 0, ``note`` says
+    why)."""
+
+    stage: str
+    role: str
+    model: str
+    basis: str
+    note: str = ""
+    requests: int = 0
+    samples: int = 0
+    cached_samples: int | None = 0
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float | None = None
+
+
+def prompt_tokens(messages: Sequence[Message]) -> int:
+    """The prompt estimate of ``messages``: their characters / :data:`CHARS_PER_TOKEN`,
+    rounded up."""
+    return math.ceil(sum(len(m.content) for m in messages) / CHARS_PER_TOKEN)
+
+
+def count_planned(
+    pool: ModelPool,
+    stage: str,
+    role: str,
+    planned: Sequence[PlannedRequest],
+    basis: str,
+    note: str = "",
+) -> StageEstimate:
+    """Count ``planned`` as the role's executor would run it: distinct keys, samples,
+    cached samples (``planned`` only), blocks of missing samples (one call each, or one
+    per sample on a backend without parallel samples), tokens and cost."""
+    ex = pool.executor(role)
+    parallel = ex.model.capabilities.parallel_samples
+    wanted: dict[str, int] = {}
+    template: dict[str, GenerationRequest] = {}
+    for p in planned:
+        k = ex.key(p.request)
+        wanted[k] = max(wanted.get(k, 0), p.n)
+        template.setdefault(k, p.request)
+    est = StageEstimate(stage, role, ex.model.identity, basis, note,
+                        cached_samples=0 if basis == PLANNED else None)
+    for k, n in wanted.items():
+        cached = pool.store.cached_indices(k) if basis == PLANNED else set()
+        missing = [i for i in range(n) if i not in cached]
+        calls = len(sample_blocks(missing, ex.max_block)) if parallel else len(missing)
+        req = template[k]
+        est.requests += 1
+        est.samples += n
+        if est.cached_samples is not None:
+            est.cached_samples += n - len(missing)
+        est.calls += calls
+        est.prompt_tokens += calls * prompt_tokens(req.messages)
+        est.completion_tokens += len(missing) * req.params.max_tokens
+    prices = pool.prices(role)
+    if prices is not None:
+        est.cost_usd = prices.cost(est.prompt_tokens, est.completion_tokens)
+    return est
+
+
+@dataclass
+class StageDriver:
+    """Runs stages for one command over ``pool`` (the module docstring): the cache, the
+    ledger per stage, the budget stop, failed requests into ``incomplete``, preflight of
+    the roles and, with ``dry_run``, the count of every stage instead of its calls."""
+
+    pool: ModelPool
+    incomplete: dict[str, str] = field(default_factory=dict)
+    dry_run: bool = False
+    #: The dry run's count per stage, in the order the stages ran.
+    estimates: list[StageEstimate] = field(default_factory=list)
+    #: Whether a stage has read a placeholder (dry run): the later ones are estimated.
+    _guessed: bool = False
+
+    def preflight(self, roles: Sequence[str], *, reach: bool = True) -> None:
+        """Every role of ``roles`` checked before the first call
+        (:meth:`ModelPool.preflight`); with ``reach`` False (the dry run) each is built
+        (its options checked) and no server is contacted."""
+        roles = list(dict.fromkeys(roles))
+        if reach and not self.dry_run:
+            self.pool.preflight(roles)
+        else:
+            for role in roles:
+                self.pool.model(role, probe=False)
+
+    def run(
+        self,
+        stages: Sequence[Stage],
+        items: Sequence[Any],
+        context: Any = None,
+        description: str | None = None,
+    ) -> list[Any]:
+        """Plan every stage on ``items`` and ``context``, execute their requests (one
+        executor call per role, each request counted under its stage), and return what
+        each stage read, in order. Units already in ``incomplete`` get no request; a
+        unit one of whose requests failed goes into ``incomplete`` and is not read."""
+        plans = []
+        for stage in stages:
+            plan = stage.plan(items, context)
+            plans.append({u: reqs for u, reqs in plan.items() if u not in self.incomplete})
+        by_role: dict[str, list[tuple[int, str, int]]] = {}
+        flat: dict[str, list[PlannedRequest]] = {}
+        for s, (stage, plan) in enumerate(zip(stages, plans, strict=True)):
+            for unit, reqs in plan.items():
+                for j, r in enumerate(reqs):
+                    by_role.setdefault(stage.role, []).append((s, unit, j))
+                    flat.setdefault(stage.role, []).append(
+                        dataclasses.replace(r, stage=r.stage or stage.name))
+        got: dict[tuple[int, str, int], list[Generation] | None] = {}
+        for role, where in by_role.items():
+            desc = description or stages[where[0][0]].description or stages[where[0][0]].name
+            if self.dry_run:
+                gens = self._dry(role, [stages[w[0]] for w in where], flat[role])
+            else:
+                gens = self._execute(role, flat[role], desc)
+            got.update(zip(where, gens, strict=True))
+        out = []
+        for s, (stage, plan) in enumerate(zip(stages, plans, strict=True)):
+            generated: Generated = {}
+            for unit, reqs in plan.items():
+                chunk = [got[(s, unit, j)] for j in range(len(reqs))]
+                if any(g is None for g in chunk):
+                    self.incomplete.setdefault(
+                        unit, f"{stage.name} {stage.missing} (requests failed)")
+                    continue
+                generated[unit] = [g for g in chunk if g is not None]
+            out.append(stage.read(generated))
+        return out
+
+    def _execute(
+        self, role: str, planned: list[PlannedRequest], description: str
+    ) -> list[list[Generation] | None]:
+        """The role's executor on ``planned``; what failed (or the budget left) is None."""
+        if not planned:
+            return []
+        try:
+            return list(self.pool.executor(role).execute(planned, description))
+        except RequestsFailed as e:  # every other request is done; those units are incomplete
+            return list(e.results)
+
+    def _dry(
+        self, role: str, stages: list[Stage], planned: list[PlannedRequest]
+    ) -> list[list[Generation] | None]:
+        """The dry run of one role's requests: each stage counted (:func:`count_planned`),
+        each request answered from the cache when it holds all its samples, else by the
+        stage's placeholder (no model is called)."""
+        basis = ESTIMATED if self._guessed else PLANNED
+        for stage in dict.fromkeys(stages):
+            mine = [p for p, s in zip(planned, stages, strict=True) if s is stage]
+            self.estimates.append(count_planned(self.pool, stage.name, role, mine, basis))
+        ex = self.pool.executor(role)
+        out: list[list[Generation] | None] = []
+        for p, stage in zip(planned, stages, strict=True):
+            key = ex.key(p.request)
+            if self.pool.store.cached_indices(key) >= set(range(p.n)):
+                out.append(self.pool.store.get(key, range(p.n)))
+            else:
+                self._guessed = True
+                out.append([Generation(stage.placeholder(p.request)) for _ in range(p.n)])
+        return out
+
+    @property
+    def stopped_by_budget(self) -> bool:
+        """Whether the cost budget (``max_cost_usd``) left requests undispatched."""
+        return self.pool.ledger.stopped
+
+    def outcome(self, neutrality: Mapping[str, Any] | None = None, gate: str = "off") -> Outcome:
+        """The command's outcome (:func:`~credo.pipeline.ending.decide_outcome`)."""
+        return decide_outcome(self.incomplete, self.stopped_by_budget, neutrality or {}, gate)
+
+
+SetOut = dict[str, dict[str, tuple[tuple[Sample, ...], tuple[bool | None, ...]]]]
+"""Per item id, per sample set: the samples and each one's correctness."""
+
+
+class SampleSetStage(Stage):
+    """Sample set ``name`` of every item (:mod:`credo.plan.sample_sets`), read into ``out``:
+    ``credo run``'s original, perturbed, paraphrased, label, APriCoT, follow-up and NLI
+    samples, and the adaptive rounds."""
+
+    missing = "samples missing"
+
+    def __init__(self, name: str, out: SetOut) -> None:
+        self.name = name
+        self._spec = get_sample_set(name)
+        self.role = RUNNER_ROLES[self._spec.runner]
+        self.description = name
+        self._out = out
+        self._plans: dict[str, Any] = {}
+
+    def plan(self, items: Sequence[Any], context: PlanContext) -> StagePlan:
+        """Each item's plan by the set's planner."""
+        self._plans = {it.id: self._spec.planner(it, context) for it in items}
+        return {i: list(p.requests) for i, p in self._plans.items()}
+
+    def read(self, generations: Generated) -> None:
+        """Build each complete item's samples and their correctness into ``out``."""
+        for unit, chunk in generations.items():
+            plan = self._plans[unit]
+            samples = plan.build(chunk)
+            self._out.setdefault(unit, {})[self.name] = (
+                samples, tuple(plan.correct(s) for s in samples))
