@@ -42,38 +42,53 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from credo.importers.base import Generations, GivenItem, GivenSample
-from credo.importers.credo_jsonl import read_credo
-from credo.importers.inspect_log import read_inspect
-from credo.importers.lm_eval import read_lm_eval
+from credo.importers.base import (
+    IMPORTERS,
+    Generations,
+    GivenItem,
+    GivenSample,
+    Importer,
+    ReadOptions,
+)
 from credo.tasks.loaders import DataFileNotFound, DatasetError, read_jsonl
 
-__all__ = ["Generations", "GivenItem", "GivenSample", "read_generations"]
+__all__ = [
+    "IMPORTERS",
+    "Generations",
+    "GivenItem",
+    "GivenSample",
+    "Importer",
+    "ReadOptions",
+    "read_generations",
+]
 
 
 def read_generations(
     path: str | Path, *, lm_eval_filter: str | None = None, recompute: bool = False
 ) -> Generations:
-    """Read generations from ``path`` in whichever layout it has (module docstring).
+    """Read generations from ``path`` in whichever layout it has (module docstring): the
+    importer of :data:`IMPORTERS` whose suffixes name the file's, else, for a JSON Lines
+    file, the one that claims its first row.
 
     ``recompute``: the file's own correctness is not wanted (credo grades the answers),
     so lm-eval's metric is not rebuilt."""
-    # TODO(issue 31, h31r): the importers as entries of the generic registry, each
-    # claiming its files (suffix, first row); the order of the tests below is theirs.
     p = Path(path)
     if not p.is_file():
         raise DataFileNotFound(f"{p}: no such file")
-    if p.suffix in (".eval", ".json"):
-        return read_inspect(p)
+    options = ReadOptions(lm_eval_filter, recompute)
+    whole = [imp for imp in IMPORTERS.values() if p.suffix in imp.suffixes]
+    if whole:
+        return whole[0].read(p, None, options)
     rows = read_jsonl(p)
     first = next(rows, None)
     if first is None:
         raise DatasetError(f"{p}: no rows")
     line_no, row = first
-    rows = _chain((line_no, row), rows)
-    if "doc_id" in row:
-        return read_lm_eval(p, rows, lm_eval_filter, recompute)
-    return read_credo(p, rows)
+    claiming = [imp for imp in IMPORTERS.values() if imp.claims is not None and imp.claims(row)]
+    if not claiming:
+        raise DatasetError(f"{p}:{line_no}: no importer reads this layout (known: "
+                           f"{', '.join(IMPORTERS)})")
+    return claiming[0].read(p, _chain((line_no, row), rows), options)
 
 
 def _chain(first: tuple[int, Mapping[str, Any]], rest: Iterator) -> Iterator:

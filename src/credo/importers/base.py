@@ -5,12 +5,27 @@ correctness and sampling)."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+from credo.registry import Registry
 from credo.types import TokenLogprob
 
-__all__ = ["Generations", "GivenItem", "GivenSample", "finite_number"]
+__all__ = [
+    "IMPORTERS",
+    "Generations",
+    "GivenItem",
+    "GivenSample",
+    "Importer",
+    "ReadOptions",
+    "Rows",
+    "finite_number",
+]
+
+Rows = Iterator[tuple[int, Mapping[str, Any]]]
+"""``(line, row)`` for each row of a JSON Lines file."""
 
 
 @dataclass(frozen=True)
@@ -68,3 +83,33 @@ class Generations:
 def finite_number(value: Any) -> bool:
     """Whether ``value`` is a finite int or float (a bool is not)."""
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    """What ``credo score`` is told of a file: the lm-eval filter to read (None: each
+    document's first), and ``recompute`` (credo grades the answers, so the file's own
+    correctness is not rebuilt)."""
+
+    lm_eval_filter: str | None = None
+    recompute: bool = False
+
+
+@dataclass(frozen=True)
+class Importer:
+    """One layout of generations a file may hold (issue 31: an importer is one module
+    and one registration in :data:`IMPORTERS`). A file whose suffix is one of
+    ``suffixes`` is this layout's and ``read`` gets no rows (it reads the file whole);
+    a JSON Lines file is the layout whose ``claims`` holds for its first row, and
+    ``read`` gets its rows, the first included."""
+
+    read: Callable[[Path, Rows | None, ReadOptions], Generations]
+    suffixes: tuple[str, ...] = ()
+    claims: Callable[[Mapping[str, Any]], bool] | None = None
+
+
+IMPORTERS: Registry[Importer] = Registry(
+    "importer", load=("credo.importers.credo_jsonl", "credo.importers.lm_eval",
+                      "credo.importers.inspect_log"),
+)
+"""Every layout :func:`credo.importers.read_generations` reads, by name."""

@@ -8,7 +8,15 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from credo.importers.base import Generations, GivenItem, GivenSample
+from credo.importers.base import (
+    IMPORTERS,
+    Generations,
+    GivenItem,
+    GivenSample,
+    Importer,
+    ReadOptions,
+    Rows,
+)
 from credo.tasks.loaders import DatasetError
 from credo.types import TokenLogprob
 
@@ -98,3 +106,11 @@ def _logprobs(value: Any, where: str) -> tuple[TokenLogprob, ...] | None:
         raise DatasetError(
             f"{where}: 'logprobs' must be a list of {{token, logprob, top: [[token, logprob]]}}"
         ) from None
+
+
+def _read(path: Path, rows: Rows | None, options: ReadOptions) -> Generations:
+    assert rows is not None  # a JSON Lines layout
+    return read_credo(path, rows)
+
+
+IMPORTERS.add("credo", Importer(_read, claims=lambda row: "doc_id" not in row))

@@ -10,7 +10,16 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from credo.importers.base import Generations, GivenItem, GivenSample, finite_number
+from credo.importers.base import (
+    IMPORTERS,
+    Generations,
+    GivenItem,
+    GivenSample,
+    Importer,
+    ReadOptions,
+    Rows,
+    finite_number,
+)
 from credo.tasks.loaders import DatasetError, parse_json
 
 __all__ = ["read_inspect"]
@@ -303,3 +312,10 @@ def _inspect_score(
         return answer, float(value) if value not in (0, 1) else bool(value)
     key = str(value).strip().upper()
     return answer, True if key in _RIGHT else False if key in _WRONG else None
+
+
+def _read(path: Path, rows: Rows | None, options: ReadOptions) -> Generations:
+    return read_inspect(path)
+
+
+IMPORTERS.add("inspect", Importer(_read, suffixes=(".eval", ".json")))

@@ -7,7 +7,16 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from credo.importers.base import Generations, GivenItem, GivenSample, finite_number
+from credo.importers.base import (
+    IMPORTERS,
+    Generations,
+    GivenItem,
+    GivenSample,
+    Importer,
+    ReadOptions,
+    Rows,
+    finite_number,
+)
 from credo.tasks.loaders import DatasetError
 
 __all__ = ["read_lm_eval"]
@@ -91,3 +100,11 @@ def _lm_eval_question(row: Mapping[str, Any]) -> str:
             if isinstance(doc.get(key), str):
                 return doc[key]
     return ""
+
+
+def _read(path: Path, rows: Rows | None, options: ReadOptions) -> Generations:
+    assert rows is not None  # a JSON Lines layout
+    return read_lm_eval(path, rows, options.lm_eval_filter, options.recompute)
+
+
+IMPORTERS.add("lm-eval", Importer(_read, claims=lambda row: "doc_id" in row))
