@@ -216,3 +216,120 @@ def test_one_helper_merges_flags_into_a_config():
                   for a in n.names}
         found = names & {"model_validate", "read_yaml_mapping", "ValidationError"}
         assert not found, f"{module} merges or validates a config itself: {sorted(found)}"
+
+
+# --------------------------------------------------------------------------- stages (issue 31)
+
+
+def _stage_classes() -> dict[str, type]:
+    """Every concrete subclass of credo.generation.stage.Stage defined in src/credo."""
+    import importlib
+    import inspect
+
+    from credo.generation.stage import Stage
+
+    for module in MODULES:
+        if not module.startswith(("credo.cli", "credo.serve")):
+            importlib.import_module(module)
+    found: dict[str, type] = {}
+    todo = list(Stage.__subclasses__())
+    while todo:
+        cls = todo.pop()
+        todo += cls.__subclasses__()
+        if cls.__module__.startswith("credo.") and not inspect.isabstract(cls):
+            found[f"{cls.__module__}.{cls.__qualname__}"] = cls
+    return found
+
+
+def test_every_stage_is_in_the_architecture_table_with_its_ledger_name():
+    table = {re.findall(r"`([\w.]+)`", row[0])[0]: row[1]
+             for row in _table("Stages and the driver")}
+    classes = _stage_classes()
+    assert set(classes) == set(table), "docs/architecture.md's stage table and the code differ"
+    for path, cls in classes.items():
+        name = cls.__dict__.get("name")
+        if isinstance(name, str):  # a class-level ledger stage (SampleSetStage names its set)
+            assert f"`{name}`" in table[path], (path, name)
+
+
+def test_every_stage_is_planned_and_its_role_is_a_pool_role():
+    """A stage states its requests before anything runs: its plan is a mapping of units to
+    PlannedRequests (no model is called by planning), and what it asks is a pool role."""
+    from credo.generation import pool
+
+    roles = {getattr(pool, r) for r in ("MODEL", "WRITER", "PARAPHRASER", "JUDGE", "GRADER",
+                                        "SURPRISAL")}
+    for path, cls in _stage_classes().items():
+        for method in ("plan", "read"):
+            assert method in {k for c in cls.__mro__[:-2] for k in c.__dict__}, (path, method)
+        role = cls.__dict__.get("role")
+        if isinstance(role, str):
+            assert role in roles, (path, role)
+
+
+def _calls_execute(path: Path) -> bool:
+    """Whether ``path`` calls ``<executor>.execute(...)`` (not a database's)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and (
+                node.func.attr == "execute"):
+            target = ast.unparse(node.func.value)
+            if not re.search(r"(^|\.|_)db$", target):
+                return True
+    return False
+
+
+def test_only_the_named_modules_call_an_executor():
+    named = {re.findall(r"`([\w.]+)`", row[0])[0]
+             for row in _table("Model calls outside the driver")}
+    calling = {m for m, p in MODULES.items() if _calls_execute(p)}
+    calling -= {"credo.generation.executor", "credo.generation.ray_executor"}  # the executors
+    assert calling == named, "docs/architecture.md's list of modules calling an executor differs"
+
+
+def _reaches(module: str, function: str, target: str) -> bool:
+    """Whether ``module.function`` calls ``target`` in its body or through functions of
+    its own module that it calls (transitively)."""
+    tree = ast.parse(MODULES[module].read_text(encoding="utf-8"))
+    defs = {n.name: n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}
+    seen, todo = set(), [function]
+    while todo:
+        name = todo.pop()
+        if name in seen or name not in defs:
+            continue
+        seen.add(name)
+        for node in ast.walk(defs[name]):
+            if isinstance(node, ast.Call):
+                called = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(
+                    node.func, "id", "")
+                if called == target:
+                    return True
+                todo.append(called)
+    return False
+
+
+def test_every_pipeline_reaches_its_ending():
+    rows = _table("Pipelines and their ending")
+    assert rows
+    for row in rows:
+        path, ending = re.findall(r"`([\w.]+)`", row[0])[0], re.findall(r"`(\w+)`", row[1])[0]
+        module, function = path.rsplit(".", 1)
+        if ending == "decide_outcome":  # through the result's outcome
+            assert _reaches(module, function, "StrengthResult") or _reaches(
+                module, function, ending), path
+        else:
+            assert _reaches(module, function, ending), (path, ending)
+
+
+def test_every_outcome_is_decide_outcome_s():
+    """Every ``outcome`` property of src/credo decides with credo.pipeline.ending's rule."""
+    found = 0
+    for module, path in MODULES.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.FunctionDef) and node.name == "outcome":
+                found += 1
+                calls = {getattr(n.func, "id", getattr(n.func, "attr", ""))
+                         for n in ast.walk(node) if isinstance(n, ast.Call)}
+                assert "decide_outcome" in calls, f"{module}: outcome decides on its own"
+    assert found >= 3  # RunResult, StrengthResult, StageDriver

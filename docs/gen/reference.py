@@ -413,12 +413,13 @@ def method_card(name: str) -> str:
                           for f in (AnswerFormat.CHOICE, AnswerFormat.NUMBER))
     else:
         reads = ", ".join(spec.needs)
-    source = inspect.getsourcefile(spec.scorer) or ""
+    scorer = inspect.unwrap(spec.scorer)  # a sample_set_method's function, not its wrapper
+    source = inspect.getsourcefile(scorer) or ""
     try:
         source = str(Path(source).resolve().relative_to(ROOT))
     except ValueError:
         source = Path(source).name
-    module = spec.scorer.__module__
+    module = scorer.__module__
     rows = [
         ("summary", md_text(spec.summary)),
         ("reads the sample sets", md_text(reads) or "none"),

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
 
 from rich.console import Console
 
+from credo.cli.command import command
 from credo.registry import STOPPING_RULES
 
-__all__ = ["add_adaptive_parser", "cmd_adaptive"]
+__all__ = ["cmd_adaptive"]
 
 console = Console(stderr=False)
 
@@ -26,20 +26,7 @@ def _floats(text: str) -> list[float]:
         raise argparse.ArgumentTypeError(msg) from None
 
 
-def add_adaptive_parser(sub: Any) -> None:
-    """Register ``credo adaptive`` on the top-level subparsers."""
-    p = sub.add_parser(
-        "adaptive",
-        help="replay adaptive sampling from a full run's cache: samples saved vs Δmetrics",
-        description=(
-            "Replay a finished full run from its cache, then each stopping rule (and each "
-            "epsilon of the interval rule) as an adaptive run would have drawn it, with no "
-            "model call; write RUN_DIR/adaptive/adaptive.md, adaptive.json and adaptive.png "
-            "(samples saved vs ΔAUROC, one point per rule and epsilon). A samples file "
-            "`credo score` reads is replayed the same way, averaged over --orders random "
-            "orders of each item's samples."
-        ),
-    )
+def _adaptive_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("run_dir", type=Path, metavar="RUN_DIR|FILE",
                    help="a finished full run's folder, or a samples file `credo score` reads "
                    "(credo JSONL, lm-eval samples, an inspect log): samples from any API")
@@ -72,9 +59,21 @@ def add_adaptive_parser(sub: Any) -> None:
                    help="grade every answer against its item's gold (not the file's own)")
     g.add_argument("--methods", type=lambda t: [x.strip() for x in t.split(",") if x.strip()],
                    help="the methods to score (default: what the file allows)")
-    p.set_defaults(func=cmd_adaptive)
 
 
+@command(
+    "adaptive",
+    help="replay adaptive sampling from a full run's cache: samples saved vs Δmetrics",
+    description=(
+        "Replay a finished full run from its cache, then each stopping rule (and each "
+        "epsilon of the interval rule) as an adaptive run would have drawn it, with no "
+        "model call; write RUN_DIR/adaptive/adaptive.md, adaptive.json and adaptive.png "
+        "(samples saved vs ΔAUROC, one point per rule and epsilon). A samples file "
+        "`credo score` reads is replayed the same way, averaged over --orders random "
+        "orders of each item's samples."
+    ),
+    flags=_adaptive_flags,
+)
 def cmd_adaptive(args: argparse.Namespace) -> int:
     """Run :func:`credo.api.simulate_adaptive` and print its table."""
     from credo.api import simulate_adaptive

@@ -10,57 +10,65 @@ from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
+from credo.cli.command import command
+
 if TYPE_CHECKING:
     from credo.evaluate.certify import Certificate
 
-__all__ = ["adaptive_line", "add_certify_parser", "certified_line", "cmd_certify"]
+__all__ = ["adaptive_line", "add_adaptive_decision_flags", "certified_line", "cmd_certify"]
 
 
-def add_certify_parser(sub: Any) -> None:
-    """Register ``credo certify`` on the top-level subparsers."""
-    c = sub.add_parser(
-        "certify",
-        help="a score threshold with a guarantee: risk <= alpha among accepted answers",
-        description=(
-            "Certify, on a finished labelled run, the threshold of one method's scores above "
-            "which its answers are acted on: for new items from the same distribution, "
-            "answered with the same model and settings, the error rate among accepted "
-            "answers is at most ALPHA with probability at least 1 - DELTA (Learn then Test "
-            "with exact binomial tails; assumes exchangeable items). The file records what "
-            "must match when `credo run --certificate` uses it."
-        ),
-    )
-    c.add_argument("run", type=Path, metavar="RUN_DIR")
-    c.add_argument("--method", help="the scores to threshold, e.g. self_consistency "
+def _certify_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("run", type=Path, metavar="RUN_DIR")
+    p.add_argument("--method", help="the scores to threshold, e.g. self_consistency "
                    "(with --claims: the claim method, e.g. frequency; default the only one)")
-    c.add_argument("--claims", action="store_true",
+    p.add_argument("--claims", action="store_true",
                    help="a claim certificate from the run's claims.jsonl (issue 33, "
                    "docs/claims.md): keep claims scoring above a threshold so that every "
                    "retained claim of a new answer is correct with probability >= 1 - alpha "
                    "(conformal; with --procedure ltt, with probability 1 - delta)")
-    c.add_argument("--a", type=float, default=1.0, dest="share",
+    p.add_argument("--a", type=float, default=1.0, dest="share",
                    help="with --claims: the share of retained claims that must be correct")
-    c.add_argument("--alpha", type=float, default=0.1, help="risk: the most errors among "
+    p.add_argument("--alpha", type=float, default=0.1, help="risk: the most errors among "
                    "accepted answers (default 0.1)")
-    c.add_argument("--delta", type=float, default=0.1, help="the chance the guarantee "
+    p.add_argument("--delta", type=float, default=0.1, help="the chance the guarantee "
                    "fails over the calibration draw (default 0.1)")
-    c.add_argument("--procedure", help="ltt (default), sgr, fixed-sequence, or crc "
+    p.add_argument("--procedure", help="ltt (default), sgr, fixed-sequence, or crc "
                    "(expected risk, no delta); with --claims conformal (default) or ltt")
-    c.add_argument("--out", type=Path, help="certificate file (default RUN_DIR/certificate.json)")
-    c.add_argument("--adaptive", choices=["decision"],
+    p.add_argument("--out", type=Path, help="certificate file (default RUN_DIR/certificate.json)")
+    p.add_argument("--adaptive", choices=["decision"],
                    help="certify the adaptive decision procedure as it runs (what `credo "
                    "serve` does): replayed from the run's cache at every candidate threshold "
                    "(sample in rounds until the score's side of it is settled, accept when "
                    "the final score is at or above it), no model call; Learn then Test over "
                    "those decisions")
-    c.add_argument("--adaptive-round", type=int, help="samples per round (default 4)")
-    c.add_argument("--adaptive-min", type=int, help="samples before the rule is read "
+    add_adaptive_decision_flags(p)
+
+
+def add_adaptive_decision_flags(p: argparse.ArgumentParser) -> None:
+    """``--adaptive-round``, ``--adaptive-min``, ``--adaptive-confidence``: the adaptive
+    decision rule's settings, as ``credo certify --adaptive decision`` replays it and
+    ``credo serve`` runs it."""
+    p.add_argument("--adaptive-round", type=int, help="samples per round (default 4)")
+    p.add_argument("--adaptive-min", type=int, help="samples before the rule is read "
                    "(default 4)")
-    c.add_argument("--adaptive-confidence", type=float,
+    p.add_argument("--adaptive-confidence", type=float,
                    help="the rule's predictive interval level (default 0.95)")
-    c.set_defaults(func=cmd_certify)
 
 
+@command(
+    "certify",
+    help="a score threshold with a guarantee: risk <= alpha among accepted answers",
+    description=(
+        "Certify, on a finished labelled run, the threshold of one method's scores above "
+        "which its answers are acted on: for new items from the same distribution, "
+        "answered with the same model and settings, the error rate among accepted "
+        "answers is at most ALPHA with probability at least 1 - DELTA (Learn then Test "
+        "with exact binomial tails; assumes exchangeable items). The file records what "
+        "must match when `credo run --certificate` uses it."
+    ),
+    flags=_certify_flags,
+)
 def cmd_certify(args: argparse.Namespace) -> int:
     """Certify, write the file, print the threshold and coverage (exit 0 even when nothing
     could be certified: the file says so, and ``credo run --certificate`` accepts none)."""

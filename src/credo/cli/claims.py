@@ -7,56 +7,50 @@ from __future__ import annotations
 import argparse
 import math
 from pathlib import Path
-from typing import Any
 
 from rich.console import Console
 
-__all__ = ["add_claims_parsers", "cmd_certify_claims", "cmd_filter_claims"]
+from credo.cli.command import command
+
+__all__ = ["cmd_certify_claims", "cmd_filter_claims"]
 
 
-def add_claims_parsers(sub: Any) -> None:
-    """Register ``credo certify-claims`` and ``credo filter-claims``."""
-    c = sub.add_parser(
-        "certify-claims",
-        help="a claim-score threshold: the retained claims of a new answer are all correct "
-        "with probability >= 1 - alpha",
-        description=(
-            "Calibrate, on an annotated claim file (docs/claims.md: JSON Lines or JSON, the "
-            "paper's released files included), the threshold above which claims are kept: "
-            "for a new answer from the same distribution, every retained claim is correct "
-            "(or at least a share A of them) with probability at least 1 - ALPHA (split "
-            "conformal calibration over items, Mohri & Hashimoto 2024); with --delta, with "
-            "probability 1 - DELTA over the calibration draw the share of new answers that "
-            "fail is at most ALPHA (Learn then Test). Assumes exchangeable items."
-        ),
-    )
-    c.add_argument("file", type=Path, metavar="FILE", help="annotated claim file")
-    c.add_argument("--alpha", type=float, default=0.1,
+def _certify_claims_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("file", type=Path, metavar="FILE", help="annotated claim file")
+    p.add_argument("--alpha", type=float, default=0.1,
                    help="the allowed share of answers whose retained claims fail (default 0.1)")
-    c.add_argument("--a", type=float, default=1.0, dest="share",
+    p.add_argument("--a", type=float, default=1.0, dest="share",
                    help="the share of retained claims that must be correct (default 1: all)")
-    c.add_argument("--delta", type=float,
+    p.add_argument("--delta", type=float,
                    help="high-probability variant: the chance the calibration draw misleads")
-    c.add_argument("--score", help="the claim score to threshold, e.g. frequency+gpt-score "
+    p.add_argument("--score", help="the claim score to threshold, e.g. frequency+gpt-score "
                    "(default: the only score the claims have)")
-    c.add_argument("--tie-break", help="a per-claim value added to the score to break ties, "
+    p.add_argument("--tie-break", help="a per-claim value added to the score to break ties, "
                    "e.g. noise (the paper's)")
-    c.add_argument("--out", type=Path, help="certificate file (default: print only)")
-    c.set_defaults(func=cmd_certify_claims)
-
-    f = sub.add_parser(
-        "filter-claims",
-        help="keep, in each answer of a claim file, the claims a claim certificate retains",
-        description="Apply a certificate from `credo certify-claims` to a claim file (labels "
-        "not needed) and write one JSON row per answer: id, prompt, retained and removed "
-        "claims.",
-    )
-    f.add_argument("certificate", type=Path, metavar="CERT")
-    f.add_argument("file", type=Path, metavar="FILE", help="claim file with the same score")
-    f.add_argument("--out", type=Path, required=True, help="JSON Lines output")
-    f.set_defaults(func=cmd_filter_claims)
+    p.add_argument("--out", type=Path, help="certificate file (default: print only)")
 
 
+def _filter_claims_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("certificate", type=Path, metavar="CERT")
+    p.add_argument("file", type=Path, metavar="FILE", help="claim file with the same score")
+    p.add_argument("--out", type=Path, required=True, help="JSON Lines output")
+
+
+@command(
+    "certify-claims",
+    help="a claim-score threshold: the retained claims of a new answer are all correct "
+    "with probability >= 1 - alpha",
+    description=(
+        "Calibrate, on an annotated claim file (docs/claims.md: JSON Lines or JSON, the "
+        "paper's released files included), the threshold above which claims are kept: "
+        "for a new answer from the same distribution, every retained claim is correct "
+        "(or at least a share A of them) with probability at least 1 - ALPHA (split "
+        "conformal calibration over items, Mohri & Hashimoto 2024); with --delta, with "
+        "probability 1 - DELTA over the calibration draw the share of new answers that "
+        "fail is at most ALPHA (Learn then Test). Assumes exchangeable items."
+    ),
+    flags=_certify_claims_flags,
+)
 def cmd_certify_claims(args: argparse.Namespace) -> int:
     """Certify and print the threshold (exit 0 even when there is none: the message and
     the file say so and how many items would be needed)."""
@@ -78,6 +72,14 @@ def cmd_certify_claims(args: argparse.Namespace) -> int:
     return 0
 
 
+@command(
+    "filter-claims",
+    help="keep, in each answer of a claim file, the claims a claim certificate retains",
+    description="Apply a certificate from `credo certify-claims` to a claim file (labels "
+    "not needed) and write one JSON row per answer: id, prompt, retained and removed "
+    "claims.",
+    flags=_filter_claims_flags,
+)
 def cmd_filter_claims(args: argparse.Namespace) -> int:
     from credo.commands import filter_claim_file
 

@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 __all__ = [
     "CALIBRATE_PROMPT_FLAGS",
+    "EVALUATION_FLAGS",
     "EXECUTOR_FLAGS",
     "RUN_FLAGS",
     "SCORE_FLAGS",
@@ -147,6 +148,20 @@ EXECUTOR_FLAGS: tuple[Flag, ...] = (
 )
 """``--executor``, ``--workers``, ``--ray-address``: the config's ``executor`` section."""
 
+EVALUATION_FLAGS: tuple[Flag, ...] = (
+    Flag("methods", "methods", _names_if_given),
+    Flag("kernel", "kernel"),
+    Flag("bootstrap", "bootstrap"),
+    Flag("calibrate", "calibrate"),
+    Flag("certificate", "certificate"),
+    Flag("seed", "seed"),
+    Flag("out", "out"),
+    Flag("cache", "cache"),
+)
+"""The flags ``credo run`` and ``credo score`` share: the methods and kernel scored, how
+the metrics are reported, the certificate applied, the seed, the run folder and the
+cache (the same fields of a :class:`~credo.config.RunConfig`)."""
+
 RUN_FLAGS: tuple[Flag, ...] = (
     Flag("task", "task"),
     Flag("model", "model"),
@@ -154,14 +169,8 @@ RUN_FLAGS: tuple[Flag, ...] = (
     Flag("m", "m"),
     Flag("limit", "limit"),
     Flag("prompt_style", "prompt_style"),
-    Flag("seed", "seed"),
-    Flag("out", "out"),
-    Flag("cache", "cache"),
-    Flag("kernel", "kernel"),
-    Flag("bootstrap", "bootstrap"),
-    Flag("calibrate", "calibrate"),
+    *EVALUATION_FLAGS,
     Flag("max_cost_usd", "max_cost_usd"),
-    Flag("methods", "methods", _names_if_given),
     Flag("max_tokens", "sampling.max_tokens"),
     Flag("base_url", "model_options.base_url", _base_urls),
     Flag("label", "model_options.label"),
@@ -186,22 +195,14 @@ RUN_FLAGS: tuple[Flag, ...] = (
     Flag("domain", "task_file.domain"),
     Flag("grader", "task_file.grader"),
     Flag("task_family", "task_file.family"),
-    Flag("certificate", "certificate"),
     Flag("num_fewshot", "lm_eval.num_fewshot"),
     Flag("include_path", "lm_eval.include_path", lambda v: [str(p) for p in v]),
 )
 """``credo run``'s flags over a :class:`~credo.config.RunConfig`."""
 
 SCORE_FLAGS: tuple[Flag, ...] = (
-    Flag("kernel", "kernel"),
-    Flag("bootstrap", "bootstrap"),
-    Flag("seed", "seed"),
-    Flag("out", "out"),
-    Flag("cache", "cache"),
-    Flag("calibrate", "calibrate"),
-    Flag("methods", "methods", _names_if_given),
+    *EVALUATION_FLAGS,
     Flag("judge", "judge.model", _text_if_given),
-    Flag("certificate", "certificate"),
 )
 """``credo score``'s flags over a :class:`~credo.config.RunConfig`."""
 

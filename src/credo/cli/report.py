@@ -12,20 +12,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from credo.cli.command import command
 
-def add_report_parser(sub: argparse._SubParsersAction) -> None:
-    """Register ``credo report`` on the top-level subparsers."""
-    p = sub.add_parser(
-        "report",
-        help="HTML report of one run, or a comparison of several (figures, CIs, quadrants)",
-        description=(
-            "Write self-contained HTML reports from run folders. One run without --out: "
-            "RUN_DIR/report.html. Several runs (or --out): DIR/index.html comparing them "
-            "(method x metric table with bootstrap CIs, paired tests, reliability diagrams, "
-            "diagnosis quadrants, neutrality) and DIR/<run>.html per run. Parquet exports "
-            "are written into each run folder."
-        ),
-    )
+
+def _report_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("runs", nargs="+", type=Path, metavar="RUN_DIR", help="run folders")
     p.add_argument("--out", type=Path, help="output folder (default: see above; credo-report)")
     p.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples (1000)")
@@ -39,9 +29,20 @@ def add_report_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--embedder", default=None,
                    help="sentence embedder for the diversity check of run folders without "
                         "perturbation_similarity.json (default: the run's; 'none' to skip)")
-    p.set_defaults(func=cmd_report)
 
 
+@command(
+    "report",
+    help="HTML report of one run, or a comparison of several (figures, CIs, quadrants)",
+    description=(
+        "Write self-contained HTML reports from run folders. One run without --out: "
+        "RUN_DIR/report.html. Several runs (or --out): DIR/index.html comparing them "
+        "(method x metric table with bootstrap CIs, paired tests, reliability diagrams, "
+        "diagnosis quadrants, neutrality) and DIR/<run>.html per run. Parquet exports "
+        "are written into each run folder."
+    ),
+    flags=_report_flags,
+)
 def cmd_report(args: argparse.Namespace) -> int:
     """Run ``credo report`` (:func:`credo.api.report`): the page, then one line on stderr
     per run folder that is not complete."""

@@ -4,14 +4,19 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+
+from credo.cli.command import command
+from credo.registry import STOPPING_RULES
 
 console = Console(stderr=False)
 err = Console(stderr=True)
 
 __all__ = [
+    "add_evaluation_flags",
     "add_executor_flags",
     "cmd_run",
     "print_estimate",
@@ -31,6 +36,112 @@ def add_executor_flags(parser: argparse.ArgumentParser) -> None:
                    help="Ray cluster to join ('auto': this machine's); default: a local one")
 
 
+def add_evaluation_flags(parser: argparse.ArgumentParser) -> None:
+    """``--bootstrap`` and ``--calibrate``: how ``credo run`` and ``credo score`` report
+    the metrics (the config's ``bootstrap`` and ``calibrate``)."""
+    parser.add_argument("--bootstrap", type=int, help="bootstrap resamples for CIs (0 = none)")
+    parser.add_argument(
+        "--calibrate",
+        metavar="{none,isotonic,platt}",
+        help="also report ECE and Brier after a post-hoc calibration map cross-fitted over"
+        " 5 folds of items (isotonic regression or Platt scaling)",
+    )
+
+
+def _run_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", type=Path, help="YAML run config; flags below override it")
+    p.add_argument("--task", help="gsm8k, mmlu:<subject>, truthfulqa_mc1, lm-eval:<task> "
+                   "(see `credo tasks`)")
+    p.add_argument("--model", help="embedded model name, a .gguf path, or openai:<model>")
+    p.add_argument(
+        "--base-url", action="append",
+        help="OpenAI-compatible server URL (with --model openai:...); repeat it or separate "
+        "URLs by commas for replicas of one model",
+    )
+    p.add_argument("--label", help="served model label for its identity: openai:<model>@LABEL")
+    p.add_argument("--n", type=int, help="samples from the original prompt (paper: 30)")
+    p.add_argument("--m", type=int, help="perturbed samples, one per perturbation (paper: 30)")
+    p.add_argument("--limit", type=int, help="first N items of the task")
+    p.add_argument("--num-fewshot", type=int,
+                   help="lm-eval:<task>: few-shot examples before each question (default 0)")
+    p.add_argument("--include-path", type=Path, action="append",
+                   help="lm-eval:<task>: a folder of custom lm-eval task YAMLs (repeatable)")
+    p.add_argument(
+        "--methods",
+        help="comma-separated, e.g. c3,self_consistency,verbalized,p_true,label_prob,"
+        "answer_consistency,paraphrase,ccp (see `credo methods`)",
+    )
+    add_evaluation_flags(p)
+    p.add_argument(
+        "--followups",
+        type=int,
+        help="original samples per item asked follow-ups (verbalized, P(True), CCP)",
+    )
+    p.add_argument("--kernel", help="answer kernel: indicator, embedding, judge (000 App. H)")
+    p.add_argument("--prompt-style", choices=["direct", "brief", "expression", "cot"])
+    p.add_argument("--max-tokens", type=int, help="generation length cap per answer")
+    p.add_argument("--seed", type=int)
+    p.add_argument("--out", type=Path, help="run folder (default runs/latest)")
+    p.add_argument("--cache", type=Path, help="SQLite cache (default ~/.cache/credo)")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the planned requests, samples, tokens and cost per stage (and what is "
+        "cached) without calling any model",
+    )
+    p.add_argument(
+        "--max-cost-usd",
+        type=float,
+        help="stop sending requests once this run's generations cost this much (US dollars, "
+        "from the price_* model options); rerun to resume",
+    )
+    p.add_argument("--corpus", type=Path,
+                   help="text file whose snippets are the context prefixes (000 App. F)")
+    p.add_argument("--writer", help="model writing the context prefixes (default: the "
+                   "strongest embedded model, or a served model under test itself)")
+    p.add_argument("--judge", help="the LLM judge (judge kernel, CCP's NLI step, grading): "
+                   "judge.model (default: the model under test)")
+    p.add_argument("--writer-prompt", help="the writer prompt: v2 (default) or v1")
+    p.add_argument("--certificate", type=Path, help="a certificate from `credo certify`: "
+                   "which answers to act on at its risk, written to answers.jsonl")
+    p.add_argument("--prefix-rules", help="neutrality rules a prefix must pass: strict "
+                   "(default) or basic")
+    p.add_argument("--neutrality", help="000 App. A.3's gate: warn (default), fail, off")
+    p.add_argument(
+        "--adaptive", metavar="RULE", choices=STOPPING_RULES,
+        help="adaptive sampling: draw each item's samples in rounds of 4 (at least 4) and "
+        "stop once RULE holds: consensus (the last round's answers unanimous; ESC, ICLR "
+        "2024), interval (the score the full run would report within --adaptive-epsilon "
+        "of the one now, at 95%%: default 0.1), decision (that interval and the score "
+        "now on one side of --adaptive-threshold or the certificate's); the config's "
+        "adaptive section sets the rest (the rules registered: %(choices)s)",
+    )
+    p.add_argument("--adaptive-epsilon", type=float,
+                   help="the interval rule's tolerance: the most an item's score may differ "
+                   "from the full run's (adaptive.epsilon, default 0.1)")
+    p.add_argument("--adaptive-threshold", type=float,
+                   help="the decision rule's score threshold (adaptive.threshold)")
+    add_executor_flags(p)
+    f = p.add_argument_group(
+        "a task from any JSONL/JSON/CSV file (the config's task_file section; replaces --task)"
+    )
+    f.add_argument("--task-file", type=Path, help="the data file")
+    f.add_argument("--answer-format",
+                   choices=["number", "choice", "short_text", "code", "long_form"])
+    f.add_argument("--question-field", help="field of the question (a,b: joined with a space)")
+    f.add_argument("--choices-field",
+                   help="field holding the options, or one field per option: a,b,c,d")
+    f.add_argument("--gold-field", help="field of the reference answer (default: answer)")
+    f.add_argument("--gold-is-index", action="store_true", default=None,
+                   help="the gold is a 0-based option index")
+    f.add_argument("--id-field", help="field of a unique id (default: <stem>-<line>)")
+    f.add_argument("--domain", help="the perturbation writer's topic, e.g. 'school science'")
+    f.add_argument("--grader", help="grader of the answers, e.g. simpleqa (default: exact)")
+    f.add_argument("--task-family", help="the task the file's questions come from, e.g. "
+                   "gsm8k: a certificate made on it applies (default: file:<format>)")
+
+
 def run_config_from_args(args: argparse.Namespace) -> Any:
     """The run's config: the YAML file (if any) with every given flag written over it
     (:data:`credo.cli.flags.RUN_FLAGS`), validated once by pydantic, so ``--max-tokens 0``
@@ -42,6 +153,15 @@ def run_config_from_args(args: argparse.Namespace) -> Any:
     return config_from_flags(RunConfig, args, RUN_FLAGS, config=args.config)
 
 
+@command(
+    "run", help="sample, score (C3 and baselines) and evaluate a task",
+    description="Ask a model every question of a task n times as written and m times "
+    "under context prefixes, score each answer's credibility with the chosen methods, "
+    "measure how well each score predicts correctness, and write the run folder "
+    "(report.md, report.html, scores.jsonl, ...). A rerun reads every sample from the "
+    "cache.",
+    flags=_run_flags,
+)
 def cmd_run(args: argparse.Namespace) -> int:
     """Run ``credo run``: validate the config, run, print the tables, write the folder."""
     from credo.api import run

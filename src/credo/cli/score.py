@@ -5,57 +5,52 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
 
-__all__ = ["add_score_parser", "cmd_score"]
+from credo.cli.command import command
+from credo.cli.run import add_evaluation_flags
+
+__all__ = ["cmd_score"]
 
 
-def add_score_parser(sub: Any) -> None:
-    """Register ``credo score`` on the top-level subparsers."""
-    s = sub.add_parser(
-        "score",
-        help="score generations you already have (credo JSONL, lm-eval samples, inspect logs)",
-        description=(
-            "Score existing generations with credo's methods and write the run folder "
-            "`credo run` writes (so `credo report` works on it). SAMPLES is credo's JSONL "
-            "(one object per sample: item, set, answer, correct; a run's samples.jsonl too), "
-            "an lm-evaluation-harness --log_samples file, or an inspect_ai eval log (.json or "
-            ".eval). Correctness is the file's own (lm-eval's metric per response, inspect's "
-            "scorer) unless --recompute-correctness; without --methods, the methods its sample "
-            "sets allow are scored. No model is called unless a method needs a judge."
-        ),
-    )
-    s.add_argument("samples", type=Path, metavar="SAMPLES")
-    s.add_argument("--config", type=Path, help="YAML run config (methods, kernel, judge, ...)")
-    s.add_argument("--methods", help="comma-separated methods (see `credo methods`)")
-    s.add_argument("--kernel", help="answer kernel: indicator, embedding, judge (000 App. H)")
-    s.add_argument("--format", default="short_text",
+def _score_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("samples", type=Path, metavar="SAMPLES")
+    p.add_argument("--config", type=Path, help="YAML run config (methods, kernel, judge, ...)")
+    p.add_argument("--methods", help="comma-separated methods (see `credo methods`)")
+    p.add_argument("--kernel", help="answer kernel: indicator, embedding, judge (000 App. H)")
+    p.add_argument("--format", default="short_text",
                    help="answer format: number, choice, short_text, code, long_form")
-    s.add_argument("--judge", help="judge model for the judge kernel or grading")
-    s.add_argument("--lm-eval-filter", help="lm-eval filter to read (default: each doc's first)")
-    s.add_argument(
+    p.add_argument("--judge", help="judge model for the judge kernel or grading")
+    p.add_argument("--lm-eval-filter", help="lm-eval filter to read (default: each doc's first)")
+    p.add_argument(
         "--recompute-correctness", action="store_true",
         help="grade every answer against its item's gold answer (--format) instead of using"
         " the file's own correctness (lm-eval's metric per response, inspect's scorer value,"
         " the 'correct' field)",
     )
-    s.add_argument("--bootstrap", type=int, help="bootstrap resamples for CIs (0 = none)")
-    s.add_argument(
-        "--calibrate",
-        metavar="{none,isotonic,platt}",
-        help="also report ECE and Brier after a post-hoc calibration map cross-fitted over"
-        " 5 folds of items (isotonic regression or Platt scaling)",
-    )
-    s.add_argument("--certificate", type=Path, help="a certificate `credo certify` made on "
+    add_evaluation_flags(p)
+    p.add_argument("--certificate", type=Path, help="a certificate `credo certify` made on "
                    "a `credo score` folder: which answers to act on at its risk, written to "
                    "answers.jsonl")
-    s.add_argument("--seed", type=int)
-    s.add_argument("--out", type=Path, help="run folder (default runs/latest)")
-    s.add_argument("--cache", type=Path, help="SQLite cache for judge calls")
-    s.add_argument("--quiet", action="store_true", help="no progress bars")
-    s.set_defaults(func=cmd_score)
+    p.add_argument("--seed", type=int)
+    p.add_argument("--out", type=Path, help="run folder (default runs/latest)")
+    p.add_argument("--cache", type=Path, help="SQLite cache for judge calls")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
 
 
+@command(
+    "score",
+    help="score generations you already have (credo JSONL, lm-eval samples, inspect logs)",
+    description=(
+        "Score existing generations with credo's methods and write the run folder "
+        "`credo run` writes (so `credo report` works on it). SAMPLES is credo's JSONL "
+        "(one object per sample: item, set, answer, correct; a run's samples.jsonl too), "
+        "an lm-evaluation-harness --log_samples file, or an inspect_ai eval log (.json or "
+        ".eval). Correctness is the file's own (lm-eval's metric per response, inspect's "
+        "scorer) unless --recompute-correctness; without --methods, the methods its sample "
+        "sets allow are scored. No model is called unless a method needs a judge."
+    ),
+    flags=_score_flags,
+)
 def cmd_score(args: argparse.Namespace) -> int:
     """Run ``credo score``: validate, score, print the tables, write the folder."""
     from credo.api import score

@@ -9,9 +9,11 @@ import os
 from pathlib import Path
 from typing import Any
 
+from credo.cli.certify import add_adaptive_decision_flags
+from credo.cli.command import command
 from credo.cli.flags import SKIP, Flag, base_url_option, merge_flags
 
-__all__ = ["SERVE_FLAGS", "add_serve_parser", "cmd_serve"]
+__all__ = ["SERVE_FLAGS", "cmd_serve"]
 
 
 def _urls(values: list[str]) -> Any:
@@ -38,23 +40,7 @@ SERVE_FLAGS: tuple[Flag, ...] = (
 from the certificate's recipe has the certificate refused before the gateway listens."""
 
 
-def add_serve_parser(sub: Any) -> None:
-    """Register ``credo serve`` on the top-level subparsers."""
-    p = sub.add_parser(
-        "serve",
-        help="an OpenAI-compatible gateway: each answer with its score and a certified "
-        "accept flag",
-        description=(
-            "Serve POST /v1/chat/completions, GET /v1/models and GET /health: each "
-            "question is sampled under the certificate's recipe (the adaptive decision rule "
-            "at the certified threshold for a certificate of `credo certify --adaptive "
-            "decision`, else the full recipe), and answered with the modal answer and a "
-            "`credo` object (score, threshold, accept, alpha, delta, samples). A "
-            "certificate whose recipe differs from the gateway's settings is refused before "
-            "it listens. The guarantee covers questions exchangeable with the calibration "
-            "questions, for this model and recipe."
-        ),
-    )
+def _serve_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--certificate", type=Path, required=True,
                    help="a certificate file from `credo certify`")
     p.add_argument("--config", type=Path, help="the gateway's run config (default: the "
@@ -72,11 +58,7 @@ def add_serve_parser(sub: Any) -> None:
     p.add_argument("--adaptive", choices=["decision", "off"],
                    help="decision: sample in rounds until the accept decision is settled; "
                    "off: the full recipe (default: what the certificate was made for)")
-    p.add_argument("--adaptive-round", type=int, help="samples per round (default 4)")
-    p.add_argument("--adaptive-min", type=int, help="samples before the rule is read "
-                   "(default 4)")
-    p.add_argument("--adaptive-confidence", type=float,
-                   help="the rule's predictive interval level (default 0.95)")
+    add_adaptive_decision_flags(p)
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default "
                    "127.0.0.1)")
     p.add_argument("--port", type=int, default=8008, help="port (default 8008; 0: any free)")
@@ -100,9 +82,24 @@ def add_serve_parser(sub: Any) -> None:
                    "windows at most in all)")
     p.add_argument("--served-model-name", help="the model id clients name (default: the "
                    "model's identity)")
-    p.set_defaults(func=cmd_serve)
 
 
+@command(
+    "serve",
+    help="an OpenAI-compatible gateway: each answer with its score and a certified "
+    "accept flag",
+    description=(
+        "Serve POST /v1/chat/completions, GET /v1/models and GET /health: each "
+        "question is sampled under the certificate's recipe (the adaptive decision rule "
+        "at the certified threshold for a certificate of `credo certify --adaptive "
+        "decision`, else the full recipe), and answered with the modal answer and a "
+        "`credo` object (score, threshold, accept, alpha, delta, samples). A "
+        "certificate whose recipe differs from the gateway's settings is refused before "
+        "it listens. The guarantee covers questions exchangeable with the calibration "
+        "questions, for this model and recipe."
+    ),
+    flags=_serve_flags,
+)
 def cmd_serve(args: argparse.Namespace) -> int:
     """Serve until SIGINT or SIGTERM; exit 0 once the log is closed."""
     from rich.console import Console

@@ -7,21 +7,20 @@ from __future__ import annotations
 import argparse
 import math
 from pathlib import Path
-from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+
+from credo.cli.command import command, group
 
 console = Console()
 err = Console(stderr=True)
 
 
-def add_strength_parser(sub: Any) -> None:
-    """Register ``credo strength`` on the top-level subparsers."""
-    s = sub.add_parser("strength", help="perturbation strength and flip rates (paper 003)")
-    ssub = s.add_subparsers(dest="strength_command", required=True)
+group("strength", help="perturbation strength and flip rates (paper 003)")
 
-    r = ssub.add_parser("run", help="perturb, rate strength, read answers, compute flip rates")
+
+def _run_flags(r: argparse.ArgumentParser) -> None:
     r.add_argument("--task", default="mmlu:high_school_statistics",
                    help="a multiple-choice task (mmlu:<subject>, truthfulqa_mc1, "
                         "arc_challenge:<path>, openbookqa:<path>, strategyqa:<path>, "
@@ -46,9 +45,9 @@ def add_strength_parser(sub: Any) -> None:
     r.add_argument("--max-cost-usd", "--max-cost", dest="max_cost_usd", type=float,
                    help="stop sending requests once this run's generations cost this much "
                         "(US dollars, from the roles' price_* options); rerun to resume")
-    r.set_defaults(func=cmd_strength_run)
 
-    a = ssub.add_parser("agree", help="agreement of a strength measure with human labels")
+
+def _agree_flags(a: argparse.ArgumentParser) -> None:
     a.add_argument("--labels", type=Path, required=True, help="labelled JSONL (see docs)")
     a.add_argument("--measure", choices=["judge", "cosine", "surprisal"], default="judge")
     a.add_argument("--judge", default="qwen2.5-coder-1.5b", help="judge model (--measure judge)")
@@ -58,9 +57,10 @@ def add_strength_parser(sub: Any) -> None:
     a.add_argument("--cache", type=Path, help="SQLite cache (default ~/.cache/credo)")
     a.add_argument("--json", type=Path, help="also write the figures to this JSON file")
     a.add_argument("--quiet", action="store_true", help="no progress bars")
-    a.set_defaults(func=cmd_strength_agree)
 
 
+@command("strength run", help="perturb, rate strength, read answers, compute flip rates",
+         flags=_run_flags)
 def cmd_strength_run(args: argparse.Namespace) -> int:
     """Run ``credo strength run``: validate the config, run, write the folder, print FR;
     with ``--dry-run`` print the planned requests per stage instead. The exit status is
@@ -104,6 +104,8 @@ def cmd_strength_run(args: argparse.Namespace) -> int:
     return EXIT_STATUS[outcome]
 
 
+@command("strength agree", help="agreement of a strength measure with human labels",
+         flags=_agree_flags)
 def cmd_strength_agree(args: argparse.Namespace) -> int:
     """Run ``credo strength agree``: one measure on labelled perturbations vs the labels
     (:func:`credo.api.strength_agreement`)."""
@@ -129,4 +131,4 @@ def _f(x: float | None) -> str:
     return "–" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.3f}"
 
 
-__all__ = ["add_strength_parser", "cmd_strength_agree", "cmd_strength_run"]
+__all__ = ["cmd_strength_agree", "cmd_strength_run"]

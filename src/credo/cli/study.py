@@ -9,32 +9,20 @@ from typing import Any
 
 from rich.console import Console
 
+from credo.cli.command import command
+from credo.cli.run import add_executor_flags
+
 console = Console()
 
-__all__ = ["add_study_parser", "cmd_study", "study_config_from_args"]
+__all__ = ["cmd_study", "study_config_from_args"]
 
 
-def add_study_parser(sub: Any) -> None:
-    """Register ``credo study`` on the top-level subparsers."""
-    from credo.cli.run import add_executor_flags
-
-    p = sub.add_parser(
-        "study",
-        help="every task x every model: one run folder each and one comparison report",
-        description=(
-            "Run a study: the YAML names tasks, models (a spec or {model, model_options, "
-            "label}), optionally methods (a list, or task -> list), and a run: section of "
-            "settings every run shares (n, m, limit, sampling, ...). Runs share one "
-            "cache, so a rerun regenerates nothing; each (task, model) is written to "
-            "OUT/<task>__<model>, the comparison report to OUT/report/index.html."
-        ),
-    )
+def _study_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", type=Path, required=True, help="YAML study config")
     p.add_argument("--out", type=Path, help="study folder (default runs/study)")
     p.add_argument("--cache", type=Path, help="SQLite cache (default ~/.cache/credo)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     add_executor_flags(p)
-    p.set_defaults(func=cmd_study)
 
 
 def study_config_from_args(args: argparse.Namespace) -> Any:
@@ -47,6 +35,18 @@ def study_config_from_args(args: argparse.Namespace) -> Any:
                              prefix="invalid study: ")
 
 
+@command(
+    "study",
+    help="every task x every model: one run folder each and one comparison report",
+    description=(
+        "Run a study: the YAML names tasks, models (a spec or {model, model_options, "
+        "label}), optionally methods (a list, or task -> list), and a run: section of "
+        "settings every run shares (n, m, limit, sampling, ...). Runs share one "
+        "cache, so a rerun regenerates nothing; each (task, model) is written to "
+        "OUT/<task>__<model>, the comparison report to OUT/report/index.html."
+    ),
+    flags=_study_flags,
+)
 def cmd_study(args: argparse.Namespace) -> int:
     """Run ``credo study``: a line per finished run, then the report's path; exit 3 when
     some run has items whose requests failed (a rerun completes them), 4 when a run's

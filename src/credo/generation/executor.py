@@ -31,7 +31,7 @@ from rich.progress import (
 )
 
 from credo.errors import BudgetReached, RequestsFailed
-from credo.generation.ledger import Ledger
+from credo.generation.ledger import Ledger, StageUsage
 from credo.generation.store import GenerationStore, request_key, sample_seed
 from credo.models.base import Model
 from credo.types import Generation, GenerationError, GenerationRequest, Usage, usage_of
@@ -54,27 +54,33 @@ class PlannedRequest:
 
 
 @dataclass
-class ExecutionStats:
-    """What one ``execute`` call did. ``retries`` are the backend calls it retried
-    (rate limits, server errors, malformed replies, and empty samples asked again),
-    ``failed_requests`` the requests whose retries ran out (nothing of them is cached),
-    ``budget_skipped`` the blocks left undispatched because the run's cost budget was
-    reached, ``unverified_empty`` the empty samples cached from a backend that does not
-    reproduce seeds, after its retries all came back empty too (marked in the cache:
-    :meth:`GenerationStore.unverified_empty`; issue 21). ``backend_calls`` and the
-    tokens are those of every request sent, as the ledger counts them."""
+class ExecutionStats(StageUsage):
+    """What one ``execute`` call did: the ledger's counter (:class:`StageUsage`: request
+    keys, samples asked for, cached and generated samples, backend calls and reported
+    tokens, counted as the ledger counts them; issue 31: one usage counter) for the whole
+    call, plus its ``seconds``, ``retries`` (the backend calls it retried: rate limits,
+    server errors, malformed replies, and empty samples asked again),
+    ``failed_requests`` (the requests whose retries ran out; nothing of them is cached),
+    ``budget_skipped`` (the blocks left undispatched because the run's cost budget was
+    reached) and ``unverified_empty`` (the empty samples cached from a backend that does
+    not reproduce seeds, after its retries all came back empty too; marked in the cache:
+    :meth:`GenerationStore.unverified_empty`; issue 21)."""
 
-    requested_samples: int = 0
-    cached_samples: int = 0
-    generated_samples: int = 0
-    backend_calls: int = 0
-    completion_tokens: int = 0
-    prompt_tokens: int = 0
     seconds: float = 0.0
     retries: int = 0
     failed_requests: int = 0
     budget_skipped: int = 0
     unverified_empty: int = 0
+
+    @property
+    def requested_samples(self) -> int:
+        """The samples asked for (the ledger's ``samples``)."""
+        return self.samples
+
+    @property
+    def backend_calls(self) -> int:
+        """The backend calls sent, retries included (the ledger's ``calls``)."""
+        return self.calls
 
 
 class Block(NamedTuple):
@@ -223,7 +229,8 @@ class Executor:
             wanted[k] = max(wanted.get(k, 0), p.n)
             template.setdefault(k, p.request)
             stage_of.setdefault(k, p.stage or default_stage)
-        stats.requested_samples = sum(wanted.values())
+        stats.requests += len(wanted)
+        stats.samples += sum(wanted.values())
         identity = self.model.identity
         blocks: list[Block] = []
         for k, n in wanted.items():
@@ -440,7 +447,7 @@ class Executor:
         parallel = self.model.capabilities.parallel_samples
         for block, outcome in received:
             usage = usage_of(outcome) or counted_usage(outcome, parallel)
-            stats.backend_calls += usage.calls
+            stats.calls += usage.calls
             stats.prompt_tokens += usage.prompt_tokens
             stats.completion_tokens += usage.completion_tokens
             entry = self.ledger.usage(block.stage, identity)

@@ -44,7 +44,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from credo.errors import UserError
@@ -124,9 +124,10 @@ class StageUsage:
     completion_tokens: int = 0
 
     def add(self, other: StageUsage) -> None:
-        """Add ``other``'s counts to these."""
-        for name, value in asdict(other).items():
-            setattr(self, name, getattr(self, name) + value)
+        """Add ``other``'s counts to these (only the counts of this class: an
+        :class:`~credo.generation.executor.ExecutionStats` adds its usage)."""
+        for f in fields(StageUsage):
+            setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
 
 
 class Ledger:

@@ -9,13 +9,16 @@ makes of the answers.
 
 from __future__ import annotations
 
+import dataclasses
 from abc import ABC, abstractmethod
 from typing import Any
 
-from credo.generation.executor import PlannedRequest
+from credo.errors import RequestsFailed
+from credo.generation.executor import ExecutionStats, Executor, PlannedRequest
 from credo.types import Generation, GenerationRequest
 
-__all__ = ["CHARS_PER_TOKEN", "Generated", "Stage", "StagePlan", "placeholder_text"]
+__all__ = ["CHARS_PER_TOKEN", "Generated", "Stage", "StagePlan", "execute_stage",
+           "placeholder_text"]
 
 CHARS_PER_TOKEN = 4
 """Characters per token of the prompt estimate (English text with common tokenizers)."""
@@ -36,8 +39,13 @@ class Stage(ABC):
     role: str
     #: What the progress bar says while the stage's requests run.
     description: str = ""
-    #: Why a unit is incomplete when one of its requests of this stage failed.
-    missing: str = "samples missing"
+    #: Why a unit is incomplete when one of its requests of this stage failed (before
+    #: " (requests failed)"); None: "<name> samples missing".
+    missing: str | None = None
+
+    def incomplete_reason(self) -> str:
+        """What ``incomplete`` says of a unit one of whose requests failed."""
+        return f"{self.missing or self.name + ' samples missing'} (requests failed)"
 
     @abstractmethod
     def plan(self, items: Any, context: Any) -> StagePlan:
@@ -57,3 +65,33 @@ class Stage(ABC):
 def placeholder_text(tokens: int) -> str:
     """A text of about ``tokens`` tokens by the estimate (a sample not yet drawn)."""
     return "x" * (CHARS_PER_TOKEN * tokens)
+
+
+def execute_stage(
+    stage: Stage, executor: Executor, items: Any, context: Any, incomplete: dict[str, str]
+) -> tuple[Any, ExecutionStats | None]:
+    """One stage on one executor, for a caller without the pipeline's driver (a kernel
+    or grader used on its own): its plan (units already in ``incomplete`` left out) in
+    one cached call, failed units into ``incomplete``, and what the stage read, with the
+    call's counts (None: nothing was asked). The pipeline runs stages through
+    :class:`credo.pipeline.stages.StageDriver`, which does the same for several stages
+    and roles, and the dry run."""
+    plan = {u: r for u, r in stage.plan(items, context).items() if u not in incomplete}
+    flat = [dataclasses.replace(r, stage=r.stage or stage.name)
+            for reqs in plan.values() for r in reqs]
+    gens: list[list[Generation] | None] = []
+    if flat:
+        try:
+            gens = list(executor.execute(flat, stage.description or stage.name))
+        except RequestsFailed as e:  # every other request is done; those units are incomplete
+            gens = list(e.results)
+    out: Generated = {}
+    k = 0
+    for unit, reqs in plan.items():
+        chunk = gens[k : k + len(reqs)]
+        k += len(reqs)
+        if any(g is None for g in chunk):
+            incomplete.setdefault(unit, stage.incomplete_reason())
+        else:
+            out[unit] = [g for g in chunk if g is not None]
+    return stage.read(out), (executor.history[-1] if flat else None)

@@ -31,7 +31,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from credo.generation.executor import PlannedRequest, RequestsFailed
+from credo.generation.executor import PlannedRequest
+from credo.generation.pool import JUDGE
+from credo.generation.stage import Generated, Stage, StagePlan, execute_stage
 from credo.kernels.registry import Kernel, KernelContext, kernel, kernel_builder
 from credo.plan.samples import ItemSamples
 from credo.tasks.base import AnswerFormat, Item
@@ -43,6 +45,7 @@ __all__ = [
     "JUDGE_STAGE",
     "JUDGE_SYSTEM_PROMPT",
     "JudgePair",
+    "JudgePairsStage",
     "VerdictTable",
     "build_judge_kernel",
     "build_verdict_table",
@@ -268,43 +271,65 @@ def _canonical(fmt: AnswerFormat) -> Callable[[str], str] | None:
     return canonical_code
 
 
+class JudgePairsStage(Stage):
+    """The judge kernel's verdicts as a planned stage (issue 31): ``plan(samples, items)``
+    is :func:`plan_judge_stage` (every item's unique pairs of distinct answers, one T = 0
+    request each, asked of the judge role); ``read`` parses the replies of the complete
+    items into a :class:`VerdictTable` (000 App. D.5)."""
+
+    name = JUDGE_STAGE
+    role = JUDGE
+    description = "judging answer pairs"
+    missing = "judge verdicts missing"
+
+    def __init__(self, fmt: AnswerFormat, max_tokens: int) -> None:
+        self.fmt = fmt
+        self.max_tokens = max_tokens
+        self._pairs: dict[str, list[JudgePair]] = {}
+
+    def plan(self, items: Sequence[ItemSamples], context: Mapping[str, Item]) -> StagePlan:
+        pairs, planned = plan_judge_stage(items, context, self.fmt, self.max_tokens)
+        self._pairs, out = {}, {}
+        for p, r in zip(pairs, planned, strict=True):
+            self._pairs.setdefault(p.item_id, []).append(p)
+            out.setdefault(p.item_id, []).append(r)
+        return out
+
+    def read(self, generations: Generated) -> VerdictTable:
+        pairs = [p for unit in generations for p in self._pairs[unit]]
+        replies = [g[0].text for gens in generations.values() for g in gens]
+        return build_verdict_table(pairs, replies, _canonical(self.fmt))
+
+    def placeholder(self, request: GenerationRequest) -> str:
+        return "No"
+
+
 @kernel_builder("judge")
 def build_judge_kernel(ctx: KernelContext) -> VerdictTable:
-    """Plan every item's unique answer pairs (:func:`plan_judge_stage`), have the judge
-    role answer them at T = 0 through its cached executor (``ctx.judge``), and parse the
-    verdicts (000 App. D.5)."""
+    """Have the judge role answer every item's unique answer pairs at T = 0
+    (:class:`JudgePairsStage`, through the run's stage driver when the context holds
+    one, else the judge's cached executor ``ctx.judge``) and parse the verdicts
+    (000 App. D.5)."""
     from credo.plan.samples import ORIGINAL, PERTURBED
 
-    pairs, planned = plan_judge_stage(ctx.samples, ctx.items, ctx.task.format,
-                                      ctx.judge_max_tokens)
-    canonical = _canonical(ctx.task.format)
-    generated = cached = 0
-    replies: list[str] = []
-    if planned:
-        if ctx.judge is None:
+    stage = JudgePairsStage(ctx.task.format, ctx.judge_max_tokens)
+    if ctx.driver is not None:
+        table = ctx.driver.run([stage], ctx.samples, ctx.items)[0]
+        calls = ctx.driver.executed.get(JUDGE_STAGE)
+    else:
+        if ctx.judge is None and any(stage.plan(ctx.samples, ctx.items).values()):
             raise ValueError("the judge kernel needs the judge's executor (KernelContext.judge)")
-        executor = ctx.judge()
-        try:
-            gens: list = executor.execute(planned, "judging answer pairs", JUDGE_STAGE)
-        except RequestsFailed as e:
-            gens = e.results
-        generated = executor.history[-1].generated_samples
-        cached = executor.history[-1].cached_samples
-        for p, g in zip(pairs, gens, strict=True):
-            if g is None:
-                ctx.incomplete[p.item_id] = "judge verdicts missing (requests failed)"
-        pairs = [p for p, g in zip(pairs, gens, strict=True) if g is not None]
-        replies = [g[0].text for g in gens if g is not None]
-    table = build_verdict_table(pairs, replies, canonical)
+        table, calls = (execute_stage(stage, ctx.judge(), ctx.samples, ctx.items, ctx.incomplete)
+                        if ctx.judge is not None else (stage.read({}), None))
     naive = sum(
         naive_comparisons(len(s.sets.get(ORIGINAL, ())), len(s.sets.get(PERTURBED, ())))
         for s in ctx.samples
     )
     ctx.stats.update(
-        judge_pairs_unique=len(pairs),
+        judge_pairs_unique=len(table.verdicts),
         judge_comparisons_naive=naive,
-        judge_calls_generated=generated,
-        judge_calls_cached=cached,
+        judge_calls_generated=calls.generated_samples if calls else 0,
+        judge_calls_cached=calls.cached_samples if calls else 0,
         judge_unparsable_verdicts=table.unparsable,
     )
     if table.unparsable:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -72,6 +72,9 @@ class KernelContext:
     embedding_cache: Path | None = None
     stats: dict[str, int | float | str] = field(default_factory=dict)
     incomplete: dict[str, str] = field(default_factory=dict)
+    #: The stage driver a kernel's stages run through (issue 31: the pipeline's
+    #: :class:`~credo.pipeline.stages.StageDriver`); None: on ``judge()`` itself.
+    driver: Any = None
 
     @property
     def items(self) -> Mapping[str, Item]:

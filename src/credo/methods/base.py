@@ -13,8 +13,9 @@ The sample sets ``needs`` may name are listed in :mod:`credo.plan.samples`.
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from credo.errors import UserError
@@ -53,6 +54,7 @@ __all__ = [
     "get_method",
     "mean_confidence",
     "method",
+    "sample_set_method",
 ]
 
 
@@ -192,6 +194,29 @@ def method(
         )
 
     return METHODS.register(name, spec)
+
+
+AnswersScorer = Callable[[Sequence[Hashable | None], Kernel], "float | Score"]
+
+
+def sample_set_method(
+    name: str, *, reads: str, summary: str, min_samples: int = 2
+) -> Callable[[AnswersScorer], AnswersScorer]:
+    """Register, as method ``name``, a function of one sample set's answers: the
+    decorated ``f(answers, kernel)`` is scored on the answers of the set ``reads``, and an
+    item with fewer than ``min_samples`` of them is not available (:func:`method` with
+    ``needs=(reads,)``, ``min_samples={reads: min_samples}``). ``f`` is returned
+    unchanged: the same function scores a list of answers outside a run."""
+
+    def register(f: AnswersScorer) -> AnswersScorer:
+        @functools.wraps(f)
+        def scorer(samples: ItemSamples, kernel: Kernel) -> float | Score:
+            return f(samples.answers(reads), kernel)
+
+        method(name, needs=(reads,), summary=summary, min_samples={reads: min_samples})(scorer)
+        return f
+
+    return register
 
 
 def get_method(name: str) -> MethodSpec:

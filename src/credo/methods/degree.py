@@ -8,7 +8,7 @@ from collections.abc import Hashable, Sequence
 import numpy as np
 
 from credo.kernels.registry import Kernel
-from credo.methods.base import ORIGINAL, ItemSamples, Score, mean_confidence, method
+from credo.methods.base import ORIGINAL, Score, mean_confidence, sample_set_method
 from credo.methods.graph import similarity_graph
 
 
@@ -33,17 +33,15 @@ def degree_confidences(
     return w.sum(axis=1) / w.shape[0]
 
 
-@method(
-    "degree",
-    needs=(ORIGINAL,),
+@sample_set_method(
+    "degree", reads=ORIGINAL,
     summary="1 − U_Deg, mean degree of the similarity graph / K (Lin et al. 2024)",
-    min_samples={ORIGINAL: 2},
 )
-def score_degree(samples: ItemSamples, kernel: Kernel) -> Score:
+def degree_confidence(answers: Sequence[Hashable | None], kernel: Kernel) -> Score:
     """Confidence ``1 − U_Deg`` in [1/K, 1], not rescaled: rescaled to [0, 1] as
     ``(1 − U_Deg − 1/K) / (1 − 1/K)`` it is exactly self-consistency (000 eq. 2), so the
     paper's own quantity is kept. Per generation: ``C_Deg(y_j) = D_jj / K``, the item's
     value their mean (:func:`~credo.methods.base.mean_confidence`: exactly rounded, so
     K distinct answers give exactly 1/K). Not available below 2 samples."""
-    conf = [float(c) for c in degree_confidences(samples.answers(ORIGINAL), kernel)]
+    conf = [float(c) for c in degree_confidences(answers, kernel)]
     return Score(mean_confidence(conf), tuple(conf), ORIGINAL)

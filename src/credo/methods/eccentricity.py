@@ -9,7 +9,7 @@ from collections.abc import Hashable, Sequence
 import numpy as np
 
 from credo.kernels.registry import Kernel
-from credo.methods.base import ORIGINAL, ItemSamples, Score, method
+from credo.methods.base import ORIGINAL, Score, sample_set_method
 from credo.methods.graph import normalized_laplacian, settle, similarity_graph
 
 EIGV_THRESHOLD = 0.9
@@ -66,16 +66,13 @@ def _centred_norms2(
     return np.diag(p) - 2.0 * p1 / k + p1.sum() / k**2
 
 
-@method(
-    "eccentricity",
-    needs=(ORIGINAL,),
+@sample_set_method(
+    "eccentricity", reads=ORIGINAL,
     summary="1 − U_Ecc/√(K − 1), spread of the spectral embeddings (Lin et al. 2024)",
-    min_samples={ORIGINAL: 2},
 )
-def score_eccentricity(samples: ItemSamples, kernel: Kernel) -> Score:
+def eccentricity_confidence(answers: Sequence[Hashable | None], kernel: Kernel) -> Score:
     """Confidence ``1 − U_Ecc / √(K − 1)`` in [0, 1] (U ∈ [0, √(K − 1)], see
     :func:`eccentricity`); per generation ``1 − ‖v'_j‖ / √(1 − 1/K)``."""
-    answers = samples.answers(ORIGINAL)
     u = eccentricity(answers, kernel)
     conf = eccentricity_confidences(answers, kernel)
     value = float(np.clip(1.0 - u / math.sqrt(len(answers) - 1), 0.0, 1.0))

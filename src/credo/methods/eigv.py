@@ -9,7 +9,7 @@ from collections.abc import Hashable, Sequence
 import numpy as np
 
 from credo.kernels.registry import Kernel
-from credo.methods.base import ORIGINAL, ItemSamples, method
+from credo.methods.base import ORIGINAL, sample_set_method
 from credo.methods.graph import normalized_laplacian, settle, similarity_graph
 
 
@@ -31,15 +31,12 @@ def eigv(answers: Sequence[Hashable | None], kernel: str | Kernel = "indicator")
     return float(settle(float(np.clip(1.0 - lam, 0.0, None).sum())))
 
 
-@method(
-    "eigv",
-    needs=(ORIGINAL,),
+@sample_set_method(
+    "eigv", reads=ORIGINAL,
     summary="1 − (U_EigV − 1)/(K − 1), Laplacian eigenvalue sum (Lin et al. 2024)",
-    min_samples={ORIGINAL: 2},
 )
-def score_eigv(samples: ItemSamples, kernel: Kernel) -> float:
+def eigv_confidence(answers: Sequence[Hashable | None], kernel: Kernel) -> float:
     """Confidence ``1 − (U_EigV − 1) / (K − 1)`` in [0, 1] (U ∈ [1, K], see :func:`eigv`):
     1 when all K answers are equivalent, 0 when none is similar to another."""
-    answers = samples.answers(ORIGINAL)
     u = eigv(answers, kernel)
     return float(np.clip(1.0 - (u - 1.0) / (len(answers) - 1), 0.0, 1.0))

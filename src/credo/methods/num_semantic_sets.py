@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Sequence
 
 from credo.kernels.registry import Kernel
-from credo.methods.base import ORIGINAL, ItemSamples, method
+from credo.methods.base import ORIGINAL, sample_set_method
 from credo.methods.graph import semantic_clusters
 
 
@@ -19,13 +19,10 @@ def num_semantic_sets(
     return int(semantic_clusters(answers, kernel).max()) + 1
 
 
-@method(
-    "num_semantic_sets",
-    needs=(ORIGINAL,),
+@sample_set_method(
+    "num_semantic_sets", reads=ORIGINAL,
     summary="1 − (C − 1)/(K − 1), C semantic sets among the n samples (Lin et al. 2024)",
-    min_samples={ORIGINAL: 2},
 )
-def score_num_semantic_sets(samples: ItemSamples, kernel: Kernel) -> float:
+def num_semantic_sets_confidence(answers: Sequence[Hashable | None], kernel: Kernel) -> float:
     """Confidence ``1 − (C − 1) / (K − 1)`` in [0, 1]: 1 for one set, 0 for K sets."""
-    answers = samples.answers(ORIGINAL)
     return 1.0 - (num_semantic_sets(answers, kernel) - 1) / (len(answers) - 1)

@@ -7,9 +7,13 @@ from collections.abc import Hashable, Sequence
 import numpy as np
 
 from credo.kernels.registry import Kernel, get_kernel
-from credo.methods.base import ORIGINAL, ItemSamples, method
+from credo.methods.base import ORIGINAL, sample_set_method
 
 
+@sample_set_method(
+    "self_consistency", reads=ORIGINAL,
+    summary="agreement among the n original samples (000 App. J eq. 2)",
+)
 def self_consistency(samples: Sequence[Hashable], kernel: str | Kernel = "indicator") -> float:
     """Generalized consistency ``C(Y) = 1/(K(K-1)) Σ_i Σ_{j≠i} k(y_i, y_j)`` (000 eq. 2).
 
@@ -21,15 +25,3 @@ def self_consistency(samples: Sequence[Hashable], kernel: str | Kernel = "indica
         raise ValueError(f"self-consistency needs at least 2 samples, got {k}")
     K = get_kernel(kernel)(samples, samples)
     return float((K.sum() - np.trace(K)) / (k * (k - 1)))
-
-
-@method(
-    "self_consistency",
-    needs=(ORIGINAL,),
-    summary="agreement among the n original samples (000 App. J eq. 2)",
-    min_samples={ORIGINAL: 2},
-)
-def score_self_consistency(samples: ItemSamples, kernel: Kernel) -> float:
-    """Self-consistency of one item's original samples, in [0, 1]: 1 when all agree, 0
-    when no two do. Not available below 2 samples."""
-    return self_consistency(samples.answers(ORIGINAL), kernel)

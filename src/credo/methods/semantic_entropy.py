@@ -9,7 +9,7 @@ from collections.abc import Hashable, Sequence
 import numpy as np
 
 from credo.kernels.registry import Kernel
-from credo.methods.base import ORIGINAL, ItemSamples, method
+from credo.methods.base import ORIGINAL, sample_set_method
 from credo.methods.graph import semantic_clusters
 
 
@@ -44,16 +44,13 @@ def _mean_log_size(answers: Sequence[Hashable | None], kernel: str | Kernel) -> 
     return math.fsum(int(c) / k * math.log(int(c)) for c in counts)
 
 
-@method(
-    "semantic_entropy",
-    needs=(ORIGINAL,),
+@sample_set_method(
+    "semantic_entropy", reads=ORIGINAL,
     summary="1 − SE / ln K, discrete semantic entropy of the n samples (Farquhar et al. 2024)",
-    min_samples={ORIGINAL: 2},
 )
-def score_semantic_entropy(samples: ItemSamples, kernel: Kernel) -> float:
+def semantic_entropy_confidence(answers: Sequence[Hashable | None], kernel: Kernel) -> float:
     """Confidence ``1 − SE / ln K`` in [0, 1], exactly: 1 when the K original samples form
     one semantic cluster, 0 when every sample is a cluster of its own (SE's maximum ln K).
     Computed as ``Σ_c p_c ln |c| / ln K`` (the same value, see :func:`semantic_entropy`),
     which is exactly 1 and 0 at the two extremes. Not available below 2 samples."""
-    answers = samples.answers(ORIGINAL)
     return _mean_log_size(answers, kernel) / math.log(len(answers))

@@ -17,12 +17,15 @@ import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from credo.config import PerturbationConfig
 from credo.errors import UserError
-from credo.generation.executor import Executor, PlannedRequest, RequestsFailed
+from credo.generation.executor import Executor, PlannedRequest
+from credo.generation.pool import WRITER
+from credo.generation.stage import Generated, Stage, StagePlan, execute_stage
 from credo.models.embedders import Embedder
 from credo.perturb.rules import MAX_WORDS, MIN_WORDS, RuleContext, RuleSet, broken_rule
 from credo.tasks.base import Item
@@ -301,8 +304,10 @@ def generate_perturbations(
     embedder: Embedder,
     config: PerturbationConfig,
     answers: Mapping[str, Sequence[object]] | None = None,
+    driver: Any = None,
 ) -> dict[str, PerturbationSet]:
-    """Up to ``m`` diverse context prefixes per item, from cached candidate samples.
+    """Up to ``m`` diverse context prefixes per item, from cached candidate samples
+    (the writer's calls through ``driver`` when given: the run's stage driver).
 
     Candidates are written with prompt ``config.prompt`` and must pass the rule set
     ``config.rules`` (:mod:`credo.perturb.rules`); ``answers`` are the answers the model
@@ -321,8 +326,8 @@ def generate_perturbations(
     less than the round's :func:`more_candidates`, so each call draws up to the round's
     bound, as the rounds did when this function had its own loop (the tests pin it).
     """
-    result = PrefixWriter(items, m, domain, executor, embedder, config, answers).ensure(
-        {it.id: m for it in items})
+    result = PrefixWriter(items, m, domain, executor, embedder, config, answers,
+                          driver).ensure({it.id: m for it in items})
     short = [it.id for it in items if it.id in result and len(result[it.id].kept) < m]
     if short:
         log.warning(  # a count and the three shortest in the terminal; every item in the run
@@ -387,6 +392,33 @@ class _WriterState:
     exhausted: bool = False
 
 
+class WriterCallStage(Stage):
+    """One call of the perturbation writer as a planned stage (issue 31): ``plan(wanted)``
+    asks each item's one writer request (:func:`writer_request`) for its first ``n``
+    candidates (``wanted``: item id -> n; later calls ask later sample indices of the
+    same request), of the writer role; ``read`` gives each complete item's candidate
+    texts in sample order. :class:`PrefixWriter` decides the calls (the rounds and the
+    diversity filter)."""
+
+    name = WRITING_STAGE
+    role = WRITER
+    description = "perturbations"
+    missing = "perturbed prompts missing"
+
+    def __init__(self, domain: str, config: PerturbationConfig, items: Mapping[str, Item]
+                 | None = None) -> None:
+        self.domain, self.config = domain, config
+        self.items: Mapping[str, Item] = items or {}
+
+    def plan(self, items: Mapping[str, int], context: object = None) -> StagePlan:
+        return {i: [PlannedRequest(writer_request(self.items[i], self.domain, self.config), n,
+                                   label=i, stage=WRITING_STAGE)]
+                for i, n in items.items()}
+
+    def read(self, generations: Generated) -> dict[str, list[str]]:
+        return {i: [x.text for x in gens[0]] for i, gens in generations.items()}
+
+
 class PrefixWriter:
     """Context prefixes written on demand, a few at a time (adaptive sampling, issue 24).
 
@@ -413,9 +445,13 @@ class PrefixWriter:
         embedder: Embedder,
         config: PerturbationConfig,
         answers: Mapping[str, Sequence[object]] | None = None,
+        driver: Any = None,
     ) -> None:
         self.items = {it.id: it for it in items}
         self.m, self.domain, self.executor, self.config = m, domain, executor, config
+        #: The stage driver the writer's calls run through (the run's; None: on
+        #: ``executor`` itself, :func:`credo.generation.stage.execute_stage`).
+        self.driver = driver
         self.contexts = {it.id: rule_context(it, config.rules, (answers or {}).get(it.id, ()))
                          for it in items}
         self.embedder = _MemoEmbedder(embedder)
@@ -434,24 +470,21 @@ class PrefixWriter:
             if not wanted:
                 break
             self.calls += 1
-            planned = [
-                PlannedRequest(writer_request(self.items[i], self.domain, self.config), n,
-                               label=i, stage=WRITING_STAGE)
-                for i, n in wanted.items()
-            ]
-            try:
-                gens = self.executor.execute(
-                    planned, description=f"perturbations (call {self.calls})")
-            except RequestsFailed as e:
-                gens = e.results
-            for (i, n), g in zip(wanted.items(), gens, strict=True):
-                if g is None:
+            stage = WriterCallStage(self.domain, self.config, self.items)
+            description = f"perturbations (call {self.calls})"
+            if self.driver is not None:
+                (texts,) = self.driver.run([stage], wanted, None, description)
+            else:
+                stage.description = description
+                texts = execute_stage(stage, self.executor, wanted, None, {})[0]
+            for i, n in wanted.items():
+                if i not in texts:
                     self.failed.add(i)
                     self.sets.pop(i, None)
                     continue
                 self.state[i].drawn = n
                 self.sets[i] = _filter_item(
-                    self.items[i], [x.text for x in g], self.m, self.embedder,
+                    self.items[i], texts[i], self.m, self.embedder,
                     self.config.threshold, self.contexts[i], self.config.rules,
                 )
         return {i: self.sets[i] for i in targets if i in self.sets}

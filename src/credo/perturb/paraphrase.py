@@ -14,7 +14,9 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from credo.generation.executor import Executor, PlannedRequest, RequestsFailed
+from credo.generation.executor import Executor, PlannedRequest
+from credo.generation.pool import PARAPHRASER
+from credo.generation.stage import Generated, Stage, StagePlan, execute_stage
 from credo.tasks.base import Item
 from credo.types import GenerationRequest, Message, SamplingParams
 
@@ -89,6 +91,46 @@ def plan_paraphrases(
     ]
 
 
+class ParaphraseStage(Stage):
+    """The paraphrase baseline's writer as a planned stage (issue 31): per item,
+    ``candidates`` (default 2 x ``count``) samples of its paraphrasing request
+    (:func:`plan_paraphrases`), asked of the paraphraser role; ``read`` keeps up to
+    ``count`` distinct usable paraphrases per complete item (:func:`clean_paraphrase`)."""
+
+    name = PARAPHRASE_STAGE
+    role = PARAPHRASER
+    description = "writing paraphrases"
+    missing = "paraphrased prompts missing"
+
+    def __init__(self, count: int, sampling: SamplingParams, candidates: int | None = None
+                 ) -> None:
+        if count < 1:
+            raise ValueError(f"count must be >= 1, got {count}")
+        self.count, self.sampling, self.candidates = count, sampling, candidates
+        self._items: dict[str, Item] = {}
+
+    def plan(self, items: Sequence[Item], context: object = None) -> StagePlan:
+        self._items = {it.id: it for it in items}
+        planned = plan_paraphrases(items, self.count, self.sampling, self.candidates)
+        return {it.id: [r] for it, r in zip(items, planned, strict=True)}
+
+    def read(self, generations: Generated) -> dict[str, ParaphraseSet]:
+        out: dict[str, ParaphraseSet] = {}
+        for unit, (g,) in generations.items():
+            it = self._items[unit]
+            kept: list[str] = []
+            examined = 0
+            for gen in g:
+                if len(kept) == self.count:
+                    break
+                examined += 1
+                p = clean_paraphrase(gen.text, it.question)
+                if p is not None and p not in kept:
+                    kept.append(p)
+            out[unit] = ParaphraseSet(unit, tuple(kept), examined, examined - len(kept))
+        return out
+
+
 def generate_paraphrases(
     items: tuple[Item, ...] | list[Item],
     count: int,
@@ -96,33 +138,12 @@ def generate_paraphrases(
     sampling: SamplingParams,
     candidates: int | None = None,
 ) -> dict[str, ParaphraseSet]:
-    """Up to ``count`` paraphrases per item from ``candidates`` (default 2 * count) samples.
-
-    An item whose paraphrases could not be generated (the backend's retries ran out) has
-    no entry: the run marks it incomplete.
-    """
-    if count < 1:
-        raise ValueError(f"count must be >= 1, got {count}")
-    planned = plan_paraphrases(items, count, sampling, candidates)
-    try:
-        gens = executor.execute(planned, description="writing paraphrases")
-    except RequestsFailed as e:  # their items are left out; the run marks them incomplete
-        gens = e.results
-    out: dict[str, ParaphraseSet] = {}
-    for it, g in zip(items, gens, strict=True):
-        if g is None:
-            continue
-        kept: list[str] = []
-        examined = 0
-        for gen in g:
-            if len(kept) == count:
-                break
-            examined += 1
-            p = clean_paraphrase(gen.text, it.question)
-            if p is not None and p not in kept:
-                kept.append(p)
-        out[it.id] = ParaphraseSet(it.id, tuple(kept), examined, examined - len(kept))
-    return out
+    """Up to ``count`` paraphrases per item from ``candidates`` (default 2 * count)
+    samples: :class:`ParaphraseStage` on ``executor`` (a run runs it through the stage
+    driver). An item whose paraphrases could not be generated (the backend's retries ran
+    out) has no entry: the run marks it incomplete."""
+    stage = ParaphraseStage(count, sampling, candidates)
+    return execute_stage(stage, executor, list(items), None, {})[0]
 
 
 def _squash(s: str) -> str:

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from credo.config import RunConfig
-from credo.generation.pool import GRADER, JUDGE, MODEL, PARAPHRASER, WRITER, ModelPool
+from credo.generation.pool import GRADER, JUDGE, MODEL, WRITER, ModelPool
 from credo.generation.roles import assign_roles as assign
 from credo.generation.roles import run_roles as role_map
 from credo.kernels.registry import ItemKernels, KernelContext, build_kernel
@@ -36,7 +36,7 @@ from credo.perturb.context import (
     generate_perturbations,
 )
 from credo.perturb.corpus import corpus_perturbations, load_corpus
-from credo.perturb.paraphrase import PARAPHRASE_STAGE, ParaphraseSet, generate_paraphrases
+from credo.perturb.paraphrase import PARAPHRASE_STAGE, ParaphraseSet, ParaphraseStage
 from credo.perturb.quality import similarity_record
 from credo.pipeline.adaptive import adaptive_originals, adaptive_perturbed
 from credo.pipeline.certificate import task_settings
@@ -346,11 +346,12 @@ def _prefix_sets(
     elif adaptive is None:
         return generate_perturbations(
             task.items, config.m, task.domain, pool.executor(WRITER), embedder,
-            config.perturbation, answers,
+            config.perturbation, answers, StageDriver(pool, incomplete),
         )
     else:
         prefixes = PrefixWriter(task.items, config.m, task.domain, pool.executor(WRITER),
-                                embedder, config.perturbation, answers).ensure
+                                embedder, config.perturbation, answers,
+                                adaptive.driver).ensure
     assert config.adaptive is not None
     return adaptive_perturbed(task, adaptive.ctx, prefixes, adaptive.driver, adaptive.out,
                               config.adaptive)
@@ -383,10 +384,10 @@ def _perturbations(
         if groups:
             similarity = similarity_record(groups, embedder, config.perturbation.threshold)
     if PARAPHRASED in needs:
-        paras = generate_paraphrases(
-            task.items, config.baselines.paraphrases, pool.executor(PARAPHRASER),
-            config.baselines.paraphrase_sampling, config.baselines.paraphrase_candidates,
-        )
+        stage = ParaphraseStage(config.baselines.paraphrases,
+                                config.baselines.paraphrase_sampling,
+                                config.baselines.paraphrase_candidates)
+        (paras,) = StageDriver(pool, incomplete).run([stage], list(task.items))
     for name, made in ((PERTURBED, psets), (PARAPHRASED, paras)):
         if name in needs:
             for it in task.items:
@@ -501,6 +502,7 @@ def build_kernels(
         embedder=lambda: pool.embedder(config.kernel_embedder),
         embedding_cache=config.cache_path.with_name("embeddings.sqlite"),
         stats=stats, incomplete=incomplete,
+        driver=StageDriver(pool, incomplete),  # the judge kernel's pairs are a stage
     )
     names = sorted({spec.kernel or config.kernel for spec in specs})
     return {name: build_kernel(name, ctx) for name in names}

@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from credo.errors import RequestsFailed
-from credo.generation.executor import PlannedRequest, sample_blocks
+from credo.generation.executor import ExecutionStats, PlannedRequest, sample_blocks
 from credo.generation.pool import ModelPool
 from credo.generation.stage import (
     CHARS_PER_TOKEN,
@@ -155,6 +155,9 @@ class StageDriver:
     dry_run: bool = False
     #: The dry run's count per stage, in the order the stages ran.
     estimates: list[StageEstimate] = field(default_factory=list)
+    #: The counts of the executor call each stage's requests went in (by stage name; the
+    #: stages of one role run together share one call).
+    executed: dict[str, ExecutionStats] = field(default_factory=dict)
     #: Whether a stage has read a placeholder (dry run): the later ones are estimated.
     _guessed: bool = False
 
@@ -199,15 +202,27 @@ class StageDriver:
                 gens = self._dry(role, [stages[w[0]] for w in where], flat[role])
             else:
                 gens = self._execute(role, flat[role], desc)
+                history = self.pool.executor(role).history
+                for w in where:
+                    self.executed[stages[w[0]].name] = history[-1]
             got.update(zip(where, gens, strict=True))
+        return self._read(stages, plans, got)
+
+    def _read(
+        self,
+        stages: Sequence[Stage],
+        plans: list[StagePlan],
+        got: dict[tuple[int, str, int], list[Generation] | None],
+    ) -> list[Any]:
+        """What each stage reads of its complete units; a unit with a failed request goes
+        into ``incomplete``."""
         out = []
         for s, (stage, plan) in enumerate(zip(stages, plans, strict=True)):
             generated: Generated = {}
             for unit, reqs in plan.items():
                 chunk = [got[(s, unit, j)] for j in range(len(reqs))]
                 if any(g is None for g in chunk):
-                    self.incomplete.setdefault(
-                        unit, f"{stage.name} {stage.missing} (requests failed)")
+                    self.incomplete.setdefault(unit, stage.incomplete_reason())
                     continue
                 generated[unit] = [g for g in chunk if g is not None]
             out.append(stage.read(generated))
@@ -263,8 +278,6 @@ class SampleSetStage(Stage):
     """Sample set ``name`` of every item (:mod:`credo.plan.sample_sets`), read into ``out``:
     ``credo run``'s original, perturbed, paraphrased, label, APriCoT, follow-up and NLI
     samples, and the adaptive rounds."""
-
-    missing = "samples missing"
 
     def __init__(self, name: str, out: SetOut) -> None:
         self.name = name

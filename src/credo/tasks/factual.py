@@ -36,6 +36,8 @@ from enum import StrEnum
 from pathlib import Path
 
 from credo.generation.executor import PlannedRequest
+from credo.generation.pool import GRADER
+from credo.generation.stage import Generated, Stage, StagePlan
 from credo.tasks.answers import normalise_text
 from credo.tasks.base import AnswerFormat, Item, Task
 from credo.tasks.grading import GRADING_STAGE, Graded, GradeMap, GradingContext, grader
@@ -48,6 +50,7 @@ log = logging.getLogger(__name__)
 __all__ = [
     "GRADER_SYSTEM_PROMPT",
     "Grade",
+    "SimpleQAStage",
     "gold_answers",
     "grade_simpleqa",
     "grading_messages",
@@ -341,23 +344,57 @@ def plan_simpleqa(
     return SimpleQAPlan(grades, todo, requests)
 
 
+class SimpleQAStage(Stage):
+    """SimpleQA's grading as a planned stage (issue 31): ``plan(originals, items)`` is
+    :func:`plan_simpleqa` per item (each distinct answer text once, the ones
+    :func:`pregrade` decides asking nothing), asked of the grader role; ``read`` gives
+    the grade of every (item id, answer text) of the complete items."""
+
+    name = GRADING_STAGE
+    role = GRADER
+    description = "grading answers"
+    missing = "grades missing"
+
+    def __init__(self, params: SamplingParams) -> None:
+        self.params = params
+        self._plan = SimpleQAPlan({}, [], [])
+        self.decided = 0
+
+    def plan(self, items: Mapping[str, Sequence[Graded]], context: Mapping[str, Item]
+             ) -> StagePlan:
+        self._plan = plan_simpleqa(context, items, self.params)
+        self.decided = len(self._plan.grades)
+        out: StagePlan = {i: [] for i in items}
+        for (i, _), r in zip(self._plan.todo, self._plan.requests, strict=True):
+            out[i].append(r)
+        return out
+
+    def read(self, generations: Generated) -> dict[tuple[str, str], Grade]:
+        grades = {k: g for k, g in self._plan.grades.items() if k[0] in generations}
+        asked: dict[str, list[tuple[str, str]]] = {}
+        for key in self._plan.todo:
+            asked.setdefault(key[0], []).append(key)
+        for i, gens in generations.items():
+            for key, g in zip(asked.get(i, []), gens, strict=True):
+                grades[key] = parse_grade(g[0].text)
+        return grades
+
+    def placeholder(self, request: GenerationRequest) -> str:
+        return "A"
+
+
 @grader(SIMPLEQA, "an LLM judge (grader.model) gives SimpleQA's grade; only CORRECT counts",
         judge=True)
 def grade_simpleqa(ctx: GradingContext, originals: Mapping[str, Sequence[Graded]]) -> GradeMap:
     """SimpleQA grades (correct / incorrect / not attempted); only CORRECT counts as
     correct. Each distinct answer text of an item is graded once; exact matches, unparsed
     answers and numbers against numeric gold answers need no call (:func:`pregrade`)."""
-    plan = plan_simpleqa(ctx.items, originals, ctx.params)
-    grades, todo, planned = plan.grades, plan.todo, plan.requests
-    decided_free = len(grades)
-    generated = cached = 0
-    if planned:
-        gens = ctx.ask(planned, "grading answers", GRADING_STAGE)
-        last = ctx.judge().history[-1]
-        generated, cached = last.generated_samples, last.cached_samples
-        for key, g in zip(todo, gens, strict=True):
-            if g is not None:
-                grades[key] = parse_grade(g[0].text)
+    stage = SimpleQAStage(ctx.params)
+    grades = ctx.run_stage(stage, originals, ctx.items)
+    decided_free = stage.decided
+    last = ctx.executed.get(GRADING_STAGE)
+    generated = last.generated_samples if last else 0
+    cached = last.cached_samples if last else 0
     complete = {i: orig for i, orig in originals.items() if i not in ctx.incomplete}
     out: GradeMap = {
         i: tuple(grades[(i, s.text.strip())] is Grade.CORRECT for s in orig)

@@ -35,7 +35,7 @@ from credo.tasks.answers import (
     parse_number,
 )
 from credo.tasks.base import AnswerFormat, Item, Task
-from credo.types import Generation, SamplingParams
+from credo.types import SamplingParams
 
 if TYPE_CHECKING:
     from credo.generation.executor import Executor
@@ -196,7 +196,8 @@ class GradingContext:
     """What a grader gets besides the samples.
 
     ``judge`` returns the grader model's cached executor, loaded on first call (a run
-    whose answers need no judge loads none); ``params`` are its decoding parameters (T =
+    whose answers need no judge loads none); a grader's calls are stages
+    (:meth:`run_stage`); ``params`` are its decoding parameters (T =
     0); ``knowledge`` replaces the knowledge source a FActScore item names; graders add
     their counts to ``stats``, and an item they could not grade (judge requests whose
     retries ran out) to ``incomplete`` with the reason, grading it NaN.
@@ -215,39 +216,24 @@ class GradingContext:
     #: None: :meth:`run_stage` executes a stage on ``judge()`` itself.
     driver: Any = None
 
+    #: The counts of the executor call of each stage run (by ledger stage; None: the
+    #: stage asked nothing).
+    executed: dict[str, Any] = field(default_factory=dict)
+
     def run_stage(self, stage: Stage, items: Any, context: Any = None) -> Any:
         """What ``stage`` reads of its requests' generations, run through the driver
-        (the cache, the ledger, the dry run, failed units into ``incomplete``)."""
+        (the cache, the ledger, failed units into ``incomplete``), else on ``judge()``
+        (:func:`credo.generation.stage.execute_stage`); the call's counts go into
+        :attr:`executed`."""
         if self.driver is not None:
-            return self.driver.run([stage], items, context)[0]
-        plan = {u: r for u, r in stage.plan(items, context).items() if u not in self.incomplete}
-        flat = [r for reqs in plan.values() for r in reqs]
-        gens = self.ask(flat, stage.description or stage.name, stage.name) if flat else []
-        out, k = {}, 0
-        for unit, reqs in plan.items():
-            chunk = gens[k : k + len(reqs)]
-            k += len(reqs)
-            if any(g is None for g in chunk):
-                self.incomplete.setdefault(unit, f"{stage.name} {stage.missing} (requests failed)")
-            else:
-                out[unit] = chunk
-        return stage.read(out)
+            result = self.driver.run([stage], items, context)[0]
+            self.executed[stage.name] = self.driver.executed.get(stage.name)
+            return result
+        from credo.generation.stage import execute_stage
 
-    def ask(
-        self, planned: list[Any], description: str, stage: str | None = None
-    ) -> list[list[Generation] | None]:
-        """The judge's generations for ``planned`` (``None`` for a request whose retries
-        ran out, whose item is then recorded in ``incomplete`` by its label); ``stage``
-        names the ledger stage they count under (default: ``description``)."""
-        from credo.generation.executor import RequestsFailed
-
-        try:
-            return list(self.judge().execute(planned, description, stage))
-        except RequestsFailed as e:
-            for i in e.failed:
-                item_id = planned[i].label.rsplit("/", 1)[0]  # "<item id>/<what>"
-                self.incomplete[item_id] = "grades missing (requests failed)"
-            return e.results
+        result, self.executed[stage.name] = execute_stage(
+            stage, self.judge(), items, context, self.incomplete)
+        return result
 
     @property
     def items(self) -> Mapping[str, Item]:

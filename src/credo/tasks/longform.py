@@ -322,7 +322,7 @@ class ClaimCheckStage(Stage):
     name = CLAIMS_STAGE
     role = GRADER
     description = "checking claims"
-    missing = "grades missing"
+    missing = "grades missing"  # as every grader's failed requests say
 
     def __init__(self, params: SamplingParams, sources: Mapping[str, KnowledgeSource]) -> None:
         self.params = params

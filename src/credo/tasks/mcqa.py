@@ -192,49 +192,30 @@ def _path(name: str, arg: str | None) -> str:
     return arg
 
 
-@task_loader("arc_challenge", fmt=AnswerFormat.CHOICE, source="your file",
-             usage="arc_challenge:<path to the JSONL file>")
-def _arc_challenge(arg: str | None) -> Task:
-    """ARC-Challenge from a Hugging Face-layout JSONL file."""
-    return load_mc_file(
-        _path("arc_challenge", arg), parse_arc, "arc_challenge", "grade-school science"
-    )
+def _file_task(name: str, parse: RowParser, domain: str, what: str) -> None:
+    """Register task ``name``: a multiple-choice file the user gives as ``name:<path>``,
+    one item per row through ``parse``, ``domain`` the perturbation writer's topic;
+    ``what`` the loader's docstring."""
+
+    def load(arg: str | None) -> Task:
+        return load_mc_file(_path(name, arg), parse, name, domain)
+
+    load.__doc__ = what
+    load.__name__ = load.__qualname__ = f"_{name}"
+    task_loader(name, fmt=AnswerFormat.CHOICE, source="your file",
+                usage=f"{name}:<path to the JSONL file>")(load)
 
 
-@task_loader("openbookqa", fmt=AnswerFormat.CHOICE, source="your file",
-             usage="openbookqa:<path to the JSONL file>")
-def _openbookqa(arg: str | None) -> Task:
-    """OpenBookQA from a SWAG-style or AI2-layout JSON Lines file."""
-    return load_mc_file(
-        _path("openbookqa", arg), parse_openbookqa, "openbookqa", "elementary science"
-    )
-
-
-@task_loader("commonsenseqa", fmt=AnswerFormat.CHOICE, source="your file",
-             usage="commonsenseqa:<path to the JSONL file>")
-def _commonsenseqa(arg: str | None) -> Task:
-    """CommonsenseQA (000 §4) from a Hugging Face- or original-layout JSON Lines file."""
-    return load_mc_file(
-        _path("commonsenseqa", arg), parse_commonsenseqa, "commonsenseqa", COMMONSENSE_DOMAIN
-    )
-
-
-@task_loader("strategyqa", fmt=AnswerFormat.CHOICE, source="your file",
-             usage="strategyqa:<path to the JSONL file>")
-def _strategyqa(arg: str | None) -> Task:
-    """StrategyQA yes/no questions as two-option multiple choice."""
-    return load_mc_file(
-        _path("strategyqa", arg), parse_strategyqa, "strategyqa", "implicit multi-step reasoning"
-    )
-
-
-@task_loader("bbh_sports", fmt=AnswerFormat.CHOICE, source="your file",
-             usage="bbh_sports:<path to the JSONL file>")
-def _bbh_sports(arg: str | None) -> Task:
-    """BIG-Bench(-Hard) sports understanding as two-option multiple choice."""
-    return load_mc_file(
-        _path("bbh_sports", arg), parse_sports, "bbh_sports", "sports understanding"
-    )
+_file_task("arc_challenge", parse_arc, "grade-school science",
+           "ARC-Challenge from a Hugging Face-layout JSONL file.")
+_file_task("openbookqa", parse_openbookqa, "elementary science",
+           "OpenBookQA from a SWAG-style or AI2-layout JSON Lines file.")
+_file_task("commonsenseqa", parse_commonsenseqa, COMMONSENSE_DOMAIN,
+           "CommonsenseQA (000 §4) from a Hugging Face- or original-layout JSON Lines file.")
+_file_task("strategyqa", parse_strategyqa, "implicit multi-step reasoning",
+           "StrategyQA yes/no questions as two-option multiple choice.")
+_file_task("bbh_sports", parse_sports, "sports understanding",
+           "BIG-Bench(-Hard) sports understanding as two-option multiple choice.")
 
 
 __all__ = [
