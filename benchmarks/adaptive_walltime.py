@@ -51,7 +51,7 @@ def main() -> None:
     base = RunConfig(
         task=args.task, limit=args.limit, model=args.model, n=args.n, m=args.m,
         sampling={"temperature": 1.0, "max_tokens": args.max_tokens},
-        perturbation={"generator": args.model}, bootstrap=0,
+        perturbation={"writer": args.model}, bootstrap=0,
         model_options={"n_parallel": 16, "n_ctx": 16 * 1024},
     )
     rows = []

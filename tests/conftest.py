@@ -1,6 +1,7 @@
 """Shared test helpers: a deterministic bag-of-words embedder (no model download), the
-context sentences a scripted perturbation writer returns, and a small GSM8K-style task
-file whose every answer is 18."""
+context sentences a scripted perturbation writer returns, the toy task and the scripted
+model that answers it (one definition, used by every test file that runs the toy task;
+issue 31), and a small GSM8K-style task file whose every answer is 18."""
 
 import hashlib
 import json
@@ -66,6 +67,60 @@ def bow_embedder():
 def context_writer(messages, seed):
     """A scripted perturbation writer: one of :data:`CONTEXTS`, chosen by the seed."""
     return CONTEXTS[seed % len(CONTEXTS)]
+
+
+TOY_ITEMS = {
+    "easy": ("Tom has two apples and gets three more. How many apples?", "5"),
+    "solid": ("Sam has four pens and buys two more. How many pens?", "6"),
+    "coin": ("A coin question with answers three or four.", "3"),
+    "fragile": ("Seven or eight, depending on the context?", "7"),
+    "helped": ("Nine, unless a context nudges it to ten?", "10"),
+    "wrong": ("A question the model always gets wrong.", "10"),
+    "stuck": ("A question with a stable wrong answer.", "12"),
+}
+"""The toy task's items (id -> question, gold), each with a fixed behaviour of
+:func:`toy_respond`: easy (always right), solid (right 4 times in 5), coin (right half
+the time), fragile (right, wrong under any prefix), helped (wrong, right under a
+prefix), wrong (unparsable a third of the time, else wrong), stuck (one wrong answer)."""
+
+
+def toy_task(*ids: str):
+    """The toy task (number answers, "arithmetic reasoning") with the items ``ids`` of
+    :data:`TOY_ITEMS`, in that order; all of them when none are named."""
+    from credo.tasks.base import AnswerFormat, Item, Task
+
+    chosen = ids or tuple(TOY_ITEMS)
+    return Task("toy", tuple(Item(i, *TOY_ITEMS[i]) for i in chosen), AnswerFormat.NUMBER,
+                domain="arithmetic reasoning")
+
+
+def toy_respond(messages, seed, *, spread_wrong: bool = True):
+    """The scripted model of the toy task: a writer prompt gets a context sentence of
+    :data:`CONTEXTS`; a question gets the answer its item's behaviour says
+    (:data:`TOY_ITEMS`), a perturbed prompt being one that holds a context sentence.
+    ``spread_wrong``: the wrong item's parsable answers vary with the seed (11 to 14),
+    else they are all 11."""
+    from credo.perturb.context import PROMPTS
+
+    if messages[0].content in PROMPTS.values():
+        return CONTEXTS[seed % len(CONTEXTS)]
+    user = messages[-1].content
+    perturbed = any(c.rstrip(".") in user for c in CONTEXTS)
+    if "Tom" in user:
+        return "Answer: 5"
+    if "Sam" in user:
+        return "Answer: 6" if seed % 5 else "Answer: 7"
+    if "coin" in user:
+        return f"Answer: {3 + seed % 2}"
+    if "Seven" in user:
+        return "The answer is \\boxed{8}" if perturbed else "Answer: 7"
+    if "Nine" in user:
+        return "Answer: 10" if perturbed else "Answer: 9"
+    if "stable wrong" in user:
+        return "Answer: 11"
+    if seed % 3 == 0:
+        return "I am not sure."
+    return f"Answer: {11 + seed % 4}" if spread_wrong else "Answer: 11"
 
 
 def sums_task_file(tmp: Path, items: int, stem: str = "sums") -> Path:

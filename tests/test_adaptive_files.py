@@ -16,9 +16,9 @@ from credo.api import simulate_adaptive
 from credo.cli import main
 from credo.config import AdaptiveConfig
 from credo.errors import UserError
+from credo.importers import read_generations
 from credo.pipeline.simulate import reorder
 from credo.plan.adaptive import next_size, settled
-from credo.tasks.generations import read_generations
 
 
 def _pool(path: Path, items: int = 30, per_item: int = 40, seed: int = 0) -> Path:

@@ -11,13 +11,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from conftest import toy_task
 from credo import RunConfig, run
 from credo.config import PerturbationConfig
 from credo.errors import UserError
 from credo.models.scripted import ScriptedModel
 from credo.perturb.context import PROMPTS, is_neutral_context
 from credo.perturb.corpus import MAX_WORDS, MIN_WORDS, corpus_perturbations, load_corpus
-from credo.tasks.base import AnswerFormat, Item, Task
+from credo.tasks.base import Item
 
 ADJECTIVES = ["quiet", "busy", "ancient", "modern", "rainy", "sunny", "narrow", "wide",
               "crowded", "empty", "golden", "silver"]
@@ -143,15 +144,7 @@ def test_corpus_perturbations_drop_snippets_naming_the_question(tmp_path, bow_em
 
 # --------------------------------------------------------------------------- a run
 
-TASK = Task(
-    "toy",
-    (
-        Item("easy", "Tom has two apples and gets three more. How many apples?", "5"),
-        Item("fragile", "Seven or eight, depending on the context?", "7"),
-    ),
-    AnswerFormat.NUMBER,
-    domain="arithmetic reasoning",
-)
+TASK = toy_task("easy", "fragile")
 
 
 def _respond(messages, seed):
@@ -166,7 +159,7 @@ def _respond(messages, seed):
 def test_run_with_corpus_noise(tmp_path, corpus_file, bow_embedder):
     cfg = RunConfig(
         task="toy", n=4, m=4, limit=None, bootstrap=0, methods=["c3", "self_consistency"],
-        perturbation={"corpus": corpus_file, "generator": "never-loaded"},
+        perturbation={"corpus": corpus_file, "writer": "never-loaded"},
         out=tmp_path / "run", cache=tmp_path / "c.sqlite",
     )
     model = ScriptedModel(_respond)
@@ -184,7 +177,7 @@ def test_run_with_corpus_noise(tmp_path, corpus_file, bow_embedder):
         i: list(p.kept) for i, p in result.perturbation_sets.items()
     }
 
-    assert "generator none (snippets of the corpus corpus.txt)" in (
+    assert "writer none (snippets of the corpus corpus.txt)" in (
         (cfg.out / "report.html").read_text()
     )
 

@@ -38,8 +38,8 @@ from credo.config import (
 )
 from credo.errors import UserError
 from credo.generation.store import GenerationStore, request_key
+from credo.importers import read_generations
 from credo.tasks.builtin import PRESETS, load_task_file, load_task_from_file
-from credo.tasks.generations import read_generations
 from credo.types import Generation, GenerationRequest, Message, TokenLogprob
 
 CLI_EXAMPLES = 12

@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 import credo
 from credo import RunConfig
 from credo.cli import main
-from credo.tasks.generations import read_generations
+from credo.importers import read_generations
 from fault_server import FaultServer
 
 lm_eval = pytest.importorskip("lm_eval")

@@ -180,7 +180,7 @@ def _served_totals(ledger: dict, identity: str) -> dict[str, int]:
 def test_the_ledger_counts_what_the_server_reported(tmp_path, bow_embedder):
     with FaultServer() as server:
         cfg = _served_config(tmp_path, server.url, "a")
-        result = run(cfg, perturber=ScriptedModel(context_writer), embedder=bow_embedder,
+        result = run(cfg, writer=ScriptedModel(context_writer), embedder=bow_embedder,
                      show_progress=False)
         usage = dict(server.usage)
     ledger = json.loads((cfg.out / "metrics.json").read_text())["stats"]["ledger"]
@@ -208,7 +208,7 @@ def test_the_ledger_counts_what_the_server_reported(tmp_path, bow_embedder):
 
     # a rerun reads everything from the cache: no call, no token, no cost
     with FaultServer(port=server.port) as again:
-        second = run(cfg, perturber=ScriptedModel(context_writer), embedder=bow_embedder,
+        second = run(cfg, writer=ScriptedModel(context_writer), embedder=bow_embedder,
                      show_progress=False)
         assert again.served == 0
     total = second.ledger["total"]

@@ -262,10 +262,10 @@ def test_calibrate_prompt_picks_the_most_neutral_setting(tmp_path, monkeypatch, 
     assert abs(by[("v2", "strict")]["mean_delta"]) < abs(by[("v1", "basic")]["mean_delta"])
 
 
-def test_a_run_config_may_name_the_writer_as_the_cli_and_a_study_do(tmp_path):
-    """``perturbation: {writer: X}`` is ``generator: X`` (the flag is ``--writer``, a
-    study's key ``writer``); the run folder's config keeps the field's own name, and
-    giving both is an error rather than a silent choice."""
+def test_a_run_config_names_the_writer_as_the_cli_and_a_study_do(tmp_path):
+    """``perturbation: {writer: X}`` (the flag is ``--writer``, a study's key ``writer``);
+    the deprecated ``generator: X`` reads the same with a warning (issue 31), and giving
+    both is an error rather than a silent choice."""
     from pydantic import ValidationError
 
     from credo import RunConfig
@@ -274,8 +274,8 @@ def test_a_run_config_may_name_the_writer_as_the_cli_and_a_study_do(tmp_path):
     path.write_text("task: gsm8k\nmodel: smollm2-135m\n"
                     "perturbation: {writer: qwen2.5-coder-0.5b}\n")
     cfg = RunConfig.from_yaml(path)
-    assert cfg.perturbation.generator.model == "qwen2.5-coder-0.5b"  # a role (issue 22)
-    assert cfg.model_dump()["perturbation"]["generator"] == "qwen2.5-coder-0.5b"
+    assert cfg.perturbation.writer.model == "qwen2.5-coder-0.5b"  # a role (issue 22)
+    assert cfg.model_dump()["perturbation"]["writer"] == "qwen2.5-coder-0.5b"
     path.write_text("task: gsm8k\nmodel: smollm2-135m\n"
                     "perturbation: {writer: a, generator: b}\n")
     with pytest.raises(ValidationError, match=r"perturbation\.writer"):

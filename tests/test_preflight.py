@@ -117,10 +117,10 @@ def test_run_refuses_a_missing_paraphraser(tmp_path, capsys, ghost, no_generatio
     cfg.write_text(yaml.safe_dump({
         "model": "smollm2-135m", "methods": ["paraphrase"],
         "perturbation": {"writer": "smollm2-135m"},
-        "baselines": {"paraphrase_generator": GHOST},
+        "baselines": {"paraphraser": GHOST},
     }))
     assert main(_run_args(tmp_path, "--config", str(cfg))) == 2
-    _one_line(capsys, "paraphraser", "baselines.paraphrase_generator")
+    _one_line(capsys, "paraphraser", "baselines.paraphraser")
     _no_run_folder(tmp_path)
 
 

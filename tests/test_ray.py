@@ -203,7 +203,7 @@ def test_a_run_through_ray_scores_as_the_local_run(tmp_path, local_ray, bow_embe
     with FaultServer() as server:
         results = {
             name: run(_c3_config(tmp_path, server.url, name, executor),
-                      perturber=ScriptedModel(context_writer), embedder=bow_embedder,
+                      writer=ScriptedModel(context_writer), embedder=bow_embedder,
                       show_progress=False)
             for name, executor in (("local", ExecutorConfig()), ("ray", RAY))
         }

@@ -16,14 +16,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import CONTEXTS, BagOfWordsEmbedder
+from conftest import BagOfWordsEmbedder, toy_respond, toy_task
 from credo import RunConfig, run
 from credo.evaluate import registry
 from credo.evaluate.bootstrap import bootstrap_cis, percentile_interval
 from credo.evaluate.weighted import FAST_METRICS, resample_indices
 from credo.models.scripted import ScriptedModel
-from credo.perturb.context import PROMPTS
-from credo.tasks.base import AnswerFormat, Item, Task
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "credo"
 BUILT_IN = ("ece", "mce", "brier", "auroc", "auprc_pos", "auprc_neg", "auarc", "prr")
@@ -47,37 +45,8 @@ def toy():
     registry.unregister("toy")
 
 
-TASK = Task(
-    "toy",
-    (
-        Item("easy", "Tom has two apples and gets three more. How many apples?", "5"),
-        Item("solid", "Sam has four pens and buys two more. How many pens?", "6"),
-        Item("coin", "A coin question with answers three or four.", "3"),
-        Item("fragile", "Seven or eight, depending on the context?", "7"),
-        Item("wrong", "A question the model always gets wrong.", "10"),
-        Item("stuck", "A question with a stable wrong answer.", "12"),
-    ),
-    AnswerFormat.NUMBER,
-    domain="arithmetic reasoning",
-)
-
-
-def respond(messages, seed):
-    if messages[0].content in PROMPTS.values():
-        return CONTEXTS[seed % len(CONTEXTS)]
-    user = messages[-1].content
-    perturbed = any(c.rstrip(".") in user for c in CONTEXTS)
-    if "Tom" in user:
-        return "Answer: 5"
-    if "Sam" in user:
-        return "Answer: 6" if seed % 5 else "Answer: 7"
-    if "coin" in user:
-        return f"Answer: {3 + seed % 2}"
-    if "Seven" in user:
-        return "Answer: 8" if perturbed else "Answer: 7"
-    if "stable wrong" in user:
-        return "Answer: 11"
-    return f"Answer: {11 + seed % 4}"
+TASK = toy_task("easy", "solid", "coin", "fragile", "wrong", "stuck")
+respond = toy_respond
 
 
 def test_the_built_in_metrics_in_table_order():
@@ -118,7 +87,7 @@ def test_a_registered_metric_is_checked_and_bootstrapped_on_the_same_resamples(t
 
 
 def test_a_registered_metric_shows_in_every_table(toy, tmp_path):
-    from credo.report.writer import metrics_table_rows, response_table_rows
+    from credo.report.markdown import metrics_table_rows, response_table_rows
 
     cfg = RunConfig(task="toy", n=6, m=6, limit=None, out=tmp_path / "run",
                     cache=tmp_path / "cache.sqlite", bootstrap=50, calibrate="isotonic",

@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 import pytest
 from sklearn.metrics import average_precision_score, roc_auc_score
 
-from conftest import CONTEXTS, BagOfWordsEmbedder
+from conftest import BagOfWordsEmbedder, toy_respond, toy_task
 from credo import RunConfig, run
 from credo.evaluate.convergence import ItemTrials, trial_convergence
 from credo.evaluate.metrics import ece, ece_discrete
@@ -27,48 +27,14 @@ from credo.evaluate.paired import auroc_rows, average_precision, ece_rows, paire
 from credo.evaluate.quadrants import diagnose, region_of
 from credo.methods import c3, self_consistency
 from credo.models.scripted import ScriptedModel
-from credo.perturb.context import PROMPTS
 from credo.report import analysis as an
 from credo.report.export import flatten_row
 from credo.report.figures import discrete_levels
 from credo.report.html import ReportOptions, write_report, write_run_report
 from credo.report.rundata import RunFolderError, load_run, read_flip_rates
-from credo.tasks.base import AnswerFormat, Item, Task
 
-TASK = Task(
-    "toy",
-    (
-        Item("easy", "Tom has two apples and gets three more. How many apples?", "5"),
-        Item("solid", "Sam has four pens and buys two more. How many pens?", "6"),
-        Item("coin", "A coin question with answers three or four.", "3"),
-        Item("fragile", "Seven or eight, depending on the context?", "7"),
-        Item("helped", "Nine, unless a context nudges it to ten?", "10"),
-        Item("wrong", "A question the model always gets wrong.", "10"),
-        Item("stuck", "A question with a stable wrong answer.", "12"),
-    ),
-    AnswerFormat.NUMBER,
-    domain="arithmetic reasoning",
-)
-
-
-def respond(messages, seed):
-    if messages[0].content in PROMPTS.values():
-        return CONTEXTS[seed % len(CONTEXTS)]
-    user = messages[-1].content
-    perturbed = any(c.rstrip(".") in user for c in CONTEXTS)
-    if "Tom" in user:
-        return "Answer: 5"
-    if "Sam" in user:
-        return "Answer: 6" if seed % 5 else "Answer: 7"
-    if "coin" in user:
-        return f"Answer: {3 + seed % 2}"
-    if "Seven" in user:
-        return "The answer is \\boxed{8}" if perturbed else "Answer: 7"
-    if "Nine" in user:
-        return "Answer: 10" if perturbed else "Answer: 9"
-    if "stable wrong" in user:
-        return "Answer: 11"
-    return "I am not sure." if seed % 3 == 0 else f"Answer: {11 + seed % 4}"
+TASK = toy_task()
+respond = toy_respond
 
 
 @pytest.fixture(scope="module")

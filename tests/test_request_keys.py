@@ -60,20 +60,23 @@ def _baselines(tmp: Path, embedder, perturbation: dict | None = None) -> Path:
     return cfg.cache
 
 
-def _expression_with_writer(tmp: Path, embedder) -> Path:
+def _expression_with_writer(tmp: Path, embedder, old_names: bool = False) -> Path:
+    """``old_names``: the writer called by its names before issue 31 (``generator:`` in
+    the config, ``perturber=`` in the API), deprecated but the same run."""
     from test_baselines import NUM
 
     cfg = RunConfig(
         task="toy_num", n=5, m=4, limit=None, bootstrap=0, prompt_style="expression",
         sampling=SamplingParams(min_p=0.05, max_tokens=48),
-        perturbation={"generator": "writer", "max_rounds": 2,
+        perturbation={"generator" if old_names else "writer": "writer", "max_rounds": 2,
                       "sampling": {"max_tokens": 32}, **V1},
         methods=["c3", "c3_cross", "self_consistency", "answer_consistency"],
         baselines=BaselineConfig(logprobs=0), seed=3,
         out=tmp / "run", cache=tmp / "c.sqlite",
     )
-    run(cfg, model=ScriptedModel(responder), perturber=ScriptedModel(responder, name="writer"),
-        embedder=embedder, task=NUM, show_progress=False)
+    writer = {"perturber" if old_names else "writer": ScriptedModel(responder, name="writer")}
+    run(cfg, model=ScriptedModel(responder), embedder=embedder, task=NUM, show_progress=False,
+        **writer)
     return cfg.cache
 
 
@@ -186,6 +189,53 @@ def test_request_keys_are_pinned(name, tmp_path, bow_embedder):
         assert not missing and not extra, (
             f"{name} / {identity}: {len(missing)} pinned keys gone, {len(extra)} new keys"
         )
+
+
+def test_the_writers_old_names_leave_the_pinned_keys(tmp_path, bow_embedder):
+    """A config and a call that name the writer as before issue 31 (``generator``,
+    ``perturber=``) load with a DeprecationWarning and ask exactly the pinned requests."""
+    with pytest.warns(DeprecationWarning):
+        got = _keys(_expression_with_writer(tmp_path, bow_embedder, old_names=True))
+    assert got == {k: sorted(v) for k, v in _pins()["expression_with_writer"].items()}
+
+
+SERVED = "http://127.0.0.1:9/v1"
+"""A served model's URL: nothing listens there, and nothing is asked of it."""
+
+
+@pytest.mark.parametrize("given", [
+    {"model": "openai:toy", "model_options": {"base_url": SERVED, "label": "v7",
+                                              "max_retries": 0}},
+    {"model": {"model": "openai:toy", "base_url": SERVED, "label": "v7",
+               "model_options": {"max_retries": 0}}},
+], ids=["model_options", "role_mapping"])
+def test_a_served_model_under_test_keeps_its_keys_in_either_config_shape(tmp_path, given):
+    """The model under test is a role like the others (issue 31): a config naming it the
+    old way (``model`` and an untyped ``model_options``) and one giving it the role
+    mapping every other role takes load to the same fields, build the same identity and
+    ask requests under the pinned key."""
+    from credo.generation.pool import MODEL, ModelPool
+    from credo.pipeline.runner import assign_roles
+    from credo.types import GenerationRequest, Message
+
+    cfg = RunConfig.model_validate({**given, "cache": tmp_path / "c.sqlite"})
+    assert cfg.model == "openai:toy"
+    assert cfg.model_options == {"base_url": SERVED, "label": "v7", "max_retries": 0}
+    role = cfg.model_role
+    assert (role.model, role.base_url, role.label) == ("openai:toy", SERVED, "v7")
+    assert role.model_options == {"max_retries": 0}
+    with ModelPool(cache_path=cfg.cache_path, seed=cfg.seed, show_progress=False,
+                   reach=False) as pool:
+        assign_roles(pool, cfg)
+        identity = pool.model(MODEL, probe=False).identity
+    assert identity == "openai:toy@v7"
+    req = GenerationRequest(messages=(Message(role="user", content="2 + 2?"),))
+    key = request_key(identity, req, cfg.seed)
+    if os.environ.get("CREDO_REGENERATE_KEY_PINS") == "1":
+        pins = _pins()
+        pins["_served_model_under_test"] = key
+        PINS.write_text(json.dumps(pins, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    assert key == _pins()["_served_model_under_test"]
 
 
 def test_request_key_of_a_hand_built_request_is_pinned():

@@ -1,41 +1,18 @@
 """The pipeline end to end on a scripted model: files, scores, metrics, cache reuse."""
 
+import functools
 import json
 
 import pytest
 from sklearn.metrics import roc_auc_score
 
-from conftest import CONTEXTS
+from conftest import toy_respond, toy_task
 from credo import RunConfig, c3, run, self_consistency
 from credo.models.scripted import ScriptedModel
-from credo.perturb.context import PROMPTS
-from credo.tasks.base import AnswerFormat, Item, Task
 
-TASK = Task(
-    "toy",
-    (
-        Item("easy", "Tom has two apples and gets three more. How many apples?", "5"),
-        Item("coin", "A coin question with answers three or four.", "3"),
-        Item("fragile", "Seven or eight, depending on the context?", "7"),
-        Item("wrong", "A question the model always gets wrong.", "10"),
-    ),
-    AnswerFormat.NUMBER,
-    domain="arithmetic reasoning",
-)
-
-
-def respond(messages, seed):
-    if messages[0].content in PROMPTS.values():
-        return CONTEXTS[seed % len(CONTEXTS)]
-    user = messages[-1].content
-    perturbed = any(c.rstrip(".") in user for c in CONTEXTS)
-    if "Tom" in user:
-        return "Answer: 5"
-    if "coin" in user:
-        return f"Answer: {3 + seed % 2}"
-    if "Seven" in user:
-        return "The answer is \\boxed{8}" if perturbed else "Answer: 7"
-    return "I am not sure." if seed % 3 == 0 else "Answer: 11"
+TASK = toy_task("easy", "coin", "fragile", "wrong")
+respond = functools.partial(toy_respond, spread_wrong=False)
+"""The toy model, the wrong item always answering 11 when it answers."""
 
 
 @pytest.fixture

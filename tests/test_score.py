@@ -14,8 +14,8 @@ from credo import RunConfig, run
 from credo.cli import main
 from credo.config import BaselineConfig
 from credo.errors import UserError
+from credo.importers import read_generations
 from credo.models.scripted import ScriptedModel
-from credo.tasks.generations import read_generations
 from test_baselines import NUM, responder
 
 METHODS = ["c3", "c3_cross", "self_consistency", "answer_consistency", "verbalized",

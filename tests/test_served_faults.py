@@ -30,7 +30,7 @@ def _c3_run(tmp: Path, url: str, name: str, bow_embedder):
                     limit=None, bootstrap=0, methods=["c3", "c3_cross", "self_consistency"],
                     model_options={"base_url": url, **FAST}, max_block=2,
                     out=tmp / name / "run", cache=tmp / name / "cache.sqlite")
-    return run(cfg, perturber=ScriptedModel(context_writer), embedder=bow_embedder,
+    return run(cfg, writer=ScriptedModel(context_writer), embedder=bow_embedder,
                show_progress=False)
 
 

@@ -122,9 +122,9 @@ def test_the_ledger_equals_the_servers_own_usage_probe_included(tmp_path, bow_em
         cfg = _served_config(tmp_path, server.url, "probed")
         options = {k: v for k, v in cfg.model_options.items() if k != "probe"}
         cfg = cfg.model_copy(update={"model_options": options})
-        est = dry_run(cfg, perturber=ScriptedModel(context_writer))
+        est = dry_run(cfg, writer=ScriptedModel(context_writer))
         assert server.requests == 0
-        result = run(cfg, perturber=ScriptedModel(context_writer), embedder=bow_embedder,
+        result = run(cfg, writer=ScriptedModel(context_writer), embedder=bow_embedder,
                      show_progress=False, write=False)
         usage = dict(server.usage)
     stages = result.ledger["stages"]
@@ -144,7 +144,7 @@ def test_the_ledger_equals_the_servers_own_usage_probe_included(tmp_path, bow_em
 
     # the probe is stored: a second run sends none and counts none
     with FaultServer(port=server.port) as again:
-        second = run(cfg, perturber=ScriptedModel(context_writer), embedder=bow_embedder,
+        second = run(cfg, writer=ScriptedModel(context_writer), embedder=bow_embedder,
                      show_progress=False, write=False)
         assert again.served == 0
     assert PROBE_STAGE not in second.ledger["stages"]

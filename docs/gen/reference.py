@@ -80,6 +80,7 @@ def slugify(title: str) -> str:
 
 API_GROUPS: dict[str, tuple[str, str]] = {
     "api": ("running", "Running credo"),
+    "experiments": ("running", "Running credo"),
     "pipeline": ("running", "Running credo"),
     "config": ("configuration", "Configuration"),
     "methods": ("methods", "Scoring methods"),

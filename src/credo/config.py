@@ -4,12 +4,13 @@ plus the cache."""
 from __future__ import annotations
 
 import os
+import warnings
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Self
 
 import yaml
 from pydantic import (
-    AliasChoices,
     BaseModel,
     ConfigDict,
     Field,
@@ -130,10 +131,59 @@ class RoleConfig(BaseModel):
         named = {f: getattr(self, f) for f in ROLE_OPTION_FIELDS if getattr(self, f) is not None}
         return {**self.model_options, **named}
 
+    @classmethod
+    def from_options(cls, model: str | None, options: Mapping[str, Any]) -> RoleConfig:
+        """The role of ``model`` given one flat mapping of options (the model under
+        test's ``model_options``, issue 31): the named options (:data:`ROLE_OPTION_FIELDS`)
+        typed, the rest the backend's. The values are not checked again: they reach the
+        pool as given (:meth:`options` is ``options``), which checks them."""
+        named = {f: options.get(f) for f in ROLE_OPTION_FIELDS}
+        rest = {k: v for k, v in options.items() if k not in ROLE_OPTION_FIELDS}
+        return cls.model_construct(model=model, model_options=rest, **named)
+
     @property
     def bare(self) -> bool:
         """Whether the role names its model and nothing else (dumped as a bare string)."""
         return self.model is not None and not self.options()
+
+
+def renamed_keys(value: Any, renames: Mapping[str, str], where: str = "") -> Any:
+    """``value`` (a config mapping) with each deprecated key of ``renames`` (old -> new)
+    read as its new name, a :class:`DeprecationWarning` naming both (issue 31: one name per
+    role; the old names keep working for one release). Both names given is an error
+    rather than a silent choice."""
+    if not isinstance(value, dict) or not any(old in value for old in renames):
+        return value
+    out = dict(value)
+    for old, new in renames.items():
+        if old not in out:
+            continue
+        if new in out:
+            raise ValueError(f"{where}{new} is given twice: as {new} and as {old} (its "
+                             "deprecated name)")
+        warnings.warn(f"{where}{old} is deprecated; call it {where}{new} (the old name "
+                      "goes in the next release)", DeprecationWarning, stacklevel=2)
+        out[new] = out.pop(old)
+    return out
+
+
+DEPRECATED_KEYWORDS: dict[str, str] = {"perturber": "writer"}
+"""The Python API's keywords renamed by issue 31 (old -> new): each is still accepted for
+one release, with a :class:`DeprecationWarning` (:func:`renamed_keyword`)."""
+
+
+def renamed_keyword(new: Any, old: Any, name: str, stacklevel: int = 3) -> Any:
+    """The value of an API keyword given by its new name or by its deprecated ``name``
+    (:data:`DEPRECATED_KEYWORDS`), with a :class:`DeprecationWarning` for the old one;
+    both given is a :class:`TypeError`, as two values for one argument are."""
+    if old is None:
+        return new
+    current = DEPRECATED_KEYWORDS[name]
+    if new is not None:
+        raise TypeError(f"{current}= and {name}= (its deprecated name) are both given")
+    warnings.warn(f"{name}= is deprecated; pass {current}= (the old name goes in the next "
+                  "release)", DeprecationWarning, stacklevel=stacklevel)
+    return old
 
 
 def _role_or_none(role: RoleConfig | None) -> str | dict[str, Any] | None:
@@ -165,11 +215,10 @@ class PerturbationConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    generator: RoleConfig | None = Field(
+    writer: RoleConfig | None = Field(
         None,
-        validation_alias=AliasChoices("generator", "writer"),
-        description="model writing perturbations (also `writer:`, as `--writer` and a "
-        "study's `writer:`): a spec or a role mapping {model, base_url, label, prices...}; "
+        description="model writing perturbations (`--writer`; `generator:` before 0.2, "
+        "deprecated): a spec or a role mapping {model, base_url, label, prices...}; "
         "None = the strongest embedded model (qwen2.5-coder-1.5b) for an embedded model "
         "under test, else the model under test",
     )
@@ -193,7 +242,7 @@ class PerturbationConfig(BaseModel):
     corpus: Path | None = Field(
         None,
         description="a text file whose snippets are the context prefixes instead of a "
-        "writer model's sentences (000 App. F); None = written by the generator",
+        "writer model's sentences (000 App. F); None = written by the writer",
     )
     prompt: Literal["v1", "v2"] = Field(
         "v2", description="the writer prompt (credo.perturb.context.PROMPTS); v1 = before 0.2"
@@ -207,13 +256,19 @@ class PerturbationConfig(BaseModel):
         "0, warn (one line and the report), fail (exit 4 after writing the run), or off",
     )
 
+    @model_validator(mode="before")
+    @classmethod
+    def _old_names(cls, value: Any) -> Any:
+        """``generator:`` is the writer's name before issue 31 (deprecated)."""
+        return renamed_keys(value, {"generator": "writer"}, "perturbation.")
+
     @field_validator("neutrality", mode="before")
     @classmethod
     def _yaml_off(cls, value: Any) -> Any:
         """YAML reads a bare ``off`` as false; it means "off" here."""
         return "off" if value is False else value
 
-    @field_serializer("generator")
+    @field_serializer("writer")
     def _dump_writer(self, role: RoleConfig | None) -> Any:
         return _role_or_none(role)
 
@@ -361,9 +416,9 @@ class BaselineConfig(BaseModel):
     paraphrase_candidates: int | None = Field(
         None, ge=1, description="paraphrases drawn per item; None = 2 x paraphrases"
     )
-    paraphrase_generator: RoleConfig | None = Field(
-        None, description="model writing paraphrases (a spec or a role mapping); None = "
-        "the perturbation generator"
+    paraphraser: RoleConfig | None = Field(
+        None, description="model writing paraphrases (a spec or a role mapping; "
+        "`paraphrase_generator:` before 0.2, deprecated); None = the perturbation writer"
     )
     paraphrase_sampling: SamplingParams = Field(
         SamplingParams(temperature=1.0, max_tokens=160), description="sampling parameters of the "
@@ -380,13 +435,20 @@ class BaselineConfig(BaseModel):
         "2024 select t on validation data; credo.methods.kle.select_heat_t)",
     )
 
+    @model_validator(mode="before")
+    @classmethod
+    def _old_names(cls, value: Any) -> Any:
+        """``paraphrase_generator:`` is the paraphraser's name before issue 31
+        (deprecated)."""
+        return renamed_keys(value, {"paraphrase_generator": "paraphraser"}, "baselines.")
+
     def method_options(self) -> dict[str, Any]:
         """The settings scoring methods read from ``ItemSamples.options``: ``followups``
         and ``ccp_min_prob`` (CCP, the follow-up scope) and ``kle_t`` (KLE)."""
         return {"followups": self.followups, "ccp_min_prob": self.ccp_min_prob,
                 "kle_t": self.kle_t}
 
-    @field_serializer("paraphrase_generator")
+    @field_serializer("paraphraser")
     def _dump_paraphraser(self, role: RoleConfig | None) -> Any:
         return _role_or_none(role)
 
@@ -582,11 +644,13 @@ class RunConfig(_Config):
     )
     model: str = Field(
         "qwen2.5-coder-1.5b", description="the model under test: an embedded name, a .gguf path or "
-        "openai:<model>",
+        "openai:<model>; or a role mapping {model, base_url, label, prices...} as every other "
+        "role takes (read into model and model_options)",
     )
     model_options: dict[str, Any] = Field(
         default_factory=dict, description="the model's options: base_url, label, api_key_env, "
-        "price_* and the backend's own",
+        "price_* and the backend's own (over a role mapping's, as --base-url and --label "
+        "write them)",
     )
     n: int = Field(30, ge=2, description="samples from the original prompt (000: 30)")
     m: int = Field(30, ge=2, description="samples from perturbed prompts, one per perturbation")
@@ -673,6 +737,33 @@ class RunConfig(_Config):
         "perturbed samples in rounds and stop an item once its stopping rule holds; None = "
         "every item gets n and m; part of no request. Also read as sampling.adaptive",
     )
+
+    @property
+    def model_role(self) -> RoleConfig:
+        """The model under test as a role (issue 31), the same shape as the writer's or
+        the judge's: its spec and ``model_options``, the named options (``base_url``,
+        ``label``, prices...) typed (:meth:`RoleConfig.from_options`)."""
+        return RoleConfig.from_options(self.model, self.model_options)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _model_as_role(cls, value: Any) -> Any:
+        """``model: {model: X, base_url: U, ...}``, the role mapping every other role
+        takes, is the model under test ``X`` with those options in ``model_options``
+        (what the run folder's config.yaml records, as before); ``model_options`` given
+        beside it (the flags ``--base-url``, ``--label``) win over the mapping's."""
+        if not isinstance(value, dict) or not isinstance(value.get("model"), dict):
+            return value
+        try:
+            role = RoleConfig.model_validate(value["model"])
+        except ValidationError as e:
+            raise ValueError("model." + validation_message(e)) from None
+        if role.model is None:
+            raise ValueError("model: a role mapping for the model under test names its "
+                             "model (model: {model: <spec>, ...})")
+        given = value.get("model_options")
+        options = {**role.options(), **(given if isinstance(given, dict) else {})}
+        return {**value, "model": role.model, "model_options": options}
 
     @model_validator(mode="after")
     def _decision_needs_threshold(self) -> Self:

@@ -45,6 +45,9 @@ class Flag:
     dest: str
     path: str
     convert: Callable[[Any], Any] | None = None
+    old_names: tuple[str, ...] = ()
+    """Deprecated names of the field (beside it in its section) that the flag replaces
+    too: a file's ``perturbation.generator`` gives way to ``--writer``."""
 
 
 def merge_flags(
@@ -66,6 +69,8 @@ def merge_flags(
         for section in sections:
             target[section] = {**(target.get(section) or {})}
             target = target[section]
+        for old in flag.old_names:
+            target.pop(old, None)
         target[key] = value
     return data
 
@@ -171,7 +176,7 @@ RUN_FLAGS: tuple[Flag, ...] = (
     Flag("label", "model_options.label"),
     Flag("followups", "baselines.followups"),
     Flag("corpus", "perturbation.corpus"),
-    Flag("writer", "perturbation.generator"),
+    Flag("writer", "perturbation.writer", old_names=("generator",)),
     Flag("writer_prompt", "perturbation.prompt"),
     Flag("judge", "judge.model"),
     Flag("prefix_rules", "perturbation.rules"),

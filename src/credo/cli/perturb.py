@@ -27,7 +27,7 @@ def _topic_check_flags(p: argparse.ArgumentParser) -> None:
 
 
 def _calibrate_threshold_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", required=True, help="paraphrasing model (the perturbation generator)")
+    p.add_argument("--model", required=True, help="paraphrasing model (the perturbation writer)")
     p.add_argument("--base-url", help="OpenAI-compatible server URL (with --model openai:...)")
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--run", type=Path, help="take premises from this run's kept perturbations")

@@ -200,7 +200,7 @@ def print_result(result: Any, *, quiet: bool = False) -> int:
     gate, else 0. ``quiet`` (``--quiet``): an incomplete run says its one line on stderr
     and nothing else (issue 34 item 8: its tables are in the run folder)."""
     from credo.pipeline.ending import EXIT_STATUS, Outcome
-    from credo.report.writer import neutrality_line
+    from credo.report.markdown import neutrality_line
 
     cfg = result.config
     outcome = result.outcome
@@ -241,7 +241,7 @@ def print_result(result: Any, *, quiet: bool = False) -> int:
 def _print_tables(result: Any) -> None:
     """The per-item and per-generation tables, the headline lines, the notes, the
     unavailable methods and where the report is."""
-    from credo.report.writer import (
+    from credo.report.markdown import (
         FEW_NOTE,
         few_in_class,
         metrics_table_rows,
@@ -269,7 +269,7 @@ def _print_tables(result: Any) -> None:
     if few_in_class(result.metrics) or few_in_class(result.response_metrics):
         console.print(FEW_NOTE, markup=False, highlight=False)
     if not result.metrics and result.items:
-        from credo.report.writer import UNLABELLED_NOTE
+        from credo.report.markdown import UNLABELLED_NOTE
 
         console.print(UNLABELLED_NOTE, markup=False, highlight=False)
     for name, why in result.unavailable.items():

@@ -30,7 +30,7 @@ SERVE_FLAGS: tuple[Flag, ...] = (
     Flag("m", "m"),
     Flag("max_tokens", "sampling.max_tokens"),
     Flag("prompt_style", "prompt_style"),
-    Flag("writer", "perturbation.generator"),
+    Flag("writer", "perturbation.writer", old_names=("generator",)),
     Flag("adaptive", "adaptive"),
     Flag("adaptive_round", "adaptive_options.round"),
     Flag("adaptive_min", "adaptive_options.min"),

@@ -75,7 +75,7 @@ SURPRISAL = "surprisal"
 ROLE_CHOICE = {
     MODEL: "--model",
     WRITER: "--writer (perturbation.writer)",
-    PARAPHRASER: "baselines.paraphrase_generator in the config",
+    PARAPHRASER: "baselines.paraphraser in the config",
     JUDGE: "--judge (judge.model)",
     GRADER: "grader.model in the config",
     SURPRISAL: "--surprisal-model (surprisal_model)",

@@ -69,7 +69,8 @@ RoleMap = dict[str, RoleConfig | Same]
 
 def assign_roles(pool: ModelPool, roles: Mapping[str, RoleConfig | Same]) -> None:
     """Assign every role of ``roles`` in ``pool`` (the one place a role is assigned from a
-    config). A ``base_url`` on an embedded model is a user error naming the role."""
+    config). A ``base_url`` on an embedded model is a user error naming the role: the
+    one check of it, the model under test's included (a role too, issue 31)."""
     for role, played in roles.items():
         if isinstance(played, Same):
             pool.assign(role, same_as=played.role)
@@ -96,15 +97,15 @@ def _shared(role: RoleConfig | None, config: RunConfig, default: str) -> RoleCon
 def run_roles(config: RunConfig, model_handed_in: bool = False) -> RoleMap:
     """The roles of a run (see the module docstring); ``model_handed_in``: the model under
     test is an open model handed in (then the writer defaults to it)."""
-    writer = config.perturbation.generator
+    writer = config.perturbation.writer
     if (writer is None or writer.model is None) and not model_handed_in and is_embedded_spec(
         config.model
     ):
         writer = RoleConfig(model=STRONGEST_EMBEDDED)
     roles: RoleMap = {
-        MODEL: RoleConfig(model=config.model, model_options=config.model_options),
+        MODEL: config.model_role,
         WRITER: _shared(writer, config, MODEL),
-        PARAPHRASER: _shared(config.baselines.paraphrase_generator, config, WRITER),
+        PARAPHRASER: _shared(config.baselines.paraphraser, config, WRITER),
         JUDGE: _shared(config.judge, config, MODEL),
     }
     roles[GRADER] = Same(JUDGE) if config.grader is None else _shared(config.grader, config, MODEL)

@@ -83,11 +83,10 @@ def load_model(spec: str, **options: Any) -> Model:
         bad = _UNEXPECTED.search(str(e))
         if bad is None:
             raise
-        hint = "; --base-url is for served models (openai:<model>)" if (
-            bad.group(1) == "base_url"
-        ) else ""
+        # a base_url on an embedded model is refused before, where roles are assigned
+        # (credo.generation.roles.assign_roles: every role's one check, issue 31)
         raise UserError(
-            f"model {spec!r} does not take the option {bad.group(1)!r} (model_options){hint}"
+            f"model {spec!r} does not take the option {bad.group(1)!r} (model_options)"
         ) from None
     except UserError:
         raise

@@ -35,7 +35,7 @@ from credo.tasks.grading import REL_TOL, describe_correctness, describe_grader
 from credo.tasks.prompts import RENDERED, render_messages
 
 if TYPE_CHECKING:
-    from credo.tasks.generations import Generations
+    from credo.importers import Generations
 
 __all__ = [
     "TASK_FIELDS",
@@ -144,7 +144,7 @@ def run_settings(
         "sampling": dump["sampling"],
         "n": config.n,
         "m": config.m,
-        "writer": dump["perturbation"]["generator"],
+        "writer": dump["perturbation"]["writer"],
         "perturbation": {k: dump["perturbation"][k]
                          for k in ("prompt", "rules", "threshold", "corpus", "sampling")},
         "kernel": config.kernel,
@@ -240,6 +240,18 @@ def procedure_settings(adaptive: AdaptiveConfig | None) -> dict[str, Any] | None
             "confidence": adaptive.confidence, "scores": list(adaptive.scores or ())}
 
 
+def _current_names(settings: dict[str, Any]) -> dict[str, Any]:
+    """A certificate's settings with the paraphraser under its name since issue 31
+    (``baselines.paraphrase_generator`` before), so a certificate made earlier still
+    holds for the same settings."""
+    baselines = settings.get("baselines")
+    if isinstance(baselines, dict) and "paraphrase_generator" in baselines:
+        rest = {k: v for k, v in baselines.items() if k != "paraphrase_generator"}
+        settings = {**settings, "baselines": {**rest, "paraphraser": rest.get(
+            "paraphraser", baselines["paraphrase_generator"])}}
+    return settings
+
+
 def mismatch(expected: dict[str, Any], actual: dict[str, Any]) -> str | None:
     """The first setting (dotted path) whose value differs, or None when all match; a
     key on one side only differs (a sampling setting one file records and the other
@@ -289,7 +301,7 @@ class RunCertificate:
                 and isinstance(data.get("settings"), dict)):
             raise UserError(f"{p}: not a credo certificate (no 'certificate' and "
                             "'settings' objects)")
-        settings = dict(data["settings"])
+        settings = _current_names(dict(data["settings"]))
         task = settings.get("task")
         if not isinstance(task, dict) or any(f not in task for f in TASK_FIELDS) \
                 or "command" not in settings:

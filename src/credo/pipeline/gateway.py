@@ -132,7 +132,7 @@ def recipe_fields(cert: RunCertificate) -> dict[str, Any]:
     return {
         "model": model, "model_options": options, "prompt_style": s["prompt_style"],
         "sampling": s["sampling"], "n": s["n"], "m": s["m"], "kernel": s["kernel"],
-        "perturbation": {**s["perturbation"], "generator": s["writer"]},
+        "perturbation": {**s["perturbation"], "writer": s["writer"]},
         "baselines": s["baselines"], "judge": {"model": s["judge"]},
     }
 

@@ -21,6 +21,7 @@ from credo.config import RunConfig
 from credo.errors import UserError
 from credo.generation.pool import GRADER, JUDGE, ModelPool
 from credo.generation.roles import assign_roles, score_roles
+from credo.importers import Generations, GivenSample
 from credo.methods import METHODS
 from credo.methods.scoring import score_items
 from credo.pipeline.certificate import given_task_settings
@@ -30,7 +31,6 @@ from credo.pipeline.stages import StageDriver
 from credo.plan.samples import ORIGINAL, PERTURBED, ItemSamples, Sample
 from credo.tasks.answers import Answer
 from credo.tasks.base import AnswerFormat, Item, Task
-from credo.tasks.generations import Generations, GivenSample
 
 __all__ = [
     "FIRST_METHODS",

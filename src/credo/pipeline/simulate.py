@@ -47,13 +47,13 @@ from credo.evaluate.certify import coverage_at_risk
 from credo.evaluate.coverage import MIN_ITEMS
 from credo.evaluate.paired import PAIRED_METRICS, PairedDifference, paired_bootstrap
 from credo.generation.pool import ModelPool
+from credo.importers import Generations, GivenSample
 from credo.pipeline.runner import RunResult, run_pipeline
 from credo.pipeline.score import score_generations
 from credo.plan.adaptive import next_size, settled, tolerance
 from credo.plan.samples import FOLLOW_UP_SETS, ORIGINAL, PERTURBED
 from credo.tasks.answers import Answer
 from credo.tasks.base import AnswerFormat, Task
-from credo.tasks.generations import Generations, GivenSample
 
 __all__ = ["STAGES", "AdaptivePoint", "compare", "given_drawn", "mean_point", "reorder",
            "simulate", "simulate_given", "simulate_orders", "stage_samples"]

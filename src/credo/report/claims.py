@@ -11,7 +11,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from credo.report.markdown import fmt_number, md_table
+from credo.report.md_pieces import fmt_number, md_table
 
 __all__ = ["CLAIM_METRICS", "claim_answers", "claim_file_rows", "claim_markdown",
            "claim_table", "marking_method", "nothing_to_split"]

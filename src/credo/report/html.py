@@ -48,7 +48,7 @@ from credo.report.coverage import (
 )
 from credo.report.export import write_parquet
 from credo.report.ledger import ledger_notes, ledger_table_rows
-from credo.report.markdown import answer_summary
+from credo.report.md_pieces import answer_summary
 from credo.report.phrases import ABOVE_STATS, incomplete_note, report_title
 from credo.report.rundata import STATUS_FILE, RunData, load_run, read_flip_rates
 
@@ -375,8 +375,10 @@ def _run_facts(run: RunData) -> dict[str, Any]:
         "sampling": c.get("sampling") or {},
         "prompt_style": c.get("prompt_style"),
         "kernel": c.get("kernel"),
-        "generator": (f"none (snippets of the corpus {Path(pert['corpus']).name})"
-                      if pert.get("corpus") else pert.get("generator") or c.get("model")),
+        "writer": (f"none (snippets of the corpus {Path(pert['corpus']).name})"
+                   if pert.get("corpus")
+                   # a folder written before issue 31 names the writer "generator"
+                   else pert.get("writer") or pert.get("generator") or c.get("model")),
         "threshold": pert.get("threshold"),
         "embedder": pert.get("embedder"),
         "stats": {k: v for k, v in (m.get("stats") or {}).items()
@@ -526,7 +528,7 @@ def _perturbation_counts(run: RunData) -> dict[str, int] | None:
 
 def _item_rows(a: RunAnalysis) -> list[dict[str, Any]]:
     """Per item: id, gold, p̄, each method's score, region, its answers (the three
-    commonest and every correct one: :func:`~credo.report.markdown.answer_summary`)."""
+    commonest and every correct one: :func:`~credo.report.md_pieces.answer_summary`)."""
     regions = {}
     if a.quadrants is not None:
         regions = dict(zip(a.quadrants.item_ids, a.quadrants.regions, strict=True))

@@ -29,7 +29,7 @@
 Everything but the configuration is recomputed from ``strengths.jsonl`` by
 :func:`write_outputs`, so the figures can be regenerated without a model. The figure is
 drawn by :func:`credo.report.figures.plot_flip_rate_bars` and the tables by
-:mod:`credo.report.markdown`, as for the run folders of ``credo run``.
+:mod:`credo.report.md_pieces`, as for the run folders of ``credo run``.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ import numpy as np
 from credo import jsonio
 from credo.pipeline.ending import status_record
 from credo.report import figures as fg
-from credo.report.markdown import fmt_number, md_cell, md_table
+from credo.report.md_pieces import fmt_number, md_cell, md_table
 from credo.report.rundata import FLIP_RATE_COLUMNS, STATUS_FILE
 from credo.strength.flip import STRENGTH_LEVELS, FlipRate, flip_rate_summary, flip_rate_table
 

@@ -1,315 +1,38 @@
-"""Generations a user already has, read from files: what ``credo score`` scores.
-
-Four layouts, told apart by the file (:func:`read_generations`):
-
-* **credo's own** JSON Lines, one object per sample: ``{"item": str, "set": "original" |
-  "perturbed" | "paraphrased" | <any sample set>, "answer": str | null, "correct": true |
-  false | null}``, optional ``text``, ``gold``, ``question``, ``choices``, ``ref``,
-  ``prefix`` and ``logprobs`` (``[{"token", "logprob", "top": [[token, logprob], ...]}]``).
-  A run folder's ``samples.jsonl`` is read as it is (``id`` for ``item``), so a finished
-  run's samples score again without a model.
-* **lm-evaluation-harness** ``--log_samples`` output (``samples_<task>_<date>.jsonl``): one
-  row per document and filter; the sampled generations of a document are ``resps[0]`` (a
-  task with ``repeats: n`` has n of them). Correctness is lm-eval's own: the task's first
-  metric with a per-sample score in [0, 1] (``exact_match``), applied to each response
-  after the row's filter, as lm-eval applies it to the one it keeps
-  (:mod:`credo.tasks.lm_eval_scores`; the answer is what the filter keeps, normalised as
-  the task's ``exact_match`` compares: what ``credo run --task lm-eval:<task>`` compares
-  too). The first filter of each document is read unless ``lm_eval_filter`` names another.
-  An item's id is ``credo run``'s, ``<task>@<revision>:<doc_id>``, where the results file
-  beside the samples names a pinned or local dataset; else the document's own id field
-  when every document has a distinct one, else ``doc_id`` (issue 34 item 12).
-  Log-likelihood rows (multiple choice) hold no sampled answers and are refused, and so is
-  lm-eval's ``results_*.json`` (aggregates, no generations).
-* **inspect_ai** eval logs, ``.json`` (a ``samples`` list) or ``.eval`` (a zip of
-  ``samples/<id>_epoch_<k>.json``, zstd-compressed by current inspect_ai: read through its
-  own reader when it is installed, else with ``zstandard``): each epoch of a sample is one
-  generation of item ``id``; the answer is the first score's ``answer`` (else the
-  completion), correct when that scorer's value is ``C`` / ``1`` / true, wrong when ``I`` /
-  ``0`` / false. Samples the log marks errored (:attr:`Generations.failed`) or cancelled
-  (:attr:`Generations.cancelled`: inspect's cancellation error), and those an unfinished
-  eval never started (:attr:`Generations.not_started`), are left out and counted.
-
-With ``recompute``, the files' own correctness is not read (credo grades the answers).
-A bad row raises :class:`~credo.tasks.loaders.DatasetError` naming the file and line.
-"""
+"""inspect_ai eval logs, ``.json`` or ``.eval`` (:mod:`credo.importers`)."""
 
 from __future__ import annotations
 
 import lzma
-import math
 import struct
 import zipfile
 import zlib
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from credo.tasks.loaders import DataFileNotFound, DatasetError, parse_json, read_jsonl
-from credo.types import TokenLogprob
+from credo.importers.base import (
+    IMPORTERS,
+    Generations,
+    GivenItem,
+    GivenSample,
+    Importer,
+    ReadOptions,
+    Rows,
+    finite_number,
+)
+from credo.tasks.loaders import DatasetError, parse_json
 
-__all__ = ["Generations", "GivenItem", "GivenSample", "read_generations"]
-
-
-@dataclass(frozen=True)
-class GivenSample:
-    """One generation as given: its item, sample set, text, answer and correctness."""
-
-    item: str
-    set: str
-    text: str
-    answer: str | float | bool | None
-    correct: bool | float | None = None
-    ref: tuple[int, ...] = ()
-    prefix: str | None = None
-    logprobs: tuple[TokenLogprob, ...] | None = None
-
-
-@dataclass(frozen=True)
-class GivenItem:
-    """What the file says about one item (empty where it says nothing)."""
-
-    id: str
-    question: str = ""
-    gold: str = ""
-    choices: tuple[str, ...] = ()
-
-
-@dataclass
-class Generations:
-    """Every given sample, in file order, and the items they belong to."""
-
-    source: str
-    layout: str
-    items: list[GivenItem] = field(default_factory=list)
-    samples: list[GivenSample] = field(default_factory=list)
-    correctness: str = ""
-    """What the given ``correct`` values are: the tool's own metric or scorer, or 'given'."""
-    failed: dict[str, int] = field(default_factory=dict)
-    """Per item, the samples the log marks errored, left out."""
-    cancelled: dict[str, int] = field(default_factory=dict)
-    """Per item, the samples that started and were cancelled (the log holds them with
-    inspect_ai's cancellation error), left out."""
-    not_started: dict[str, int] = field(default_factory=dict)
-    """Per item, the samples an unfinished eval planned (its sample ids times its epochs)
-    and never started: absent from the log, neither errored nor cancelled."""
-    status: str = ""
-    """The log's own status when it is not a finished one ('error', 'cancelled')."""
-    settings: dict[str, Any] = field(default_factory=dict)
-    """The sampling settings the file records (``temperature``, ``max_tokens``, ...;
-    ``repeats`` / ``epochs``)."""
-    answers: str = ""
-    """How the answers were read from the responses, where the file's layout says more
-    than 'as given' (lm-eval: its filter)."""
-
-
-def read_generations(
-    path: str | Path, *, lm_eval_filter: str | None = None, recompute: bool = False
-) -> Generations:
-    """Read generations from ``path`` in whichever layout it has (module docstring).
-
-    ``recompute``: the file's own correctness is not wanted (credo grades the answers),
-    so lm-eval's metric is not rebuilt."""
-    p = Path(path)
-    if not p.is_file():
-        raise DataFileNotFound(f"{p}: no such file")
-    if p.suffix == ".eval":
-        return _from_inspect(p, *_inspect_eval(p))
-    if p.suffix == ".json":
-        return _from_inspect(p, *_inspect_json(p))
-    rows = read_jsonl(p)
-    first = next(rows, None)
-    if first is None:
-        raise DatasetError(f"{p}: no rows")
-    line_no, row = first
-    rows = _chain((line_no, row), rows)
-    if "doc_id" in row:
-        return _from_lm_eval(p, rows, lm_eval_filter, recompute)
-    return _from_credo(p, rows)
-
-
-def _chain(first: tuple[int, Mapping[str, Any]], rest: Iterator) -> Iterator:
-    yield first
-    yield from rest
-
-
-# --------------------------------------------------------------------------- credo
-
-
-def _from_credo(path: Path, rows: Iterator[tuple[int, Mapping[str, Any]]]) -> Generations:
-    out = Generations(str(path), "credo")
-    items: dict[str, GivenItem] = {}
-    for line_no, row in rows:
-        where = f"{path}:{line_no}"
-        item = row.get("item", row.get("id"))
-        if not isinstance(item, str | int) or isinstance(item, bool) or str(item) == "":
-            raise DatasetError(f"{where}: 'item' (or 'id') must be a non-empty string")
-        item = str(item)
-        sample_set = row.get("set", "original")
-        if not isinstance(sample_set, str) or not sample_set:
-            raise DatasetError(f"{where}: 'set' must be a sample set name, got {sample_set!r}")
-        answer = _answer(row.get("answer"), where)
-        text = row.get("text")
-        if text is not None and not isinstance(text, str):
-            raise DatasetError(f"{where}: 'text' must be a string")
-        out.samples.append(
-            GivenSample(
-                item, sample_set, text if text is not None else _text(answer), answer,
-                _correct(row.get("correct"), where), _ref(row.get("ref"), where),
-                row.get("prefix") if isinstance(row.get("prefix"), str) else None,
-                _logprobs(row.get("logprobs"), where),
-            )
-        )
-        if item not in items or not items[item].question:
-            items[item] = _item(item, row, where)
-    out.items = list(items.values())
-    if any(s.correct is not None for s in out.samples):
-        out.correctness = "given (the file's 'correct')"
-    return out
-
-
-def _item(item: str, row: Mapping[str, Any], where: str) -> GivenItem:
-    choices = row.get("choices") or ()
-    if not isinstance(choices, list | tuple) or not all(isinstance(c, str) for c in choices):
-        raise DatasetError(f"{where}: 'choices' must be a list of option texts")
-    return GivenItem(item, str(row.get("question") or ""), str(row.get("gold") or ""),
-                     tuple(choices))
-
-
-def _answer(value: Any, where: str) -> str | float | bool | None:
-    if value is None or isinstance(value, str | bool):
-        return value
-    if isinstance(value, int | float) and math.isfinite(value):
-        return float(value) if isinstance(value, float) else str(value)
-    raise DatasetError(f"{where}: 'answer' must be a string, a number, a bool or null")
-
-
-def _text(answer: str | float | bool | None) -> str:
-    return "" if answer is None else str(answer)
-
-
-def _correct(value: Any, where: str) -> bool | float | None:
-    if value is None or isinstance(value, bool):
-        return value
-    if isinstance(value, int | float) and 0.0 <= value <= 1.0:
-        return float(value)
-    raise DatasetError(f"{where}: 'correct' must be true, false, null or a number in [0, 1]")
-
-
-def _ref(value: Any, where: str) -> tuple[int, ...]:
-    if value is None:
-        return ()
-    if isinstance(value, list) and all(isinstance(v, int) and not isinstance(v, bool)
-                                       for v in value):
-        return tuple(value)
-    raise DatasetError(f"{where}: 'ref' must be a list of integers")
-
-
-def _logprobs(value: Any, where: str) -> tuple[TokenLogprob, ...] | None:
-    if value is None:
-        return None
-    try:
-        return tuple(
-            TokenLogprob(str(t["token"]), float(t["logprob"]),
-                         tuple((str(a), float(b)) for a, b in t.get("top", ())))
-            for t in value
-        )
-    except (TypeError, KeyError, ValueError):
-        raise DatasetError(
-            f"{where}: 'logprobs' must be a list of {{token, logprob, top: [[token, logprob]]}}"
-        ) from None
-
-
-# --------------------------------------------------------------------------- lm-eval
-
-
-def _from_lm_eval(
-    path: Path, rows: Iterator[tuple[int, Mapping[str, Any]]], wanted: str | None,
-    recompute: bool,
-) -> Generations:
-    from credo.tasks.lm_eval_scores import read_lm_eval_rows
-
-    out = Generations(str(path), "lm-evaluation-harness")
-    seen: dict[str, str] = {}  # doc id -> the filter read
-    kept: list[tuple[int, Mapping[str, Any]]] = []
-    for line_no, row in rows:
-        doc = str(row.get("doc_id"))
-        flt = str(row.get("filter", "none"))
-        if (wanted is not None and flt != wanted) or seen.setdefault(doc, flt) != flt:
-            continue
-        kept.append((line_no, row))
-    if not kept:
-        raise DatasetError(f"{path}: no rows with filter {wanted!r}")
-    texts = [_lm_eval_responses(row.get("resps"), f"{path}:{n}") for n, row in kept]
-    flt = str(kept[0][1].get("filter", "none"))
-    read = read_lm_eval_rows(path, kept, texts, flt, recompute=recompute)
-    out.correctness = read.correctness
-    out.answers = read.answered
-    for (_, row), doc, its_texts, answers, scores in zip(
-        kept, read.ids, texts, read.answers, read.scores, strict=True
-    ):
-        target = row.get("target")
-        gold = "" if target is None else str(target)
-        for text, answer, score in zip(its_texts, answers, scores, strict=True):
-            out.samples.append(GivenSample(doc, "original", text, answer, _verdict(score)))
-        out.items.append(GivenItem(doc, _lm_eval_question(row), gold))
-    out.settings = _lm_eval_settings(kept[0][1], len(texts[0]))
-    return out
-
-
-def _verdict(score: float | None) -> bool | float | None:
-    """A score in [0, 1] as credo's correctness: 0 and 1 are wrong and right."""
-    if score is None:
-        return None
-    return bool(score) if score in (0.0, 1.0) else float(score)
-
-
-def _lm_eval_settings(row: Mapping[str, Any], repeats: int) -> dict[str, Any]:
-    """The sampling settings the row's request says (``arguments.gen_args_0.arg_1``)."""
-    args = row.get("arguments")
-    first = next(iter(args.values()), None) if isinstance(args, Mapping) and args else None
-    gen = first.get("arg_1") if isinstance(first, Mapping) else None
-    gen = gen if isinstance(gen, Mapping) else {}
-    out: dict[str, Any] = {"repeats": repeats}
-    for theirs, ours in (("temperature", "temperature"), ("top_p", "top_p"),
-                         ("top_k", "top_k"), ("max_gen_toks", "max_tokens")):
-        if _number(gen.get(theirs)):
-            out[ours] = gen[theirs]
-    if gen.get("do_sample") is False and "temperature" not in out:
-        out["temperature"] = 0.0
-    return out
-
-
-def _number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def _lm_eval_responses(resps: Any, where: str) -> list[str]:
-    groups = resps if isinstance(resps, list) else []
-    flat = [r for group in groups for r in (group if isinstance(group, list) else [group])]
-    if not flat or not all(isinstance(r, str) for r in flat):
-        raise DatasetError(
-            f"{where}: 'resps' holds no generated texts (a log-likelihood task has no sampled"
-            " answers to score)"
-        )
-    return flat
-
-
-def _lm_eval_question(row: Mapping[str, Any]) -> str:
-    doc = row.get("doc")
-    if isinstance(doc, Mapping):
-        for key in ("question", "query", "problem", "prompt", "input"):
-            if isinstance(doc.get(key), str):
-                return doc[key]
-    return ""
-
-
-# --------------------------------------------------------------------------- inspect_ai
+__all__ = ["read_inspect"]
 
 
 Samples = Iterator[tuple[str, Mapping[str, Any]]]
 """``(where, sample)`` for each sample of an inspect_ai log."""
+
+
+def read_inspect(path: Path) -> Generations:
+    """The generations of an inspect_ai log: a ``.eval`` archive, else a ``.json`` log."""
+    samples, header = _inspect_eval(path) if path.suffix == ".eval" else _inspect_json(path)
+    return _generations(path, samples, header)
 
 
 def _inspect_json(path: Path) -> tuple[Samples, Mapping[str, Any]]:
@@ -433,7 +156,7 @@ _UNFINISHED = {"error", "cancelled", "started"}
 """The log statuses of an eval that did not finish."""
 
 
-def _from_inspect(path: Path, samples: Samples, header: Mapping[str, Any]) -> Generations:
+def _generations(path: Path, samples: Samples, header: Mapping[str, Any]) -> Generations:
     out = Generations(str(path), "inspect_ai")
     items: dict[str, GivenItem] = {}
     ordered: list[tuple[str, int, GivenSample]] = []
@@ -527,7 +250,7 @@ def _inspect_header(
     for source in (plan.get("config"), ev.get("model_generate_config")):
         for key in ("temperature", "top_p", "top_k", "max_tokens", "seed"):
             value = source.get(key) if isinstance(source, Mapping) else None
-            if _number(value):
+            if finite_number(value):
                 out.settings.setdefault(key, value)
 
 
@@ -589,3 +312,10 @@ def _inspect_score(
         return answer, float(value) if value not in (0, 1) else bool(value)
     key = str(value).strip().upper()
     return answer, True if key in _RIGHT else False if key in _WRONG else None
+
+
+def _read(path: Path, rows: Rows | None, options: ReadOptions) -> Generations:
+    return read_inspect(path)
+
+
+IMPORTERS.add("inspect", Importer(_read, suffixes=(".eval", ".json")))

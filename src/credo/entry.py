@@ -1,0 +1,190 @@
+"""What the Python API's entry points share (:mod:`credo.api`, :mod:`credo.experiments`):
+the model pool a run-like config opens (with the models a caller hands in), a finished
+run folder read back as its config, the task it recorded and the certificate a run is
+given, the neutrality ending, and the checks of a replay against the folder it replays.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from credo.config import RunConfig, StrengthConfig
+    from credo.generation.pool import ModelPool
+    from credo.models.base import Model
+    from credo.pipeline.certificate import RunCertificate
+    from credo.pipeline.runner import RunResult
+
+__all__ = [
+    "check_min",
+    "check_neutral",
+    "check_replayed",
+    "check_writable",
+    "config_pool",
+    "folder_config",
+    "is_given",
+    "read_certificate",
+    "recorded_task",
+    "writer_given",
+]
+
+
+def check_writable(folder: str | Path, what: str) -> None:
+    """Fail with a :class:`UserError` naming ``folder`` unless a file can be written there,
+    before any model is called (:func:`credo.jsonio.check_writable`: the folders made
+    for the check are removed again; issue 21)."""
+    from credo.jsonio import check_writable as check
+
+    check(folder, what)
+
+
+def config_pool(
+    config: RunConfig | StrengthConfig,
+    *,
+    show_progress: bool,
+    roles: Mapping[str, Model | None] | None = None,
+    **options: Any,
+) -> ModelPool:
+    """The model pool of a run-like ``config`` (its cache, seed and block size), with the
+    models a caller handed in assigned to their roles (None: the config's own);
+    ``options`` go to :class:`~credo.generation.pool.ModelPool` as they are."""
+    from credo.generation.pool import ModelPool
+
+    pool = ModelPool(
+        cache_path=config.cache_path,
+        seed=config.seed,
+        max_block=config.max_block,
+        show_progress=show_progress,
+        **options,
+    )
+    try:
+        for role, given in (roles or {}).items():
+            if given is not None:
+                pool.assign(role, model=given)
+    except BaseException:
+        pool.close()
+        raise
+    return pool
+
+
+def writer_given(writer: Model | None, perturber: Model | None) -> Model | None:
+    """The writer handed in, by its name or its deprecated one (``perturber=``, issue 31)."""
+    from credo.config import renamed_keyword
+
+    return renamed_keyword(writer, perturber, "perturber", stacklevel=4)
+
+
+def read_certificate(given: RunCertificate | str | Path | None) -> RunCertificate | None:
+    """The run's certificate: the one given, or read from its file."""
+    if given is None:
+        return None
+    from credo.pipeline.certificate import RunCertificate
+
+    return given if isinstance(given, RunCertificate) else RunCertificate.read(given)
+
+
+def is_given(config: Mapping[str, Any]) -> bool:
+    """Whether a run folder's config is a ``credo score`` run's (its model ``given:…``)."""
+    return str(config.get("model", "")).startswith("given:")
+
+
+def recorded_task(data: Any) -> dict[str, str]:
+    """The task a run folder's items come from (``metrics.json["task_identity"]``, issue
+    34); a :class:`~credo.errors.UserError` when an older credo wrote the folder."""
+    from credo.errors import UserError
+    from credo.pipeline.certificate import TASK_FIELDS
+
+    task = data.metrics.get("task_identity")
+    if not isinstance(task, dict) or any(not isinstance(task.get(f), str) for f in TASK_FIELDS):
+        again = "score the file again" if is_given(data.config) else \
+            "rerun it into the same folder (its samples come from the cache)"
+        raise UserError(f"{data.path / 'metrics.json'}: no task_identity (an older credo "
+                        f"wrote the folder), so what the run's task was cannot be "
+                        f"recorded; {again}")
+    return {f: task[f] for f in TASK_FIELDS}
+
+
+def folder_config(data: Any) -> RunConfig:
+    """A run folder's ``config.yaml`` as a :class:`~credo.config.RunConfig`, one line
+    naming the file when it does not validate. A ``credo score`` folder records its n
+    and m as the file holds them (1 sample per item, 0 perturbed: issue 34, item 2),
+    which a config for ``credo run`` refuses; they are kept as they are."""
+    from pydantic import ValidationError
+
+    from credo.config import RunConfig, validation_message
+    from credo.errors import UserError
+
+    where = data.path / "config.yaml"
+    fields = {k: v for k, v in data.config.items() if k in RunConfig.model_fields}
+    counts = {k: fields.pop(k) for k in ("n", "m") if k in fields} if is_given(data.config) \
+        else {}
+    for key, value in counts.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise UserError(f"{where}: {key} must be a whole number, got {value!r}")
+    try:
+        config = RunConfig.model_validate(fields)
+    except ValidationError as e:
+        raise UserError(validation_message(e, str(where))) from None
+    return config.model_copy(update=counts) if counts else config
+
+
+def check_neutral(result: RunResult, study: Any = None) -> None:
+    """Raise :class:`~credo.errors.NeutralityFailed` when ``result`` ended with its
+    prefixes failing the neutrality gate (issue 22: one ending of a run); ``study``: the
+    :class:`~credo.experiments.StudyResult` of the runs so far, for a study."""
+    from credo.pipeline.ending import Outcome
+
+    if result.outcome is not Outcome.NEUTRALITY_FAILED:
+        return
+    from credo.errors import NeutralityFailed
+    from credo.report.markdown import neutrality_line
+
+    raise NeutralityFailed(
+        f"{neutrality_line(result.neutrality)} (perturbation.neutrality: fail; run folder "
+        f"{result.config.out})",
+        result,
+        study,
+    )
+
+
+def check_min(points: Sequence[Any], config: RunConfig, data: Any) -> None:
+    """A :class:`~credo.errors.UserError` naming ``--min`` when it exceeds a stage the
+    run drew (n originals; m perturbed where some item has perturbed answers): every item
+    would draw that stage in full, and the replay would show nothing saved there."""
+    from credo.errors import UserError
+
+    sizes = {"n": (config.n, "original")}
+    if config.m and any(row.get("perturbed_answers") for row in data.scores):
+        sizes["m"] = (config.m, "perturbed")
+    least = min(p.min for p in points) if points else 0
+    for name, (size, what) in sizes.items():
+        if least > size:
+            raise UserError(f"--min {least}: more than the run's {name} = {size} ({what} "
+                            f"samples per item), so no item could stop before drawing them "
+                            f"all; give --min at most {size}")
+
+
+def check_replayed(full: RunResult, data: Any, cache: Path) -> None:
+    """The full replay against the run folder (issue 34, item 3): every item the folder
+    scored is replayed (else the cache lacks it), and no other (else ``scores.jsonl``
+    is not this run's)."""
+    from credo.errors import UserError
+
+    scored = set(data.item_ids)
+    replayed = {r.item.id for r in full.items}
+    missing = scored - replayed
+    if missing:
+        raise UserError(
+            f"{cache}: {len(missing)} of {len(scored)} items of the run at {data.path} are "
+            f"not in the cache (e.g. {sorted(missing)[0]!r}); credo adaptive replays only "
+            "what the run cached: rerun the run into this cache first"
+        )
+    extra = replayed - scored
+    if extra:
+        raise UserError(
+            f"{data.path / 'scores.jsonl'}: lists {len(scored)} items, but the run's config "
+            f"and cache replay {len(extra)} more (e.g. {sorted(extra)[0]!r}); the folder is "
+            "not this run's: rerun it into the folder"
+        )

@@ -1,0 +1,96 @@
+"""Importers (issue 31): generations a user already has, read from files, what ``credo
+score`` scores. They are not tasks: a task asks questions, an importer reads answers
+someone else's tool (or an earlier credo run) already gave.
+
+Four layouts, told apart by the file (:func:`read_generations`):
+
+* **credo's own** JSON Lines, one object per sample: ``{"item": str, "set": "original" |
+  "perturbed" | "paraphrased" | <any sample set>, "answer": str | null, "correct": true |
+  false | null}``, optional ``text``, ``gold``, ``question``, ``choices``, ``ref``,
+  ``prefix`` and ``logprobs`` (``[{"token", "logprob", "top": [[token, logprob], ...]}]``).
+  A run folder's ``samples.jsonl`` is read as it is (``id`` for ``item``), so a finished
+  run's samples score again without a model.
+* **lm-evaluation-harness** ``--log_samples`` output (``samples_<task>_<date>.jsonl``): one
+  row per document and filter; the sampled generations of a document are ``resps[0]`` (a
+  task with ``repeats: n`` has n of them). Correctness is lm-eval's own: the task's first
+  metric with a per-sample score in [0, 1] (``exact_match``), applied to each response
+  after the row's filter, as lm-eval applies it to the one it keeps
+  (:mod:`credo.tasks.lm_eval_scores`; the answer is what the filter keeps, normalised as
+  the task's ``exact_match`` compares: what ``credo run --task lm-eval:<task>`` compares
+  too). The first filter of each document is read unless ``lm_eval_filter`` names another.
+  An item's id is ``credo run``'s, ``<task>@<revision>:<doc_id>``, where the results file
+  beside the samples names a pinned or local dataset; else the document's own id field
+  when every document has a distinct one, else ``doc_id`` (issue 34 item 12).
+  Log-likelihood rows (multiple choice) hold no sampled answers and are refused, and so is
+  lm-eval's ``results_*.json`` (aggregates, no generations).
+* **inspect_ai** eval logs, ``.json`` (a ``samples`` list) or ``.eval`` (a zip of
+  ``samples/<id>_epoch_<k>.json``, zstd-compressed by current inspect_ai: read through its
+  own reader when it is installed, else with ``zstandard``): each epoch of a sample is one
+  generation of item ``id``; the answer is the first score's ``answer`` (else the
+  completion), correct when that scorer's value is ``C`` / ``1`` / true, wrong when ``I`` /
+  ``0`` / false. Samples the log marks errored (:attr:`Generations.failed`) or cancelled
+  (:attr:`Generations.cancelled`: inspect's cancellation error), and those an unfinished
+  eval never started (:attr:`Generations.not_started`), are left out and counted.
+
+With ``recompute``, the files' own correctness is not read (credo grades the answers).
+A bad row raises :class:`~credo.tasks.loaders.DatasetError` naming the file and line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from credo.importers.base import (
+    IMPORTERS,
+    Generations,
+    GivenItem,
+    GivenSample,
+    Importer,
+    ReadOptions,
+)
+from credo.tasks.loaders import DataFileNotFound, DatasetError, read_jsonl
+
+__all__ = [
+    "IMPORTERS",
+    "Generations",
+    "GivenItem",
+    "GivenSample",
+    "Importer",
+    "ReadOptions",
+    "read_generations",
+]
+
+
+def read_generations(
+    path: str | Path, *, lm_eval_filter: str | None = None, recompute: bool = False
+) -> Generations:
+    """Read generations from ``path`` in whichever layout it has (module docstring): the
+    importer of :data:`IMPORTERS` whose suffixes name the file's, else, for a JSON Lines
+    file, the one that claims its first row.
+
+    ``recompute``: the file's own correctness is not wanted (credo grades the answers),
+    so lm-eval's metric is not rebuilt."""
+    p = Path(path)
+    if not p.is_file():
+        raise DataFileNotFound(f"{p}: no such file")
+    options = ReadOptions(lm_eval_filter, recompute)
+    whole = [imp for imp in IMPORTERS.values() if p.suffix in imp.suffixes]
+    if whole:
+        return whole[0].read(p, None, options)
+    rows = read_jsonl(p)
+    first = next(rows, None)
+    if first is None:
+        raise DatasetError(f"{p}: no rows")
+    line_no, row = first
+    claiming = [imp for imp in IMPORTERS.values() if imp.claims is not None and imp.claims(row)]
+    if not claiming:
+        raise DatasetError(f"{p}:{line_no}: no importer reads this layout (known: "
+                           f"{', '.join(IMPORTERS)})")
+    return claiming[0].read(p, _chain((line_no, row), rows), options)
+
+
+def _chain(first: tuple[int, Mapping[str, Any]], rest: Iterator) -> Iterator:
+    yield first
+    yield from rest

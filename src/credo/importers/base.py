@@ -1,0 +1,115 @@
+"""What every importer gives: the generations of a file, as :func:`credo.importers.read_generations`
+returns them (the samples, the items they belong to, what the file says of its
+correctness and sampling)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from credo.registry import Registry
+from credo.types import TokenLogprob
+
+__all__ = [
+    "IMPORTERS",
+    "Generations",
+    "GivenItem",
+    "GivenSample",
+    "Importer",
+    "ReadOptions",
+    "Rows",
+    "finite_number",
+]
+
+Rows = Iterator[tuple[int, Mapping[str, Any]]]
+"""``(line, row)`` for each row of a JSON Lines file."""
+
+
+@dataclass(frozen=True)
+class GivenSample:
+    """One generation as given: its item, sample set, text, answer and correctness."""
+
+    item: str
+    set: str
+    text: str
+    answer: str | float | bool | None
+    correct: bool | float | None = None
+    ref: tuple[int, ...] = ()
+    prefix: str | None = None
+    logprobs: tuple[TokenLogprob, ...] | None = None
+
+
+@dataclass(frozen=True)
+class GivenItem:
+    """What the file says about one item (empty where it says nothing)."""
+
+    id: str
+    question: str = ""
+    gold: str = ""
+    choices: tuple[str, ...] = ()
+
+
+@dataclass
+class Generations:
+    """Every given sample, in file order, and the items they belong to."""
+
+    source: str
+    layout: str
+    items: list[GivenItem] = field(default_factory=list)
+    samples: list[GivenSample] = field(default_factory=list)
+    correctness: str = ""
+    """What the given ``correct`` values are: the tool's own metric or scorer, or 'given'."""
+    failed: dict[str, int] = field(default_factory=dict)
+    """Per item, the samples the log marks errored, left out."""
+    cancelled: dict[str, int] = field(default_factory=dict)
+    """Per item, the samples that started and were cancelled (the log holds them with
+    inspect_ai's cancellation error), left out."""
+    not_started: dict[str, int] = field(default_factory=dict)
+    """Per item, the samples an unfinished eval planned (its sample ids times its epochs)
+    and never started: absent from the log, neither errored nor cancelled."""
+    status: str = ""
+    """The log's own status when it is not a finished one ('error', 'cancelled')."""
+    settings: dict[str, Any] = field(default_factory=dict)
+    """The sampling settings the file records (``temperature``, ``max_tokens``, ...;
+    ``repeats`` / ``epochs``)."""
+    answers: str = ""
+    """How the answers were read from the responses, where the file's layout says more
+    than 'as given' (lm-eval: its filter)."""
+
+
+def finite_number(value: Any) -> bool:
+    """Whether ``value`` is a finite int or float (a bool is not)."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    """What ``credo score`` is told of a file: the lm-eval filter to read (None: each
+    document's first), and ``recompute`` (credo grades the answers, so the file's own
+    correctness is not rebuilt)."""
+
+    lm_eval_filter: str | None = None
+    recompute: bool = False
+
+
+@dataclass(frozen=True)
+class Importer:
+    """One layout of generations a file may hold (issue 31: an importer is one module
+    and one registration in :data:`IMPORTERS`). A file whose suffix is one of
+    ``suffixes`` is this layout's and ``read`` gets no rows (it reads the file whole);
+    a JSON Lines file is the layout whose ``claims`` holds for its first row, and
+    ``read`` gets its rows, the first included."""
+
+    read: Callable[[Path, Rows | None, ReadOptions], Generations]
+    suffixes: tuple[str, ...] = ()
+    claims: Callable[[Mapping[str, Any]], bool] | None = None
+
+
+IMPORTERS: Registry[Importer] = Registry(
+    "importer", load=("credo.importers.credo_jsonl", "credo.importers.lm_eval",
+                      "credo.importers.inspect_log"),
+)
+"""Every layout :func:`credo.importers.read_generations` reads, by name."""
