@@ -365,8 +365,8 @@ def certify_run_claims(
                         "--claims) on a long-form task")
     cert = certify_claim_file(path, alpha, a=a, delta=delta, score=score)
     identity = str(data.metrics.get("model") or data.model)  # the identity, not the spec
-    cert = replace(cert, settings=claim_settings(_folder_config(data), identity,
-                                                 str(cert.score), _task_identity(data)))
+    cert = replace(cert, settings=claim_settings(folder_config(data), identity,
+                                                 str(cert.score), recorded_task(data)))
     if out is not None:
         from credo import jsonio
 

@@ -11,15 +11,16 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from credo.evaluate import registry
 from credo.report.md_pieces import fmt_number, md_table
 
 __all__ = ["CLAIM_METRICS", "claim_answers", "claim_file_rows", "claim_markdown",
            "claim_table", "marking_method", "nothing_to_split"]
 
-CLAIM_METRICS = ("auroc", "auprc_pos", "ece", "brier", "prr")
-"""The per-claim metrics the reports show (every metric is in claim_metrics.json)."""
-_HEADERS = {"auroc": "AUROC ↑", "auprc_pos": "AUPRC-P ↑", "ece": "ECE ↓", "brier": "Brier ↓",
-            "prr": "PRR ↑"}
+CLAIM_METRICS = registry.names(headline=True)
+"""The per-claim metrics the reports show: the registry's headline metrics, as the run's
+terminal table (every metric is in claim_metrics.json)."""
+_HEADERS = registry.headers()
 
 
 def claim_file_rows(run: Any) -> list[dict[str, Any]]:
