@@ -25,8 +25,8 @@ other half's questions through the gateway as unlabelled, and grade what it acce
     .venv/bin/python docs/results/serve_holdout.py --config configs/serve-holdout-arc-easy.yaml
 
 Cost: the calibration half at n, and the test half at n (the gateway's samples are the
-first of them): items x n samples in all (400 x 32 = 12,800; at about 2.4 samples/s for the
-embedded 1.5B on two cores, about 90 minutes). tests/test_serve_holdout.py runs it on the
+first of them): items x n samples in all (200 x 32 = 6,400; at about 5 samples/s for the
+embedded 1.5B on two idle cores, about 20 minutes). tests/test_serve_holdout.py runs it on the
 scripted backend.
 """
 
