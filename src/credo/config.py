@@ -7,10 +7,11 @@ import os
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Self
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Self
 
 import yaml
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -535,6 +536,19 @@ class AdaptiveConfig(BaseModel):
         return rule
 
 
+def _risk_levels(value: list[float]) -> list[float]:
+    """Risk levels ``α`` (the coverage and the claims settings'): each strictly between 0
+    and 1, repeats dropped, the first kept."""
+    bad = [a for a in value if not 0 < a < 1]
+    if bad:
+        raise ValueError(f"every alpha must lie strictly between 0 and 1; got {bad}")
+    return list(dict.fromkeys(value))
+
+
+_RiskLevels = Annotated[list[float], AfterValidator(_risk_levels)]
+"""A list of risk levels, checked by :func:`_risk_levels`."""
+
+
 class EvaluationConfig(BaseModel):
     """How a labelled run's answers are judged for acting on them (issue 23, item 2):
     coverage at risk ``α`` for each of ``alphas`` with confidence ``1 − delta``, over
@@ -543,20 +557,12 @@ class EvaluationConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    alphas: list[float] = Field(
+    alphas: _RiskLevels = Field(
         default_factory=lambda: [0.1], min_length=1,
         description="risk levels: the most errors among the answered items",
     )
     delta: float = Field(0.1, gt=0, lt=1, description="chance a certified threshold misleads")
     splits: int = Field(100, ge=1, description="random calibration/test splits of the items")
-
-    @field_validator("alphas")
-    @classmethod
-    def _levels(cls, value: list[float]) -> list[float]:
-        bad = [a for a in value if not 0 < a < 1]
-        if bad:
-            raise ValueError(f"every alpha must lie strictly between 0 and 1; got {bad}")
-        return list(dict.fromkeys(value))
 
 
 class ClaimsConfig(BaseModel):
@@ -585,7 +591,7 @@ class ClaimsConfig(BaseModel):
         "labels replace the split of the items with its ids; None = the FActScore grader's "
         "checks where the task has a knowledge folder",
     )
-    alphas: list[float] = Field(
+    alphas: _RiskLevels = Field(
         default_factory=lambda: [0.1, 0.2], min_length=1,
         description="levels of the report's retained share (conformal factuality)",
     )
@@ -594,14 +600,6 @@ class ClaimsConfig(BaseModel):
         "grader role's own knowledge (is the claim true of the entity?): judge-only "
         "labels, as good as the grader model, named so in the report",
     )
-
-    @field_validator("alphas")
-    @classmethod
-    def _levels(cls, value: list[float]) -> list[float]:
-        bad = [a for a in value if not 0 < a < 1]
-        if bad:
-            raise ValueError(f"every alpha must lie strictly between 0 and 1; got {bad}")
-        return list(dict.fromkeys(value))
 
 
 class _Config(BaseModel):
