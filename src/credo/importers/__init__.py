@@ -38,34 +38,20 @@ A bad row raises :class:`~credo.tasks.loaders.DatasetError` naming the file and 
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from credo.importers.base import (
-    IMPORTERS,
-    Generations,
-    GivenItem,
-    GivenSample,
-    Importer,
-    ReadOptions,
-)
+from credo.importers import base
+from credo.importers.base import *  # noqa: F403 (re-exported: base's __all__)
 from credo.tasks.loaders import DataFileNotFound, DatasetError, read_jsonl
 
-__all__ = [
-    "IMPORTERS",
-    "Generations",
-    "GivenItem",
-    "GivenSample",
-    "Importer",
-    "ReadOptions",
-    "read_generations",
-]
+__all__ = [*base.__all__, "read_generations"]
 
 
 def read_generations(
     path: str | Path, *, lm_eval_filter: str | None = None, recompute: bool = False
-) -> Generations:
+) -> base.Generations:
     """Read generations from ``path`` in whichever layout it has (module docstring): the
     importer of :data:`IMPORTERS` whose suffixes name the file's, else, for a JSON Lines
     file, the one that claims its first row.
@@ -75,8 +61,9 @@ def read_generations(
     p = Path(path)
     if not p.is_file():
         raise DataFileNotFound(f"{p}: no such file")
-    options = ReadOptions(lm_eval_filter, recompute)
-    whole = [imp for imp in IMPORTERS.values() if p.suffix in imp.suffixes]
+    options = base.ReadOptions(lm_eval_filter, recompute)
+    registered = list(base.IMPORTERS.values())
+    whole = [imp for imp in registered if p.suffix in imp.suffixes]
     if whole:
         return whole[0].read(p, None, options)
     rows = read_jsonl(p)
@@ -84,13 +71,13 @@ def read_generations(
     if first is None:
         raise DatasetError(f"{p}: no rows")
     line_no, row = first
-    claiming = [imp for imp in IMPORTERS.values() if imp.claims is not None and imp.claims(row)]
+    claiming = [imp for imp in registered if imp.claims is not None and imp.claims(row)]
     if not claiming:
         raise DatasetError(f"{p}:{line_no}: no importer reads this layout (known: "
-                           f"{', '.join(IMPORTERS)})")
+                           f"{', '.join(base.IMPORTERS)})")
     return claiming[0].read(p, _chain((line_no, row), rows), options)
 
 
-def _chain(first: tuple[int, Mapping[str, Any]], rest: Iterator) -> Iterator:
+def _chain(first: tuple[int, Mapping[str, Any]], rest: base.Rows) -> base.Rows:
     yield first
     yield from rest

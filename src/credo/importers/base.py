@@ -20,9 +20,9 @@ __all__ = [
     "GivenSample",
     "Importer",
     "ReadOptions",
-    "Rows",
-    "finite_number",
 ]
+"""What :mod:`credo.importers` re-exports; :data:`Rows` and :func:`finite_number` are the
+importer modules' (and a new importer's) helpers."""
 
 Rows = Iterator[tuple[int, Mapping[str, Any]]]
 """``(line, row)`` for each row of a JSON Lines file."""

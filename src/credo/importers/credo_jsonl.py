@@ -4,7 +4,7 @@ object per sample (:mod:`credo.importers`)."""
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,7 @@ from credo.types import TokenLogprob
 __all__ = ["read_credo"]
 
 
-def read_credo(path: Path, rows: Iterator[tuple[int, Mapping[str, Any]]]) -> Generations:
+def read_credo(path: Path, rows: Rows) -> Generations:
     """The generations of credo's JSONL ``path``, its ``(line, row)`` pairs ``rows``."""
     out = Generations(str(path), "credo")
     items: dict[str, GivenItem] = {}

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +23,7 @@ __all__ = ["read_lm_eval"]
 
 
 def read_lm_eval(
-    path: Path, rows: Iterator[tuple[int, Mapping[str, Any]]], wanted: str | None,
-    recompute: bool,
+    path: Path, rows: Rows, wanted: str | None, recompute: bool
 ) -> Generations:
     """The generations of lm-eval's samples file ``path`` (its ``(line, row)`` pairs
     ``rows``), the first filter of each document unless ``wanted`` names one;
