@@ -37,7 +37,7 @@ from credo.models.openai_errors import (
     tell_breaker,
 )
 from credo.models.openai_probe import ProbeRefused, ServerProbe, probe_server
-from credo.models.openai_replicas import Replica
+from credo.models.openai_replicas import Replica, client_options
 from credo.models.openai_requests import checked_choices, get, reported_usage
 from credo.types import Usage
 
@@ -50,14 +50,7 @@ def preflight_replica(
     refuses the key (401/403); any other HTTP answer passes."""
     import openai
 
-    client = openai.OpenAI(
-        api_key=api_key,
-        base_url=replica.url,
-        timeout=timeout,
-        max_retries=0,
-        default_headers=replica.headers,
-        default_query=replica.query or None,
-    )
+    client = openai.OpenAI(**client_options(replica, api_key, timeout))
     try:
         client.models.list()
     except openai.APIConnectionError as exc:  # APITimeoutError included

@@ -74,20 +74,27 @@ def replica_of(url: str | None) -> Replica:
     return Replica(plain, headers, query)
 
 
+def client_options(replica: Replica, api_key: str | None, timeout: float) -> dict[str, Any]:
+    """The options an ``openai`` client of ``replica`` is made with (:func:`client_for`,
+    the preflight check's): its URL, headers and query secrets, ``api_key`` and
+    ``timeout``, and no retries of its own (they are ours)."""
+    return {
+        "api_key": api_key,
+        "base_url": replica.url,
+        "timeout": timeout,
+        "max_retries": 0,
+        "default_headers": replica.headers,
+        "default_query": replica.query or None,
+    }
+
+
 def client_for(replica: Replica, api_key: str | None, timeout: float) -> Any:
     """The replica's client: the injected one, or an ``AsyncOpenAI`` made on the loop
-    thread (no retries of its own: they are ours)."""
+    thread (:func:`client_options`)."""
     if replica.client is None:
         from openai import AsyncOpenAI
 
-        replica.client = AsyncOpenAI(
-            api_key=api_key,
-            base_url=replica.url,
-            timeout=timeout,
-            max_retries=0,
-            default_headers=replica.headers,
-            default_query=replica.query or None,
-        )
+        replica.client = AsyncOpenAI(**client_options(replica, api_key, timeout))
     return replica.client
 
 
@@ -161,6 +168,7 @@ __all__ = [
     "Replica",
     "ReplicaScheduler",
     "client_for",
+    "client_options",
     "close_clients",
     "replica_of",
     "replica_urls",
