@@ -39,6 +39,7 @@ from credo.models.embedded import (
     DEFAULT_N_PARALLEL,
     EmbeddedModel,
     parse_chat_response,
+    server_params,
     start_server,
 )
 from credo.models.weights import resolve_weights
@@ -129,12 +130,12 @@ def raw_body(messages: list[dict[str, str]], params: SamplingParams, seed: int, 
 
 def run_raw(args: argparse.Namespace, questions: list[str], params: SamplingParams) -> Result:
     """(b) xllamacpp directly: n=samples per prompt, all prompts submitted concurrently."""
-    server = start_server(
+    server = start_server(server_params(
         resolve_weights(args.model),
         n_ctx=args.n_ctx,
         n_parallel=args.n_parallel,
         n_threads=args.threads,
-    )
+    ))
     bodies = [
         raw_body(messages_for(q), params, args.seed + 1000 * i, args.samples)
         for i, q in enumerate(questions)
@@ -156,12 +157,12 @@ def run_raw(args: argparse.Namespace, questions: list[str], params: SamplingPara
 def run_naive(args: argparse.Namespace, questions: list[str], params: SamplingParams) -> Result:
     """(c) one sample per call, sequentially (the first ``--naive-samples`` of each prompt)."""
     per_prompt = min(args.naive_samples or args.samples, args.samples)
-    server = start_server(
+    server = start_server(server_params(
         resolve_weights(args.model),
         n_ctx=args.n_ctx,
         n_parallel=args.n_parallel,
         n_threads=args.threads,
-    )
+    ))
     generations = []
     start = time.perf_counter()
     for i, q in enumerate(questions):

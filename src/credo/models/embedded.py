@@ -416,13 +416,13 @@ class EmbeddedModel(ClosesOnExit):
             if self._closed:
                 raise RuntimeError(f"{self!r} is closed")
             if self._server is None:
-                self._server = start_server(
+                self._server = start_server(server_params(
                     resolve_weights(self.name_or_path),
                     n_ctx=self.n_ctx,
                     n_parallel=self.n_parallel,
                     n_threads=self.n_threads,
                     verbosity=self.verbosity,
-                )
+                ))
             return self._server
 
     def _ensure_executor(self) -> ThreadPoolExecutor:
@@ -487,20 +487,13 @@ def server_params(
     return params
 
 
-def start_server(
-    model_path: str | os.PathLike[str],
-    *,
-    n_ctx: int,
-    n_parallel: int,
-    n_threads: int,
-    verbosity: int = QUIET_VERBOSITY,
-) -> Any:
-    """Start an in-process llama.cpp server (``xllamacpp.Server``) for ``model_path``."""
+def start_server(params: Any) -> Any:
+    """Start an in-process llama.cpp server (``xllamacpp.Server``) on the parameters
+    :func:`server_params` built (the model path, context, slots and threads are read
+    back from them for the error and the log line)."""
     import xllamacpp
 
-    params = server_params(
-        model_path, n_ctx=n_ctx, n_parallel=n_parallel, n_threads=n_threads, verbosity=verbosity
-    )
+    model_path, n_ctx, n_parallel = params.model.path, params.n_ctx, params.n_parallel
     start = time.perf_counter()
     try:
         server = xllamacpp.Server(params)
@@ -515,7 +508,7 @@ def start_server(
         time.perf_counter() - start,
         n_parallel,
         n_ctx // n_parallel,
-        n_threads,
+        params.cpuparams.n_threads,
     )
     return server
 

@@ -171,15 +171,15 @@ class ForcedDecodingScorer(ClosesOnExit):
 
     def _ensure_server(self) -> Any:
         if self._server is None:
-            from credo.models.embedded import start_server
+            from credo.models.embedded import server_params, start_server
             from credo.models.weights import resolve_weights
 
-            self._server = start_server(
+            self._server = start_server(server_params(
                 resolve_weights(self.name_or_path),
                 n_ctx=self.n_ctx,
                 n_parallel=1,
                 n_threads=self.n_threads,
-            )
+            ))
         return self._server
 
 
