@@ -308,6 +308,20 @@ def test_claims_and_support_parsing():
         "Ada Lovelace was a mathematician.", "She was born in 1815!", "She died in 1852."
     ]
     assert claims(None) == []
+    # a sentence ending inside quotes or brackets ends there (seen in a real run:
+    # '... "The Unfocused Mirror." His performances ...' was one claim)
+    quoted = ('He stars in "The Unfocused Mirror." His roles earn acclaim. '
+              "He said \u201cyes.\u201d Then he left.")
+    assert claims(quoted) == [
+        'He stars in "The Unfocused Mirror."', "His roles earn acclaim.",
+        "He said \u201cyes.\u201d", "Then he left.",
+    ]
+    assert claims("Born in Seoul (South Korea.) Later he moved there.") == [
+        "Born in Seoul (South Korea.)", "Later he moved there.",
+    ]
+    assert claims('She wrote "On Numbers" and more. It sold well.') == [
+        'She wrote "On Numbers" and more.', "It sold well.",
+    ]
     assert parse_support("True") is True and parse_support("false.") is False
     assert parse_support("True or False") is None and parse_support("Supported") is None
 

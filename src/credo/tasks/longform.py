@@ -232,7 +232,12 @@ def retrieve(passages: Sequence[str], claim: str, k: int = 3) -> list[str]:
     return [passages[i] for i in sorted(order)]
 
 
-_SENTENCE_RE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])")
+# A sentence ends at . ! or ?, or at one followed by a closing quote or bracket
+# ('... "The Unfocused Mirror." His ...' is two sentences), before a capital, digit or
+# opening quote / bracket.
+_SENTENCE_RE = re.compile(
+    r"(?:(?<=[.!?])|(?<=[.!?][\"'\u201d\u2019)]))\s+(?=[A-Z0-9\"'(\u201c\u2018])"
+)
 
 
 def claims(text: str | None) -> list[str]:
