@@ -247,7 +247,7 @@ def test_the_length_bound_never_refuses_a_prompt_that_fits():
     run of spaces), and texts of many kinds agree."""
     from transformers import AutoTokenizer
 
-    from credo.pipeline.runner import MAX_BYTES_PER_TOKEN
+    from credo.pipeline.checks import MAX_BYTES_PER_TOKEN
 
     gguf = weights.resolve_weights("smollm2-135m")
     tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)

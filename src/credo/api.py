@@ -144,7 +144,8 @@ def run(
     """
     writer = writer_given(writer, perturber)
     from credo.generation.pool import JUDGE, MODEL, WRITER
-    from credo.pipeline.runner import configured_task, method_specs, run_pipeline
+    from credo.pipeline.checks import method_specs
+    from credo.pipeline.runner import configured_task, run_pipeline
 
     method_specs(config.methods)  # an unknown method fails before the folder or cache
     given = certificate if certificate is not None else config.certificate
@@ -596,7 +597,7 @@ def score(
     from credo.config import RunConfig
     from credo.generation.pool import JUDGE
     from credo.importers import read_generations
-    from credo.pipeline.runner import method_specs
+    from credo.pipeline.checks import method_specs
     from credo.pipeline.score import default_methods, given_config, score_generations
     from credo.tasks.base import AnswerFormat
 

@@ -222,7 +222,8 @@ def study(
     from contextlib import ExitStack
 
     from credo.generation.pool import JUDGE, MODEL, WRITER
-    from credo.pipeline.runner import configured_task, method_specs
+    from credo.pipeline.checks import method_specs
+    from credo.pipeline.runner import configured_task
 
     config = _lm_eval_groups(config)
     configs = config.run_configs()
@@ -470,7 +471,7 @@ def _simulate_file(
     from credo.errors import UserError
     from credo.generation.pool import JUDGE
     from credo.importers import read_generations
-    from credo.pipeline.runner import method_specs
+    from credo.pipeline.checks import method_specs
     from credo.pipeline.score import default_methods, given_config
     from credo.pipeline.simulate import simulate_orders
     from credo.tasks.base import AnswerFormat

@@ -41,8 +41,6 @@ from credo.perturb.quality import similarity_record
 from credo.pipeline.adaptive import adaptive_originals, adaptive_perturbed
 from credo.pipeline.certificate import task_settings
 from credo.pipeline.checks import (
-    MAX_BYTES_PER_TOKEN,
-    RUNNER_ROLES,
     check_lengths,
     check_static,
     method_specs,
@@ -64,16 +62,12 @@ log = logging.getLogger(__name__)
 
 __all__ = [
     "ANSWER_SETS",
-    "MAX_BYTES_PER_TOKEN",
     "PARAPHRASE_STAGE",
-    "RUNNER_ROLES",
     "WRITING_STAGE",
     "ItemResult",
     "PreparedRun",
     "RunResult",
     "assign_roles",
-    "check_static",
-    "method_specs",
     "prepare_run",
     "run_pipeline",
     "run_roles",

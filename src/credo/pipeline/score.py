@@ -25,8 +25,9 @@ from credo.importers import Generations, GivenSample
 from credo.methods import METHODS
 from credo.methods.scoring import score_items
 from credo.pipeline.certificate import given_task_settings
+from credo.pipeline.checks import method_specs
 from credo.pipeline.ending import end_run
-from credo.pipeline.runner import ANSWER_SETS, RunResult, build_kernels, grade_items, method_specs
+from credo.pipeline.runner import ANSWER_SETS, RunResult, build_kernels, grade_items
 from credo.pipeline.stages import StageDriver
 from credo.plan.samples import ORIGINAL, PERTURBED, ItemSamples, Sample
 from credo.tasks.answers import Answer
