@@ -12,18 +12,21 @@ evaluation; it never feeds a score.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from credo.kernels.registry import ItemKernels
+from credo.kernels.registry import ItemKernels, Kernel
 from credo.methods.base import MethodSpec, Score
 from credo.plan.samples import ORIGINAL, PERTURBED, ItemSamples, Sample
 from credo.tasks.base import Item, Task
 
-__all__ = ["GeneratedSets", "ItemResult", "score_items"]
+__all__ = ["MODAL", "GeneratedSets", "ItemResult", "central_sample", "score_items"]
+
+MODAL = -1
+""":attr:`ItemResult.chosen` of an item whose answer no kernel chose: the modal rule."""
 
 GeneratedSets = Mapping[str, Mapping[str, tuple[tuple[Sample, ...], tuple[bool | None, ...]]]]
 """Per item id, per sample set: the samples and each one's correctness (None = none)."""
@@ -47,6 +50,9 @@ class ItemResult:
     sets: dict[str, tuple[Sample, ...]] = field(default_factory=dict)
     set_correct: dict[str, tuple[bool | None, ...]] = field(default_factory=dict)
     method_scores: dict[str, Score] = field(default_factory=dict)
+    #: The original sample whose answer credo gives, as :func:`score_items` chose it under
+    #: the run's kernel (:func:`central_sample`); :data:`MODAL`: not chosen by a kernel.
+    chosen: int | None = MODAL
 
     @property
     def performance(self) -> float:
@@ -56,8 +62,12 @@ class ItemResult:
     @property
     def answer_index(self) -> int | None:
         """The original sample whose answer credo gives for this item (issue 23): the
-        first sample of the modal parsed answer (self-consistency's majority vote, ties
-        to the answer seen first); None when no original sample has a parsed answer."""
+        most central parsed sample under the run's kernel (:attr:`chosen`, issue 32), else
+        the first sample of the modal parsed answer (self-consistency's majority vote,
+        ties to the answer seen first: the central sample under the indicator kernel);
+        None when no original sample has a parsed answer."""
+        if self.chosen != MODAL:
+            return self.chosen
         values = [s.answer.value for s in self.original]
         parsed = [v for v in values if v is not None]
         if not parsed:
@@ -116,6 +126,7 @@ def score_items(
                               available_sets)
             for spec in specs
         }
+        built = kernels.get(default_kernel)
         results.append(
             ItemResult(
                 it,
@@ -127,9 +138,33 @@ def score_items(
                 sets,
                 correct,
                 scores,
+                MODAL if built is None else central_sample(
+                    samples.answers(ORIGINAL), built.kernel_for(it.id)),
             )
         )
     return results
+
+
+def central_sample(answers: Sequence[Hashable | None], gram: Kernel) -> int | None:
+    """The answer credo gives among an item's original samples (issue 32: for open-ended
+    answers, the most central sample): the parsed sample ``i`` with the largest
+    ``Σ_{j≠i} k(y_i, y_j)`` over the other parsed samples, the first on ties (a kernel
+    medoid; the sum is the sample's term in generalized consistency, 000 eq. 2); None
+    when no sample has a parsed answer (``None``).
+
+    Under the indicator kernel the sum is the count of the sample's answer less one, so
+    the choice is the first sample of the modal answer, the majority vote of
+    self-consistency (Wang et al. 2023); under the embedding or judge kernel, the sample
+    whose answer agrees most with the rest."""
+    parsed = [i for i, a in enumerate(answers) if a is not None]
+    if not parsed:
+        return None
+    keys = [answers[i] for i in parsed]
+    K = np.asarray(gram(keys, keys), dtype=float)
+    totals = K.sum(axis=1) - np.diag(K)
+    # ties within rounding are ties: sums of one set of terms in another order differ
+    first = np.flatnonzero(np.isclose(totals, totals.max(), rtol=1e-9, atol=1e-12))[0]
+    return parsed[int(first)]
 
 
 def _score(
