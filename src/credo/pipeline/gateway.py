@@ -19,8 +19,9 @@ decided lives here, on the pipeline's own pieces:
   questions (the certificate's answer format, writer topic and prompt template) through
   :func:`~credo.pipeline.runner.run_pipeline`, so requests that arrive together share the
   executor's calls and every round of the adaptive rule, through the cache; per question
-  the answer credo gives (the first sample of the modal parsed answer: what the
-  certificate's selective risk counted, :attr:`~credo.methods.scoring.ItemResult.answer`),
+  the answer credo gives (the most central parsed sample under the run's kernel, the
+  first sample of the modal answer under the indicator kernel: what the certificate's
+  selective risk counted, :attr:`~credo.methods.scoring.ItemResult.answer`),
   the certificate method's score, and ``accept`` = the certificate accepts that score.
 
 This is the one function that samples for the gateway: the stage driver can take it over
