@@ -11,7 +11,8 @@ counting on the other (:func:`credo.evaluate.certify.coverage_at_risk`): the mea
 coverage, its standard deviation and 5–95% range, the share of splits whose test risk
 exceeded ``α`` and the share that certified anything. The correctness that counts is the
 correctness of the answer credo gives each item (``ItemResult.answer_correct``: the most
-central original sample's, the modal answer under the indicator kernel; a grade counts as correct at 0.5 or more, as ``credo certify`` does);
+central original sample's, the modal answer under the indicator kernel; a grade counts
+as correct at 0.5 or more, as ``credo certify`` does);
 items without a score or a known correctness are left out. Below :data:`MIN_ITEMS` such
 items nothing is split and the entry says so (``"note"``) instead of a number.
 
