@@ -26,10 +26,11 @@ def _script():
 
 def test_the_holdout_script_runs_on_the_scripted_backend(tmp_path, capsys) -> None:
     config = tmp_path / "holdout.yaml"
-    config.write_text(f"task: gsm8k\nlimit: 120\nn: 12\nmethods: [self_consistency]\n"
+    config.write_text(f"task: gsm8k\nlimit: 40\nn: 4\nmethods: [self_consistency]\n"
                       f"bootstrap: 0\nout: {tmp_path / 'out'}\ncache: {tmp_path / 'c.sqlite'}\n")
-    result = _script().main(["--config", str(config), "--alpha", "0.2"],
-                            model=ScriptedModel(answerer), task=coins(120))
+    # --limit and --n over the config's
+    result = _script().main(["--config", str(config), "--alpha", "0.2", "--limit", "120",
+                             "--n", "12"], model=ScriptedModel(answerer), task=coins(120))
     out = tmp_path / "out"
     assert result["items"] == 60 and result["calibration"]["items"] == 60
     log = [json.loads(x) for x in (out / "decisions.jsonl").read_text().splitlines()]
@@ -44,7 +45,7 @@ def test_the_holdout_script_runs_on_the_scripted_backend(tmp_path, capsys) -> No
     assert a["accepted"] == len(accepted) and a["error_rate"] == 0.0
     assert a["coverage"] == pytest.approx(len(accepted) / 60)
     assert a["samples_per_question"] == pytest.approx(sum(r["samples"] for r in log) / 60)
-    assert a["samples_per_question"] < 12
+    assert a["samples_per_question"] < a["full_samples_per_question"] == 12
     low, high = a["coverage_ci"]
     assert low < a["coverage"] < high
     # the scripted backend replays exactly: the live decisions are the full recipe's

@@ -22,12 +22,14 @@ other half's questions through the gateway as unlabelled, and grade what it acce
 
 ::
 
-    .venv/bin/python docs/results/serve_holdout.py --config configs/serve-holdout-arc-easy.yaml
+    .venv/bin/python docs/results/serve_holdout.py --config configs/serve-holdout-arc-easy.yaml \
+        --alpha 0.2 --n 64
 
-Cost: the calibration half at n, and the test half at n (the gateway's samples are the
-first of them): items x n samples in all (200 x 32 = 6,400; at about 5 samples/s for the
-embedded 1.5B on two idle cores, about 20 minutes). tests/test_serve_holdout.py runs it on the
-scripted backend.
+``--n`` (n and m) and ``--limit`` replace the config's. Cost: the calibration half at n,
+and the test half at n (the gateway's samples are the first of them): items x n samples in
+all (200 x 64 = 12,800; at about 5 samples/s for the embedded 1.5B on two idle cores, about
+45 minutes; a run at a larger n or limit on the same cache draws only the samples it adds).
+tests/test_serve_holdout.py runs it on the scripted backend.
 """
 
 from __future__ import annotations
@@ -95,8 +97,10 @@ def main(argv: Sequence[str] | None = None, **handed: Any) -> dict[str, Any]:
     p.add_argument("--delta", type=float, default=0.1)
     p.add_argument("--method", default="self_consistency")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--n", type=int, help="samples per question (n and m); default: the config's")
+    p.add_argument("--limit", type=int, help="questions, halved; default: the config's")
     args = p.parse_args(argv)
-    config = RunConfig.from_yaml(args.config)
+    config = RunConfig.from_yaml(args.config, n=args.n, m=args.n, limit=args.limit)
     out = args.out or config.out
     model = handed.get("model")
     task = (handed.get("task") or configured_task(config)).head(config.limit)
