@@ -27,8 +27,8 @@ other half's questions through the gateway as unlabelled, and grade what it acce
 
 ``--n`` (n and m) and ``--limit`` replace the config's. Cost: the calibration half at n,
 and the test half at n (the gateway's samples are the first of them): items x n samples in
-all (200 x 64 = 12,800; at about 5 samples/s for the embedded 1.5B on two idle cores, about
-45 minutes; a run at a larger n or limit on the same cache draws only the samples it adds).
+all (200 x 64 = 12,800; at 5-8 samples/s for the embedded 1.5B on two cores, 30-45
+minutes; a run at a larger n or limit on the same cache draws only the samples it adds).
 tests/test_serve_holdout.py runs it on the scripted backend.
 """
 
