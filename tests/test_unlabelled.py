@@ -57,7 +57,9 @@ def test_a_run_on_questions_without_gold_scores_and_evaluates_nothing(tmp_path, 
     metrics = json.loads((out / "metrics.json").read_text())
     assert not metrics["methods"]
     assert "no item has a gold answer" in (out / "report.md").read_text()
-    assert "no item has a gold answer" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "no item has a gold answer" in printed
+    assert "accuracy n/a" in printed and "nan" not in printed
 
 
 def _result(answers: list[str | None], correct: list[float]) -> ItemResult:

@@ -75,10 +75,12 @@ def cmd_study(args: argparse.Namespace) -> int:
 
 def _print_run(i: int, total: int, run: Any) -> None:
     """``[i/total] task · label (model) · items, accuracy, generated/cached · seconds · folder``."""
+    from credo.report.md_pieces import fmt_number
+
     r = run.result
     console.print(
         f"[{i}/{total}] {r.task.name} · {run.label} ({run.model}) · {len(r.items)} items"
-        f" · accuracy {r.accuracy:.3f} · {r.stats.get('generated_samples', 0)} generated, "
+        f" · accuracy {fmt_number(r.accuracy)} · {r.stats.get('generated_samples', 0)} generated, "
         f"{r.stats.get('cached_samples', 0)} cached · {run.seconds:.1f} s · {run.folder}",
         markup=False, highlight=False, soft_wrap=True,
     )
