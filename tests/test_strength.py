@@ -468,3 +468,29 @@ def test_forced_decoding_with_a_split_character_reports_no_surprisal():
     with pytest.raises(GenerationError, match="2 of 3 tokens"):
         _parse_forced({"completion_probabilities": [_entry(504, -1), _entry(11446, -1)]},
                       [504, 11446, 225], "x", "t", 0.0)
+
+
+def test_an_interrupted_figure_write_leaves_the_old_file(tmp_path):
+    """report/strength.py writes every output atomically (noted in issue 31's review): a
+    figure whose write fails half-way leaves the previous file and no temporary."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure
+
+    from credo.report.figures import save_figure
+
+    target = tmp_path / "flip_rates.png"
+    target.write_bytes(b"the previous figure")
+
+    class Broken(Figure):
+        def savefig(self, fname, **kw):
+            Path(fname).write_bytes(b"half a png")
+            raise OSError("disk full")
+
+    with pytest.raises(OSError, match="disk full"):
+        save_figure(Broken(), target)
+    assert target.read_bytes() == b"the previous figure"
+    assert [p.name for p in tmp_path.iterdir()] == ["flip_rates.png"]
+    save_figure(Figure(), target)
+    assert target.read_bytes().startswith(b"\x89PNG")

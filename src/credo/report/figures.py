@@ -48,10 +48,12 @@ def figure_to_data_uri(fig: Figure) -> str:
 
 
 def save_figure(fig: Figure, path: str | Path, dpi: int = 130) -> Path:
-    """Write the figure as a PNG file at ``dpi``."""
+    """Write the figure as a PNG file at ``dpi``, atomically (:func:`credo.jsonio.write_with`:
+    an interrupted write leaves the file as it was)."""
+    from credo import jsonio
+
     fig.tight_layout()
-    fig.savefig(path, dpi=dpi)
-    return Path(path)
+    return jsonio.write_with(path, lambda tmp: fig.savefig(tmp, dpi=dpi, format="png"))
 
 
 def discrete_levels(scores: np.ndarray, max_levels: int = MAX_DISCRETE_LEVELS) -> np.ndarray | None:

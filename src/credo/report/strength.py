@@ -35,6 +35,7 @@ drawn by :func:`credo.report.figures.plot_flip_rate_bars` and the tables by
 from __future__ import annotations
 
 import csv
+import io
 import math
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -94,24 +95,23 @@ def _meta(result: StrengthResult) -> dict[str, Any]:
 
 
 def write_outputs(rows: Sequence[dict[str, Any]], out: str | Path, meta: dict[str, Any]) -> Path:
-    """strengths.jsonl, flip_rates.csv/.png, summary.json and report.md from the rows."""
+    """strengths.jsonl, flip_rates.csv/.png, summary.json and report.md from the rows, each
+    written atomically (:mod:`credo.jsonio`: an interrupted run leaves no half file)."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    with (out / "strengths.jsonl").open("w", encoding="utf-8") as fh:
-        for r in rows:
-            fh.write(jsonio.dumps(r, ensure_ascii=False) + "\n")
+    jsonio.write_jsonl(out / "strengths.jsonl", rows)
     tables = flip_tables(rows)
-    table_rows = flip_rate_rows(tables)
-    with (out / "flip_rates.csv").open("w", encoding="utf-8", newline="") as fh:
-        w = csv.writer(fh)
-        w.writerow(CSV_COLUMNS)
-        for r in table_rows:
-            w.writerow([r[c] if c not in ("rate", "low", "high") else _num(r[c])
-                        for c in CSV_COLUMNS])
+    buf = io.StringIO(newline="")
+    w = csv.writer(buf)
+    w.writerow(CSV_COLUMNS)
+    for r in flip_rate_rows(tables):
+        w.writerow([r[c] if c not in ("rate", "low", "high") else _num(r[c])
+                    for c in CSV_COLUMNS])
+    jsonio.write_text(out / "flip_rates.csv", buf.getvalue())
     summary = summarise(rows, tables, meta)
-    (out / "summary.json").write_text(jsonio.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    jsonio.write_text(out / "summary.json", jsonio.dumps(summary, indent=2) + "\n")
     save_flip_rate_figure(tables, out / "flip_rates.png")
-    (out / "report.md").write_text(render_report(summary, tables), encoding="utf-8")
+    jsonio.write_text(out / "report.md", render_report(summary, tables))
     return out
 
 
