@@ -479,3 +479,56 @@ def test_a_cancelled_inspect_eval_says_what_it_lacks(tmp_path, capsys):
     first = next(i for i in partial if i not in {str(s.id) for s in cancelled})
     assert f"- {first}: {epochs - finished[first]} sample not in the log: 1 never started" \
         in report
+
+
+def test_given_generations_name_their_task_and_model(lm_eval_out, lm_eval_samples, tmp_path):
+    """What the real tools' files say of their task and model (read back from their own
+    files): lm-eval's samples file name and the results file of the same date, inspect's
+    log header."""
+    (results,) = lm_eval_samples.parent.glob("results_*.json")
+    gens = read_generations(lm_eval_samples)
+    assert gens.task == STRICT["name"] and STRICT["name"] in json.loads(
+        results.read_text())["configs"]
+    assert gens.model == json.loads(results.read_text())["model_name"] == "m"
+    assert gens.family == f"given:lm-evaluation-harness:{STRICT['name']}"
+    assert read_generations(_samples_of(lm_eval_out, LOOSE)).task == LOOSE["name"]
+    renamed = tmp_path / "renamed.jsonl"  # no date, no results beside it
+    renamed.write_bytes(lm_eval_samples.read_bytes())
+    moved = read_generations(renamed, recompute=True)
+    assert (moved.task, moved.model, moved.family) == ("", "", "given:lm-evaluation-harness")
+
+
+def test_a_certificate_on_an_inspect_log_binds_its_task_and_model(tmp_path, capsys):
+    """A certificate made on a scored inspect log (issue 32 review: a certificate that can
+    be applied to another task is a bug in a guarantee) holds for the task and model the
+    log names: the same log is answered, a copy that names another task or model is
+    refused before anything is scored (exit 2, the setting named)."""
+    path = _inspect_eval(tmp_path / "logs", "json")
+    log = json.loads(path.read_text())
+    gens = read_generations(path)
+    assert (gens.task, gens.model) == (log["eval"]["task"], log["eval"]["model"])
+    scored, cert = tmp_path / "scored", tmp_path / "cert.json"
+    assert main(["score", str(path), "--format", "short_text", "--methods",
+                 "self_consistency", "--bootstrap", "0", "--out", str(scored), "--cache",
+                 str(tmp_path / "c.sqlite"), "--quiet"]) == 0
+    assert main(["certify", str(scored), "--method", "self_consistency", "--alpha", "0.5",
+                 "--delta", "0.5", "--out", str(cert)]) == 0
+    settings = json.loads(cert.read_text())["settings"]
+    assert settings["task"]["family"] == f"given:inspect_ai:{log['eval']['task']}"
+    assert settings["model"] == f"given:inspect_ai:{log['eval']['model']}"
+
+    def apply(p: Path) -> int:
+        capsys.readouterr()
+        return main(["score", str(p), "--format", "short_text", "--methods",
+                     "self_consistency", "--bootstrap", "0", "--out", str(tmp_path / p.stem),
+                     "--cache", str(tmp_path / "c.sqlite"), "--quiet", "--certificate",
+                     str(cert)])
+
+    assert apply(path) == 0
+    for field, value in (("task", "another_task"), ("model", "openai/another-model")):
+        other = tmp_path / f"other-{field}.json"
+        other.write_text(json.dumps({**log, "eval": {**log["eval"], field: value}}))
+        assert apply(other) == 2
+        err = capsys.readouterr().err
+        assert value in err and "Traceback" not in err
+        assert not (tmp_path / other.stem).exists()

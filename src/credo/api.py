@@ -618,7 +618,7 @@ def score(
     if "methods" not in config.model_fields_set:
         update["methods"] = default_methods(generations, fmt)
     config = config.model_copy(
-        update={"task": str(samples), "model": f"given:{generations.layout}", **update}
+        update={"task": str(samples), "model": generations.model_label, **update}
     )
     cert = read_certificate(certificate if certificate is not None else config.certificate)
     if cert is not None:

@@ -493,7 +493,7 @@ def _simulate_file(
     if least > update["n"]:
         raise UserError(f"--min {least}: more than the {update['n']} original samples the "
                         f"file holds per item at most; give --min at most {update['n']}")
-    config = config.model_copy(update={"task": str(path), "model": f"given:{generations.layout}",
+    config = config.model_copy(update={"task": str(path), "model": generations.model_label,
                                        **update})
     where = Path(out) if out is not None else path.parent / f"{path.stem}-adaptive"
     if write:  # before the replay (issue 34 item 7)

@@ -78,6 +78,24 @@ class Generations:
     answers: str = ""
     """How the answers were read from the responses, where the file's layout says more
     than 'as given' (lm-eval: its filter)."""
+    task: str = ""
+    """The task the file says its samples answer (inspect_ai: the log's ``eval.task``;
+    lm-eval: the ``samples_<task>_<date>.jsonl`` name); empty when it does not say."""
+    model: str = ""
+    """The model the file says wrote them (inspect_ai: ``eval.model``; lm-eval: the
+    ``model_name`` of the results file written with it); empty when it does not say."""
+
+    @property
+    def family(self) -> str:
+        """The task family a certificate on these generations binds (issue 34 item 1):
+        ``given:<layout>``, with ``:<task>`` where the file names its task."""
+        return f"given:{self.layout}" + (f":{self.task}" if self.task else "")
+
+    @property
+    def model_label(self) -> str:
+        """The model under test as a ``credo score`` run names it: ``given:<layout>``,
+        with ``:<model>`` where the file names its model."""
+        return f"given:{self.layout}" + (f":{self.model}" if self.model else "")
 
 
 def finite_number(value: Any) -> bool:

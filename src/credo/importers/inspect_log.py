@@ -225,9 +225,10 @@ _CANCELLED = ("CancelledError(", "Cancelled(")
 def _inspect_header(
     out: Generations, header: Mapping[str, Any], ordered: list[tuple[str, int, GivenSample]]
 ) -> None:
-    """The log's status, settings and, for an eval that did not finish, the epochs of
-    each item it never started (counted in :attr:`Generations.not_started`)."""
+    """The log's task and model, status, settings and, for an eval that did not finish,
+    the epochs of each item it never started (counted in :attr:`Generations.not_started`)."""
     ev = header.get("eval") if isinstance(header.get("eval"), Mapping) else {}
+    out.task, out.model = (ev[k] if isinstance(ev.get(k), str) else "" for k in ("task", "model"))
     config = ev.get("config") if isinstance(ev.get("config"), Mapping) else {}
     epochs = config.get("epochs")
     status = header.get("status")

@@ -28,7 +28,7 @@ def read_lm_eval(
     """The generations of lm-eval's samples file ``path`` (its ``(line, row)`` pairs
     ``rows``), the first filter of each document unless ``wanted`` names one;
     ``recompute``: lm-eval's metric is not rebuilt (credo grades the answers)."""
-    from credo.tasks.lm_eval_scores import read_lm_eval_rows
+    from credo.tasks.lm_eval_scores import read_lm_eval_rows, samples_origin
 
     out = Generations(str(path), "lm-evaluation-harness")
     seen: dict[str, str] = {}  # doc id -> the filter read
@@ -55,6 +55,7 @@ def read_lm_eval(
             out.samples.append(GivenSample(doc, "original", text, answer, _verdict(score)))
         out.items.append(GivenItem(doc, _lm_eval_question(row), gold))
     out.settings = _lm_eval_settings(kept[0][1], len(texts[0]))
+    out.task, out.model = samples_origin(path)
     return out
 
 

@@ -114,8 +114,10 @@ def given_task_settings(
     generations: Generations, fmt: AnswerFormat, recompute: bool = False
 ) -> dict[str, str]:
     """:func:`task_settings` for generations a user gives (``credo score``): the family
-    is the file's layout (``given:lm-evaluation-harness``; credo cannot see another
-    tool's task or prompt, so neither is recorded beyond that), the format is
+    is the file's layout and the task the file names (:attr:`Generations.family
+    <credo.importers.base.Generations.family>`: ``given:inspect_ai:arc_easy``,
+    ``given:lm-evaluation-harness:gsm8k``; the layout alone where the file names none;
+    credo cannot see another tool's prompt, so it is not recorded), the format is
     ``--format``, the correctness the file's own (lm-eval's metric and filter, inspect's
     scorer, a credo file's ``correct``) or credo's grading under
     ``--recompute-correctness``."""
@@ -125,7 +127,7 @@ def given_task_settings(
         correctness = "the file's 'correct'"
     else:
         correctness = generations.correctness or "none in the file"
-    return {"family": f"given:{generations.layout}", "format": fmt.value, "domain": "",
+    return {"family": generations.family, "format": fmt.value, "domain": "",
             "prompt": "given (the generating tool's own)", "correctness": correctness}
 
 
@@ -160,9 +162,10 @@ def given_settings(
 ) -> dict[str, Any]:
     """:func:`run_settings` of a ``credo score`` run (issue 34, item 2): the generations
     are given, so credo's prompt style, writer and perturbation settings made none of
-    them and are not recorded; the model is the file's layout (``config.model``:
-    ``given:<layout>``), the sampling settings are those the file records
-    (``sampling``), n and m the most original and perturbed samples of an item."""
+    them and are not recorded; the model is the file's layout and the model it names
+    (``config.model``: :attr:`~credo.importers.base.Generations.model_label`), the
+    sampling settings are those the file records (``sampling``), n and m the most
+    original and perturbed samples of an item."""
     dump = config.model_dump(mode="json")
     return {
         "command": SCORE,

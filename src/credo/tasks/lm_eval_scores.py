@@ -47,6 +47,7 @@ __all__ = [
     "metric_of",
     "pinned_revision",
     "read_lm_eval_rows",
+    "samples_origin",
     "task_config",
 ]
 
@@ -193,24 +194,55 @@ class AnswerRule:
 # --------------------------------------------------------------------------- the files
 
 
-def task_config(samples: Path) -> tuple[str, Mapping[str, Any]] | None:
-    """The task's name and config from the ``results_<date>.json`` next to ``samples``
-    (``samples_<task>_<date>.jsonl``); None when there is none or it does not say."""
+def _results(samples: Path) -> tuple[str, list[tuple[bool, Mapping[str, Any]]]] | None:
+    """The task named by ``samples_<task>_<date>.jsonl`` and the ``results_*.json`` files
+    beside it that parse (each with whether it is the one of the same date, which comes
+    first); None for another file name."""
     match = _SAMPLES.match(samples.name.removesuffix(".jsonl"))
     if match is None:
         return None
-    candidates = [samples.with_name(f"results_{match['date']}.json"),
-                  *sorted(samples.parent.glob("results_*.json"), reverse=True)]
-    for path in dict.fromkeys(candidates):
+    same = samples.with_name(f"results_{match['date']}.json")
+    found = []
+    for path in dict.fromkeys([same, *sorted(samples.parent.glob("results_*.json"),
+                                             reverse=True)]):
         try:
-            configs = json.loads(path.read_text(encoding="utf-8")).get("configs")
-        except (OSError, ValueError, AttributeError, RecursionError):
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError, RecursionError):
             continue
+        if isinstance(data, Mapping):
+            found.append((path == same, data))
+    return match["task"], found
+
+
+def task_config(samples: Path) -> tuple[str, Mapping[str, Any]] | None:
+    """The task's name and config from the ``results_<date>.json`` next to ``samples``
+    (``samples_<task>_<date>.jsonl``); None when there is none or it does not say."""
+    found = _results(samples)
+    if found is None:
+        return None
+    task, results = found
+    for _, data in results:
+        configs = data.get("configs")
         if isinstance(configs, Mapping):
-            for name in (match["task"], *configs):
-                if match["task"].startswith(str(name)) and isinstance(configs.get(name), Mapping):
+            for name in (task, *configs):
+                if task.startswith(str(name)) and isinstance(configs.get(name), Mapping):
                     return str(name), configs[name]
     return None
+
+
+def samples_origin(samples: Path) -> tuple[str, str]:
+    """The task and the model an lm-eval samples file comes from: the task as
+    :func:`task_config` names it (else as the file name does), the model as the results
+    file of the same date names it (lm-eval's ``model_name``); ``""`` for what neither
+    says (a renamed file, a results file moved away)."""
+    found = _results(samples)
+    if found is None:
+        return "", ""
+    named = task_config(samples)
+    model = next((str(data["model_name"]) for same, data in found[1]
+                  if same and isinstance(data.get("model_name"), str) and data["model_name"]),
+                 "")
+    return (named[0] if named else found[0]), model
 
 
 def metric_of(rows: Sequence[tuple[int, Mapping[str, Any]]], where: str) -> str:
