@@ -12,6 +12,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from pydantic import Field
 
 import credo
@@ -27,6 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "docs" / "gen"))
 
 import reference  # noqa: E402
+import sphinx_roles  # noqa: E402
 
 
 def test_a_new_flag_appears_on_the_cli_page():
@@ -224,3 +227,23 @@ def test_the_readme_is_a_landing_page_whose_links_resolve():
         if target.startswith("docs/") and target.endswith(".md"):
             page = target.removeprefix("docs/")
             assert f'"{page}"' in flat, f"README.md links to {target}, which is not in the nav"
+
+
+_NAME = st.from_regex(r"[a-z_][a-z0-9_]{0,6}(\.[a-z_][a-z0-9_]{0,6}){0,3}", fullmatch=True)
+_ROLE = st.sampled_from(["func", "class", "meth", "attr", "mod", "data", "exc", "obj"])
+
+
+@given(st.lists(st.tuples(st.text(alphabet="ab :.`<>~\n", max_size=8), _ROLE,
+                          st.sampled_from(["", "~"]), _NAME), max_size=4))
+def test_sphinx_roles_become_code_spans_of_what_they_show(parts):
+    """docs/gen/sphinx_roles.py: every role becomes the code span of its target (its
+    last component under ``~``); the text around the roles is kept as it was."""
+    text = "".join(f"{pre}:{role}:`{tilde}{name}`" for pre, role, tilde, name in parts)
+    want = "".join(f"{pre}`{name.rsplit('.', 1)[-1] if tilde else name}`"
+                   for pre, role, tilde, name in parts)
+    assert sphinx_roles.plain_roles(text) == want
+
+
+def test_a_titled_role_shows_its_title():
+    assert sphinx_roles.plain_roles(":attr:`the answer <credo.ItemResult.answer>` and "
+                                    ":py:func:`credo.run`") == "`the answer` and `credo.run`"
