@@ -215,13 +215,7 @@ def _check_method(method: str, select_fraction: float) -> None:
 
 def _threshold(s, wrong, alpha, delta, method, select_fraction, seed):
     """``method``'s certified threshold and its p-value, or ``(None, None)``."""
-    if method == "ltt":
-        return _ltt_split(s, wrong, alpha, delta, select_fraction, seed)
-    if method == "sgr":
-        return _sgr(s, wrong, alpha, delta)
-    if method == "fixed-sequence":
-        return _fixed_sequence(s, wrong, alpha, delta)
-    return _crc(s, wrong, alpha), None
+    return _PROCEDURES[method](s, wrong, alpha, delta, select_fraction, seed)
 
 
 def certify_procedure(
@@ -334,10 +328,10 @@ def _procedure_certificate(
                f"selective risk (probability >= {1 - delta:g}) <= {alpha:g}; {m}/{n} "
                f"calibration items accepted (error rate {risk:.3g}).")
         return Certificate(t, m / n, alpha, delta, n, method, m, risk, p, None, msg)
-    needed, why = _n_needed(s, wrong_full, alpha, delta, method, select_fraction)
+    needed, why = _n_needed(s, wrong_full, alpha, delta, method, select_fraction,
+                            "the full recipe's error rates")
     msg = (f"{method} over {what}: nothing certified: {n} calibration items cannot show "
-           f"selective risk <= {alpha:g} at delta = {delta:g}; "
-           + why.replace("observed error rates", "full recipe's error rates"))
+           f"selective risk <= {alpha:g} at delta = {delta:g}; {why}")
     return Certificate(None, 0.0, alpha, delta, n, method, 0, None, None, needed, msg)
 
 
@@ -529,6 +523,16 @@ def _crc(s, wrong, alpha):
     return None if run == 0 else float(ts[run - 1])
 
 
+_PROCEDURES = {
+    "ltt": _ltt_split,
+    "sgr": lambda s, wrong, alpha, delta, _f, _seed: _sgr(s, wrong, alpha, delta),
+    "fixed-sequence": lambda s, wrong, alpha, delta, _f, _seed: _fixed_sequence(
+        s, wrong, alpha, delta),
+    "crc": lambda s, wrong, alpha, _d, _f, _seed: (_crc(s, wrong, alpha), None),
+}
+"""Each method's procedure, ``(s, wrong, alpha, delta, select_fraction, seed) -> (t, p)``."""
+
+
 # --- the certificate and its message ------------------------------------------------------
 
 
@@ -553,14 +557,16 @@ def _certificate(s, wrong, alpha, delta, method, t, p, select_fraction) -> Certi
     return Certificate(None, 0.0, alpha, delta, n, method, 0, None, None, needed, msg)
 
 
-def _n_needed(s, wrong, alpha, delta, method, select_fraction) -> tuple[int | None, str]:
+def _n_needed(s, wrong, alpha, delta, method, select_fraction,
+              rates: str = "the observed error rates") -> tuple[int | None, str]:
     """About how many calibration items would certify a threshold, and the message's
     tail saying so: the least size at which a share :data:`POWER` of
     :data:`POWER_DRAWS` calibration sets of that size, drawn with replacement from the
     items observed, certify something under the same ``method`` (a bootstrap power
     estimate: the observed scores and errors stand in for the distribution). Searched by
     growing the size by a quarter from ``n + 1``, then bisecting; the draws are seeded,
-    so the same items give the same estimate.
+    so the same items give the same estimate. ``rates`` names the error rates in the
+    message.
 
     Replaces an analytic estimate (the items a binomial test needs at the best top
     set's error rate, scaled by its share of items, floored at ``n + 1``): on issue 32's
@@ -597,13 +603,13 @@ def _n_needed(s, wrong, alpha, delta, method, select_fraction) -> tuple[int | No
     while not powered(high):
         if high >= cap:
             return None, (f"no calibration size up to {cap} would certify in {POWER:.0%} of "
-                          f"draws at the observed error rates (raise alpha or use a better "
+                          f"draws at {rates} (raise alpha or use a better "
                           f"score).")
         low, high = high, min(cap, max(high + 1, math.ceil(high * 1.25)))
     while high - low > 1:
         mid = (low + high) // 2
         low, high = (low, mid) if powered(mid) else (mid, high)
-    return high, (f"at the observed error rates about {high} items would be needed "
+    return high, (f"at {rates} about {high} items would be needed "
                   f"({POWER:.0%} of calibration sets that size certify a threshold).")
 
 
