@@ -100,3 +100,36 @@ def test_an_open_ended_run_gives_the_most_central_sample(tmp_path, bow_embedder)
     indicated = run_with("indicator", "ind").items[0]
     assert [s.answer.value for s in indicated.original] == texts
     assert indicated.answer_index == 0 and indicated.answer == texts[0]
+
+
+def _capitals(ks) -> Task:
+    return Task("capitals", tuple(Item(f"c{k}", f"Question number {k}: the capital of France?",
+                                       "Paris") for k in ks), AnswerFormat.SHORT_TEXT)
+
+
+def _capital_answers(messages, seed):
+    """Even questions: "Paris" every time; odd ones: the four :data:`CITIES` by seed."""
+    k = int(messages[-1].content.split("number ")[1].split(":")[0])
+    return "Paris" if k % 2 == 0 else CITIES[seed % 4]
+
+
+def test_the_gateway_replies_with_the_most_central_sample(tmp_path, bow_embedder):
+    """Under a certificate of an open-ended recipe (embedding kernel), ``credo.Guard``
+    answers with the most central sample's text, the one the calibration run counted."""
+    from credo.api import certify_run
+    from credo.serve.guard import Guard
+
+    cfg = RunConfig(task="capitals", n=4, limit=None, kernel="embedding", bootstrap=0,
+                    methods=["self_consistency"], out=tmp_path / "calib",
+                    cache=tmp_path / "calib.sqlite")
+    calib = run(cfg, model=ScriptedModel(_capital_answers), embedder=bow_embedder,
+                task=_capitals(range(60)), show_progress=False)
+    odd = [r for r in calib.items if int(r.item.id[1:]) % 2]
+    assert {r.answer for r in odd} == {"paris"}  # the central sample, right every time
+    assert any(r.original[0].answer.value != "paris" for r in odd)
+    certify_run(tmp_path / "calib", "self_consistency", alpha=0.2, out=tmp_path / "cert.json")
+    with Guard(tmp_path / "cert.json", model=ScriptedModel(_capital_answers),
+               embedder=bow_embedder, overrides={"cache": str(tmp_path / "live.sqlite")}) as g:
+        got = [g.ask(f"Question number {k}: the capital of France?") for k in range(101, 111, 2)]
+    assert [(a.answer, a.reply) for a in got] == [("paris", "Paris")] * len(got)
+    assert all(a.accept is (a.score >= g.cert.certificate.threshold) for a in got)
