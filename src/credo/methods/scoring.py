@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from credo.kernels.indicator import indicator_gram
 from credo.kernels.registry import ItemKernels, Kernel
 from credo.methods.base import MethodSpec, Score
 from credo.plan.samples import ORIGINAL, PERTURBED, ItemSamples, Sample
@@ -68,13 +69,7 @@ class ItemResult:
         None when no original sample has a parsed answer."""
         if self.chosen != MODAL:
             return self.chosen
-        values = [s.answer.value for s in self.original]
-        parsed = [v for v in values if v is not None]
-        if not parsed:
-            return None
-        counts = {v: parsed.count(v) for v in dict.fromkeys(parsed)}
-        modal = max(counts, key=counts.__getitem__)  # first of the most frequent
-        return values.index(modal)
+        return central_sample([s.answer.value for s in self.original], indicator_gram)
 
     @property
     def answer(self) -> str | None:
@@ -116,6 +111,7 @@ def score_items(
     there are: a method that needs another one is not available, with the reason.
     """
     results = []
+    built = kernels.get(default_kernel)  # the run's kernel chooses each item's answer
     for it in task.items:
         sets = {name: samples for name, (samples, _) in generated[it.id].items()}
         correct = {name: c for name, (_, c) in generated[it.id].items()}
@@ -126,7 +122,6 @@ def score_items(
                               available_sets)
             for spec in specs
         }
-        built = kernels.get(default_kernel)
         results.append(
             ItemResult(
                 it,

@@ -218,9 +218,13 @@ def task_config(samples: Path) -> tuple[str, Mapping[str, Any]] | None:
     """The task's name and config from the ``results_<date>.json`` next to ``samples``
     (``samples_<task>_<date>.jsonl``); None when there is none or it does not say."""
     found = _results(samples)
-    if found is None:
-        return None
-    task, results = found
+    return None if found is None else _named_config(*found)
+
+
+def _named_config(task: str, results: list[tuple[bool, Mapping[str, Any]]]
+                  ) -> tuple[str, Mapping[str, Any]] | None:
+    """The first of ``results`` whose ``configs`` hold the task the file name gives
+    (lm-eval names a samples file after the task, a group's subtask included)."""
     for _, data in results:
         configs = data.get("configs")
         if isinstance(configs, Mapping):
@@ -238,11 +242,12 @@ def samples_origin(samples: Path) -> tuple[str, str]:
     found = _results(samples)
     if found is None:
         return "", ""
-    named = task_config(samples)
-    model = next((str(data["model_name"]) for same, data in found[1]
+    task, results = found
+    named = _named_config(task, results)
+    model = next((str(data["model_name"]) for same, data in results
                   if same and isinstance(data.get("model_name"), str) and data["model_name"]),
                  "")
-    return (named[0] if named else found[0]), model
+    return (named[0] if named else task), model
 
 
 def metric_of(rows: Sequence[tuple[int, Mapping[str, Any]]], where: str) -> str:
