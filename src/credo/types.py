@@ -132,14 +132,19 @@ class GenerationError(RuntimeError):
     """A backend could not complete one request; ``request_index`` names it when known.
     ``usage``: what the server reported for the calls sent for it (a metered backend's;
     ``None``: not known). Calls of the request still in flight when it failed add to it
-    until the backend's ``generate`` ends."""
+    until the backend's ``generate`` ends. ``kind``: what failed, in one word a service
+    can count by (``http_500`` after the retries, ``timeout``, ``connection``,
+    ``malformed_reply``, ``circuit_open``, ``rejected`` for a 4xx no retry mends;
+    ``failed`` when the backend does not say)."""
 
     def __init__(
-        self, message: str, request_index: int | None = None, usage: Usage | None = None
+        self, message: str, request_index: int | None = None, usage: Usage | None = None,
+        kind: str = "failed",
     ) -> None:
         super().__init__(message)
         self.request_index = request_index
         self.usage = usage
+        self.kind = kind
 
 
 def usage_of(outcome: object) -> Usage | None:

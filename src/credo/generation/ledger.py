@@ -37,14 +37,22 @@ Budget. With ``max_cost_usd`` the executors stop dispatching new blocks once the
 ledger's cost reaches it (:attr:`Ledger.budget_reached`): what is done is cached, the
 rest of the run's requests are reported missing, and a rerun resumes. The cost counted is
 this run's (one invocation's): samples read from the cache cost nothing.
+
+Threads. Executors may run in several threads at once over one ledger (the gateway
+decides each question in a thread of its own): counts are added under a lock
+(:meth:`Ledger.count`), and the stage a thread has entered (:meth:`Ledger.stage`) is that
+thread's own.
 """
 
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import asdict, dataclass, fields
+from dataclasses import replace as dataclass_copy
 from typing import Any
 
 from credo.errors import UserError
@@ -134,35 +142,52 @@ class Ledger:
     """Counts per (stage, model identity) over a run, prices per model, and the budget.
 
     ``max_cost_usd`` None means no budget. One ledger is shared by every executor of a
-    :class:`~credo.generation.pool.ModelPool`; it is not thread-safe (executors run one
-    at a time).
+    :class:`~credo.generation.pool.ModelPool`, from any number of threads (module
+    docstring: counts go through :meth:`count`).
     """
 
     def __init__(self, max_cost_usd: float | None = None) -> None:
         if max_cost_usd is not None and not max_cost_usd > 0:
             raise ValueError(f"max_cost_usd must be > 0, got {max_cost_usd}")
         self.max_cost_usd = max_cost_usd
-        self.current_stage: str | None = None
         #: Set by an executor that left blocks undispatched because of the budget.
         self.stopped = False
         self._usage: dict[tuple[str, str], StageUsage] = {}
         self._prices: dict[str, Prices] = {}
+        self._lock = threading.Lock()
+        self._stage: ContextVar[str | None] = ContextVar(f"credo-ledger-stage-{id(self)}",
+                                                         default=None)
 
     # ------------------------------------------------------------------ stages
 
+    @property
+    def current_stage(self) -> str | None:
+        """The stage this thread has entered (:meth:`stage`), if any."""
+        return self._stage.get()
+
     @contextmanager
     def stage(self, name: str) -> Iterator[None]:
-        """Record the executor calls inside the ``with`` under stage ``name`` (unless a
-        planned request or the call names its own)."""
-        before, self.current_stage = self.current_stage, name
+        """Record this thread's executor calls inside the ``with`` under stage ``name``
+        (unless a planned request or the call names its own)."""
+        token = self._stage.set(name)
         try:
             yield
         finally:
-            self.current_stage = before
+            self._stage.reset(token)
 
     def usage(self, stage: str, identity: str) -> StageUsage:
-        """The counts of ``stage`` on model ``identity`` (created empty on first use)."""
-        return self._usage.setdefault((stage, identity), StageUsage())
+        """The counts of ``stage`` on model ``identity`` (created empty on first use): a
+        copy to read; add to them with :meth:`count`."""
+        with self._lock:
+            return dataclass_copy(self._usage.get((stage, identity)) or StageUsage())
+
+    def count(self, stage: str, identity: str, **added: int) -> None:
+        """Add ``added`` (field name -> count of :class:`StageUsage`) to the counts of
+        ``stage`` on model ``identity``, atomically."""
+        with self._lock:
+            usage = self._usage.setdefault((stage, identity), StageUsage())
+            for name, value in added.items():
+                setattr(usage, name, getattr(usage, name) + value)
 
     # ------------------------------------------------------------------ prices
 
@@ -192,7 +217,7 @@ class Ledger:
         """What the generations of this run cost so far, over the priced models."""
         return sum(
             self.cost_of(identity, u.prompt_tokens, u.completion_tokens)
-            for (_, identity), u in self._usage.items()
+            for (_, identity), u in self._entries().items()
         )
 
     @property
@@ -205,9 +230,14 @@ class Ledger:
     def totals(self) -> StageUsage:
         """Every stage's counts added up."""
         total = StageUsage()
-        for u in self._usage.values():
+        for u in self._entries().values():
             total.add(u)
         return total
+
+    def _entries(self) -> dict[tuple[str, str], StageUsage]:
+        """A consistent copy of the counts per (stage, model)."""
+        with self._lock:
+            return {k: dataclass_copy(u) for k, u in self._usage.items()}
 
     def to_dict(self) -> dict[str, Any]:
         """The ledger as ``metrics.json`` keeps it: per stage (in the order stages were
@@ -215,7 +245,7 @@ class Ledger:
         priced (``null`` otherwise); the total; the prices; the budget, whether the cost
         reached it and whether that left requests undispatched (``stopped_by_budget``)."""
         stages: dict[str, dict[str, Any]] = {}
-        for (stage, identity), u in self._usage.items():
+        for (stage, identity), u in self._entries().items():
             entry = stages.setdefault(stage, {"models": [], **asdict(StageUsage())})
             entry["models"].append(identity)
             for name, value in asdict(u).items():

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -49,7 +50,7 @@ from typing import Any, Self
 from credo.config import ExecutorConfig, default_cache_path
 from credo.errors import UserError
 from credo.generation.executor import ExecutionStats, Executor
-from credo.generation.ledger import Ledger, Prices, StageUsage, split_prices
+from credo.generation.ledger import Ledger, Prices, split_prices
 from credo.generation.probes import ProbeStore, probes_path
 from credo.generation.store import GenerationStore
 from credo.models.base import Model, ServedModel
@@ -232,6 +233,9 @@ class ModelPool:
         self.ledger = Ledger(max_cost_usd)
         self.executor_config = executor or ExecutorConfig()
         self._ray: Any = None  # the RaySession of the first Ray executor
+        # models and executors are built once, whichever thread asks first (the gateway
+        # decides questions in threads of their own)
+        self._building = threading.RLock()
 
     # ------------------------------------------------------------------ roles
 
@@ -275,12 +279,17 @@ class ModelPool:
         first use too (``probe`` False: not yet, as :meth:`preflight` builds every role
         before it contacts any server). Missing weights of an embedded model raise
         :class:`~credo.errors.UserError` naming the role."""
+        with self._building:
+            return self._model(role, probe)
+
+    def _model(self, role: str, probe: bool) -> Model:
+        """:meth:`model`, under the building lock."""
         spec = self._spec(role)
         if spec.model is not None:
             return spec.model
         if spec.name is None:
             assert spec.same_as is not None
-            return self.model(spec.same_as, probe=probe)
+            return self._model(spec.same_as, probe)
         key = spec.load_key
         if key not in self._loaded:
             from credo.models.registry import load_model
@@ -348,19 +357,22 @@ class ModelPool:
         attempt, retries included) and the tokens the server reported for all of them,
         at the role's prices (a stored probe sends nothing and counts nothing)."""
         self.ledger.set_prices(identity, self.prices(role), role)
-        self.ledger.usage(PROBE_STAGE, identity).add(
-            StageUsage(requests=found.requests, samples=found.choices,
-                       generated_samples=found.choices,
-                       calls=found.calls or found.replies,
-                       prompt_tokens=found.prompt_tokens,
-                       completion_tokens=found.completion_tokens)
-        )
+        self.ledger.count(PROBE_STAGE, identity, requests=found.requests,
+                          samples=found.choices, generated_samples=found.choices,
+                          calls=found.calls or found.replies,
+                          prompt_tokens=found.prompt_tokens,
+                          completion_tokens=found.completion_tokens)
 
     def executor(self, role: str) -> Executor:
         """The cached executor of ``role``'s model (one per distinct model), recording
         into the pool's ledger (the role's prices price the model there): a local one, or
         a Ray one when the pool's executor config says ``ray`` (a handed-in model that
         cannot be pickled stays local, with a warning)."""
+        with self._building:
+            return self._executor(role)
+
+    def _executor(self, role: str) -> Executor:
+        """:meth:`executor`, under the building lock."""
         model = self.model(role)
         self.ledger.set_prices(model.identity, self.prices(role), role)
         ex = self._executors.get(id(model))

@@ -99,4 +99,4 @@ def execute_stage(
             incomplete.setdefault(unit, stage.incomplete_reason())
         else:
             out[unit] = [g for g in chunk if g is not None]
-    return stage.read(out), (executor.history[-1] if flat else None)
+    return stage.read(out), (executor.last_stats if flat else None)

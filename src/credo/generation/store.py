@@ -10,6 +10,11 @@ after n = 10 generates samples 10..19 only (inspect_ai's bug #2580, one cached s
 
 Every completed request is committed at once, so an interrupted run loses at most the
 requests in flight and never writes a sample twice (``INSERT OR IGNORE`` on the key).
+
+Threads. One store may be used from several threads (the gateway decides each question in
+a thread of its own): its one connection is used under a lock, one statement or
+transaction at a time, so a block is written whole or not at all whichever thread writes
+it, and a kill leaves no half-written block (SQLite's write-ahead log).
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
+import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -79,7 +85,8 @@ def sample_seed(key: str, index: int) -> int:
 
 
 class GenerationStore:
-    """The SQLite cache of sampled generations. Not shared across threads.
+    """The SQLite cache of sampled generations, safe to share across threads (module
+    docstring).
 
     The file is created by the first write, not when the store is made (issue 21): a run
     that stops at its preflight (no server, a bad option) or a dry run leaves no empty
@@ -90,6 +97,7 @@ class GenerationStore:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self._connection: sqlite3.Connection | None = None
+        self._lock = threading.RLock()
         _refuse_other_files(self.path)
         if self.path.exists():
             self._connection = self._connect()
@@ -101,7 +109,7 @@ class GenerationStore:
         file that is SQLite but not a credo cache is refused (issue 21)."""
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            db = sqlite3.connect(str(self.path))
+            db = sqlite3.connect(str(self.path), check_same_thread=False)
         except (OSError, sqlite3.Error) as e:
             raise UserError(f"{self.path}: cannot open the cache there (--cache): {e}") from None
         try:
@@ -126,32 +134,37 @@ class GenerationStore:
     @property
     def _db(self) -> sqlite3.Connection:
         """The connection, opened (the file created) on first use."""
-        if self._connection is None:
-            self._connection = self._connect()
-        return self._connection
+        with self._lock:
+            if self._connection is None:
+                self._connection = self._connect()
+            return self._connection
 
     def _reader(self) -> sqlite3.Connection | None:
         """The connection for a read: None while no cache file exists (nothing cached)."""
-        if self._connection is None and not self.path.exists():
-            return None
-        return self._db
+        with self._lock:
+            if self._connection is None and not self.path.exists():
+                return None
+            return self._db
 
     @contextmanager
     def _reading(self) -> Iterator[None]:
-        """Turn an SQLite error met in a query (pages of the file damaged after it opened:
-        "database disk image is malformed") into a :class:`UserError` naming the cache
-        (issue 21); the transaction of a write is rolled back by ``with self._db``."""
-        try:
-            yield
-        except sqlite3.DatabaseError as e:
-            raise UserError(f"{self.path}: the cache cannot be read or written (--cache): {e}"
-                            ) from None
+        """Hold the store's lock, and turn an SQLite error met in a query (pages of the
+        file damaged after it opened: "database disk image is malformed") into a
+        :class:`UserError` naming the cache; the transaction of a write is rolled back by
+        ``with self._db``."""
+        with self._lock:
+            try:
+                yield
+            except sqlite3.DatabaseError as e:
+                raise UserError(f"{self.path}: the cache cannot be read or written (--cache): "
+                                f"{e}") from None
 
     def close(self) -> None:
         """Close the database connection (if one was opened)."""
-        if self._connection is not None:
-            self._connection.close()
-            self._connection = None
+        with self._lock:
+            if self._connection is not None:
+                self._connection.close()
+                self._connection = None
 
     def __enter__(self) -> GenerationStore:
         return self
@@ -255,7 +268,7 @@ class GenerationStore:
         """Mark samples ``indices`` of ``key`` as empty replies of a backend that does not
         reproduce seeds, empty on every retry too: maybe a glitch, maybe the sample
         (issue 21). Committed before returning."""
-        with self._db:
+        with self._reading(), self._db:
             self._db.executemany(
                 "INSERT OR IGNORE INTO unverified_empty (key, idx) VALUES (?, ?)",
                 [(key, i) for i in indices],
@@ -266,8 +279,9 @@ class GenerationStore:
         db = self._reader()
         if db is None:
             return set()
-        return {r[0] for r in db.execute("SELECT idx FROM unverified_empty WHERE key = ?",
-                                         (key,))}
+        with self._reading():
+            return {r[0] for r in db.execute("SELECT idx FROM unverified_empty WHERE key = ?",
+                                             (key,))}
 
     def count_samples(self) -> int:
         """Total number of stored samples."""

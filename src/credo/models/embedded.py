@@ -35,11 +35,12 @@ import threading
 import time
 from collections import deque
 from collections.abc import Iterator, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, InvalidStateError, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any
 
 from credo.models.base import ClosesOnExit
+from credo.models.deadline import DeadlineExceeded, waking_on_cancel
 from credo.models.weights import (
     EMBEDDED_MODELS,
     WeightsError,
@@ -76,6 +77,15 @@ class EmbeddedGenerationError(GenerationError):
 
 
 _Chunk = SampleBlock
+
+
+def _wake(woken: Future[None]) -> None:
+    """Resolve ``woken`` (once): a cancelled deadline ends the wait of :meth:`generate`."""
+    if not woken.done():
+        try:
+            woken.set_result(None)
+        except InvalidStateError:  # resolved by another waker meanwhile
+            pass
 
 
 def split_samples(n: int, max_per_call: int) -> list[tuple[int, int]]:
@@ -335,7 +345,10 @@ class EmbeddedModel(ClosesOnExit):
         chunks of at most ``n_parallel`` consecutive samples and dispatched FIFO while
         in-flight calls stay within ``max_concurrency`` and their samples within
         ``n_parallel``. Any server error raises :class:`EmbeddedGenerationError` naming the
-        request; calls still running are left to finish in the background.
+        request; calls still running are left to finish in the background. Under a
+        deadline (:mod:`credo.models.deadline`) it waits until then at most, then raises
+        :class:`~credo.models.deadline.DeadlineExceeded` (chunks not dispatched yet are
+        not sent; running ones finish in the background).
         """
         requests = list(requests)
         for index, request in enumerate(requests):
@@ -360,31 +373,37 @@ class EmbeddedModel(ClosesOnExit):
         partial: dict[int, dict[int, list[Generation]]] = {}
         in_flight: dict[Future[list[Generation]], _Chunk] = {}
         busy_slots = 0
+        woken: Future[None] = Future()
         try:
-            while pending or in_flight:
-                while (
-                    pending
-                    and len(in_flight) < self.max_concurrency
-                    and busy_slots + pending[0].n <= self.n_parallel
-                ):
-                    chunk = pending.popleft()
-                    future = executor.submit(
-                        self._call, server, requests[chunk.request_index], chunk
-                    )
-                    in_flight[future] = chunk
-                    busy_slots += chunk.n
-                done, _ = wait(in_flight, return_when=FIRST_COMPLETED)
-                for future in done:
-                    chunk = in_flight.pop(future)
-                    busy_slots -= chunk.n
-                    generations = future.result()
-                    blocks = partial.setdefault(chunk.request_index, {})
-                    blocks[chunk.offset] = generations
-                    remaining[chunk.request_index] -= 1
-                    if remaining[chunk.request_index] == 0:
-                        del partial[chunk.request_index]
-                        merged = [g for offset in sorted(blocks) for g in blocks[offset]]
-                        yield chunk.request_index, merged
+            with waking_on_cancel(lambda: _wake(woken)) as deadline:
+                while pending or in_flight:
+                    while (
+                        pending
+                        and len(in_flight) < self.max_concurrency
+                        and busy_slots + pending[0].n <= self.n_parallel
+                    ):
+                        chunk = pending.popleft()
+                        future = executor.submit(
+                            self._call, server, requests[chunk.request_index], chunk
+                        )
+                        in_flight[future] = chunk
+                        busy_slots += chunk.n
+                    done, _ = wait([*in_flight, woken], return_when=FIRST_COMPLETED,
+                                   timeout=None if deadline is None else deadline.remaining())
+                    if woken in done or not done:
+                        assert deadline is not None
+                        raise DeadlineExceeded(deadline.reason)
+                    for future in done:
+                        chunk = in_flight.pop(future)
+                        busy_slots -= chunk.n
+                        generations = future.result()
+                        blocks = partial.setdefault(chunk.request_index, {})
+                        blocks[chunk.offset] = generations
+                        remaining[chunk.request_index] -= 1
+                        if remaining[chunk.request_index] == 0:
+                            del partial[chunk.request_index]
+                            merged = [g for offset in sorted(blocks) for g in blocks[offset]]
+                            yield chunk.request_index, merged
         finally:
             for future in in_flight:
                 future.cancel()

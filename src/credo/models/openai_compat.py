@@ -50,6 +50,7 @@ from typing import Any
 from credo.errors import UserError
 from credo.models.base import ClosesOnExit
 from credo.models.breaker import DEFAULT_BREAKER_FAILURES, DEFAULT_BREAKER_WINDOW_S, CircuitBreaker
+from credo.models.deadline import Deadline, DeadlineExceeded, waking_on_cancel
 from credo.models.openai_checks import (
     apply_probe,
     check_numbers,
@@ -110,6 +111,23 @@ logger = logging.getLogger(__name__)
 
 _Call = SampleBlock
 _Outcome = list[Generation] | BaseException
+_WOKEN = object()  # posted by a cancelled deadline: the consumer stops waiting
+
+
+def _next_result(
+    results: queue.Queue[tuple[_Call | None, Any, Usage]], deadline: Deadline | None
+) -> tuple[_Call | None, Any, Usage]:
+    """The next call's outcome, waiting at most until ``deadline``
+    (:class:`DeadlineExceeded` after it, or once it is cancelled)."""
+    try:
+        item = results.get(timeout=None if deadline is None else deadline.remaining())
+    except queue.Empty:
+        assert deadline is not None
+        raise DeadlineExceeded(deadline.reason) from None
+    if item[1] is _WOKEN:
+        assert deadline is not None
+        raise DeadlineExceeded(deadline.reason)
+    return item
 
 
 class OpenAIModel(ClosesOnExit):
@@ -270,8 +288,11 @@ class OpenAIModel(ClosesOnExit):
 
         A request whose call failed (retries run out, a 4xx no retry mends, the breaker
         is open) is yielded once as ``(index, OpenAIGenerationError)``, as soon as that
-        call gives up; the other requests go on. A 401/403 raises
-        :class:`~credo.errors.UserError`; any other exception raises
+        call gives up; the other requests go on. Under a deadline
+        (:mod:`credo.models.deadline`) it waits until then at most: then, or when the
+        deadline is cancelled, it raises :class:`~credo.models.deadline.DeadlineExceeded`
+        and the calls still running are cancelled (their room goes to other callers).
+        A 401/403 raises :class:`~credo.errors.UserError`; any other exception raises
         :class:`OpenAIGenerationError` naming the request. Either cancels the calls not
         yet finished. Generations are :class:`~credo.types.Generations`; they and an
         error carry the ``usage`` of the request's calls (an error's grows until the
@@ -294,29 +315,30 @@ class OpenAIModel(ClosesOnExit):
         partial: dict[int, dict[int, list[Generation]]] = {}
         received = 0
         try:
-            while received < len(calls):
-                call, outcome, usage = results.get()
-                received += 1
-                raise_unless_outcome(call, outcome, self.identity)
-                assert call is not None
-                index = call.request_index
-                billed[index].add(usage)  # a failed request's error holds this Usage
-                if remaining[index] < 0:
-                    continue  # a call of a request that already failed
-                if isinstance(outcome, OpenAIGenerationError):
-                    remaining[index] = -1
-                    partial.pop(index, None)
-                    outcome.usage = billed[index]
-                    yield index, outcome
-                    continue
-                assert not isinstance(outcome, BaseException)
-                blocks = partial.setdefault(index, {})
-                blocks[call.offset] = outcome
-                remaining[index] -= 1
-                if remaining[index] == 0:
-                    del partial[index]
-                    gens = [g for o in sorted(blocks) for g in blocks[o]]
-                    yield index, Generations(gens, billed[index])
+            with waking_on_cancel(lambda: results.put((None, _WOKEN, Usage()))) as deadline:
+                while received < len(calls):
+                    call, outcome, usage = _next_result(results, deadline)
+                    received += 1
+                    raise_unless_outcome(call, outcome, self.identity)
+                    assert call is not None
+                    index = call.request_index
+                    billed[index].add(usage)  # a failed request's error holds this Usage
+                    if remaining[index] < 0:
+                        continue  # a call of a request that already failed
+                    if isinstance(outcome, OpenAIGenerationError):
+                        remaining[index] = -1
+                        partial.pop(index, None)
+                        outcome.usage = billed[index]
+                        yield index, outcome
+                        continue
+                    assert not isinstance(outcome, BaseException)
+                    blocks = partial.setdefault(index, {})
+                    blocks[call.offset] = outcome
+                    remaining[index] -= 1
+                    if remaining[index] == 0:
+                        del partial[index]
+                        gens = [g for o in sorted(blocks) for g in blocks[o]]
+                        yield index, Generations(gens, billed[index])
         finally:
             if received < len(calls) and not runner.done():  # left early: stop the rest
                 runner.cancel()
@@ -434,7 +456,7 @@ class OpenAIModel(ClosesOnExit):
         try:
             generations = await self._call(self._client_for(replica), request, call, usage)
         except MalformedReply as exc:
-            verdict = Retry(f"malformed reply: {exc}")
+            verdict = Retry(f"malformed reply: {exc}", kind="malformed_reply")
         except Exception as exc:
             verdict = self._classify(exc, replica)  # raises what no retry concerns
         finally:

@@ -70,6 +70,7 @@ class Retry:
     reason: str
     retry_after: float | None = None
     throttled: bool = False
+    kind: str = "failed"
 
 
 @dataclass(frozen=True)
@@ -77,6 +78,7 @@ class Fail:
     """A call failed in a way no retry mends (a 4xx other than 401/403/408/429)."""
 
     reason: str
+    kind: str = "rejected"
 
 
 def retry_after_seconds(headers: Mapping[str, str] | None) -> float | None:
@@ -122,7 +124,7 @@ async def retrying(
                 f"request {call.request_index} (samples {call.offset}.."
                 f"{call.offset + call.n - 1}) to {identity} not sent"
                 f"{f' after {tries} attempts' if tries else ''}: {breaker.reason}",
-                call.request_index,
+                call.request_index, kind="circuit_open",
             )
         outcome, replica = await attempt(failed_on)
         if breaker is not None:
@@ -137,7 +139,7 @@ async def retrying(
                 f"request {call.request_index} (samples {call.offset}.."
                 f"{call.offset + call.n - 1}) to {where} failed after {made}: "
                 f"{outcome.reason}",
-                call.request_index,
+                call.request_index, kind=outcome.kind,
             )
         delay = outcome.retry_after if outcome.retry_after is not None else backoff(tries)
         on_retry(where, delay, outcome.reason)
@@ -194,12 +196,13 @@ def classify(
         reason = redact_text(f"HTTP {status}: {exc.message}")
         if status in (408, 429) or status >= 500:
             wait = retry_after_seconds(exc.response.headers) if status in (429, 503) else None
-            return Retry(reason, wait, throttled=status == 429)
-        return Fail(reason)
+            return Retry(reason, wait, throttled=status == 429, kind=f"http_{status}")
+        return Fail(reason, kind=f"http_{status}")
     if isinstance(exc, openai.APIConnectionError):  # APITimeoutError included
-        return Retry(connection_reason(exc))
+        kind = "timeout" if isinstance(exc, openai.APITimeoutError) else "connection"
+        return Retry(connection_reason(exc), kind=kind)
     if isinstance(exc, openai.APIResponseValidationError | json.JSONDecodeError):
-        return Retry(f"malformed reply: {type(exc).__name__}: {exc}")
+        return Retry(f"malformed reply: {type(exc).__name__}: {exc}", kind="malformed_reply")
     if isinstance(exc, openai.APIError):
         return Fail(f"{type(exc).__name__}: {exc}")
     raise exc

@@ -249,9 +249,10 @@ class StageDriver:
                 first = stages[where[0][0]]
                 desc = description or first.description or first.name
                 gens = self._execute(role, flat[role], desc)
-                history = self.pool.executor(role).history
+                last = self.pool.executor(role).last_stats
                 for w in where:
-                    self.executed[stages[w[0]].name] = history[-1]
+                    if last is not None:
+                        self.executed[stages[w[0]].name] = last
             got.update(zip(where, gens, strict=True))
         return self._read(stages, plans, got)
 
