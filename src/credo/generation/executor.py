@@ -30,7 +30,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field, fields
@@ -120,6 +120,19 @@ class ThreadUsage:
     stats: ExecutionStats = field(default_factory=ExecutionStats)
     failures: list[GenerationError] = field(default_factory=list)
     on_call: CallHook | None = None
+    _generated: set[tuple[str, int]] = field(default_factory=set)
+    _read: set[tuple[str, int]] = field(default_factory=set)
+
+    @property
+    def cached(self) -> int:
+        """Distinct samples this thread's calls read from the cache without having
+        generated them itself (a later round asking for the samples of an earlier one
+        reads them again: those are not counted)."""
+        return len(self._read - self._generated)
+
+    def note(self, key: str, indices: Iterable[int], *, generated: bool) -> None:
+        """Record samples of ``key`` as generated here, or as read from the cache."""
+        (self._generated if generated else self._read).update((key, i) for i in indices)
 
 
 _SCOPE: ContextVar[ThreadUsage | None] = ContextVar("credo-usage-scope", default=None)
@@ -376,6 +389,9 @@ class Executor:
             wanted = [i for k, i in theirs if k == key]
             got = sum(i in have for i in wanted)
             stats.cached_samples += got
+            scope = _SCOPE.get()
+            if scope is not None:
+                scope.note(key, (i for i in wanted if i in have), generated=False)
             self.ledger.count(stage_of[key], self.model.identity, cached_samples=got)
             lost = [i for i in wanted if i not in have]
             if lost:
@@ -403,9 +419,12 @@ class Executor:
         stats.samples += sum(wanted.values())
         identity = self.model.identity
         missing: dict[str, list[int]] = {}
+        scope = _SCOPE.get()
         for k, n in wanted.items():
             cached = self.store.cached_indices(k)
             absent = [i for i in range(n) if i not in cached]
+            if scope is not None:
+                scope.note(k, (i for i in range(n) if i in cached), generated=False)
             stats.cached_samples += n - len(absent)
             self.ledger.count(stage_of[k], identity, requests=1, samples=n,
                               cached_samples=n - len(absent))
@@ -604,8 +623,12 @@ class Executor:
             [(b.key, identity, b.request, b.start, gens) for b, gens in done]
         )
         stats.generated_samples += written
+        scope = _SCOPE.get()
         for block, gens in done:
             self.ledger.count(block.stage, identity, generated_samples=len(gens))
+            if scope is not None:
+                scope.note(block.key, range(block.start, block.start + len(gens)),
+                           generated=True)
 
     def _bill(self, received: Sequence[tuple[Block, object]], stats: ExecutionStats) -> None:
         """Count what the backend calls of ``received`` (blocks and what the backend

@@ -19,18 +19,22 @@ nothing changes: waits are unbounded, as before.
 
 from __future__ import annotations
 
+import queue
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
+from typing import Any
 
 __all__ = [
     "Deadline",
     "DeadlineExceeded",
     "current_deadline",
     "deadline_scope",
+    "get_before",
     "waking_on_cancel",
+    "waking_queue",
 ]
 
 
@@ -123,3 +127,29 @@ def waking_on_cancel(wake: Callable[[], None]) -> Iterator[Deadline | None]:
         return
     with deadline.waking(wake):
         yield deadline
+
+
+WAKE = object()
+"""What a cancelled deadline puts into the queue a thread waits on (:func:`waking_queue`)."""
+
+
+@contextmanager
+def waking_queue(results: queue.Queue[Any]) -> Iterator[Deadline | None]:
+    """Wait on ``results`` under this thread's deadline inside the ``with``: a cancel puts
+    :data:`WAKE` into it (read by :func:`get_before`); yields the deadline."""
+    with waking_on_cancel(lambda: results.put(WAKE)) as deadline:
+        yield deadline
+
+
+def get_before(results: queue.Queue[Any], deadline: Deadline | None) -> Any:
+    """The next item of ``results``, waiting at most until ``deadline``:
+    :class:`DeadlineExceeded` after it, or once it is cancelled."""
+    try:
+        item = results.get(timeout=None if deadline is None else deadline.remaining())
+    except queue.Empty:
+        assert deadline is not None
+        raise DeadlineExceeded(deadline.reason) from None
+    if item is WAKE:
+        assert deadline is not None
+        raise DeadlineExceeded(deadline.reason)
+    return item

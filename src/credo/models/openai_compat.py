@@ -50,7 +50,7 @@ from typing import Any
 from credo.errors import UserError
 from credo.models.base import ClosesOnExit
 from credo.models.breaker import DEFAULT_BREAKER_FAILURES, DEFAULT_BREAKER_WINDOW_S, CircuitBreaker
-from credo.models.deadline import Deadline, DeadlineExceeded, waking_on_cancel
+from credo.models.deadline import get_before, waking_queue
 from credo.models.openai_checks import (
     apply_probe,
     check_numbers,
@@ -92,9 +92,6 @@ from credo.models.openai_requests import (
     parse_choice_logprobs,
     tokens_used,
 )
-from credo.models.openai_requests import (
-    share_completion_tokens as _share_completion_tokens,  # noqa: F401 (tests import it)
-)
 from credo.models.ratelimit import RateLimits, estimate_tokens
 from credo.models.urls import redact_url
 from credo.types import (
@@ -111,23 +108,6 @@ logger = logging.getLogger(__name__)
 
 _Call = SampleBlock
 _Outcome = list[Generation] | BaseException
-_WOKEN = object()  # posted by a cancelled deadline: the consumer stops waiting
-
-
-def _next_result(
-    results: queue.Queue[tuple[_Call | None, Any, Usage]], deadline: Deadline | None
-) -> tuple[_Call | None, Any, Usage]:
-    """The next call's outcome, waiting at most until ``deadline``
-    (:class:`DeadlineExceeded` after it, or once it is cancelled)."""
-    try:
-        item = results.get(timeout=None if deadline is None else deadline.remaining())
-    except queue.Empty:
-        assert deadline is not None
-        raise DeadlineExceeded(deadline.reason) from None
-    if item[1] is _WOKEN:
-        assert deadline is not None
-        raise DeadlineExceeded(deadline.reason)
-    return item
 
 
 class OpenAIModel(ClosesOnExit):
@@ -287,16 +267,14 @@ class OpenAIModel(ClosesOnExit):
         """Send every request's calls concurrently; yield each request once all its calls end.
 
         A request whose call failed (retries run out, a 4xx no retry mends, the breaker
-        is open) is yielded once as ``(index, OpenAIGenerationError)``, as soon as that
-        call gives up; the other requests go on. Under a deadline
-        (:mod:`credo.models.deadline`) it waits until then at most: then, or when the
-        deadline is cancelled, it raises :class:`~credo.models.deadline.DeadlineExceeded`
-        and the calls still running are cancelled (their room goes to other callers).
-        A 401/403 raises :class:`~credo.errors.UserError`; any other exception raises
-        :class:`OpenAIGenerationError` naming the request. Either cancels the calls not
-        yet finished. Generations are :class:`~credo.types.Generations`; they and an
-        error carry the ``usage`` of the request's calls (an error's grows until the
-        generator ends: calls of its request still in flight).
+        is open) is yielded once as ``(index, OpenAIGenerationError)`` as soon as that
+        call gives up; the others go on. Past the thread's deadline
+        (:mod:`credo.models.deadline`) it raises ``DeadlineExceeded``. A 401/403 raises
+        :class:`~credo.errors.UserError`, any other exception an
+        :class:`OpenAIGenerationError` naming the request; each cancels the calls not yet
+        finished. Generations are :class:`~credo.types.Generations`; they and an error
+        carry the ``usage`` of the request's calls (an error's grows until the generator
+        ends: calls of its request still in flight).
         """
         requests = list(requests)
         self._check_logprobs(requests)
@@ -315,9 +293,9 @@ class OpenAIModel(ClosesOnExit):
         partial: dict[int, dict[int, list[Generation]]] = {}
         received = 0
         try:
-            with waking_on_cancel(lambda: results.put((None, _WOKEN, Usage()))) as deadline:
+            with waking_queue(results) as deadline:
                 while received < len(calls):
-                    call, outcome, usage = _next_result(results, deadline)
+                    call, outcome, usage = get_before(results, deadline)
                     received += 1
                     raise_unless_outcome(call, outcome, self.identity)
                     assert call is not None

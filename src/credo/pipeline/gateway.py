@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,25 +40,27 @@ from pydantic import ValidationError
 
 from credo.config import AdaptiveConfig, RunConfig, validation_message
 from credo.errors import UserError
-from credo.generation.pool import MODEL, ModelPool
+from credo.generation.executor import CallHook, usage_scope
+from credo.generation.pool import ModelPool
 from credo.pipeline.certificate import (
     RunCertificate,
     procedure_settings,
     prompt_digest,
     run_settings,
 )
-from credo.pipeline.runner import RunResult, run_pipeline
+from credo.pipeline.checks import method_specs
+from credo.pipeline.runner import run_pipeline
 from credo.plan.adaptive import STAGE_SCORES
-from credo.plan.sample_sets import PlanContext, get_sample_set
-from credo.plan.samples import ORIGINAL, PERTURBED
+from credo.plan.samples import PERTURBED
 from credo.tasks.base import AnswerFormat, Item, Task
 
 __all__ = [
     "FULL",
     "Decision",
     "Question",
+    "Upstream",
     "check_servable",
-    "decide_questions",
+    "decide_question",
     "gateway_config",
     "gateway_settings",
     "gateway_task",
@@ -79,6 +81,25 @@ class Question:
 
 
 @dataclass(frozen=True)
+class Upstream:
+    """What one question's sampling cost upstream: the backend ``calls`` its requests
+    sent (retries included, ``retries`` of them), the ``prompt_tokens`` and
+    ``completion_tokens`` the servers reported for them (counted from the samples on a
+    backend that reports none), the samples those calls ``generated`` and those read
+    from the cache instead (``cached``: drawn before, or by an identical question
+    meanwhile: they cost this question nothing), and the kind of each request that
+    failed after its retries (``failures``)."""
+
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    generated: int = 0
+    cached: int = 0
+    retries: int = 0
+    failures: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Decision:
     """What the gateway decided for one question.
 
@@ -88,9 +109,11 @@ class Decision:
     ``accept``: the certificate accepts it; ``samples``: answer samples drawn (original
     and perturbed); ``full_samples``: what the full recipe draws (n, plus m where the
     method reads perturbed samples); ``writer``: prefix candidates the writer was asked
-    for; ``tokens``: completion tokens the model reported for the samples drawn (cached
-    ones counted as they were reported when generated); ``error``: why there is no
-    decision (the upstream model's requests failed), else None."""
+    for; ``upstream``: what drawing them cost (:class:`Upstream`); ``error``: why there
+    is no decision (the backend's message: the upstream model's requests failed), else
+    None, and ``error_kind`` the failure's kind (the backend's
+    :attr:`~credo.types.GenerationError.kind`: ``http_500``, ``timeout``,
+    ``circuit_open``, ...)."""
 
     question: str
     answer: str | None
@@ -100,8 +123,9 @@ class Decision:
     samples: int
     full_samples: int
     writer: int = 0
-    tokens: int = 0
+    upstream: Upstream = Upstream()
     error: str | None = None
+    error_kind: str | None = None
 
 
 def check_servable(cert: RunCertificate) -> None:
@@ -256,65 +280,53 @@ def gateway_settings(
     return settings
 
 
-def decide_questions(
+def decide_question(
     config: RunConfig,
     pool: ModelPool,
     template: Task,
-    questions: Sequence[Question],
+    question: Question,
     cert: RunCertificate,
     *,
     reach: bool = False,
-) -> list[Decision]:
-    """Answer ``questions`` together (module docstring), one :class:`Decision` each, in
-    order. ``template``: :func:`gateway_task`; ``config``: :func:`gateway_config`;
-    ``reach`` False: the servers were checked when the gateway started. A question whose
-    requests failed has ``error`` set; a problem of the whole batch (a question too long
-    for the model's context) raises :class:`~credo.errors.UserError`."""
-    items = tuple(Item(f"q{i}", q.text, "", tuple(q.choices)) for i, q in enumerate(questions))
-    task = dataclasses.replace(template, items=items)
-    result = run_pipeline(config, pool, task, reach=reach)
-    tokens = _tokens(result, pool, config)
-    by_id = {r.item.id: r for r in result.items}
-    full = config.n + (config.m if any(PERTURBED in r.sets for r in result.items) else 0)
-    out = []
-    for it, q in zip(items, questions, strict=True):
-        r = by_id.get(it.id)
-        if r is None:
-            why = result.incomplete.get(it.id) or "no context prefix passed the rules"
-            out.append(Decision(q.text, None, "", None, False, 0, full, error=why))
-            continue
-        score = r.scores.get(cert.method, math.nan)
-        known = r.answer is not None and math.isfinite(score)
-        i = r.answer_index
-        text = r.original[i if i is not None else 0].text if r.original else ""
-        pset = result.perturbation_sets.get(it.id)
-        out.append(Decision(
-            q.text, r.answer, text, score if math.isfinite(score) else None,
-            bool(known and cert.certificate.accept([score])[0]),
-            len(r.original) + len(r.sets.get(PERTURBED, ())), full,
-            pset.candidates if pset is not None else 0, tokens.get(it.id, 0)))
-    return out
+    on_call: CallHook | None = None,
+) -> Decision:
+    """Answer one question (module docstring) as a run of one item: its rounds go to the
+    pool's executors as they come, beside any other question's decided in another
+    thread. ``template``: :func:`gateway_task`; ``config``: :func:`gateway_config`;
+    ``reach`` False: the servers were checked when the gateway started. When the model's
+    requests failed the decision has ``error`` (the backend's message) and
+    ``error_kind``; a question the recipe cannot ask (too long for the model's context)
+    raises :class:`~credo.errors.UserError`; a deadline of this thread
+    (:mod:`credo.models.deadline`) raises
+    :class:`~credo.models.deadline.DeadlineExceeded`, with what was drawn cached.
+    ``on_call`` is told of each executor call the question's sampling makes
+    (:func:`~credo.generation.executor.usage_scope`)."""
+    item = Item("q0", question.text, "", tuple(question.choices))
+    with usage_scope(on_call) as used:
+        result = run_pipeline(config, pool, dataclasses.replace(template, items=(item,)),
+                              reach=reach)
+    upstream = Upstream(used.stats.calls, used.stats.prompt_tokens,
+                        used.stats.completion_tokens, used.stats.generated_samples,
+                        used.cached, used.stats.retries,
+                        tuple(f.kind for f in used.failures))
+    reads = method_specs([cert.method])[0].needs_for(template.format)
+    full = config.n + (config.m if PERTURBED in reads else 0)
+    r = result.items[0] if result.items else None
+    if r is None:
+        failure = used.failures[0] if used.failures else None
+        why = (str(failure).splitlines() or [""])[0] if failure is not None else \
+            result.incomplete.get(item.id) or "no context prefix passed the rules"
+        kind = failure.kind if failure is not None else "no_prefix"
+        return Decision(question.text, None, "", None, False, 0, full, upstream=upstream,
+                        error=why, error_kind=kind)
+    score = r.scores.get(cert.method, math.nan)
+    known = r.answer is not None and math.isfinite(score)
+    i = r.answer_index
+    pset = result.perturbation_sets.get(item.id)
+    return Decision(
+        question.text, r.answer, r.original[i if i is not None else 0].text if r.original
+        else "", score if math.isfinite(score) else None,
+        bool(known and cert.certificate.accept([score])[0]),
+        len(r.original) + len(r.sets.get(PERTURBED, ())), full,
+        pset.candidates if pset is not None else 0, upstream)
 
-
-def _tokens(result: RunResult, pool: ModelPool, config: RunConfig) -> dict[str, int]:
-    """Per item, the completion tokens the model reported for the original and perturbed
-    samples it drew: their requests planned again as the run planned them (the sizes it
-    drew), read from the cache (nothing is generated)."""
-    ex = pool.executor(MODEL)
-    caps = pool.model(MODEL, probe=False).capabilities
-    ctx = PlanContext(result.task, config, caps.logprobs, caps.grammar)
-    ctx.perturbations = dict(result.perturbation_sets)
-    out: dict[str, int] = {}
-    for r in result.items:
-        ctx.sizes[(r.item.id, ORIGINAL)] = len(r.original)
-        names = [ORIGINAL]
-        if PERTURBED in r.sets and r.item.id in ctx.perturbations:
-            ctx.sizes[(r.item.id, PERTURBED)] = len(r.sets[PERTURBED])
-            names.append(PERTURBED)
-        total = 0
-        for name in names:
-            for planned in get_sample_set(name).planner(r.item, ctx).requests:
-                gens = pool.store.get(ex.key(planned.request), range(planned.n))
-                total += sum(g.completion_tokens or 0 for g in gens)
-        out[r.item.id] = total
-    return out

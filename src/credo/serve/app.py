@@ -1,25 +1,40 @@
-"""The HTTP layer of the gateway (issue 32, items 1 and 4): OpenAI's chat completions
-protocol over a :class:`~credo.serve.guard.Guard`, on FastAPI (what vLLM's
-OpenAI-compatible server is built on).
+"""The HTTP layer of the gateway: OpenAI's chat completions protocol over a
+:class:`~credo.serve.guard.Guard`, on FastAPI (what vLLM's OpenAI-compatible server is
+built on).
 
-Routes: ``POST /v1/chat/completions``, ``GET /v1/models``, ``GET /health``. A chat request
-is one question: its last ``user`` message (text, or OpenAI's text content parts);
-``system`` and ``developer`` messages are not sent to the model (the certificate's prompt
-template is), and a conversation with earlier turns is refused, since the certificate
-covers one question under its template. Sampling parameters in the request
-(``temperature``, ``max_tokens``, ...) are ignored: the certificate's recipe sets them.
-For a multiple-choice certificate the options come in ``credo.choices`` (the openai
-client: ``extra_body={"credo": {"choices": [...]}}``). ``stream: true`` is answered as a
-server-sent event stream of one chunk (the decision is taken before the first byte).
+Routes: ``POST /v1/chat/completions``, ``GET /v1/models``, ``GET /health`` and
+``GET /metrics`` (Prometheus text: :mod:`credo.serve.metrics`). A chat request is one
+question: its last ``user`` message (text, or OpenAI's text content parts); ``system``
+and ``developer`` messages are not sent to the model (the certificate's prompt template
+is), and a conversation with earlier turns is refused, since the certificate covers one
+question under its template. Sampling parameters in the request (``temperature``,
+``max_tokens``, ...) are ignored: the certificate's recipe sets them. Fields that would
+change what the reply means are refused rather than ignored: ``tools``, a
+``tool_choice`` other than ``none``, ``functions``, a ``response_format`` other than
+text, ``n`` > 1, ``logprobs``, audio. For a multiple-choice certificate the options
+come in ``credo.choices`` (the openai client: ``extra_body={"credo": {"choices":
+[...]}}``). ``stream: true`` is answered as a server-sent event stream of one chunk (the
+decision is taken before the first byte).
 
-The reply is a ``chat.completion`` whose message is the answer (``GuardAnswer.reply``),
-with a ``credo`` object: score, method, threshold, accept, alpha, delta, samples drawn,
-procedure, certificate id. Errors have OpenAI's shape (``{"error": {"message", "type",
-"param", "code"}}``), their message one line: 400 a bad request, 401 a missing or wrong
-API key (the key given is never echoed or logged), 404 an unknown model or route, 429
-more questions pending than the gateway takes (with ``Retry-After``), 502 the model behind
-the gateway failed, 503 shutting down, 504 no decision within the request timeout (the
-samples drawn so far are cached: asking again resumes).
+Each request is checked before it can touch anyone else's (:class:`Limits`): a body
+over ``max_body_bytes`` gets 413 unread, JSON nested deeper than ``max_json_depth``,
+text that is not valid Unicode (a lone surrogate), a question longer than the Guard
+takes get 400 naming the field. Each question is then decided on its own
+(:class:`~credo.serve.guard.Guard`), so a bad or slow question never holds another.
+
+The reply is a ``chat.completion`` whose message is the answer, with ``usage`` the
+upstream tokens its samples cost (0 for samples read from the cache) and a ``credo``
+object: score, method, threshold, accept, alpha, delta, samples drawn, procedure,
+certificate id, timing and ``usage`` (calls, tokens, generated and cached samples).
+Errors have OpenAI's shape (``{"error": {"message", "type", "param", "code"}}``), their
+message one line: 400 a bad request, 401 a missing or wrong API key (the key given is
+never echoed or logged), 404 an unknown model or route, 413 a body too large, 429 more
+questions pending than the gateway takes (with ``Retry-After``), 502 the model behind
+the gateway failed (``code`` its kind: ``http_500``, ``connection``, ``circuit_open``,
+...), 503 shutting down (with ``Retry-After``), 504 no decision within the request
+timeout or the model's call timed out (what was drawn is cached: asking again resumes).
+Every question that reaches the route ends in exactly one decision log line, whatever
+its status.
 """
 
 from __future__ import annotations
@@ -27,15 +42,21 @@ from __future__ import annotations
 import asyncio
 import hmac
 import json
+import os
+import threading
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.exceptions import HTTPException
 
+from credo.errors import UserError
 from credo.pipeline.gateway import Question
 from credo.serve.guard import (
     BadQuestion,
@@ -44,24 +65,124 @@ from credo.serve.guard import (
     Guard,
     GuardAnswer,
     GuardError,
+    TimedOut,
     UpstreamFailed,
 )
+from credo.serve.limits import DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_JSON_DEPTH
 
-__all__ = ["ChatError", "create_app", "parse_chat_request"]
+__all__ = [
+    "DEFAULT_MAX_BODY_BYTES",
+    "DEFAULT_MAX_JSON_DEPTH",
+    "ApiKeys",
+    "ChatError",
+    "Limits",
+    "create_app",
+    "parse_chat_request",
+]
 
 IGNORED_ROLES = ("system", "developer")
+QUESTION_ROUTES = ("/v1/chat/completions",)
+"""The routes that take a question: each request to them is logged once."""
+
+EXPIRE_SLACK_S = 1.0
+"""Seconds past a request's timeout after which the HTTP layer ends the question itself
+(a backend that cannot be interrupted: its thread finishes in the background)."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one request may hold: ``max_body_bytes`` (413 beyond) and
+    ``max_json_depth`` (400 beyond); the question's length is the Guard's
+    (``max_question_chars``)."""
+
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    max_json_depth: int = DEFAULT_MAX_JSON_DEPTH
+
+    def __post_init__(self) -> None:
+        if self.max_body_bytes < 1024:
+            raise UserError(f"--max-body-bytes {self.max_body_bytes}: at least 1024")
+        if self.max_json_depth < 4:
+            raise UserError(f"--max-json-depth {self.max_json_depth}: at least 4 (a chat "
+                            "request nests about 5 deep)")
+
+
+class ApiKeys:
+    """The keys a client may present (``Authorization: Bearer KEY``): a fixed list, or a
+    file of one key per line (blank lines and ``#`` comments skipped) read again when it
+    changes, so a key is added or withdrawn without a restart. An empty key, or no key
+    at all, is refused when the gateway starts (a :class:`~credo.errors.UserError`
+    naming ``where`` they came from). Keys are compared in constant time and never
+    written anywhere."""
+
+    def __init__(self, keys: Iterable[str] = (), *, file: str | Path | None = None,
+                 where: str = "--api-key") -> None:
+        self.where = where
+        self.file = Path(file) if file is not None else None
+        self._stamp: tuple[float, int] | None = None
+        self._lock = threading.Lock()
+        self._keys = self._checked(list(keys) if file is None else self._read())
+
+    def matches(self, token: str) -> bool:
+        """Whether ``token`` is one of the keys (the file read again if it changed)."""
+        keys = self._current()
+        given = token.encode()
+        found = False
+        for key in keys:  # every key compared: the time does not tell which matched
+            found |= hmac.compare_digest(given, key.encode())
+        return found
+
+    def _current(self) -> tuple[str, ...]:
+        if self.file is None:
+            return self._keys
+        try:
+            st = self.file.stat()
+        except OSError:
+            return self._keys  # a file moved away mid-rotation keeps the last keys
+        if (st.st_mtime, st.st_size) != self._stamp:
+            with self._lock:
+                try:
+                    self._keys = self._checked(self._read())
+                except UserError:
+                    pass  # a half-written file keeps the last good keys
+        return self._keys
+
+    def _read(self) -> list[str]:
+        assert self.file is not None
+        try:
+            st = self.file.stat()
+            text = self.file.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as e:
+            raise UserError(f"{self.where} {self.file}: cannot read the keys "
+                            f"({getattr(e, 'strerror', None) or e})") from None
+        self._stamp = (st.st_mtime, st.st_size)
+        return [line.strip() for line in text.splitlines()
+                if line.strip() and not line.strip().startswith("#")]
+
+    def _checked(self, keys: list[str]) -> tuple[str, ...]:
+        if not keys:
+            raise UserError(f"{self.where}: no API key given (an empty key would let "
+                            "anyone in); give a key, or leave the option out for no auth")
+        for i, key in enumerate(keys):
+            if not key.strip():
+                raise UserError(f"{self.where}: key {i + 1} is empty (an empty key would "
+                                "let anyone in)")
+            if any(c.isspace() for c in key) or not key.isprintable():
+                raise UserError(f"{self.where}: key {i + 1} holds spaces or control "
+                                "characters, which an Authorization header cannot carry")
+        return tuple(keys)
 
 
 class ChatError(Exception):
     """A request the gateway answers with an error: HTTP ``status``, OpenAI's ``type``,
-    ``code`` and ``param``."""
+    ``code`` and ``param``; ``cause`` is the decision log's word for it."""
 
     def __init__(self, status: int, message: str, kind: str = "invalid_request_error",
                  code: str | None = None, param: str | None = None,
-                 headers: dict[str, str] | None = None) -> None:
+                 headers: dict[str, str] | None = None, cause: str = "bad_request") -> None:
         super().__init__(message)
         self.status, self.kind, self.code, self.param = status, kind, code, param
         self.headers = headers or {}
+        self.cause = cause
 
     def response(self) -> JSONResponse:
         body = {"error": {"message": str(self), "type": self.kind, "param": self.param,
@@ -72,14 +193,27 @@ class ChatError(Exception):
 def create_app(
     guard: Guard,
     *,
-    api_key: str | None = None,
+    api_key: str | Sequence[str] | ApiKeys | None = None,
     served_model: str | None = None,
     timeout: float | None = None,
+    limits: Limits | None = None,
+    metrics: Any = None,
 ) -> FastAPI:
-    """The app over ``guard``: ``api_key`` (None: no auth) is required as ``Authorization:
-    Bearer <key>`` on ``/v1`` routes; ``served_model`` is the model id clients name
-    (default: the model's identity); ``timeout`` seconds per request (None: none)."""
+    """The app over ``guard``: ``api_key`` (None: no auth; a key, several, or
+    :class:`ApiKeys`) is required as ``Authorization: Bearer <key>`` on ``/v1`` routes;
+    ``served_model`` is the model id clients name (default: the model's identity);
+    ``timeout`` seconds per question (None: the Guard's); ``limits`` what a request may
+    hold; ``metrics`` a :class:`~credo.serve.metrics.GatewayMetrics` already observing
+    ``guard`` (None: one is made and made its observer)."""
+    keys = _keys(api_key)
+    limits = limits or Limits()
+    if metrics is None:
+        from credo.serve.metrics import GatewayMetrics
+
+        metrics = GatewayMetrics(guard)
+        guard.add_observer(metrics)
     app = FastAPI(title="credo serve", docs_url=None, redoc_url=None, openapi_url=None)
+    app.state.guard, app.state.metrics = guard, metrics
     name = served_model or guard.model_identity
 
     @app.exception_handler(ChatError)
@@ -92,59 +226,176 @@ def create_app(
         return ChatError(exc.status_code, f"{request.method} {request.url.path}: "
                          f"{exc.detail}", kind).response()
 
+    _guard_requests(app, guard, keys, metrics)
+    _info_routes(app, guard, name, metrics)
+    _chat_route(app, guard, name, timeout, limits)
+    return app
+
+
+def _guard_requests(app: FastAPI, guard: Guard, keys: ApiKeys | None, metrics: Any) -> None:
+    """Every request: the API key checked on ``/v1`` routes (a refused question logged),
+    the response counted by route and status."""
+
     @app.middleware("http")
-    async def _auth(request: Request, call_next: Any) -> Any:
-        if api_key is not None and request.url.path.startswith("/v1"):
-            given = request.headers.get("authorization", "")
-            scheme, _, token = given.partition(" ")
-            if scheme.lower() != "bearer" or not hmac.compare_digest(
-                    token.strip().encode(), api_key.encode()):
-                return ChatError(401, "missing or incorrect API key (Authorization: Bearer "
-                                 "<key>)", code="invalid_api_key").response()
-        return await call_next(request)
+    async def _auth_and_count(request: Request, call_next: Any) -> Any:
+        path = request.url.path
+        route = path if path in (*QUESTION_ROUTES, "/v1/models", "/health", "/metrics") \
+            else "other"
+        if keys is not None and path.startswith("/v1") and not _authorised(request, keys):
+            if path in QUESTION_ROUTES:
+                guard.refused(_request_id(), "unauthorized", "missing or incorrect API key",
+                              http_status=401)
+            response = ChatError(401, "missing or incorrect API key (Authorization: Bearer "
+                                 "<key>)", "authentication_error", "invalid_api_key"
+                                 ).response()
+        else:
+            response = await call_next(request)
+        metrics.request(route, response.status_code)
+        return response
+
+
+def _info_routes(app: FastAPI, guard: Guard, name: str, metrics: Any) -> None:
+    """``GET /health``, ``GET /metrics`` and ``GET /v1/models``."""
 
     @app.get("/health")
     async def health() -> JSONResponse:
         status = "closing" if guard.closing else "ok"
         return JSONResponse({"status": status, "certificate": guard.id, "model": name,
-                             "procedure": guard.procedure, "pending": guard.pending},
+                             "procedure": guard.procedure, "pending": guard.pending,
+                             "in_flight": guard.in_flight},
                             status_code=503 if guard.closing else 200)
+
+    @app.get("/metrics")
+    async def prometheus() -> Response:
+        from credo.serve.metrics import CONTENT_TYPE
+
+        return Response(metrics.exposition(), media_type=CONTENT_TYPE)
 
     @app.get("/v1/models")
     async def models() -> dict[str, Any]:
         return {"object": "list", "data": [{"id": name, "object": "model", "created": 0,
                                             "owned_by": "credo"}]}
 
+
+def _chat_route(app: FastAPI, guard: Guard, name: str, timeout: float | None,
+                limits: Limits) -> None:
+    """``POST /v1/chat/completions``: one question, checked, decided, answered."""
+
     @app.post("/v1/chat/completions")
     async def chat(request: Request) -> Any:
-        body = _json_body(await request.body())
-        question, stream = parse_chat_request(body, name, guard)
-        rid = f"chatcmpl-{uuid.uuid4().hex}"
+        rid = _request_id()
+        t0 = time.monotonic()
+        question: Question | None = None
+        try:
+            body = _json_body(await _read_body(request, limits.max_body_bytes),
+                              limits.max_json_depth)
+            question, stream = parse_chat_request(body, name, guard)
+        except ChatError as e:
+            guard.refused(rid, e.cause, str(e), question=question.text if question else None,
+                          seconds=time.monotonic() - t0, http_status=e.status,
+                          **({"param": e.param} if e.param else {}))
+            raise
         answer = await _decide(guard, question, rid, timeout)
         created = int(time.time())
         if stream:
             return StreamingResponse(_events(rid, created, name, answer),
                                      media_type="text/event-stream")
+        u = answer.upstream
         return {
             "id": rid, "object": "chat.completion", "created": created, "model": name,
             "choices": [{"index": 0, "finish_reason": "stop", "logprobs": None,
                          "message": {"role": "assistant", "content": answer.reply}}],
-            "usage": {"prompt_tokens": 0, "completion_tokens": answer.tokens,
-                      "total_tokens": answer.tokens},
+            "usage": {"prompt_tokens": u.prompt_tokens, "completion_tokens":
+                      u.completion_tokens, "total_tokens": u.prompt_tokens +
+                      u.completion_tokens},
             "credo": answer.to_json(),
         }
 
-    return app
+
+def _keys(api_key: str | Sequence[str] | ApiKeys | None) -> ApiKeys | None:
+    if api_key is None or isinstance(api_key, ApiKeys):
+        return api_key
+    return ApiKeys([api_key] if isinstance(api_key, str) else api_key)
 
 
-def _json_body(raw: bytes) -> dict[str, Any]:
+def _authorised(request: Request, keys: ApiKeys) -> bool:
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    return scheme.lower() == "bearer" and bool(token.strip()) and keys.matches(token.strip())
+
+
+def _request_id() -> str:
+    return f"chatcmpl-{uuid.uuid4().hex}"
+
+
+async def _read_body(request: Request, limit: int) -> bytes:
+    """The body, read up to ``limit`` bytes: a :class:`ChatError` 413 as soon as its
+    declared or actual size passes it (the rest is not read)."""
+    declared = request.headers.get("content-length")
+    too_large = ChatError(413, f"the request body is larger than {limit:,} bytes "
+                          "(--max-body-bytes)", code="request_too_large", cause="too_large")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise too_large
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise too_large
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _json_body(raw: bytes, max_depth: int = DEFAULT_MAX_JSON_DEPTH) -> dict[str, Any]:
+    """The body as a JSON object nested at most ``max_depth`` deep."""
     try:
         body = json.loads(raw)
+    except RecursionError:
+        body = None
     except (ValueError, UnicodeDecodeError) as e:
         raise ChatError(400, f"the request body is not JSON ({e})") from None
+    depth = json_depth(body, max_depth) if body is not None else max_depth + 1
+    if depth > max_depth:
+        raise ChatError(400, f"the request body's JSON is nested more than {max_depth} "
+                        "deep (--max-json-depth)")
     if not isinstance(body, dict):
         raise ChatError(400, "the request body must be a JSON object")
     return body
+
+
+def json_depth(value: Any, stop: int) -> int:
+    """How deep ``value`` nests (a scalar: 0, ``[]``: 1, ``[[1]]``: 2), counted without
+    recursion; once past ``stop`` it returns ``stop + 1``."""
+    deepest = 0
+    todo: list[tuple[Any, int]] = [(value, 0)]
+    while todo:
+        item, depth = todo.pop()
+        if isinstance(item, dict | list):
+            depth += 1
+            if depth > stop:
+                return stop + 1
+            deepest = max(deepest, depth)
+            todo.extend((v, depth) for v in (item.values() if isinstance(item, dict)
+                                              else item))
+    return deepest
+
+
+UNSUPPORTED: tuple[tuple[str, Any, str], ...] = (
+    ("tools", lambda v: bool(v), "the gateway answers questions under a certificate; it "
+     "makes no tool calls"),
+    ("tool_choice", lambda v: v not in (None, "none"), "the gateway makes no tool calls"),
+    ("functions", lambda v: bool(v), "the gateway makes no function calls"),
+    ("function_call", lambda v: v not in (None, "none"), "the gateway makes no function "
+     "calls"),
+    ("response_format", lambda v: v is not None and v != {"type": "text"},
+     "the certificate covers the task's own answer format; only {'type': 'text'} is "
+     "served"),
+    ("logprobs", lambda v: bool(v), "logprobs are not served: the reply is a decision "
+     "over many samples, not one sample's tokens"),
+    ("top_logprobs", lambda v: bool(v), "logprobs are not served"),
+    ("audio", lambda v: v is not None, "only text is served"),
+    ("modalities", lambda v: v not in (None, ["text"]), "only text is served"),
+)
+"""Request fields that would change what the reply means, refused (field, whether the
+value is refused, why) rather than silently ignored."""
 
 
 def parse_chat_request(body: dict[str, Any], name: str, guard: Guard) -> tuple[Question, bool]:
@@ -158,6 +409,10 @@ def parse_chat_request(body: dict[str, Any], name: str, guard: Guard) -> tuple[Q
     if n not in (1, None):
         raise ChatError(400, f"n = {n!r}: the gateway gives one answer per question (n = 1)",
                         param="n")
+    for field, refused, why in UNSUPPORTED:
+        if refused(body.get(field)):
+            raise ChatError(400, f"{field} is not supported: {why}", param=field,
+                            code="unsupported_field")
     stream = body.get("stream", False)
     if not isinstance(stream, bool):
         raise ChatError(400, "stream must be true or false", param="stream")
@@ -165,7 +420,7 @@ def parse_chat_request(body: dict[str, Any], name: str, guard: Guard) -> tuple[Q
     try:
         guard.check_question(question)
     except BadQuestion as e:
-        raise ChatError(400, str(e), param="messages") from None
+        raise ChatError(400, str(e), param="messages", cause=BadQuestion.cause) from None
     return question, stream
 
 
@@ -214,35 +469,55 @@ def _text(content: Any, i: int) -> str:
 
 async def _decide(guard: Guard, question: Question, rid: str,
                   timeout: float | None) -> GuardAnswer:
-    """The question through the Guard, its errors as :class:`ChatError`."""
+    """The question through the Guard, its errors as :class:`ChatError` (each logged
+    by the Guard once)."""
     try:
-        future = guard.submit(question, request_id=rid, wait=False)
-    except Busy as e:
-        raise ChatError(429, f"the gateway is busy: {e}; retry after {e.retry_after} s",
-                        "rate_limit_error", "rate_limit_exceeded",
-                        headers={"Retry-After": str(e.retry_after)}) from None
-    except Closed as e:
-        raise ChatError(503, str(e), "server_error", "shutting_down") from None
-    except BadQuestion as e:
-        raise ChatError(400, str(e), param="messages") from None
-    try:
-        # shielded: a request that times out is still decided, logged and cached
-        return await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(future)), timeout)
-    except TimeoutError:
-        raise ChatError(504, f"no decision within {timeout:g} s (--timeout); the samples "
-                        "drawn so far are cached: ask again to resume", "timeout",
-                        "timeout") from None
-    except BadQuestion as e:
-        raise ChatError(400, str(e), param="messages") from None
-    except UpstreamFailed as e:
-        raise ChatError(502, str(e), "upstream_error", "upstream_error") from None
+        future = guard.submit(question, request_id=rid, wait=False, timeout=timeout)
     except GuardError as e:
-        raise ChatError(500, str(e), "server_error") from None
+        raise _chat_error(e) from None
+    limit = timeout if timeout is not None else guard.timeout
+    try:
+        return await _outcome(guard, future, limit)
+    except GuardError as e:
+        raise _chat_error(e) from None
+
+
+async def _outcome(guard: Guard, future: Future[GuardAnswer],
+                   limit: float | None) -> GuardAnswer:
+    """Wait for ``future``; a question still running :data:`EXPIRE_SLACK_S` past its
+    time limit (a backend that cannot be interrupted) is ended here."""
+    waiting = asyncio.wrap_future(future)
+    if limit is None:
+        return await waiting
+    try:
+        return await asyncio.wait_for(asyncio.shield(waiting), limit + EXPIRE_SLACK_S)
+    except TimeoutError:
+        guard.expire(future)
+        return await waiting
+
+
+def _chat_error(e: GuardError) -> ChatError:
+    """The HTTP error of a question the Guard could not answer."""
+    if isinstance(e, Busy):
+        return ChatError(429, f"the gateway is busy: {e}; retry after {e.retry_after} s",
+                         "rate_limit_error", "rate_limit_exceeded",
+                         headers={"Retry-After": str(e.retry_after)}, cause=e.cause)
+    if isinstance(e, Closed):
+        return ChatError(503, str(e), "server_error", "shutting_down",
+                         headers={"Retry-After": str(e.retry_after)}, cause=e.cause)
+    if isinstance(e, BadQuestion):
+        return ChatError(400, str(e), param="messages", cause=e.cause)
+    if isinstance(e, TimedOut):
+        return ChatError(504, str(e), "timeout", "timeout", cause=e.cause)
+    if isinstance(e, UpstreamFailed):
+        status = 504 if e.kind == "timeout" else 502
+        return ChatError(status, str(e), "upstream_error", e.kind, cause=e.cause)
+    return ChatError(500, str(e), "server_error", cause=e.cause)
 
 
 async def _events(rid: str, created: int, name: str, answer: GuardAnswer) -> AsyncIterator[str]:
     """The answer as OpenAI's stream: one content chunk, the finish chunk (with the
-    ``credo`` object), ``[DONE]``."""
+    ``credo`` object and ``usage``), ``[DONE]``."""
     head = {"id": rid, "object": "chat.completion.chunk", "created": created, "model": name}
     first = {**head, "choices": [{"index": 0, "finish_reason": None, "logprobs": None,
                                   "delta": {"role": "assistant", "content": answer.reply}}]}
@@ -251,3 +526,13 @@ async def _events(rid: str, created: int, name: str, answer: GuardAnswer) -> Asy
     for chunk in (first, last):
         yield f"data: {json.dumps(chunk)}\n\n"
     yield "data: [DONE]\n\n"
+
+
+def keys_from_environment(variable: str) -> list[str]:
+    """The keys held by environment variable ``variable``: one, or several separated by
+    commas (a rotation: old and new at once); a :class:`~credo.errors.UserError` when it
+    is unset or holds an empty key."""
+    value = os.environ.get(variable)
+    if value is None:
+        raise UserError(f"--api-key-env {variable}: the variable is not set")
+    return [k.strip() for k in value.split(",")] if value.strip() else [""]
