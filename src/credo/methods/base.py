@@ -46,6 +46,7 @@ __all__ = [
     "PARAPHRASED",
     "PERTURBED",
     "P_TRUE",
+    "SCORE_RANGE",
     "VERBALIZED",
     "ItemSamples",
     "MethodSpec",
@@ -98,6 +99,10 @@ COMPARED_SETS = (ORIGINAL, PERTURBED, PARAPHRASED)
 """The answer sets whose samples methods compare with one another."""
 
 
+SCORE_RANGE = (0.0, 1.0)
+"""The scores of every method of credo: credibilities in [0, 1] (module docstring)."""
+
+
 @dataclass(frozen=True)
 class MethodSpec:
     """A registered method: its scorer, the sample sets it needs, and a one-line summary.
@@ -122,6 +127,9 @@ class MethodSpec:
     kernel: str | None = None
     """The kernel this method scores with; None = the run's ``kernel`` (``c3@judge``)."""
     min_samples: Mapping[str, int] = field(default_factory=dict)
+    score_range: tuple[float, float] = SCORE_RANGE
+    """The lowest and highest score the method gives: a threshold outside it accepts
+    every answer or none, so a certificate holding one is refused."""
 
     def needs_for(self, fmt: AnswerFormat | None) -> tuple[str, ...]:
         """The sample sets this method reads on a task of format ``fmt`` (None: a format

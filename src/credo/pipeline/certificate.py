@@ -318,7 +318,9 @@ class RunCertificate:
         if not isinstance(settings.get("method"), str):
             raise UserError(f"{p}: settings.method must be a method name, got "
                             f"{settings.get('method')!r}")
-        return cls(_checked(data["certificate"], p), settings, str(data.get("source", "")))
+        cert = _checked(data["certificate"], p)
+        _check_threshold(cert, settings["method"], p)
+        return cls(cert, settings, str(data.get("source", "")))
 
     def check(self, actual: dict[str, Any], methods: Sequence[str], what: str = "run") -> None:
         """Refuse a run whose settings (``actual``: :func:`run_settings` or
@@ -383,6 +385,25 @@ def _checked(data: dict[str, Any], path: Path) -> Certificate:
         if not ok(value, method):
             raise UserError(f"{path}: certificate.{name} must be {what}, got {value!r}")
     return Certificate.from_dict(data)
+
+
+def _check_threshold(cert: Certificate, method: str, path: Path) -> None:
+    """A :class:`UserError` when the threshold lies outside the scores ``method`` gives
+    (its :attr:`~credo.methods.base.MethodSpec.score_range`): it would accept every
+    answer or none, whatever the certificate claims. A method this credo does not know
+    (a plug-in not installed) is checked where it is used."""
+    from credo.methods.base import get_method
+
+    if cert.threshold is None:
+        return
+    try:
+        low, high = get_method(method).score_range
+    except (KeyError, ValueError, UserError):
+        return
+    if not low <= cert.threshold <= high:
+        raise UserError(f"{path}: certificate.threshold {cert.threshold!r} lies outside the "
+                        f"scores of {method} ([{low:g}, {high:g}]): it would accept every "
+                        "answer or none; re-certify")
 
 
 def _at(data: dict[str, Any], dotted: str) -> Any:

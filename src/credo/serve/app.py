@@ -34,7 +34,7 @@ the gateway failed (``code`` its kind: ``http_500``, ``connection``, ``circuit_o
 ...), 503 shutting down (with ``Retry-After``), 504 no decision within the request
 timeout or the model's call timed out (what was drawn is cached: asking again resumes).
 Every question that reaches the route ends in exactly one decision log line, whatever
-its status.
+its status, whose ``id`` every reply carries in its ``X-Request-Id`` header.
 """
 
 from __future__ import annotations
@@ -82,6 +82,9 @@ __all__ = [
 
 IGNORED_ROLES = ("system", "developer")
 QUESTION_ROUTES = ("/v1/chat/completions",)
+REQUEST_ID = "X-Request-Id"
+"""The response header naming the question's id in the decision log (every reply of a
+question route, errors included)."""
 """The routes that take a question: each request to them is logged once."""
 
 EXPIRE_SLACK_S = 1.0
@@ -285,23 +288,26 @@ def _chat_route(app: FastAPI, guard: Guard, name: str, timeout: float | None,
     async def chat(request: Request) -> Any:
         rid = _request_id()
         t0 = time.monotonic()
-        question: Question | None = None
         try:
-            body = _json_body(await _read_body(request, limits.max_body_bytes),
-                              limits.max_json_depth)
-            question, stream = parse_chat_request(body, name, guard)
+            try:
+                body = _json_body(await _read_body(request, limits.max_body_bytes),
+                                  limits.max_json_depth)
+                question, stream = parse_chat_request(body, name, guard)
+            except ChatError as e:
+                guard.refused(rid, e.cause, str(e), seconds=time.monotonic() - t0,
+                              http_status=e.status, **({"param": e.param} if e.param else {}))
+                raise
+            answer = await _decide(guard, question, rid, timeout)
         except ChatError as e:
-            guard.refused(rid, e.cause, str(e), question=question.text if question else None,
-                          seconds=time.monotonic() - t0, http_status=e.status,
-                          **({"param": e.param} if e.param else {}))
+            e.headers[REQUEST_ID] = rid
             raise
-        answer = await _decide(guard, question, rid, timeout)
         created = int(time.time())
         if stream:
             return StreamingResponse(_events(rid, created, name, answer),
-                                     media_type="text/event-stream")
+                                     media_type="text/event-stream",
+                                     headers={REQUEST_ID: rid})
         u = answer.upstream
-        return {
+        return JSONResponse({
             "id": rid, "object": "chat.completion", "created": created, "model": name,
             "choices": [{"index": 0, "finish_reason": "stop", "logprobs": None,
                          "message": {"role": "assistant", "content": answer.reply}}],
@@ -309,7 +315,7 @@ def _chat_route(app: FastAPI, guard: Guard, name: str, timeout: float | None,
                       u.completion_tokens, "total_tokens": u.prompt_tokens +
                       u.completion_tokens},
             "credo": answer.to_json(),
-        }
+        }, headers={REQUEST_ID: rid})
 
 
 def _keys(api_key: str | Sequence[str] | ApiKeys | None) -> ApiKeys | None:
