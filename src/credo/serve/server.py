@@ -61,6 +61,7 @@ def serve(
     import uvicorn
 
     from credo.serve.app import create_app
+    from credo.serve.guardrail import add_guardrail_routes
 
     if timeout is not None and timeout <= 0:
         raise UserError(f"--timeout {timeout:g}: give a positive number of seconds")
@@ -72,6 +73,7 @@ def serve(
         sock = bind(host, port)
         where = sock.getsockname()
         app = create_app(guard, api_key=api_key, served_model=served_model, timeout=timeout)
+        add_guardrail_routes(app, guard, timeout=timeout)  # LiteLLM's guardrail API
         server = uvicorn.Server(uvicorn.Config(
             app, log_config=None, log_level="warning", access_log=False, lifespan="off",
             timeout_graceful_shutdown=grace))
@@ -122,11 +124,13 @@ class Gateway:
         import uvicorn
 
         from credo.serve.app import create_app
+        from credo.serve.guardrail import add_guardrail_routes
 
         self._sock = bind(host, port)
         where = self._sock.getsockname()
         self.url = f"http://{where[0]}:{where[1]}/v1"
         app = create_app(guard, api_key=api_key, served_model=served_model, timeout=timeout)
+        add_guardrail_routes(app, guard, timeout=timeout)  # LiteLLM's guardrail API
         self._server = uvicorn.Server(uvicorn.Config(
             app, log_config=None, log_level="warning", access_log=False, lifespan="off",
             timeout_graceful_shutdown=grace))
