@@ -2,15 +2,24 @@
 accepted question through and blocks a rejected one with the score, threshold, level and
 certificate; a response check passes credo's certified answer, replaces or blocks
 another; bodies that are not LiteLLM's shape get a 400 in OpenAI's shape; the API key
-guards the route (as LiteLLM sends it: ``x-api-key``). Every server is on 127.0.0.1 and
-every wait is bounded."""
+guards the route (as LiteLLM sends it: ``x-api-key``); and the real LiteLLM proxy, run on
+loopback from its own virtual environment (``make litellm``), blocks and allows requests
+through it. Every server is on 127.0.0.1 and every wait is bounded."""
 
 from __future__ import annotations
 
 import json
+import os
+import secrets
+import signal
+import subprocess
+import time
+from pathlib import Path
 
 import httpx
+import openai
 import pytest
+import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -24,9 +33,12 @@ from credo.serve.guardrail import (
     parse_guardrail_request,
 )
 from credo.serve.server import Gateway
-from serve_helpers import answerer, calibrate_scripted, question
+from fault_server import FaultServer
+from serve_helpers import ROOT, answerer, calibrate_scripted, question
 
 KEY = "sk-guardrail-test"
+LITELLM = ROOT / ".venv-litellm" / "bin" / "litellm"
+"""The LiteLLM proxy of the project's own virtual environment (``make litellm``)."""
 
 
 @pytest.fixture(scope="module")
@@ -338,3 +350,133 @@ def test_any_body_is_a_question_a_block_or_a_400(gateway, body):
                           else "".join(p["text"] for p in content))
     else:
         assert req.texts == [q.text]
+
+
+# ------------------------------------------------------------------ the real LiteLLM proxy
+
+
+def _documented_guardrail() -> dict:
+    """The guardrail block of docs/serve.md's LiteLLM config, as a team copies it."""
+    import sys
+
+    sys.path.insert(0, str(ROOT / "docs" / "gen"))
+    import blocks
+
+    page = blocks.parse_page(ROOT / "docs" / "serve.md")
+    found = [b for b in page.blocks if b.lang == "yaml" and "generic_guardrail_api" in b.code]
+    assert len(found) == 1, "docs/serve.md shows one LiteLLM guardrail config"
+    return yaml.safe_load(found[0].code)
+
+
+class _Proxy:
+    """LiteLLM's proxy (``litellm --config``) in its own process group on 127.0.0.1,
+    ready once ``/health/liveliness`` answers (within ``wait`` seconds)."""
+
+    def __init__(self, config: Path, port: int, env: dict[str, str], log: Path,
+                 wait: float = 120.0) -> None:
+        self.url = f"http://127.0.0.1:{port}"
+        self.log = log
+        self.proc = subprocess.Popen(
+            [str(LITELLM), "--config", str(config), "--host", "127.0.0.1", "--port", str(port)],
+            stdout=log.open("wb"), stderr=subprocess.STDOUT, env=env, cwd=config.parent,
+            start_new_session=True)
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"litellm exited {self.proc.returncode}:\n"
+                                     + log.read_text()[-3000:])
+            try:
+                if httpx.get(self.url + "/health/liveliness", timeout=2).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.3)
+        self.stop()
+        raise AssertionError(f"litellm did not answer within {wait:g} s:\n"
+                             + log.read_text()[-3000:])
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(10)
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.skipif(not LITELLM.exists(), reason="LiteLLM's proxy is not installed in "
+                    ".venv-litellm: `make litellm` builds it from requirements-litellm.txt "
+                    "(`make test` does)")
+def test_the_real_litellm_proxy_blocks_and_allows_through_credo(scripted, tmp_path):
+    """LiteLLM's proxy with the guardrail block of docs/serve.md (its ``api_base`` pointed
+    at a credo gateway, its ``api_key`` credo's) and two models on the loopback fake
+    server, one answering 18, one 17; the official openai client through the proxy: an
+    odd question (the certificate rejects it) gets LiteLLM's 400 with credo's reason and
+    never reaches the model; an even one is answered, with 18 by the model that says 18
+    and with credo's certified answer instead of the other's 17. credo's decision log
+    has one line per question under LiteLLM's call id."""
+    documented = _documented_guardrail()
+    log = tmp_path / "decisions.jsonl"
+    master = "sk-" + secrets.token_hex(24)
+    with FaultServer(answers=("Answer: 18",)) as agrees, \
+            FaultServer(answers=("Answer: 17",)) as differs, \
+            Guard(scripted["adaptive"], model=ScriptedModel(answerer), log=log,
+                  overrides={"cache": str(tmp_path / "g.sqlite")}) as guard, \
+            Gateway(guard, api_key=KEY) as credo_url:
+        guardrails = documented["guardrails"]
+        for g in guardrails:
+            g["litellm_params"]["api_base"] = credo_url
+        config = {
+            "model_list": [
+                {"model_name": name, "litellm_params": {
+                    "model": "openai/toy", "api_base": server.url, "api_key": "none"}}
+                for name, server in (("agrees", agrees), ("differs", differs))],
+            "guardrails": guardrails,
+            "general_settings": {"master_key": master},
+        }
+        (tmp_path / "litellm.yaml").write_text(yaml.safe_dump(config))
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI", "LITELLM"))}
+        env.update(CREDO_GATEWAY_KEY=KEY, LITELLM_LOCAL_MODEL_COST_MAP="True",
+                   LITELLM_TELEMETRY_DISABLED="true",
+                   NO_PROXY="127.0.0.1,localhost", no_proxy="127.0.0.1,localhost")
+        proxy = _Proxy(tmp_path / "litellm.yaml", _free_port(), env, tmp_path / "litellm.log")
+        try:
+            client = openai.OpenAI(base_url=proxy.url + "/v1", api_key=master, max_retries=0,
+                                   timeout=60)
+
+            def ask(model: str, k: int):
+                return client.chat.completions.create(
+                    model=model, messages=[{"role": "user", "content": question(k)}])
+
+            with pytest.raises(openai.BadRequestError) as blocked:
+                ask("agrees", 501)
+            assert "not certified" in str(blocked.value) and guard.id in str(blocked.value)
+            assert not any(question(501) in json.dumps(b) for b in agrees.bodies)
+
+            allowed = ask("agrees", 500)
+            assert allowed.choices[0].message.content == "Answer: 18"
+            assert any(question(500) in json.dumps(b) for b in agrees.bodies)
+
+            replaced = ask("differs", 502)
+            assert differs.served >= 1  # the model did answer (17) ...
+            certified = guard.ask(question(502))
+            assert certified.accept and certified.answer == "18"
+            # ... and the client got credo's certified answer instead
+            assert replaced.choices[0].message.content == certified.text
+        finally:
+            proxy.stop()
+    lines = [json.loads(x) for x in log.read_text().splitlines()]
+    asked = {line["question"]: line for line in lines}
+    assert {question(k) for k in (500, 501, 502)} <= set(asked)
+    ids = [asked[question(k)]["id"] for k in (500, 501, 502)]
+    assert len(set(ids)) == 3 and not any(i.startswith("guardrail-") for i in ids)
+    assert not asked[question(501)]["accept"] and asked[question(500)]["accept"]
