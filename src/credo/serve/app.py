@@ -39,16 +39,12 @@ its status, whose ``id`` every reply carries in its ``X-Request-Id`` header.
 
 from __future__ import annotations
 
-import asyncio
 import hmac
 import json
 import os
 import threading
 import time
-import uuid
 from collections.abc import AsyncIterator, Iterable, Sequence
-from concurrent.futures import Future
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -60,54 +56,37 @@ from credo.errors import UserError
 from credo.pipeline.gateway import Question
 from credo.serve.guard import (
     BadQuestion,
-    Busy,
-    Closed,
     Guard,
     GuardAnswer,
-    GuardError,
-    TimedOut,
-    UpstreamFailed,
 )
-from credo.serve.limits import DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_JSON_DEPTH
+from credo.serve.guardrail import GUARDRAIL_PATH, add_guardrail_routes
+from credo.serve.protocol import (
+    ChatError,
+    Limits,
+    choices_of,
+    decide,
+    json_body,
+    json_depth,
+    read_body,
+    request_id,
+    user_question,
+)
 
 __all__ = [
-    "DEFAULT_MAX_BODY_BYTES",
-    "DEFAULT_MAX_JSON_DEPTH",
     "ApiKeys",
     "ChatError",
     "Limits",
     "create_app",
+    "json_depth",
+    "keys_from_environment",
     "parse_chat_request",
 ]
 
-IGNORED_ROLES = ("system", "developer")
-QUESTION_ROUTES = ("/v1/chat/completions",)
+QUESTION_ROUTES = ("/v1/chat/completions", GUARDRAIL_PATH)
 REQUEST_ID = "X-Request-Id"
 """The response header naming the question's id in the decision log (every reply of a
 question route, errors included)."""
 """The routes that take a question: each request to them is logged once."""
-
-EXPIRE_SLACK_S = 1.0
-"""Seconds past a request's timeout after which the HTTP layer ends the question itself
-(a backend that cannot be interrupted: its thread finishes in the background)."""
-
-
-@dataclass(frozen=True)
-class Limits:
-    """What one request may hold: ``max_body_bytes`` (413 beyond) and
-    ``max_json_depth`` (400 beyond); the question's length is the Guard's
-    (``max_question_chars``)."""
-
-    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
-    max_json_depth: int = DEFAULT_MAX_JSON_DEPTH
-
-    def __post_init__(self) -> None:
-        if self.max_body_bytes < 1024:
-            raise UserError(f"--max-body-bytes {self.max_body_bytes}: at least 1024")
-        if self.max_json_depth < 4:
-            raise UserError(f"--max-json-depth {self.max_json_depth}: at least 4 (a chat "
-                            "request nests about 5 deep)")
-
 
 class ApiKeys:
     """The keys a client may present (``Authorization: Bearer KEY``): a fixed list, or a
@@ -175,24 +154,6 @@ class ApiKeys:
         return tuple(keys)
 
 
-class ChatError(Exception):
-    """A request the gateway answers with an error: HTTP ``status``, OpenAI's ``type``,
-    ``code`` and ``param``; ``cause`` is the decision log's word for it."""
-
-    def __init__(self, status: int, message: str, kind: str = "invalid_request_error",
-                 code: str | None = None, param: str | None = None,
-                 headers: dict[str, str] | None = None, cause: str = "bad_request") -> None:
-        super().__init__(message)
-        self.status, self.kind, self.code, self.param = status, kind, code, param
-        self.headers = headers or {}
-        self.cause = cause
-
-    def response(self) -> JSONResponse:
-        body = {"error": {"message": str(self), "type": self.kind, "param": self.param,
-                          "code": self.code}}
-        return JSONResponse(body, status_code=self.status, headers=self.headers)
-
-
 def create_app(
     guard: Guard,
     *,
@@ -232,6 +193,7 @@ def create_app(
     _guard_requests(app, guard, keys, metrics)
     _info_routes(app, guard, name, metrics)
     _chat_route(app, guard, name, timeout, limits)
+    add_guardrail_routes(app, guard, timeout=timeout, limits=limits)  # after the auth
     return app
 
 
@@ -246,7 +208,7 @@ def _guard_requests(app: FastAPI, guard: Guard, keys: ApiKeys | None, metrics: A
             else "other"
         if keys is not None and path.startswith("/v1") and not _authorised(request, keys):
             if path in QUESTION_ROUTES:
-                guard.refused(_request_id(), "unauthorized", "missing or incorrect API key",
+                guard.refused(request_id(), "unauthorized", "missing or incorrect API key",
                               http_status=401)
             response = ChatError(401, "missing or incorrect API key (Authorization: Bearer "
                                  "<key>)", "authentication_error", "invalid_api_key"
@@ -286,19 +248,17 @@ def _chat_route(app: FastAPI, guard: Guard, name: str, timeout: float | None,
 
     @app.post("/v1/chat/completions")
     async def chat(request: Request) -> Any:
-        rid = _request_id()
+        rid = request_id()
         t0 = time.monotonic()
         try:
-            try:
-                body = _json_body(await _read_body(request, limits.max_body_bytes),
-                                  limits.max_json_depth)
-                question, stream = parse_chat_request(body, name, guard)
-            except ChatError as e:
+            body = json_body(await read_body(request, limits.max_body_bytes),
+                             limits.max_json_depth)
+            question, stream = parse_chat_request(body, name, guard)
+            answer = await decide(guard, question, rid, timeout)
+        except ChatError as e:
+            if not e.logged:
                 guard.refused(rid, e.cause, str(e), seconds=time.monotonic() - t0,
                               http_status=e.status, **({"param": e.param} if e.param else {}))
-                raise
-            answer = await _decide(guard, question, rid, timeout)
-        except ChatError as e:
             e.headers[REQUEST_ID] = rid
             raise
         created = int(time.time())
@@ -327,61 +287,6 @@ def _keys(api_key: str | Sequence[str] | ApiKeys | None) -> ApiKeys | None:
 def _authorised(request: Request, keys: ApiKeys) -> bool:
     scheme, _, token = request.headers.get("authorization", "").partition(" ")
     return scheme.lower() == "bearer" and bool(token.strip()) and keys.matches(token.strip())
-
-
-def _request_id() -> str:
-    return f"chatcmpl-{uuid.uuid4().hex}"
-
-
-async def _read_body(request: Request, limit: int) -> bytes:
-    """The body, read up to ``limit`` bytes: a :class:`ChatError` 413 as soon as its
-    declared or actual size passes it (the rest is not read)."""
-    declared = request.headers.get("content-length")
-    too_large = ChatError(413, f"the request body is larger than {limit:,} bytes "
-                          "(--max-body-bytes)", code="request_too_large", cause="too_large")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise too_large
-    chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise too_large
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
-def _json_body(raw: bytes, max_depth: int = DEFAULT_MAX_JSON_DEPTH) -> dict[str, Any]:
-    """The body as a JSON object nested at most ``max_depth`` deep."""
-    try:
-        body = json.loads(raw)
-    except RecursionError:
-        body = None
-    except (ValueError, UnicodeDecodeError) as e:
-        raise ChatError(400, f"the request body is not JSON ({e})") from None
-    depth = json_depth(body, max_depth) if body is not None else max_depth + 1
-    if depth > max_depth:
-        raise ChatError(400, f"the request body's JSON is nested more than {max_depth} "
-                        "deep (--max-json-depth)")
-    if not isinstance(body, dict):
-        raise ChatError(400, "the request body must be a JSON object")
-    return body
-
-
-def json_depth(value: Any, stop: int) -> int:
-    """How deep ``value`` nests (a scalar: 0, ``[]``: 1, ``[[1]]``: 2), counted without
-    recursion; once past ``stop`` it returns ``stop + 1``."""
-    deepest = 0
-    todo: list[tuple[Any, int]] = [(value, 0)]
-    while todo:
-        item, depth = todo.pop()
-        if isinstance(item, dict | list):
-            depth += 1
-            if depth > stop:
-                return stop + 1
-            deepest = max(deepest, depth)
-            todo.extend((v, depth) for v in (item.values() if isinstance(item, dict)
-                                              else item))
-    return deepest
 
 
 UNSUPPORTED: tuple[tuple[str, Any, str], ...] = (
@@ -422,103 +327,12 @@ def parse_chat_request(body: dict[str, Any], name: str, guard: Guard) -> tuple[Q
     stream = body.get("stream", False)
     if not isinstance(stream, bool):
         raise ChatError(400, "stream must be true or false", param="stream")
-    question = Question(_question(body.get("messages")), _choices(body.get("credo")))
+    question = Question(user_question(body.get("messages")), choices_of(body.get("credo")))
     try:
         guard.check_question(question)
     except BadQuestion as e:
         raise ChatError(400, str(e), param="messages", cause=BadQuestion.cause) from None
     return question, stream
-
-
-def _question(messages: Any) -> str:
-    """The one user message's text (system and developer messages set aside)."""
-    if not isinstance(messages, list) or not messages:
-        raise ChatError(400, "messages must be a non-empty list", param="messages")
-    asked = []
-    for i, m in enumerate(messages):
-        if not isinstance(m, dict) or not isinstance(m.get("role"), str):
-            raise ChatError(400, f"messages[{i}] must be an object with a role",
-                            param=f"messages[{i}]")
-        if m["role"] in IGNORED_ROLES:
-            continue
-        if m["role"] != "user":
-            raise ChatError(400, f"messages[{i}] has role {m['role']!r}: the gateway answers "
-                            "one question (one user message); the certificate does not cover "
-                            "a conversation", param=f"messages[{i}]")
-        asked.append(_text(m.get("content"), i))
-    if len(asked) != 1:
-        raise ChatError(400, f"{len(asked)} user messages: the gateway answers one question "
-                        "per request", param="messages")
-    return asked[0]
-
-
-def _choices(extra: Any) -> tuple[str, ...]:
-    """The options of a multiple-choice question (``credo.choices``)."""
-    choices = (extra or {}).get("choices", []) if isinstance(extra or {}, dict) else None
-    if not isinstance(choices, list) or not all(isinstance(c, str) for c in choices):
-        raise ChatError(400, "credo.choices must be a list of option texts",
-                        param="credo.choices")
-    return tuple(choices)
-
-
-def _text(content: Any, i: int) -> str:
-    """A message's text: a string, or the text of OpenAI's content parts."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list) and all(
-            isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str)
-            for p in content):
-        return "".join(p["text"] for p in content)
-    raise ChatError(400, f"messages[{i}].content must be text (a string or text parts)",
-                    param=f"messages[{i}].content")
-
-
-async def _decide(guard: Guard, question: Question, rid: str,
-                  timeout: float | None) -> GuardAnswer:
-    """The question through the Guard, its errors as :class:`ChatError` (each logged
-    by the Guard once)."""
-    try:
-        future = guard.submit(question, request_id=rid, wait=False, timeout=timeout)
-    except GuardError as e:
-        raise _chat_error(e) from None
-    limit = timeout if timeout is not None else guard.timeout
-    try:
-        return await _outcome(guard, future, limit)
-    except GuardError as e:
-        raise _chat_error(e) from None
-
-
-async def _outcome(guard: Guard, future: Future[GuardAnswer],
-                   limit: float | None) -> GuardAnswer:
-    """Wait for ``future``; a question still running :data:`EXPIRE_SLACK_S` past its
-    time limit (a backend that cannot be interrupted) is ended here."""
-    waiting = asyncio.wrap_future(future)
-    if limit is None:
-        return await waiting
-    try:
-        return await asyncio.wait_for(asyncio.shield(waiting), limit + EXPIRE_SLACK_S)
-    except TimeoutError:
-        guard.expire(future)
-        return await waiting
-
-
-def _chat_error(e: GuardError) -> ChatError:
-    """The HTTP error of a question the Guard could not answer."""
-    if isinstance(e, Busy):
-        return ChatError(429, f"the gateway is busy: {e}; retry after {e.retry_after} s",
-                         "rate_limit_error", "rate_limit_exceeded",
-                         headers={"Retry-After": str(e.retry_after)}, cause=e.cause)
-    if isinstance(e, Closed):
-        return ChatError(503, str(e), "server_error", "shutting_down",
-                         headers={"Retry-After": str(e.retry_after)}, cause=e.cause)
-    if isinstance(e, BadQuestion):
-        return ChatError(400, str(e), param="messages", cause=e.cause)
-    if isinstance(e, TimedOut):
-        return ChatError(504, str(e), "timeout", "timeout", cause=e.cause)
-    if isinstance(e, UpstreamFailed):
-        status = 504 if e.kind == "timeout" else 502
-        return ChatError(status, str(e), "upstream_error", e.kind, cause=e.cause)
-    return ChatError(500, str(e), "server_error", cause=e.cause)
 
 
 async def _events(rid: str, created: int, name: str, answer: GuardAnswer) -> AsyncIterator[str]:
