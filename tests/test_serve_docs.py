@@ -1,7 +1,8 @@
 """docs/serve.md's worked example runs as it is written (issue 32: every feature lands with
 an example the tests run): its ``python`` blocks in order in one namespace, its ``bash``
 blocks through bash, in a fresh folder, on the scripted backend. ``console`` blocks are
-transcripts for a real model and are not run."""
+transcripts for a real model and are not run; the ``yaml`` block is LiteLLM's config,
+which tests/test_serve_guardrail.py runs in the real proxy."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ def blocks(text: str) -> list[tuple[str, str]]:
 def test_the_worked_example_runs(tmp_path, monkeypatch, capsys) -> None:
     found = blocks(PAGE.read_text(encoding="utf-8"))
     assert [lang for lang, _ in found].count("python") >= 4
-    assert {lang for lang, _ in found} <= {"python", "bash", "console"}
+    assert {lang for lang, _ in found} <= {"python", "bash", "console", "yaml"}
     monkeypatch.chdir(tmp_path)
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src"),
            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
