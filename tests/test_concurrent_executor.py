@@ -177,3 +177,22 @@ def test_the_store_takes_writes_and_reads_from_many_threads(tmp_path):
         texts = list(pool.map(write, range(200)))
     assert texts == [f"t{k}" for k in range(200)]
     assert store.count_samples() == 200
+
+
+def test_scopes_nest_and_totals_outlive_the_bounded_history(tmp_path, monkeypatch):
+    """A call counts in every usage scope it is inside (a run's own counts inside the
+    gateway's question); the executor keeps its last calls one by one, bounded, and the
+    totals of all of them (a gateway serving for days grows nothing per question)."""
+    import credo.generation.executor as executor_module
+
+    monkeypatch.setattr(executor_module, "HISTORY", 3)
+    model = _Slow(delay=0.0)
+    ex = Executor(model, GenerationStore(tmp_path / "c.sqlite"), show_progress=False)
+    with usage_scope() as outer:
+        for k in range(5):
+            with usage_scope() as inner:
+                ex.execute([PlannedRequest(_request(f"p{k}"), 2)])
+            assert inner.stats.generated_samples == 2
+    assert outer.stats.generated_samples == 10 and outer.stats.requests == 5
+    assert len(ex.history) == 3
+    assert ex.totals.generated_samples == 10 and ex.totals.requests == 5

@@ -30,6 +30,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -120,8 +121,16 @@ class ThreadUsage:
     stats: ExecutionStats = field(default_factory=ExecutionStats)
     failures: list[GenerationError] = field(default_factory=list)
     on_call: CallHook | None = None
+    outer: ThreadUsage | None = None
     _generated: set[tuple[str, int]] = field(default_factory=set)
     _read: set[tuple[str, int]] = field(default_factory=set)
+
+    def chain(self) -> Iterator[ThreadUsage]:
+        """This scope and the ones it is nested in (each counts the calls inside it)."""
+        scope: ThreadUsage | None = self
+        while scope is not None:
+            yield scope
+            scope = scope.outer
 
     @property
     def cached(self) -> int:
@@ -141,14 +150,18 @@ _SCOPE: ContextVar[ThreadUsage | None] = ContextVar("credo-usage-scope", default
 @contextmanager
 def usage_scope(on_call: CallHook | None = None) -> Iterator[ThreadUsage]:
     """Count the executor calls this thread makes inside the ``with`` (every executor's):
-    the gateway's cost of one question; ``on_call`` is told of each (its traces)."""
-    scope = ThreadUsage(on_call=on_call)
+    a run's own calls, the gateway's cost of one question; ``on_call`` is told of each
+    (its traces). Scopes nest: a call counts in every scope it is inside."""
+    scope = ThreadUsage(on_call=on_call, outer=_SCOPE.get())
     token = _SCOPE.set(scope)
     try:
         yield scope
     finally:
         _SCOPE.reset(token)
 
+
+HISTORY = 10_000
+"""How many calls' counts an executor keeps one by one (:attr:`Executor.history`)."""
 
 FLIGHT_PASSES = 3
 """How often one call takes over samples that another call claimed and then failed to
@@ -276,7 +289,11 @@ class Executor:
         self.max_block = max_block
         self.show_progress = show_progress
         self.ledger = ledger if ledger is not None else Ledger()
-        self.history: list[ExecutionStats] = []
+        #: The last :data:`HISTORY` calls' counts, in order (a long-lived executor, the
+        #: gateway's, keeps no more); :attr:`totals` adds up every call's.
+        self.history: deque[ExecutionStats] = deque(maxlen=HISTORY)
+        self.totals = ExecutionStats()
+        self._totals_lock = threading.Lock()
         self._local = threading.local()
         self._flights = _Flights()
         #: Replay from the cache only (``credo adaptive``): a sample not cached is never
@@ -346,13 +363,15 @@ class Executor:
     def _record(self, stats: ExecutionStats, description: str, started: float) -> None:
         """Keep ``stats`` in the history, as this thread's last call and in its usage
         scope (whose hook is told)."""
-        self.history.append(stats)
+        with self._totals_lock:
+            self.history.append(stats)
+            self.totals.add_stats(stats)
         self._local.last = stats
         scope = _SCOPE.get()
-        if scope is not None:
-            scope.stats.add_stats(stats)
-            if scope.on_call is not None:
-                scope.on_call(description, stats, started, time.time())
+        for each in scope.chain() if scope is not None else ():
+            each.stats.add_stats(stats)
+            if each.on_call is not None:
+                each.on_call(description, stats, started, time.time())
 
     def _one_pass(
         self,
@@ -390,8 +409,8 @@ class Executor:
             got = sum(i in have for i in wanted)
             stats.cached_samples += got
             scope = _SCOPE.get()
-            if scope is not None:
-                scope.note(key, (i for i in wanted if i in have), generated=False)
+            for each in scope.chain() if scope is not None else ():
+                each.note(key, [i for i in wanted if i in have], generated=False)
             self.ledger.count(stage_of[key], self.model.identity, cached_samples=got)
             lost = [i for i in wanted if i not in have]
             if lost:
@@ -423,8 +442,8 @@ class Executor:
         for k, n in wanted.items():
             cached = self.store.cached_indices(k)
             absent = [i for i in range(n) if i not in cached]
-            if scope is not None:
-                scope.note(k, (i for i in range(n) if i in cached), generated=False)
+            for each in scope.chain() if scope is not None else ():
+                each.note(k, [i for i in range(n) if i in cached], generated=False)
             stats.cached_samples += n - len(absent)
             self.ledger.count(stage_of[k], identity, requests=1, samples=n,
                               cached_samples=n - len(absent))
@@ -626,9 +645,9 @@ class Executor:
         scope = _SCOPE.get()
         for block, gens in done:
             self.ledger.count(block.stage, identity, generated_samples=len(gens))
-            if scope is not None:
-                scope.note(block.key, range(block.start, block.start + len(gens)),
-                           generated=True)
+            for each in scope.chain() if scope is not None else ():
+                each.note(block.key, range(block.start, block.start + len(gens)),
+                          generated=True)
 
     def _bill(self, received: Sequence[tuple[Block, object]], stats: ExecutionStats) -> None:
         """Count what the backend calls of ``received`` (blocks and what the backend
@@ -657,9 +676,9 @@ class Executor:
         stats.failed_requests += 1
         errors.append(message)
         scope = _SCOPE.get()
-        if scope is not None:
-            scope.failures.append(failure if isinstance(failure, GenerationError)
-                                  else GenerationError(message))
+        error = failure if isinstance(failure, GenerationError) else GenerationError(message)
+        for each in scope.chain() if scope is not None else ():
+            each.failures.append(error)
         log.info("request failed after retries: %s", message)  # -v; the CLI counts them
 
 

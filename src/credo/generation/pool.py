@@ -486,12 +486,13 @@ class ModelPool:
 
     @property
     def history(self) -> list[ExecutionStats]:
-        """What every ``execute`` call of every executor did, in order per executor."""
+        """What the last ``execute`` calls of every executor did (:data:`HISTORY` each),
+        in order per executor."""
         return [h for ex in self._executors.values() for h in ex.history]
 
     def total(self, field: str) -> int:
         """Sum of one :class:`ExecutionStats` field over every call of every executor."""
-        return sum(getattr(h, field) for h in self.history)
+        return sum(getattr(ex.totals, field) for ex in self._executors.values())
 
     # ------------------------------------------------------------------ lifetime
 

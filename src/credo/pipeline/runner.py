@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from credo.config import RunConfig
+from credo.generation.executor import ThreadUsage, usage_scope
 from credo.generation.pool import GRADER, JUDGE, MODEL, WRITER, ModelPool
 from credo.generation.roles import assign_roles as assign
 from credo.generation.roles import run_roles as role_map
@@ -154,14 +155,23 @@ def run_pipeline(
     ``pool`` supplies every model and the cache (see :func:`assign_roles`); ``task``
     replaces the one ``config`` names. Writes nothing; nothing passed in is closed.
     ``reach`` False skips contacting the servers before the first call (default: the
-    pool's ``reach``): the gateway (issue 32) checks them once when it starts, not before
-    every batch of questions.
+    pool's ``reach``): the gateway checks them once when it starts, not before every
+    question. The run's counts (``stats``) are its own calls', whatever other threads do
+    with the same pool (:func:`~credo.generation.executor.usage_scope`).
     """
+    with usage_scope() as own:
+        return _run_pipeline(config, pool, task, reach, own)
+
+
+def _run_pipeline(
+    config: RunConfig, pool: ModelPool, task: Task | None, reach: bool | None,
+    own: ThreadUsage,
+) -> RunResult:
+    """:func:`run_pipeline`, its executor calls counted in ``own``."""
     t0 = time.perf_counter()
     prepared = prepare_run(config, pool, task, reach=pool.reach if reach is None else reach)
     task, specs, caps, needs = prepared.task, prepared.specs, prepared.capabilities, prepared.needs
     identity = task_settings(task, config)
-    before = {f: pool.total(f) for f in _TOTALS}
 
     incomplete: dict[str, str] = {}  # item id -> why some of its requests are missing
     ctx = PlanContext(task, config, caps.logprobs, caps.grammar)
@@ -209,7 +219,7 @@ def run_pipeline(
         "seconds_total": round(time.perf_counter() - t0, 2),
         "seconds_perturbations": round(t_p1 - t_p0, 2),
         "seconds_sampling": round(t_sample - t0 - (t_p1 - t_p0), 2),
-        **{name: pool.total(f) - before[f] for f, name in _TOTALS.items()},
+        **{name: getattr(own.stats, f) for f, name in _TOTALS.items()},
         "unparsable_answers": sum(
             1 for r in items for s in (*r.original, *r.perturbed) if not s.answer.parsed
         ),
