@@ -90,6 +90,7 @@ from credo.models.openai_requests import (
     grammar_field,
     metered_generations,
     parse_choice_logprobs,
+    send_chat,
     tokens_used,
 )
 from credo.models.ratelimit import RateLimits, estimate_tokens
@@ -475,14 +476,12 @@ class OpenAIModel(ClosesOnExit):
     async def _call(
         self, client: Any, request: GenerationRequest, call: _Call, usage: Usage
     ) -> list[Generation]:
-        """One ``chat.completions.create`` call → ``call.n`` generations, its tokens
-        metered in ``usage``; a reply that is not ``call.n`` well-formed choices raises
-        :class:`~credo.models.openai_errors.MalformedReply`."""
+        """One chat completions call (:func:`~credo.models.openai_requests.send_chat`) →
+        ``call.n`` generations, its tokens metered in ``usage``; a reply that is not
+        ``call.n`` well-formed choices raises :class:`MalformedReply`."""
         loop = asyncio.get_running_loop()
         start = loop.time()
-        response = await client.chat.completions.create(
-            **self.request_kwargs(request, call.offset, call.n)
-        )
+        response = await send_chat(client, self.request_kwargs(request, call.offset, call.n))
         return metered_generations(response, request, call.n, loop.time() - start, usage)
 
 

@@ -176,7 +176,11 @@ def create_app(
 
         metrics = GatewayMetrics(guard)
         guard.add_observer(metrics)
-    app = FastAPI(title="credo serve", docs_url=None, redoc_url=None, openapi_url=None)
+    # FastAPI's own OpenTelemetry hooks are off: the gateway traces questions itself
+    # (--otlp-endpoint), and the hooks cost about a millisecond a request
+    app = FastAPI(title="credo serve", docs_url=None, redoc_url=None, openapi_url=None,
+                  telemetry={"tracing": False, "metrics": False, "logs": False,
+                             "operation_spans": False})
     app.state.guard, app.state.metrics = guard, metrics
     name = served_model or guard.model_identity
 
@@ -199,24 +203,58 @@ def create_app(
 
 def _guard_requests(app: FastAPI, guard: Guard, keys: ApiKeys | None, metrics: Any) -> None:
     """Every request: the API key checked on ``/v1`` routes (a refused question logged),
-    the response counted by route and status."""
+    the response counted by route and status (:class:`_AuthAndCount`)."""
+    app.add_middleware(_AuthAndCount, guard=guard, keys=keys, metrics=metrics)
 
-    @app.middleware("http")
-    async def _auth_and_count(request: Request, call_next: Any) -> Any:
-        path = request.url.path
-        route = path if path in (*QUESTION_ROUTES, "/v1/models", "/health", "/metrics") \
-            else "other"
-        if keys is not None and path.startswith("/v1") and not _authorised(request, keys):
+
+class _AuthAndCount:
+    """A pure ASGI middleware (Starlette's ``BaseHTTPMiddleware`` would wrap every
+    response in a stream, about a millisecond a request): the API key on ``/v1`` routes,
+    a 401 in OpenAI's shape (a refused question logged), and every response's status
+    counted by route."""
+
+    ROUTES = frozenset((*QUESTION_ROUTES, "/v1/models", "/health", "/metrics"))
+
+    def __init__(self, app: Any, guard: Guard, keys: ApiKeys | None, metrics: Any) -> None:
+        self.app, self.guard, self.keys, self.metrics = app, guard, keys, metrics
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        path = scope["path"]
+        route = path if path in self.ROUTES else "other"
+        if self.keys is not None and path.startswith("/v1") and not _authorised(
+                _header(scope, b"authorization"), self.keys):
             if path in QUESTION_ROUTES:
-                guard.refused(request_id(), "unauthorized", "missing or incorrect API key",
-                              http_status=401)
+                self.guard.refused(request_id(), "unauthorized",
+                                   "missing or incorrect API key", http_status=401)
+            self.metrics.request(route, 401)
             response = ChatError(401, "missing or incorrect API key (Authorization: Bearer "
                                  "<key>)", "authentication_error", "invalid_api_key"
                                  ).response()
-        else:
-            response = await call_next(request)
-        metrics.request(route, response.status_code)
-        return response
+            await response(scope, receive, send)
+            return
+        status = 500
+
+        async def counted(message: dict[str, Any]) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, counted)
+        finally:
+            self.metrics.request(route, status)
+
+
+def _header(scope: dict[str, Any], name: bytes) -> str:
+    """A request header of an ASGI scope ("" when absent)."""
+    for key, value in scope["headers"]:
+        if key.lower() == name:
+            return value.decode("latin-1")
+    return ""
 
 
 def _info_routes(app: FastAPI, guard: Guard, name: str, metrics: Any) -> None:
@@ -284,8 +322,8 @@ def _keys(api_key: str | Sequence[str] | ApiKeys | None) -> ApiKeys | None:
     return ApiKeys([api_key] if isinstance(api_key, str) else api_key)
 
 
-def _authorised(request: Request, keys: ApiKeys) -> bool:
-    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+def _authorised(authorization: str, keys: ApiKeys) -> bool:
+    scheme, _, token = authorization.partition(" ")
     return scheme.lower() == "bearer" and bool(token.strip()) and keys.matches(token.strip())
 
 
