@@ -41,9 +41,11 @@ from credo.commands import (
     topic_check,
 )
 from credo.entry import (
+    check_certificate_out,
     check_min,
     check_neutral,
     check_replayed,
+    check_score_out,
     check_writable,
     config_pool,
     folder_config,
@@ -300,9 +302,7 @@ def certify_run(
     from credo.report.rundata import load_run
 
     if out is not None:  # before reading anything (issue 34 item 7); its folder is made
-        from credo.jsonio import check_file_writable
-
-        check_file_writable(out, "the certificate (--out)")
+        check_certificate_out(out, run_dir)
     data = load_run(run_dir)
     if method not in data.methods:
         raise UserError(f"--method {method!r}: the run at {data.path} has no such scores "
@@ -356,15 +356,13 @@ def certify_run_claims(
     from credo.report.rundata import CLAIMS_FILE, load_run
 
     if out is not None:  # before reading anything; its folder is made
-        from credo.jsonio import check_file_writable
-
-        check_file_writable(out, "the certificate (--out)")
+        check_certificate_out(out, run_dir)
     data = load_run(run_dir)
     path = data.path / CLAIMS_FILE
     if not path.is_file():
         raise UserError(f"{data.path}: no {CLAIMS_FILE}; run with claims (config claims:, "
                         "--claims) on a long-form task")
-    cert = certify_claim_file(path, alpha, a=a, delta=delta, score=score)
+    cert = certify_claim_file(path, alpha, a=a, delta=delta, score=score, option="--method")
     identity = str(data.metrics.get("model") or data.model)  # the identity, not the spec
     cert = replace(cert, settings=claim_settings(folder_config(data), identity,
                                                  str(cert.score), recorded_task(data)))
@@ -427,8 +425,7 @@ def certify_adaptive(
     from credo.report.rundata import load_run
 
     folder = Path(run_dir)
-    if not (folder / "config.yaml").is_file():
-        raise UserError(f"{folder}: no config.yaml; is it a finished run folder?")
+    _check_run_folder(folder, out)
     if procedure not in PROCEDURE_METHODS:
         raise UserError(f"--procedure {procedure}: the adaptive procedure is certified by "
                         f"{' or '.join(PROCEDURE_METHODS)} (Learn then Test over its "
@@ -474,8 +471,19 @@ def certify_adaptive(
     if out is not None:
         written = Path(out)
         jsonio.write_text(written, json.dumps({**cert.to_json(), "replay": replay.to_json()},
-                                              indent=1) + "\n")
+                                              indent=1) + "\n", parents=True)
     return AdaptiveCertification(cert, replay, written)
+
+
+def _check_run_folder(folder: Path, out: str | Path | None) -> None:
+    """A :class:`UserError` unless ``folder`` holds a run's config and the certificate
+    file ``out`` (if any) can be written, before anything is replayed."""
+    from credo.errors import UserError
+
+    if not (folder / "config.yaml").is_file():
+        raise UserError(f"{folder}: no config.yaml; is it a finished run folder?")
+    if out is not None:  # its folder is made when it is written
+        check_certificate_out(out, folder)
 
 
 def dry_run(
@@ -629,6 +637,7 @@ def score(
         task = given_task_settings(generations, fmt, recompute_correctness)
         cert.check(given_settings(config, cert.method, task, recorded), config.methods)
     if write:
+        check_score_out(samples, config.out)
         check_writable(config.out, "the run folder (out)")
     with config_pool(
         config, show_progress=show_progress, roles={JUDGE: judge}, embedder=embedder

@@ -531,23 +531,35 @@ def certify_claim_file(
     score: str | None = None,
     tie_break: str | None = None,
     out: str | Path | None = None,
+    option: str = "--score",
 ) -> ClaimCertificate:
     """:func:`credo.evaluate.claims.certify_claims` on the annotated claim file at ``path``
     (:func:`credo.tasks.claims.read_claims`), written to ``out`` when given (the
     certificate's fields and ``calibration_file``). A malformed file, an unlabelled claim
     or a score a claim lacks is a :class:`~credo.errors.UserError` naming the file and
-    item; nothing is written then."""
+    item; nothing is written then. ``out`` is checked before the file is read: a folder
+    that cannot take it, or ``out`` being the claim file itself, is a user error; the
+    missing folders above it are made. ``option`` is the flag that names the score (the
+    message asking for one names it: ``credo certify --claims`` takes ``--method``)."""
     from credo.evaluate.claims import certify_claims
-    from credo.tasks.claims import read_claims
+    from credo.tasks.claims import read_claims, score_names
 
+    if out is not None:
+        jsonio.check_not_input(out, [path], "the certificate (--out)")
+        jsonio.check_file_writable(out, "the certificate (--out)")
     items = read_claims(path)
+    names = score_names(items)
+    if score is None and any(item.claims for item in items) and len(names) != 1:
+        have = f"{len(names)}: {', '.join(names)}" if names else "none in common"
+        raise UserError(f"{path}: name the claim score to threshold with {option}: the "
+                        f"claims have {have}")
     try:
         cert = certify_claims(items, alpha, a=a, delta=delta, score=score, tie_break=tie_break)
     except ValueError as e:
         raise UserError(f"{e}" if str(path) in str(e) else f"{path}: {e}") from None
     if out is not None:
         jsonio.write_text(out, jsonio.dumps({**cert.to_dict(), "calibration_file": str(path)},
-                                            indent=2) + "\n")
+                                            indent=2) + "\n", parents=True)
     return cert
 
 
@@ -556,10 +568,14 @@ def filter_claim_file(
 ) -> ClaimFilterResult:
     """Apply the claim certificate in the file ``certificate`` to the claim file at
     ``path`` (labels not needed) and write one JSON row per item to ``out``: ``id``,
-    ``prompt``, ``retained`` and ``removed`` claims (text, scores, label when known)."""
+    ``prompt``, ``retained`` and ``removed`` claims (text, scores, label when known).
+    ``out`` is checked first: neither input, and a folder that takes it (the missing
+    folders above it are made)."""
     from credo.evaluate.claims import ClaimCertificate, apply_claim_certificate
     from credo.tasks.claims import read_claims
 
+    jsonio.check_not_input(out, [certificate, path], "the filtered claims (--out)")
+    jsonio.check_file_writable(out, "the filtered claims (--out)")
     cert_path = Path(certificate)
     try:
         cert = ClaimCertificate.from_json(cert_path.read_text(encoding="utf-8"))
@@ -574,6 +590,7 @@ def filter_claim_file(
         filtered = apply_claim_certificate(cert, items)
     except ValueError as e:
         raise UserError(f"{e}") from None
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
     jsonio.write_jsonl(out, [f.to_dict() for f in filtered])
     return ClaimFilterResult(cert, len(items), sum(len(i.claims) for i in items),
                              sum(len(f.retained) for f in filtered), Path(out))

@@ -18,9 +18,11 @@ if TYPE_CHECKING:
     from credo.pipeline.runner import RunResult
 
 __all__ = [
+    "check_certificate_out",
     "check_min",
     "check_neutral",
     "check_replayed",
+    "check_score_out",
     "check_writable",
     "config_pool",
     "folder_config",
@@ -38,6 +40,37 @@ def check_writable(folder: str | Path, what: str) -> None:
     from credo.jsonio import check_writable as check
 
     check(folder, what)
+
+
+def check_certificate_out(out: str | Path, run_dir: str | Path) -> None:
+    """Fail with a :class:`UserError` naming ``--out`` unless the certificate file can be
+    written there (its missing folders are made when it is) and it is none of the files
+    of ``run_dir`` the certificate is made from, before anything is read."""
+    from credo.jsonio import check_file_writable, check_not_input
+    from credo.report.rundata import READ_FILES
+
+    check_not_input(out, [Path(run_dir) / name for name in READ_FILES],
+                    "the certificate (--out)")
+    check_file_writable(out, "the certificate (--out)")
+
+
+def check_score_out(samples: str | Path, out: str | Path) -> None:
+    """Fail with a :class:`UserError` when the run folder ``out`` of ``credo score``
+    would replace the file it scores: the file lies in ``out`` under the name of a file
+    a run folder holds (``credo score RUN/samples.jsonl --out RUN``)."""
+    from credo.errors import UserError
+    from credo.jsonio import check_not_input
+    from credo.report.run_files import RUN_FILES
+    from credo.report.writer import PREVIOUS_RUN_FILES
+
+    names = {f.name for f in RUN_FILES} | set(PREVIOUS_RUN_FILES)
+    for name in sorted(names):
+        try:
+            check_not_input(Path(out) / name, [samples], "")
+        except UserError:
+            raise UserError(f"{samples}: the file scored is the {name} of the run folder "
+                            f"--out {out}, which the score would write over; give another "
+                            "--out") from None
 
 
 def config_pool(

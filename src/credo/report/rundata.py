@@ -37,6 +37,9 @@ OPTIONAL_JSON = (
     "topic_check.json", "threshold_calibration.json", SIMILARITY_FILE, CLAIM_METRICS_FILE,
     STATUS_FILE
 )
+READ_FILES = ("config.yaml", "metrics.json", "scores.jsonl", "samples.jsonl",
+              "perturbations.jsonl", CLAIMS_FILE, *OPTIONAL_JSON)
+"""The files :func:`load_run` reads: what no command may write over while it reads them."""
 FLIP_RATE_COLUMNS = ("model", "perturbation_type", "strength", "n", "flips", "rate", "low", "high")
 
 

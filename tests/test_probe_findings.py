@@ -1,0 +1,154 @@
+"""What a new user's probes broke, each fixed: no traceback (every output location checked
+before work starts, the seed validated), flags that do not apply to the chosen mode and
+unknown names exit 2 naming why, messages name the right flag and what a file actually
+is, no command writes over its input, duplicate samples and unknown sample sets are
+refused with the line that holds them, and a config error is one line with file:line
+under every command that reads a run folder.
+
+Every case runs the command line in-process (:func:`credo.cli.main`) and asserts exit 2,
+one line on stderr starting ``error:`` that names the option or the file, and no
+traceback; where a file could be damaged, that it is unchanged."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import BagOfWordsEmbedder
+from credo import RunConfig, run
+from credo.cli import main
+from credo.models.scripted import ScriptedModel
+from test_claims_files import PAPER_ITEM
+from test_runner import TASK, respond
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory) -> Path:
+    """A finished, labelled run folder (c3 and self-consistency) and its cache."""
+    tmp = tmp_path_factory.mktemp("finished")
+    cfg = RunConfig(task="toy", n=8, m=4, limit=None, bootstrap=0,
+                    methods=["c3", "self_consistency"], out=tmp / "run",
+                    cache=tmp / "cache.sqlite")
+    run(cfg, model=ScriptedModel(respond), embedder=BagOfWordsEmbedder(), task=TASK,
+        show_progress=False)
+    return tmp / "run"
+
+
+def _copy(finished: Path, tmp: Path) -> Path:
+    target = tmp / "copy"
+    shutil.copytree(finished, target)
+    return target
+
+
+def _claims(tmp: Path, n: int = 20) -> Path:
+    """An annotated claim file in the paper's layout (several scores per claim)."""
+    path = tmp / "cal.json"
+    path.write_text(json.dumps({"data": [{**PAPER_ITEM, "prompt": f"bio {i}"}
+                                         for i in range(n)]}), encoding="utf-8")
+    return path
+
+
+def _samples(tmp: Path, extra: list[dict] | None = None) -> Path:
+    """credo's JSONL: 6 items of 6 samples each, one always right, the others mixed."""
+    rows = [{"item": f"q{k}", "set": "original", "answer": "18" if (i + k) % 3 else "7",
+             "correct": bool((i + k) % 3), "gold": "18"} for k in range(6) for i in range(6)]
+    path = tmp / "gen.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows + (extra or [])))
+    return path
+
+
+def _fails(args: list[str], capsys, *named: str) -> str:
+    """Run ``credo ARGS``: exit 2, one line ``error: ...`` naming each of ``named``."""
+    assert main(args) == 2
+    out, err = capsys.readouterr()
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1, err
+    assert lines[0].startswith("error:") and "Traceback" not in out + err
+    for what in named:
+        assert what in lines[0], lines[0]
+    return lines[0]
+
+
+# --------------------------------------------------------------------------- output locations
+
+
+def test_certify_claims_makes_the_missing_folders_of_its_out(tmp_path, capsys):
+    cal = _claims(tmp_path)
+    out = tmp_path / "missing_dir" / "sub" / "c.json"
+    assert main(["certify-claims", str(cal), "--score", "gpt-score", "--out", str(out)]) == 0
+    assert json.loads(out.read_text())["calibration_file"] == str(cal)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc is Linux's")
+def test_an_out_where_no_file_can_be_made_is_one_line(tmp_path, capsys):
+    cal = _claims(tmp_path)
+    _fails(["certify-claims", str(cal), "--score", "gpt-score", "--out", "/proc/c.json"],
+           capsys, "/proc/c.json", "--out")
+    cert = tmp_path / "c.json"
+    assert main(["certify-claims", str(cal), "--score", "gpt-score", "--out", str(cert)]) == 0
+    capsys.readouterr()
+    _fails(["filter-claims", str(cert), str(cal), "--out", "/proc/f.jsonl"], capsys,
+           "/proc/f.jsonl", "--out")
+
+
+def test_filter_claims_makes_the_missing_folders_of_its_out(tmp_path, capsys):
+    cal = _claims(tmp_path)
+    cert = tmp_path / "c.json"
+    assert main(["certify-claims", str(cal), "--score", "gpt-score", "--out", str(cert)]) == 0
+    out = tmp_path / "x" / "y" / "f.jsonl"
+    assert main(["filter-claims", str(cert), str(cal), "--out", str(out)]) == 0
+    assert len(out.read_text().splitlines()) == 20
+
+
+@pytest.mark.parametrize("which", ["claim file", "certificate", "claim file by another name"])
+def test_no_claim_command_writes_over_its_input(which, tmp_path, capsys):
+    cal = _claims(tmp_path)
+    cert = tmp_path / "c.json"
+    assert main(["certify-claims", str(cal), "--score", "gpt-score", "--out", str(cert)]) == 0
+    before = {p: p.read_bytes() for p in (cal, cert)}
+    target = {"claim file": str(cal), "certificate": str(cert),
+              "claim file by another name": str(tmp_path / "." / "cal.json")}[which]
+    _fails(["filter-claims", str(cert), str(cal), "--out", target], capsys, "--out",
+           "reads")
+    _fails(["certify-claims", str(cal), "--score", "gpt-score", "--out", str(cal)], capsys,
+           "--out", "reads")
+    assert {p: p.read_bytes() for p in (cal, cert)} == before
+
+
+def test_certify_does_not_write_its_certificate_over_the_runs_files(finished, tmp_path,
+                                                                    capsys):
+    folder = _copy(finished, tmp_path)
+    scores = (folder / "scores.jsonl").read_bytes()
+    _fails(["certify", str(folder), "--method", "c3", "--out", str(folder / "scores.jsonl")],
+           capsys, "--out", "reads")
+    assert (folder / "scores.jsonl").read_bytes() == scores
+
+
+def test_score_does_not_write_its_run_folder_over_the_file_it_scores(finished, tmp_path,
+                                                                     capsys):
+    """``credo score RUN/samples.jsonl --out RUN`` replaced the run with a score folder
+    of its own samples (its config and cache reference lost)."""
+    folder = _copy(finished, tmp_path)
+    before = {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file()}
+    _fails(["score", str(folder / "samples.jsonl"), "--out", str(folder), "--quiet",
+            "--cache", str(tmp_path / "c.sqlite")], capsys, "samples.jsonl", "--out")
+    assert {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file()} == before
+
+
+# --------------------------------------------------------------------------- the right flag named
+
+
+def test_certify_claims_of_a_run_asks_for_method_not_score(finished, tmp_path, capsys):
+    """``credo certify RUN --claims`` told the user to pass ``--score``, which certify
+    refuses; its flag is ``--method``."""
+    folder = _copy(finished, tmp_path)
+    rows = json.loads(_claims(tmp_path).read_text())["data"]
+    (folder / "claims.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    line = _fails(["certify", str(folder), "--claims"], capsys, "--method", "gpt-score")
+    assert "--score" not in line
+    line = _fails(["certify-claims", str(_claims(tmp_path))], capsys, "--score")
+    assert "--method" not in line
