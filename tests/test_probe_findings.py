@@ -152,3 +152,36 @@ def test_certify_claims_of_a_run_asks_for_method_not_score(finished, tmp_path, c
     assert "--score" not in line
     line = _fails(["certify-claims", str(_claims(tmp_path))], capsys, "--score")
     assert "--method" not in line
+
+
+# --------------------------------------------------------------------------- credo adaptive
+
+
+def test_adaptive_refuses_a_negative_seed_in_one_line(tmp_path, capsys):
+    _fails(["adaptive", str(_samples(tmp_path)), "--seed", "-1", "--format", "number"],
+           capsys, "--seed -1")
+    assert not (tmp_path / "gen-adaptive").exists()
+
+
+def test_adaptive_refuses_a_method_it_does_not_replay(finished, tmp_path, capsys):
+    """``--method nope`` wrote a report titled "method: nope" and exited 0."""
+    _fails(["adaptive", str(_samples(tmp_path)), "--method", "nope", "--format", "number",
+            "--bootstrap", "10"], capsys, "--method nope", "self_consistency")
+    assert not (tmp_path / "gen-adaptive").exists()
+    _fails(["adaptive", str(finished), "--method", "nope", "--bootstrap", "10", "--out",
+            str(tmp_path / "a")], capsys, "--method nope", "c3")
+    assert not (tmp_path / "a").exists()
+
+
+def test_adaptive_names_a_path_that_does_not_exist(tmp_path, capsys):
+    line = _fails(["adaptive", str(tmp_path / "nope.jsonl")], capsys, "nope.jsonl",
+                  "no such file or folder")
+    assert "config.yaml" not in line
+
+
+@pytest.mark.parametrize("flags", [["--format", "number"], ["--seed", "3"],
+                                   ["--recompute-correctness"], ["--methods", "c3"]])
+def test_adaptive_refuses_a_samples_files_flag_for_a_run_folder(flags, finished, tmp_path,
+                                                                capsys):
+    _fails(["adaptive", str(finished), *flags, "--bootstrap", "10", "--out",
+            str(tmp_path / "a")], capsys, flags[0], "run folder")
