@@ -185,3 +185,33 @@ def test_adaptive_refuses_a_samples_files_flag_for_a_run_folder(flags, finished,
                                                                 capsys):
     _fails(["adaptive", str(finished), *flags, "--bootstrap", "10", "--out",
             str(tmp_path / "a")], capsys, flags[0], "run folder")
+
+
+# --------------------------------------------------------------------------- flags of another mode
+
+
+@pytest.mark.parametrize(("flags", "named"), [
+    (["--a", "0.9"], "--claims"),
+    (["--adaptive-round", "8"], "--adaptive"),
+    (["--adaptive-min", "8"], "--adaptive"),
+    (["--adaptive-confidence", "0.9"], "--adaptive"),
+])
+def test_certify_refuses_a_flag_of_a_mode_not_chosen(flags, named, finished, tmp_path,
+                                                     capsys):
+    out = tmp_path / "cert.json"
+    _fails(["certify", str(finished), "--method", "c3", *flags, "--out", str(out)], capsys,
+           flags[0], named)
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(("flags", "named"), [
+    (["--reference", "nope"], "--reference nope"),
+    (["--c3-method", "nope"], "--c3-method nope"),
+    (["--pairs", "c3:self_consistency", "--reference", "c3"], "--pairs"),
+])
+def test_report_refuses_a_method_the_run_does_not_score(flags, named, finished, tmp_path,
+                                                        capsys):
+    folder = _copy(finished, tmp_path)
+    page = (folder / "report.html").read_bytes()
+    _fails(["report", str(folder), "--embedder", "none", *flags], capsys, named)
+    assert (folder / "report.html").read_bytes() == page

@@ -360,6 +360,7 @@ def report(
         for r in loaded:
             if a not in r.methods or b not in r.methods:
                 raise UserError(f"--pairs {a}:{b}: {r.path} has methods {r.methods}")
+    _check_report_methods(loaded, pairs, reference, c3_method)
     try:
         flips = load_flip_rates([Path(s) for s in strength])
     except FileNotFoundError as e:
@@ -397,6 +398,24 @@ def _check_report_outputs(loaded: Sequence[RunData], out: str | Path | None) -> 
                   if alone or not (run.path / n).exists()]
         for name in names:
             jsonio.check_file_writable(run.path / name, "the report's files (RUN_DIR)")
+
+
+def _check_report_methods(
+    loaded: Sequence[RunData], pairs: Any, reference: str | None, c3_method: str
+) -> None:
+    """A :class:`UserError` naming ``--reference`` or ``--c3-method`` when a run folder
+    does not score that method (the page would silently fall back to another), and
+    ``--reference`` given with ``--pairs`` (which names every pair itself)."""
+    if reference is not None and pairs:
+        raise UserError("--reference applies without --pairs only (--pairs names every "
+                        "pair compared); give one of them")
+    named = [("--reference", reference)] + ([("--c3-method", c3_method)]
+                                            if c3_method != "c3" else [])
+    for flag, method in named:
+        for r in loaded:
+            if method is not None and method not in r.methods:
+                raise UserError(f"{flag} {method}: {r.path} has no such scores (methods: "
+                                f"{', '.join(r.methods)})")
 
 
 def _parse_pairs(text: str) -> list[tuple[str, str]]:

@@ -27,7 +27,7 @@ def _certify_flags(p: argparse.ArgumentParser) -> None:
                    "docs/claims.md): keep claims scoring above a threshold so that every "
                    "retained claim of a new answer is correct with probability >= 1 - alpha "
                    "(conformal; with --procedure ltt, with probability 1 - delta)")
-    p.add_argument("--a", type=float, default=1.0, dest="share",
+    p.add_argument("--a", type=float, dest="share",
                    help="with --claims: the share of retained claims that must be correct")
     p.add_argument("--alpha", type=float, default=0.1, help="risk: the most errors among "
                    "accepted answers (default 0.1)")
@@ -77,6 +77,7 @@ def cmd_certify(args: argparse.Namespace) -> int:
 
     if not 0.0 < args.alpha < 1.0 or not 0.0 < args.delta < 1.0:
         raise UserError("--alpha and --delta must lie strictly between 0 and 1")
+    _refuse_other_modes(args)
     if args.claims:
         return _certify_claims(args)
     if args.method is None:
@@ -121,6 +122,7 @@ def _certify_claims(args: argparse.Namespace) -> int:
         raise UserError(f"--procedure {procedure!r}: with --claims conformal or ltt")
     if args.adaptive:
         raise UserError("--adaptive and --claims do not go together")
+    args.share = 1.0 if args.share is None else args.share
     if not 0.0 < args.share <= 1.0:
         raise UserError(f"--a must lie in (0, 1]; got {args.share:g}")
     out = args.out or args.run / "claim_certificate.json"
@@ -130,6 +132,27 @@ def _certify_claims(args: argparse.Namespace) -> int:
     console.print(cert.message, markup=False, highlight=False)
     console.print(f"certificate: {out}", markup=False, highlight=False)
     return 0
+
+
+_MODE_FLAGS = (
+    ("share", "--a", "claims", "--claims"),
+    ("adaptive_round", "--adaptive-round", "adaptive", "--adaptive decision"),
+    ("adaptive_min", "--adaptive-min", "adaptive", "--adaptive decision"),
+    ("adaptive_confidence", "--adaptive-confidence", "adaptive", "--adaptive decision"),
+)
+"""The flags that apply to one mode of ``credo certify`` only: (attribute, flag, the
+mode's attribute, the mode's flag)."""
+
+
+def _refuse_other_modes(args: argparse.Namespace) -> None:
+    """A :class:`~credo.errors.UserError` naming a flag given without the mode it
+    belongs to (``--a`` without ``--claims``): the certificate would silently ignore it."""
+    from credo.errors import UserError
+
+    for dest, flag, mode, mode_flag in _MODE_FLAGS:
+        if getattr(args, dest, None) is not None and not getattr(args, mode, None):
+            raise UserError(f"{flag} applies to {mode_flag} only, which is not given; "
+                            f"add {mode_flag} or leave {flag} out")
 
 
 def adaptive_line(replay: Any) -> str:
