@@ -215,3 +215,77 @@ def test_report_refuses_a_method_the_run_does_not_score(flags, named, finished, 
     page = (folder / "report.html").read_bytes()
     _fails(["report", str(folder), "--embedder", "none", *flags], capsys, named)
     assert (folder / "report.html").read_bytes() == page
+
+
+# --------------------------------------------------------------------------- input files
+
+
+def _lm_eval_row(doc: int) -> dict:
+    return {"doc_id": doc, "doc": {"question": f"q{doc}"}, "target": "4",
+            "arguments": {"gen_args_0": {"arg_0": f"q{doc}", "arg_1": {"temperature": 1.0}}},
+            "resps": [[f"The answer is {4 if i % 3 else 5}." for i in range(4)]],
+            "filtered_resps": ["4"], "filter": "none", "metrics": ["exact_match"],
+            "exact_match": 1.0, "doc_hash": "h", "prompt_hash": "p", "target_hash": "t"}
+
+
+@pytest.mark.parametrize("recompute", [True, False])
+def test_an_lm_eval_document_logged_twice_is_refused_with_its_line(recompute, tmp_path,
+                                                                   capsys):
+    """A repeated doc_id was a ``ValueError: duplicate item id`` traceback."""
+    rows = [_lm_eval_row(d) for d in (0, 1, 2, 3, 2)]
+    path = tmp_path / "samples_toy_2026.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    _fails(["score", str(path), "--format", "number", "--out", str(tmp_path / "o"),
+            "--quiet", "--cache", str(tmp_path / "c.sqlite"),
+            *(["--recompute-correctness"] if recompute else [])],
+           capsys, f"{path}:5", "doc_id 2", "line 3")
+
+
+def test_a_second_filter_of_a_document_is_no_duplicate(tmp_path):
+    """lm-eval logs one row per document and filter: two filters are no repeat."""
+    from credo.importers import read_generations
+
+    rows = [_lm_eval_row(d) for d in (0, 1)] + [{**_lm_eval_row(d), "filter": "strict"}
+                                                for d in (0, 1)]
+    path = tmp_path / "samples_toy_2026.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    found = read_generations(path, recompute=True)
+    assert [i.id for i in found.items] == ["0", "1"] and len(found.samples) == 8
+
+
+def _inspect_sample(sid: str, epoch: int = 1) -> dict:
+    return {"id": sid, "epoch": epoch, "input": "2 + 2?", "target": "4",
+            "output": {"completion": "4"}, "scores": {"match": {"value": "C", "answer": "4"}}}
+
+
+def test_an_inspect_sample_logged_twice_is_refused(tmp_path, capsys):
+    """The same id and epoch twice counted as two samples of the item."""
+    samples = [_inspect_sample("q1"), _inspect_sample("q1", 2), _inspect_sample("q2"),
+               _inspect_sample("q1", 2)]
+    path = tmp_path / "log.json"
+    path.write_text(json.dumps({"status": "success", "eval": {"task": "t", "model": "m"},
+                                "samples": samples}))
+    _fails(["score", str(path), "--out", str(tmp_path / "o"), "--quiet"], capsys,
+           "samples[3]", "'q1' epoch 2", "samples[1]")
+
+
+def test_a_sample_in_an_unknown_set_is_refused_with_its_line(tmp_path, capsys):
+    """``set: "wibble"`` was dropped without a word."""
+    path = _samples(tmp_path, [{"item": "q1", "set": "wibble", "answer": "18"}])
+    _fails(["score", str(path), "--format", "number", "--out", str(tmp_path / "o"),
+            "--quiet", "--cache", str(tmp_path / "c.sqlite")],
+           capsys, f"{path}:37", "'wibble'", "perturbed")
+
+
+@pytest.mark.parametrize(("rows", "says"), [
+    ([{"item": "q1", "set": "original", "answer": "1"}], "a JSON list of credo sample rows"),
+    ([_lm_eval_row(0)], "a JSON list of lm-evaluation-harness sample rows"),
+    ([1, 2], "a JSON list, not an inspect_ai eval log"),
+])
+def test_a_json_list_is_named_for_what_it_is(rows, says, tmp_path, capsys):
+    """A JSON list of credo's rows was called "an inspect_ai eval log"."""
+    path = tmp_path / "rows.json"
+    path.write_text(json.dumps(rows))
+    line = _fails(["score", str(path), "--out", str(tmp_path / "o"), "--quiet"], capsys,
+                  says)
+    assert ("JSON Lines" in line) == (len(rows) == 1)

@@ -40,6 +40,8 @@ class GivenSample:
     ref: tuple[int, ...] = ()
     prefix: str | None = None
     logprobs: tuple[TokenLogprob, ...] | None = None
+    where: str = field(default="", compare=False, repr=False)
+    """The file and line (or log member) it was read from, for a message naming it."""
 
 
 @dataclass(frozen=True)

@@ -50,10 +50,28 @@ def _inspect_json(path: Path) -> tuple[Samples, Mapping[str, Any]]:
             " generations; score the samples_<task>_<date>.jsonl lm-eval writes beside it"
             " with --log_samples"
         )
-    samples = log.get("samples") if isinstance(log, dict) else None
+    if not isinstance(log, dict):
+        raise DatasetError(f"{path}: {_what_json(log)}")
+    samples = log.get("samples")
     if not isinstance(samples, list):
         raise DatasetError(f"{path}: an inspect_ai eval log needs a 'samples' list")
     return ((f"{path}: samples[{k}]", sample) for k, sample in enumerate(samples)), log
+
+
+def _what_json(value: Any) -> str:
+    """What a ``.json`` file that is no object holds, and how credo reads it instead: a
+    list of credo's sample rows or of lm-eval's, which are JSON Lines layouts."""
+    rows = value if isinstance(value, list) else []
+    first = rows[0] if rows and all(isinstance(r, Mapping) for r in rows) else None
+    if first is not None and "doc_id" in first:
+        what = "a JSON list of lm-evaluation-harness sample rows"
+    elif first is not None and ("item" in first or "id" in first):
+        what = "a JSON list of credo sample rows"
+    else:
+        return (f"a JSON {type(value).__name__}, not an inspect_ai eval log (an object "
+                "with a 'samples' list)")
+    return (f"{what}, not an inspect_ai eval log (a .json file is read as one); credo reads "
+            "such rows as JSON Lines: one object per line, in a .jsonl file")
 
 
 def _inspect_eval(path: Path) -> tuple[Samples, Mapping[str, Any]]:
@@ -161,11 +179,17 @@ def _generations(path: Path, samples: Samples, header: Mapping[str, Any]) -> Gen
     items: dict[str, GivenItem] = {}
     ordered: list[tuple[str, int, GivenSample]] = []
     scorers: dict[str, None] = {}
+    seen: dict[tuple[str, int], str] = {}  # (id, epoch) -> where it was first
     for where, sample in samples:
         if not isinstance(sample, Mapping) or "id" not in sample:
             raise DatasetError(f"{where}: a sample needs an 'id'")
         item = str(sample["id"])
         epoch = _inspect_epoch(sample.get("epoch"), where)
+        if (item, epoch) in seen:
+            raise DatasetError(f"{where}: sample {item!r} epoch {epoch} again (first at "
+                               f"{seen[item, epoch]}); a log holds each epoch of a sample "
+                               "once: logs merged by hand? score each eval's log alone")
+        seen[item, epoch] = where
         error = sample.get("error")
         if error:  # errored or cancelled: no generation of the model's
             lost = out.cancelled if _cancellation(error) else out.failed

@@ -32,10 +32,18 @@ def read_lm_eval(
 
     out = Generations(str(path), "lm-evaluation-harness")
     seen: dict[str, str] = {}  # doc id -> the filter read
+    lines: dict[tuple[str, str], int] = {}  # (doc id, filter) -> the line it is on
     kept: list[tuple[int, Mapping[str, Any]]] = []
     for line_no, row in rows:
         doc = str(row.get("doc_id"))
         flt = str(row.get("filter", "none"))
+        first = lines.setdefault((doc, flt), line_no)
+        if first != line_no:
+            raise DatasetError(
+                f"{path}:{line_no}: doc_id {doc} with filter {flt!r} again (first on line "
+                f"{first}); lm-eval logs each document once per filter: files appended to "
+                "one another? score each run's samples file alone"
+            )
         if (wanted is not None and flt != wanted) or seen.setdefault(doc, flt) != flt:
             continue
         kept.append((line_no, row))

@@ -35,6 +35,7 @@ from credo.tasks.base import AnswerFormat, Item, Task
 
 __all__ = [
     "FIRST_METHODS",
+    "check_sample_sets",
     "default_methods",
     "given_config",
     "given_incomplete",
@@ -58,6 +59,7 @@ def score_generations(
     item's gold answer (``--recompute-correctness``).
     """
     t0 = time.perf_counter()
+    check_sample_sets(generations)
     task = _task(generations, fmt)
     assign_roles(pool, score_roles(config))  # no model under test: judges only
     specs = method_specs(config.methods)
@@ -113,6 +115,19 @@ def score_generations(
         coverage=ending.coverage, degenerate=ending.degenerate,
         task_identity=given_task_settings(generations, fmt, recompute),
     )
+
+
+def check_sample_sets(generations: Generations) -> None:
+    """A :class:`UserError` naming the file and line of the first sample whose ``set`` is
+    no registered sample set (``"wibble"``): no method would read it, so it would be
+    dropped without a word; the known sets are listed."""
+    from credo.plan.sample_sets import SAMPLE_SETS
+
+    known = set(SAMPLE_SETS.names())
+    for s in generations.samples:
+        if s.set not in known:
+            raise UserError(f"{s.where or generations.source}: 'set' {s.set!r} is no sample "
+                            f"set credo reads (known: {', '.join(SAMPLE_SETS.names())})")
 
 
 FIRST_METHODS = ("c3", "c3_cross", "self_consistency")
