@@ -289,3 +289,23 @@ def test_a_json_list_is_named_for_what_it_is(rows, says, tmp_path, capsys):
     line = _fails(["score", str(path), "--out", str(tmp_path / "o"), "--quiet"], capsys,
                   says)
     assert ("JSON Lines" in line) == (len(rows) == 1)
+
+
+# ------------------------------------------------------------ config files in run folders
+
+
+@pytest.mark.parametrize("args", [
+    lambda f, t: ["certify", str(f), "--method", "c3", "--out", str(t / "c.json")],
+    lambda f, t: ["report", str(f), "--embedder", "none"],
+    lambda f, t: ["adaptive", str(f), "--bootstrap", "10", "--out", str(t / "a")],
+])
+def test_a_bad_yaml_in_a_run_folder_is_one_line_with_its_line(args, finished, tmp_path,
+                                                              capsys):
+    """Under certify (and report, adaptive) a bad config.yaml was 8 lines naming
+    ``"<unicode string>"``; ``credo run --config`` says one line with file:line."""
+    folder = _copy(finished, tmp_path)
+    config = folder / "config.yaml"
+    lines = config.read_text().count("\n")
+    config.write_text(config.read_text() + "n: [1, 2\n")
+    line = _fails(args(folder, tmp_path), capsys, f"{config}:{lines + 2}", "not valid YAML")
+    assert "unicode string" not in line

@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
 
 from credo.errors import UserError
 
@@ -231,13 +230,17 @@ def read_flip_rates(path: str | Path) -> list[dict[str, Any]]:
 
 
 def _read_config(path: Path) -> dict[str, Any]:
-    """``config.yaml`` as a dict; empty when the folder has none."""
+    """``config.yaml`` as a dict; empty when the folder has none. A file that is not a
+    YAML mapping is one line naming it and the line
+    (:func:`credo.config.read_yaml_mapping`, as ``credo run --config`` reads one)."""
+    from credo.config import read_yaml_mapping
+
     if not path.is_file():
         return {}
     try:
-        return yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except yaml.YAMLError as e:
-        raise RunFolderError(f"{path}: not valid YAML: {e}") from e
+        return read_yaml_mapping(path)
+    except UserError as e:
+        raise RunFolderError(str(e)) from None
 
 
 def _read_extras(p: Path) -> dict[str, Any]:
