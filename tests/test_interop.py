@@ -185,8 +185,8 @@ def test_lm_eval_repeats_read_with_lm_evals_own_metric(lm_eval_out, lm_eval_samp
 
 def test_a_score_report_says_what_was_scored(lm_eval_samples, tmp_path, capsys):
     """Issue 34 item 13, on lm-eval's samples: one correctness line (the tool's; credo's
-    own grader, unused, is not named), a "credo score" title, no "m = 0" for perturbed
-    samples nobody generated, and without --methods every method the input allows
+    own grader, unused, is not named), a "credo score" title, m shown as the file holds
+    it (m = 0: no perturbed sample), and without --methods every method the input allows
     (docs/how-to/own-generations.md: SE, EigV, degree, ... need only original samples)."""
     out = tmp_path / "scored"
     capsys.readouterr()
@@ -205,9 +205,9 @@ def test_a_score_report_says_what_was_scored(lm_eval_samples, tmp_path, capsys):
     assert report.startswith(f"# credo score: {lm_eval_samples} (lm-evaluation-harness")
     assert f"<h1>credo score: {lm_eval_samples} (lm-evaluation-harness" in html
     assert "credo run" not in report.splitlines()[0] and "<h1>credo run" not in html
-    assert "m = 0" not in html
+    assert "m = 0 perturbed" in html
     printed = " ".join(printed.split())  # the table's title, wrapped to the terminal
-    assert "m=0" not in printed and "· n=5 · accuracy" in printed
+    assert "· n=5 m=0 · accuracy" in printed
     assert "answers: lm-eval's filter strict (regex, take_first) on each response" in report
 
 

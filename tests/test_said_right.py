@@ -1,5 +1,5 @@
 """Results say the right thing: what a run or a replay prints and reports matches what it
-did (the point estimates without a bootstrap)."""
+did (the point estimates without a bootstrap, m as drawn)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,14 @@ import numpy as np
 import pytest
 from sklearn.metrics import roc_auc_score
 
+from conftest import BagOfWordsEmbedder
+from credo import RunConfig, run
 from credo.cli import main
+from credo.cli.run import print_result
 from credo.evaluate.paired import paired_bootstrap
+from credo.models.scripted import ScriptedModel
 from test_adaptive_files import _pool
+from test_runner import TASK, respond
 
 # --------------------------------------------------------------------------- no bootstrap
 
@@ -43,3 +48,47 @@ def test_adaptive_without_bootstrap_shows_the_point_estimates(tmp_path, capsys):
         assert got["low"] is None and got["n_valid"] == 0
     row = next(ln for ln in table.splitlines() if ln.startswith("| consensus") and "no CI" in ln)
     assert re.search(r"\| [+-]\d\.\d{3} \[no CI\] \|", row) and "n/a [" not in row
+
+
+# --------------------------------------------------------------------------- m as drawn
+
+
+@pytest.fixture(scope="module")
+def originals_only(tmp_path_factory):
+    """A run whose only method reads original samples, with m = 30 in its config."""
+    tmp = tmp_path_factory.mktemp("originals")
+    cfg = RunConfig(task="toy", n=4, m=30, limit=None, bootstrap=0,
+                    methods=["self_consistency"], out=tmp / "run", cache=tmp / "c.sqlite")
+    result = run(cfg, model=ScriptedModel(respond), embedder=BagOfWordsEmbedder(), task=TASK,
+                 show_progress=False)
+    return result
+
+
+def test_m_is_shown_as_drawn_in_the_header_and_every_report(originals_only, tmp_path,
+                                                              capsys):
+    """The header and report said m=30 for a run that drew no perturbed sample."""
+    result = originals_only
+    assert all(not r.perturbed for r in result.items)
+    print_result(result)
+    header = " ".join(capsys.readouterr().out.split())
+    assert "n=4 m=0 ·" in header and "m=30" not in header
+    md = (result.config.out / "report.md").read_text()
+    assert "m = 0 perturbed (config m = 30)" in md and "m = 30 perturbed" not in md
+    html = (result.config.out / "report.html").read_text()
+    assert "m = 0 perturbed (config m = 30)" in html
+    assert main(["report", str(result.config.out), "--out", str(tmp_path / "cmp"),
+                 "--embedder", "none", "--resamples", "10"]) == 0
+    page = (tmp_path / "cmp" / "index.html").read_text()
+    assert "m = 0 perturbed (config m = 30)" in page
+
+
+def test_m_drawn_is_the_most_perturbed_samples_of_an_item(tmp_path):
+    from credo.report.rundata import load_run
+
+    cfg = RunConfig(task="toy", n=3, m=3, limit=None, bootstrap=0, methods=["c3"],
+                    out=tmp_path / "run", cache=tmp_path / "c.sqlite")
+    result = run(cfg, model=ScriptedModel(respond), embedder=BagOfWordsEmbedder(),
+                 task=TASK, show_progress=False)
+    drawn = max(len(r.perturbed) for r in result.items)
+    assert drawn == 3 and load_run(cfg.out).m_drawn == drawn
+    assert "m = 3 perturbed (one per" in (cfg.out / "report.md").read_text()

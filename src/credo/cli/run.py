@@ -246,13 +246,14 @@ def _print_tables(result: Any) -> None:
         few_in_class,
         metrics_table_rows,
         response_table_rows,
+        result_m,
     )
     from credo.report.md_pieces import fmt_number
 
     cfg = result.config
     title = (
         f"{result.task.name} · {cfg.model} · {len(result.items)} items "
-        f"· n={cfg.n}{f' m={cfg.m}' if cfg.m or not result.source else ''}"
+        f"· n={cfg.n} m={result_m(result)}"
         f" · accuracy {fmt_number(result.accuracy)}"  # n/a without gold answers
     )
     from credo.report.terminal import terminal_table

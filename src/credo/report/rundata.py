@@ -155,6 +155,18 @@ class RunData:
             return str(d)
         return "; ".join(f"{k}: {v}" for k, v in d.items() if isinstance(v, str))
 
+    @property
+    def m_drawn(self) -> int | None:
+        """The most perturbed samples an item holds in samples.jsonl (0 when none does);
+        None for a folder without samples.jsonl (the config's m is all it says)."""
+        if not self.samples:
+            return None
+        counts: dict[str, int] = {}
+        for s in self.samples:
+            if s.get("set") == "perturbed":
+                counts[str(s.get("id"))] = counts.get(str(s.get("id")), 0) + 1
+        return max(counts.values(), default=0)
+
     def sample_sets(self) -> list[str]:
         """The sample-set names present in samples.jsonl (original, perturbed, ...)."""
         return list(dict.fromkeys(str(s.get("set")) for s in self.samples))
