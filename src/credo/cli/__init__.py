@@ -54,25 +54,35 @@ def main(argv: list[str] | None = None) -> int:
         force=True,
     )
     log = logging.getLogger("credo")
+    from credo.cli import held
+
+    if getattr(args, "quiet", False) and not args.verbose:  # warnings: one line each, at
+        held.hold(RedactURLs())  # the end, or folded into a failed run's one line
+        handler.addFilter(lambda record: not held.holds(record))
     try:
         return int(args.func(args) or 0)
     except UserError as e:
         if args.verbose:
             log.exception("the traceback of the error below")
+        held.release()
         _error(f"error: {e}")
         return 2
     except NeutralityFailed as e:  # a command that does not print its own ending
+        held.release()
         _error(f"error: {e}")
         return 4
     except BudgetReached as e:
-        _error(f"{e}; rerun with a higher max_cost_usd to resume")
+        _error(held.folded(f"{e}; rerun with a higher max_cost_usd to resume"))
         return 3
     except RequestsFailed as e:
         if args.verbose:
             log.exception("the traceback of the failure below")
-        _error(f"{len(e.failed)} requests failed after the backend's retries; rerun to retry"
-               f" them (first: {e.errors[0] if e.errors else 'samples missing'})")
+        _error(held.folded(
+            f"{len(e.failed)} requests failed after the backend's retries; rerun to retry"
+            f" them (first: {e.errors[0] if e.errors else 'samples missing'})"))
         return 3
+    finally:
+        held.release()
 
 
 def _own_or_errors(record: logging.LogRecord) -> bool:
