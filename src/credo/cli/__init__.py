@@ -41,8 +41,9 @@ def main(argv: list[str] | None = None) -> int:
     from credo.commands import RedactURLs
     from credo.errors import BudgetReached, NeutralityFailed, RequestsFailed, UserError
 
-    parser = _parser()
-    args = parser.parse_args(argv)
+    args = _parse(argv)
+    if args is None:
+        return 2
     handler = RichHandler(console=Console(stderr=True), show_path=False)
     handler.addFilter(RedactURLs())
     if not args.verbose:
@@ -83,6 +84,23 @@ def main(argv: list[str] | None = None) -> int:
         return 3
     finally:
         held.release()
+
+
+def _parse(argv: list[str] | None) -> argparse.Namespace | None:
+    """The arguments; None after one line naming credo's spelling of a flag users bring
+    from lm-eval or inspect (:mod:`credo.cli.hints`); any other unknown argument is
+    argparse's error (exit 2)."""
+    parser = _parser()
+    args, unrecognised = parser.parse_known_args(argv)
+    if not unrecognised:
+        return args
+    from credo.cli.hints import foreign_flag_hint
+
+    hint = foreign_flag_hint(unrecognised)
+    if hint is None:
+        parser.error(f"unrecognized arguments: {' '.join(unrecognised)}")
+    _error(f"error: {hint}")
+    return None
 
 
 def _own_or_errors(record: logging.LogRecord) -> bool:
