@@ -198,6 +198,7 @@ def run_pipeline(
         prefixes={it.id: tuple(psets[it.id].prefixes(_perturbed_size(generated[it.id], config)))
                   for it in task.items if it.id in psets},
         options=config.baselines.method_options(),
+        show_progress=pool.show_progress,
     )
     claim_run = run_claims(config, task, items, driver) if config.claims is not None else None
     ledger = pool.ledger.to_dict()

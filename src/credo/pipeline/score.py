@@ -91,6 +91,7 @@ def score_generations(
                   for i, sets in by_item.items()},
         options=config.baselines.method_options(),
         available_sets=present,
+        show_progress=pool.show_progress,
     )
     ledger = pool.ledger.to_dict()
     # the given prefixes are not tested for neutrality (as before issue 22)
