@@ -92,3 +92,67 @@ def test_m_drawn_is_the_most_perturbed_samples_of_an_item(tmp_path):
     drawn = max(len(r.perturbed) for r in result.items)
     assert drawn == 3 and load_run(cfg.out).m_drawn == drawn
     assert "m = 3 perturbed (one per" in (cfg.out / "report.md").read_text()
+
+
+# --------------------------------------------------------------------------- incomplete folders
+
+
+def _cancelled_log(tmp_path, items: int = 30, epochs: int = 3):
+    """An inspect_ai .json log of an eval cancelled while it ran: each sample's epochs
+    scored C or I, the last item's last epoch cancelled (inspect's cancellation error)."""
+    samples = []
+    for i in range(items):
+        for e in range(1, epochs + 1):
+            sample = {"id": f"q{i}", "epoch": e, "input": f"{i} + 1?", "target": str(i + 1),
+                      "output": {"completion": str(i + 1 if (i + e) % 4 else i)},
+                      "scores": {"match": {"value": "C" if (i + e) % 4 else "I",
+                                           "answer": str(i + 1 if (i + e) % 4 else i)}}}
+            if i == items - 1 and e == epochs:
+                sample = {"id": f"q{i}", "epoch": e, "error": {
+                    "message": "CancelledError('cancelled by the user')"}}
+            samples.append(sample)
+    path = tmp_path / "log.json"
+    path.write_text(json.dumps({"status": "cancelled", "eval": {
+        "task": "sums", "model": "m", "config": {"epochs": epochs}}, "samples": samples}))
+    return path
+
+
+def test_certify_refuses_an_incomplete_folder_unless_allowed(tmp_path, capsys):
+    """certify accepted the score folder of a cancelled inspect log without a word."""
+    log = _cancelled_log(tmp_path)
+    folder = tmp_path / "scored"
+    assert main(["score", str(log), "--methods", "self_consistency", "--bootstrap", "0",
+                 "--out", str(folder), "--quiet"]) == 3
+    assert json.loads((folder / "run_status.json").read_text())["status"] == "incomplete"
+    capsys.readouterr()
+    cert = tmp_path / "cert.json"
+    args = ["certify", str(folder), "--method", "self_consistency", "--alpha", "0.3",
+            "--out", str(cert)]
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--allow-incomplete" in err
+    assert "incomplete run folder (1 items left out" in err and not cert.exists()
+    assert main([*args, "--allow-incomplete"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "calibrated on an incomplete folder (--allow-incomplete: 1 items left out)" in out
+    written = json.loads(cert.read_text())
+    assert written["incomplete"] == {"status": "incomplete", "items_incomplete": 1}
+    from credo.pipeline.certificate import RunCertificate
+
+    assert RunCertificate.read(cert).incomplete == written["incomplete"]
+
+
+def test_certify_refuses_a_folder_whose_writer_did_not_finish(originals_only, tmp_path,
+                                                              capsys):
+    folder = tmp_path / "cut"
+    import shutil
+
+    shutil.copytree(originals_only.config.out, folder)
+    (folder / "run_status.json").unlink()
+    assert main(["certify", str(folder), "--method", "self_consistency"]) == 2
+    err = capsys.readouterr().err
+    assert "interrupted run folder (no run_status.json" in err and "--allow-incomplete" in err
+    assert main(["certify", str(folder), "--method", "self_consistency",
+                 "--allow-incomplete"]) == 0
+    assert json.loads((folder / "certificate.json").read_text())["incomplete"] == {
+        "status": "interrupted", "items_incomplete": None}

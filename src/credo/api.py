@@ -42,6 +42,7 @@ from credo.commands import (
 )
 from credo.entry import (
     check_certificate_out,
+    check_complete,
     check_min,
     check_neutral,
     check_replayed,
@@ -283,6 +284,7 @@ def certify_run(
     delta: float = 0.1,
     procedure: str = "ltt",
     out: str | Path | None = None,
+    allow_incomplete: bool = False,
 ) -> RunCertificate:
     """Certify a threshold on a finished, labelled run's ``method`` scores (issue 23): the
     items' scores and the correctness of the answer credo gave each (``scores.jsonl``),
@@ -291,7 +293,9 @@ def certify_run(
     (:func:`credo.pipeline.certificate.run_settings`; for a ``credo score`` folder
     :func:`~credo.pipeline.certificate.given_settings`, issue 34); written to ``out``
     when given. Items without a score or a known correctness are left out (their count
-    is in the certificate's message). No model is called."""
+    is in the certificate's message). No model is called. An incomplete folder is
+    refused unless ``allow_incomplete`` (:func:`~credo.entry.check_complete`; the
+    certificate's ``incomplete`` records it then)."""
     from credo.errors import UserError
     from credo.evaluate.certify import certify
     from credo.pipeline.certificate import (
@@ -307,6 +311,7 @@ def certify_run(
     if method not in data.methods:
         raise UserError(f"--method {method!r}: the run at {data.path} has no such scores "
                         f"(methods: {', '.join(data.methods)})")
+    incomplete = check_complete(data, allow_incomplete)
     task = recorded_task(data)
     config = folder_config(data)
     scores = [row.get("scores", {}).get(method) for row in data.scores]
@@ -324,7 +329,7 @@ def certify_run(
     else:
         identity = str(data.metrics.get("model") or data.model)  # the identity, not the spec
         settings = run_settings(config, identity, method, task)
-    cert = RunCertificate(found, settings, str(data.path))
+    cert = RunCertificate(found, settings, str(data.path), incomplete)
     if out is not None:
         from credo import jsonio
 
@@ -340,6 +345,7 @@ def certify_run_claims(
     a: float = 1.0,
     delta: float | None = None,
     out: str | Path | None = None,
+    allow_incomplete: bool = False,
 ) -> ClaimCertificate:
     """A claim certificate from a finished, labelled long-form run with claims (issue 33):
     :func:`credo.evaluate.claims.certify_claims` on its ``claims.jsonl`` (every claim of
@@ -348,7 +354,8 @@ def certify_run_claims(
     model, task and settings (``settings``:
     :func:`credo.pipeline.certificate.claim_settings`), so that ``credo run
     --certificate`` refuses another task, model or claim splitter; written to ``out``
-    when given. No model is called."""
+    when given (with ``incomplete`` where ``allow_incomplete`` let an incomplete folder
+    through: :func:`~credo.entry.check_complete`). No model is called."""
     from dataclasses import replace
 
     from credo.errors import UserError
@@ -358,6 +365,7 @@ def certify_run_claims(
     if out is not None:  # before reading anything; its folder is made
         check_certificate_out(out, run_dir)
     data = load_run(run_dir)
+    incomplete = check_complete(data, allow_incomplete)
     path = data.path / CLAIMS_FILE
     if not path.is_file():
         raise UserError(f"{data.path}: no {CLAIMS_FILE}; run with claims (config claims:, "
@@ -369,8 +377,10 @@ def certify_run_claims(
     if out is not None:
         from credo import jsonio
 
+        written = {**cert.to_dict(), "calibration_file": str(path)}
         jsonio.write_text(Path(out), json.dumps(
-            {**cert.to_dict(), "calibration_file": str(path)}, indent=1) + "\n", parents=True)
+            written if incomplete is None else {**written, "incomplete": incomplete},
+            indent=1) + "\n", parents=True)
     return cert
 
 
@@ -400,6 +410,7 @@ def certify_adaptive(
     task: Task | None = None,
     judge: Model | None = None,
     perturber: Model | None = None,
+    allow_incomplete: bool = False,
 ) -> AdaptiveCertification:
     """``credo certify RUN_DIR --adaptive decision`` (issue 32, item 2): certify the
     adaptive decision procedure on ``method`` as it runs, replayed from the finished full
@@ -410,7 +421,8 @@ def certify_adaptive(
     the same procedure. ``options``: the rule's ``round``, ``min``, ``confidence``. The
     models, embedder and task replace the config's as in :func:`simulate_adaptive`.
     Refused in one line before anything is replayed: a ``credo score`` folder, an
-    adaptive run's folder, a method the rule cannot read, a missing cache."""
+    adaptive run's folder, a method the rule cannot read, a missing cache, an incomplete
+    folder unless ``allow_incomplete``."""
     writer = writer_given(writer, perturber)
     from pydantic import ValidationError
 
@@ -443,6 +455,7 @@ def certify_adaptive(
     if method not in data.methods:
         raise UserError(f"--method {method!r}: the run at {data.path} has no such scores "
                         f"(methods: {', '.join(data.methods)})")
+    incomplete = check_complete(data, allow_incomplete)
     if is_given(data.config):
         raise UserError(f"{folder}: a `credo score` folder; the adaptive procedure samples "
                         "a model, so it is certified on a `credo run` folder and its cache")
@@ -466,7 +479,7 @@ def certify_adaptive(
     identity = str(data.metrics.get("model") or data.model)
     settings = run_settings(config, identity, method, task_identity)
     settings["adaptive"] = procedure_settings(rule)
-    cert = RunCertificate(replay.certificate, settings, str(data.path))
+    cert = RunCertificate(replay.certificate, settings, str(data.path), incomplete)
     written = None
     if out is not None:
         written = Path(out)

@@ -277,6 +277,10 @@ class RunCertificate:
     certificate: Certificate
     settings: dict[str, Any]
     source: str = ""
+    incomplete: dict[str, Any] | None = None
+    """Where the calibration folder was incomplete and certified all the same
+    (``--allow-incomplete``): its status and how many items it left out; None for a
+    complete one."""
 
     @property
     def method(self) -> str:
@@ -284,9 +288,10 @@ class RunCertificate:
         return str(self.settings["method"])
 
     def to_json(self) -> dict[str, Any]:
-        """The certificate file's content."""
-        return {"certificate": self.certificate.to_dict(), "settings": self.settings,
-                "source": self.source}
+        """The certificate file's content (``incomplete`` only where it is set)."""
+        out = {"certificate": self.certificate.to_dict(), "settings": self.settings,
+               "source": self.source}
+        return out if self.incomplete is None else {**out, "incomplete": self.incomplete}
 
     @classmethod
     def read(cls, path: str | Path) -> RunCertificate:
@@ -318,7 +323,9 @@ class RunCertificate:
         if not isinstance(settings.get("method"), str):
             raise UserError(f"{p}: settings.method must be a method name, got "
                             f"{settings.get('method')!r}")
-        return cls(_checked(data["certificate"], p), settings, str(data.get("source", "")))
+        incomplete = data.get("incomplete")
+        return cls(_checked(data["certificate"], p), settings, str(data.get("source", "")),
+                   incomplete if isinstance(incomplete, dict) else None)
 
     def check(self, actual: dict[str, Any], methods: Sequence[str], what: str = "run") -> None:
         """Refuse a run whose settings (``actual``: :func:`run_settings` or
