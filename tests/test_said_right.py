@@ -156,3 +156,42 @@ def test_certify_refuses_a_folder_whose_writer_did_not_finish(originals_only, tm
                  "--allow-incomplete"]) == 0
     assert json.loads((folder / "certificate.json").read_text())["incomplete"] == {
         "status": "interrupted", "items_incomplete": None}
+
+
+# --------------------------------------------------------------------------- --certificate
+
+
+def test_a_certificate_applied_is_named_with_its_level_and_the_answers_it_accepted(
+        tmp_path, capsys):
+    """score --certificate wrote accept flags, but neither the console nor report.md named
+    the certificate or how many answers it accepted."""
+    from credo.pipeline.certificate import RunCertificate
+    from credo.serve.guard import certificate_id
+
+    calibration = _pool(tmp_path / "cal.jsonl", items=150, per_item=10, seed=1)
+    new = _pool(tmp_path / "new.jsonl", items=25, per_item=10, seed=2)
+    common = ["--format", "number", "--methods", "self_consistency", "--bootstrap", "0",
+              "--quiet"]
+    assert main(["score", str(calibration), *common, "--out", str(tmp_path / "cal")]) == 0
+    assert main(["certify", str(tmp_path / "cal"), "--method", "self_consistency",
+                 "--alpha", "0.3", "--delta", "0.2", "--out", str(tmp_path / "c.json")]) == 0
+    cert = RunCertificate.read(tmp_path / "c.json")
+    assert cert.certificate.threshold is not None
+    assert cert.id == certificate_id(cert)  # the id the gateway logs
+    capsys.readouterr()
+    assert main(["score", str(new), *common, "--out", str(tmp_path / "new"),
+                 "--certificate", str(tmp_path / "c.json")]) == 0
+    printed = " ".join(capsys.readouterr().out.split())
+    rows = [json.loads(x) for x in (tmp_path / "new" / "answers.jsonl").read_text().splitlines()]
+    taken = sum(r["accept"] for r in rows)
+    assert 0 < taken < len(rows) == 25
+    line = (f"certificate {cert.id}: self_consistency >= {cert.certificate.threshold:.4g} at "
+            f"alpha=0.3, delta=0.2 (ltt): {taken} of 25 answers accepted (answers.jsonl)")
+    assert line in printed
+    assert line in (tmp_path / "new" / "report.md").read_text()
+    metrics = json.loads((tmp_path / "new" / "metrics.json").read_text())
+    assert metrics["certificate"] == {
+        "id": cert.id, "method": "self_consistency", "threshold": cert.certificate.threshold,
+        "alpha": 0.3, "delta": 0.2, "procedure": "ltt", "accepted": taken, "items": 25}
+    status = json.loads((tmp_path / "new" / "run_status.json").read_text())
+    assert "answers.jsonl" in status["files"]  # written before the marker, as a run's

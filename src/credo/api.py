@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -191,6 +191,10 @@ def run(
                                  claim_settings(config, identity, str(claim_cert.score),
                                                 own_task))
         result = run_pipeline(config, pool, task)
+    if cert is not None:
+        from credo.pipeline.certificate import CertificateUse
+
+        result = replace(result, certificate=CertificateUse.of(cert, result.items))
     if write:
         from credo.report.writer import write_run
 
@@ -356,7 +360,6 @@ def certify_run_claims(
     --certificate`` refuses another task, model or claim splitter; written to ``out``
     when given (with ``incomplete`` where ``allow_incomplete`` let an incomplete folder
     through: :func:`~credo.entry.check_complete`). No model is called."""
-    from dataclasses import replace
 
     from credo.errors import UserError
     from credo.pipeline.certificate import claim_settings
@@ -657,10 +660,12 @@ def score(
     ) as pool:
         result = score_generations(config, generations, pool, fmt,
                                    recompute=recompute_correctness)
-    if write:
-        from credo.report.writer import write_answers, write_run
+    if cert is not None:
+        from credo.pipeline.certificate import CertificateUse
 
-        write_run(result, config.out)
-        if cert is not None:
-            write_answers(result, cert, config.out)
+        result = replace(result, certificate=CertificateUse.of(cert, result.items))
+    if write:
+        from credo.report.writer import write_run
+
+        write_run(result, config.out, cert)  # answers.jsonl before the marker
     return result

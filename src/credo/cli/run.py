@@ -285,6 +285,8 @@ def _print_tables(result: Any) -> None:
         console.print(UNLABELLED_NOTE, markup=False, highlight=False)
     for name, why in result.unavailable.items():
         console.print(f"[yellow]{name}[/yellow]: {why}")
+    if result.certificate is not None:
+        console.print(result.certificate.line(), markup=False, highlight=False)
     console.print(f"report: {cfg.out / 'report.md'}")
 
 

@@ -39,7 +39,7 @@ from credo.perturb.corpus import corpus_perturbations, load_corpus
 from credo.perturb.paraphrase import PARAPHRASE_STAGE, ParaphraseSet, ParaphraseStage
 from credo.perturb.quality import similarity_record
 from credo.pipeline.adaptive import adaptive_originals, adaptive_perturbed
-from credo.pipeline.certificate import task_settings
+from credo.pipeline.certificate import CertificateUse, task_settings
 from credo.pipeline.checks import (
     check_lengths,
     check_static,
@@ -122,6 +122,10 @@ class RunResult:
     #: The claim stage of a long-form run with ``config.claims`` (issue 33:
     #: :class:`credo.pipeline.claims.ClaimRun`); None without it.
     claims: ClaimRun | None = None
+    #: The certificate the run applied (``--certificate``): its id, rule and how many
+    #: answers it accepted (:class:`credo.pipeline.certificate.CertificateUse`); None
+    #: without one.
+    certificate: CertificateUse | None = None
 
     @property
     def stopped_by_budget(self) -> bool:

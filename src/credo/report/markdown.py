@@ -244,6 +244,8 @@ def render_markdown(result: RunResult) -> str:
             f"- prompt style: {c.prompt_style}; kernel: {c.kernel}; seed: {c.seed}",
         ]
     first = headline_lines(result.coverage, result.degenerate)
+    if result.certificate is not None:  # which answers a certificate let through
+        first = [result.certificate.line(), *first]
     lines = [
         f"# {report_title(result.task.name, c.model, result.stats.get('given_layout'))}",
         "",
