@@ -287,6 +287,10 @@ def _print_tables(result: Any) -> None:
         console.print(f"[yellow]{name}[/yellow]: {why}")
     if result.certificate is not None:
         console.print(result.certificate.line(), markup=False, highlight=False)
+    if "tool_accuracy" in result.stats:  # the tool's own number beside credo's
+        from credo.report.markdown import accuracy_line
+
+        console.print(accuracy_line(result), markup=False, highlight=False)
     console.print(f"report: {cfg.out / 'report.md'}")
 
 

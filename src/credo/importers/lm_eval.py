@@ -64,7 +64,25 @@ def read_lm_eval(
         out.items.append(GivenItem(doc, _lm_eval_question(row), gold))
     out.settings = _lm_eval_settings(kept[0][1], len(texts[0]))
     out.task, out.model = samples_origin(path)
+    _tool_accuracy(out, kept, str(path), flt)
     return out
+
+
+def _tool_accuracy(out: Generations, rows: list[tuple[int, Mapping[str, Any]]], where: str,
+                   flt: str) -> None:
+    """lm-eval's own accuracy: the mean over documents of the metric it logged for each,
+    which it computed on the one response its filter keeps (the first, with
+    ``take_first``; the commonest, with ``majority_vote``): what its results table
+    reports for the task."""
+    from credo.tasks.lm_eval_scores import metric_of
+
+    try:
+        metric = metric_of(rows, where)
+    except DatasetError:  # no per-document score in [0, 1]: nothing to compare with
+        return
+    out.tool_accuracy = sum(float(row[metric]) for _, row in rows) / len(rows)
+    out.tool_accuracy_is = (f"lm-eval's {metric} (filter {flt}) as it logged it: the mean "
+                            "over documents of the one response its filter keeps")
 
 
 def _verdict(score: float | None) -> bool | float | None:

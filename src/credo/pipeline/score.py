@@ -283,6 +283,9 @@ def given_stats(
         out["given_log_status"] = generations.status or "success"
     if generations.answers:
         out["answers"] = generations.answers
+    if generations.tool_accuracy is not None:
+        out["tool_accuracy"] = generations.tool_accuracy
+        out["tool_accuracy_is"] = generations.tool_accuracy_is
     return out
 
 

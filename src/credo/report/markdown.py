@@ -50,6 +50,7 @@ if TYPE_CHECKING:
 __all__ = [
     "FEW_NOTE",
     "UNLABELLED_NOTE",
+    "accuracy_line",
     "answer_summary",
     "correctness_of",
     "cut_text",
@@ -213,6 +214,19 @@ def correctness_of(result: RunResult) -> str:
     return f"{rule}; {said}" if said else rule
 
 
+def accuracy_line(result: RunResult) -> str:
+    """credo's accuracy and what it averages; for generations a tool wrote, the tool's
+    own accuracy beside it with what that averages (lm-eval: the one response its filter
+    keeps per document; inspect_ai: its log's metric), so the two numbers are read as
+    what they are rather than as a disagreement."""
+    own = f"accuracy (mean p̄ over items): {fmt_number(result.accuracy)}"
+    tool = result.stats.get("tool_accuracy")
+    if not isinstance(tool, int | float) or isinstance(tool, bool):
+        return own
+    return (f"{own}, p̄ the share of correct answers among every response of an item; "
+            f"{result.stats.get('tool_accuracy_is', 'the tool')}: {fmt_number(tool)}")
+
+
 def result_m(result: RunResult) -> int:
     """m as the run drew it (:func:`~credo.report.md_pieces.drawn_m`): the most perturbed
     samples of a scored item."""
@@ -254,7 +268,7 @@ def render_markdown(result: RunResult) -> str:
         *([] if result.source else [f"- model: `{result.model_identity}`"]),
         f"- items: {len(result.items)} (label 1 = p̄ ≥ 0.5: {sum(labels)} items)",
         *origin,
-        f"- accuracy (mean p̄ over items): {fmt_number(result.accuracy)}",
+        f"- {accuracy_line(result)}",
         f"- correctness: {correctness_of(result)}",
         *([f"- {UNLABELLED_NOTE}"] if not result.metrics and result.items else []),
         "",
