@@ -2,7 +2,7 @@
 distinct answers (:mod:`credo.kernels.distinct`, :class:`credo.methods.graph.ClassGraph`),
 exactly; the graph estimators are not available above
 :data:`credo.methods.graph.MAX_DISTINCT` distinct answers; 10,000 samples on one item
-score within 60 s and 1 GB (they took over 12 minutes: 135 s and 1.6 GB on the issue's
+score within 60 s and 1 GB (they took over 12 minutes here, 135 s and 1.6 GB on an
 idle machine).
 
 The references below are the K × K computations, written out here from the papers'

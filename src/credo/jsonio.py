@@ -8,7 +8,7 @@ it over the target (``os.replace`` is atomic on POSIX), so a run killed while wr
 leaves each file either as it was or complete, never half written; :func:`write_with`
 does the same for a file another library writes (a Parquet table).
 :func:`check_writable` and :func:`check_file_writable` tell, before a command's first
-model call, whether a folder or file it will write can be written (issue 34 item 7), and
+model call, whether a folder or file it will write can be written, and
 :func:`check_not_input` that it is none of the files the command reads.
 """
 
