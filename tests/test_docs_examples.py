@@ -57,6 +57,8 @@ _STAMP = re.compile(r"\d{4}-\d\d-\d\dT[\d:.+-]+(?:_task_\w+)?")
 """A time in a file name the tools chose (lm-eval's samples, inspect's logs), with inspect's
 random task id."""
 _PROGRESS = re.compile(r"samples .*/s .*ETA")
+_CERTIFICATE_ID = re.compile(r"sha256:[0-9a-f]{12}")
+"""A certificate's id in a line (`credo run --certificate`): it changes with credo's version."""
 
 
 def _pages() -> list[blocks.Page]:
@@ -105,8 +107,10 @@ class PageRun:
         return "\n".join(lines)
 
     def normal(self, text: str) -> str:
-        """What a comparison sees: :meth:`shown` with durations and file-name times masked."""
-        return _DURATION.sub("<t>", _STAMP.sub("<time>", self.shown(text)))
+        """What a comparison sees: :meth:`shown` with durations, file-name times and
+        certificate ids (a digest of the file, which names credo's version) masked."""
+        return _CERTIFICATE_ID.sub("sha256:<id>",
+                                   _DURATION.sub("<t>", _STAMP.sub("<time>", self.shown(text))))
 
     def command(self, line: str) -> tuple[int, str]:
         """Run one command line: ``(exit status, stdout and stderr together)``."""

@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -41,9 +41,12 @@ from credo.commands import (
     topic_check,
 )
 from credo.entry import (
+    check_certificate_out,
+    check_complete,
     check_min,
     check_neutral,
     check_replayed,
+    check_score_out,
     check_writable,
     config_pool,
     folder_config,
@@ -188,6 +191,10 @@ def run(
                                  claim_settings(config, identity, str(claim_cert.score),
                                                 own_task))
         result = run_pipeline(config, pool, task)
+    if cert is not None:
+        from credo.pipeline.certificate import CertificateUse
+
+        result = replace(result, certificate=CertificateUse.of(cert, result.items))
     if write:
         from credo.report.writer import write_run
 
@@ -281,6 +288,7 @@ def certify_run(
     delta: float = 0.1,
     procedure: str = "ltt",
     out: str | Path | None = None,
+    allow_incomplete: bool = False,
 ) -> RunCertificate:
     """Certify a threshold on a finished, labelled run's ``method`` scores (issue 23): the
     items' scores and the correctness of the answer credo gave each (``scores.jsonl``),
@@ -289,7 +297,9 @@ def certify_run(
     (:func:`credo.pipeline.certificate.run_settings`; for a ``credo score`` folder
     :func:`~credo.pipeline.certificate.given_settings`, issue 34); written to ``out``
     when given. Items without a score or a known correctness are left out (their count
-    is in the certificate's message). No model is called."""
+    is in the certificate's message). No model is called. An incomplete folder is
+    refused unless ``allow_incomplete`` (:func:`~credo.entry.check_complete`; the
+    certificate's ``incomplete`` records it then)."""
     from credo.errors import UserError
     from credo.evaluate.certify import certify
     from credo.pipeline.certificate import (
@@ -300,13 +310,12 @@ def certify_run(
     from credo.report.rundata import load_run
 
     if out is not None:  # before reading anything (issue 34 item 7); its folder is made
-        from credo.jsonio import check_file_writable
-
-        check_file_writable(out, "the certificate (--out)")
+        check_certificate_out(out, run_dir)
     data = load_run(run_dir)
     if method not in data.methods:
         raise UserError(f"--method {method!r}: the run at {data.path} has no such scores "
                         f"(methods: {', '.join(data.methods)})")
+    incomplete = check_complete(data, allow_incomplete)
     task = recorded_task(data)
     config = folder_config(data)
     scores = [row.get("scores", {}).get(method) for row in data.scores]
@@ -324,7 +333,7 @@ def certify_run(
     else:
         identity = str(data.metrics.get("model") or data.model)  # the identity, not the spec
         settings = run_settings(config, identity, method, task)
-    cert = RunCertificate(found, settings, str(data.path))
+    cert = RunCertificate(found, settings, str(data.path), incomplete)
     if out is not None:
         from credo import jsonio
 
@@ -340,6 +349,7 @@ def certify_run_claims(
     a: float = 1.0,
     delta: float | None = None,
     out: str | Path | None = None,
+    allow_incomplete: bool = False,
 ) -> ClaimCertificate:
     """A claim certificate from a finished, labelled long-form run with claims (issue 33):
     :func:`credo.evaluate.claims.certify_claims` on its ``claims.jsonl`` (every claim of
@@ -348,31 +358,32 @@ def certify_run_claims(
     model, task and settings (``settings``:
     :func:`credo.pipeline.certificate.claim_settings`), so that ``credo run
     --certificate`` refuses another task, model or claim splitter; written to ``out``
-    when given. No model is called."""
-    from dataclasses import replace
+    when given (with ``incomplete`` where ``allow_incomplete`` let an incomplete folder
+    through: :func:`~credo.entry.check_complete`). No model is called."""
 
     from credo.errors import UserError
     from credo.pipeline.certificate import claim_settings
     from credo.report.rundata import CLAIMS_FILE, load_run
 
     if out is not None:  # before reading anything; its folder is made
-        from credo.jsonio import check_file_writable
-
-        check_file_writable(out, "the certificate (--out)")
+        check_certificate_out(out, run_dir)
     data = load_run(run_dir)
+    incomplete = check_complete(data, allow_incomplete)
     path = data.path / CLAIMS_FILE
     if not path.is_file():
         raise UserError(f"{data.path}: no {CLAIMS_FILE}; run with claims (config claims:, "
                         "--claims) on a long-form task")
-    cert = certify_claim_file(path, alpha, a=a, delta=delta, score=score)
+    cert = certify_claim_file(path, alpha, a=a, delta=delta, score=score, option="--method")
     identity = str(data.metrics.get("model") or data.model)  # the identity, not the spec
     cert = replace(cert, settings=claim_settings(folder_config(data), identity,
                                                  str(cert.score), recorded_task(data)))
     if out is not None:
         from credo import jsonio
 
+        written = {**cert.to_dict(), "calibration_file": str(path)}
         jsonio.write_text(Path(out), json.dumps(
-            {**cert.to_dict(), "calibration_file": str(path)}, indent=1) + "\n", parents=True)
+            written if incomplete is None else {**written, "incomplete": incomplete},
+            indent=1) + "\n", parents=True)
     return cert
 
 
@@ -402,6 +413,7 @@ def certify_adaptive(
     task: Task | None = None,
     judge: Model | None = None,
     perturber: Model | None = None,
+    allow_incomplete: bool = False,
 ) -> AdaptiveCertification:
     """``credo certify RUN_DIR --adaptive decision`` (issue 32, item 2): certify the
     adaptive decision procedure on ``method`` as it runs, replayed from the finished full
@@ -412,7 +424,8 @@ def certify_adaptive(
     the same procedure. ``options``: the rule's ``round``, ``min``, ``confidence``. The
     models, embedder and task replace the config's as in :func:`simulate_adaptive`.
     Refused in one line before anything is replayed: a ``credo score`` folder, an
-    adaptive run's folder, a method the rule cannot read, a missing cache."""
+    adaptive run's folder, a method the rule cannot read, a missing cache, an incomplete
+    folder unless ``allow_incomplete``."""
     writer = writer_given(writer, perturber)
     from pydantic import ValidationError
 
@@ -427,8 +440,7 @@ def certify_adaptive(
     from credo.report.rundata import load_run
 
     folder = Path(run_dir)
-    if not (folder / "config.yaml").is_file():
-        raise UserError(f"{folder}: no config.yaml; is it a finished run folder?")
+    _check_run_folder(folder, out)
     if procedure not in PROCEDURE_METHODS:
         raise UserError(f"--procedure {procedure}: the adaptive procedure is certified by "
                         f"{' or '.join(PROCEDURE_METHODS)} (Learn then Test over its "
@@ -446,6 +458,7 @@ def certify_adaptive(
     if method not in data.methods:
         raise UserError(f"--method {method!r}: the run at {data.path} has no such scores "
                         f"(methods: {', '.join(data.methods)})")
+    incomplete = check_complete(data, allow_incomplete)
     if is_given(data.config):
         raise UserError(f"{folder}: a `credo score` folder; the adaptive procedure samples "
                         "a model, so it is certified on a `credo run` folder and its cache")
@@ -469,13 +482,24 @@ def certify_adaptive(
     identity = str(data.metrics.get("model") or data.model)
     settings = run_settings(config, identity, method, task_identity)
     settings["adaptive"] = procedure_settings(rule)
-    cert = RunCertificate(replay.certificate, settings, str(data.path))
+    cert = RunCertificate(replay.certificate, settings, str(data.path), incomplete)
     written = None
     if out is not None:
         written = Path(out)
         jsonio.write_text(written, json.dumps({**cert.to_json(), "replay": replay.to_json()},
-                                              indent=1) + "\n")
+                                              indent=1) + "\n", parents=True)
     return AdaptiveCertification(cert, replay, written)
+
+
+def _check_run_folder(folder: Path, out: str | Path | None) -> None:
+    """A :class:`UserError` unless ``folder`` holds a run's config and the certificate
+    file ``out`` (if any) can be written, before anything is replayed."""
+    from credo.errors import UserError
+
+    if not (folder / "config.yaml").is_file():
+        raise UserError(f"{folder}: no config.yaml; is it a finished run folder?")
+    if out is not None:  # its folder is made when it is written
+        check_certificate_out(out, folder)
 
 
 def dry_run(
@@ -629,16 +653,19 @@ def score(
         task = given_task_settings(generations, fmt, recompute_correctness)
         cert.check(given_settings(config, cert.method, task, recorded), config.methods)
     if write:
+        check_score_out(samples, config.out)
         check_writable(config.out, "the run folder (out)")
     with config_pool(
         config, show_progress=show_progress, roles={JUDGE: judge}, embedder=embedder
     ) as pool:
         result = score_generations(config, generations, pool, fmt,
                                    recompute=recompute_correctness)
-    if write:
-        from credo.report.writer import write_answers, write_run
+    if cert is not None:
+        from credo.pipeline.certificate import CertificateUse
 
-        write_run(result, config.out)
-        if cert is not None:
-            write_answers(result, cert, config.out)
+        result = replace(result, certificate=CertificateUse.of(cert, result.items))
+    if write:
+        from credo.report.writer import write_run
+
+        write_run(result, config.out, cert)  # answers.jsonl before the marker
     return result

@@ -360,6 +360,7 @@ def report(
         for r in loaded:
             if a not in r.methods or b not in r.methods:
                 raise UserError(f"--pairs {a}:{b}: {r.path} has methods {r.methods}")
+    _check_report_methods(loaded, pairs, reference, c3_method)
     try:
         flips = load_flip_rates([Path(s) for s in strength])
     except FileNotFoundError as e:
@@ -397,6 +398,24 @@ def _check_report_outputs(loaded: Sequence[RunData], out: str | Path | None) -> 
                   if alone or not (run.path / n).exists()]
         for name in names:
             jsonio.check_file_writable(run.path / name, "the report's files (RUN_DIR)")
+
+
+def _check_report_methods(
+    loaded: Sequence[RunData], pairs: Any, reference: str | None, c3_method: str
+) -> None:
+    """A :class:`UserError` naming ``--reference`` or ``--c3-method`` when a run folder
+    does not score that method (the page would silently fall back to another), and
+    ``--reference`` given with ``--pairs`` (which names every pair itself)."""
+    if reference is not None and pairs:
+        raise UserError("--reference applies without --pairs only (--pairs names every "
+                        "pair compared); give one of them")
+    named = [("--reference", reference)] + ([("--c3-method", c3_method)]
+                                            if c3_method != "c3" else [])
+    for flag, method in named:
+        for r in loaded:
+            if method is not None and method not in r.methods:
+                raise UserError(f"{flag} {method}: {r.path} has no such scores (methods: "
+                                f"{', '.join(r.methods)})")
 
 
 def _parse_pairs(text: str) -> list[tuple[str, str]]:
@@ -531,23 +550,35 @@ def certify_claim_file(
     score: str | None = None,
     tie_break: str | None = None,
     out: str | Path | None = None,
+    option: str = "--score",
 ) -> ClaimCertificate:
     """:func:`credo.evaluate.claims.certify_claims` on the annotated claim file at ``path``
     (:func:`credo.tasks.claims.read_claims`), written to ``out`` when given (the
     certificate's fields and ``calibration_file``). A malformed file, an unlabelled claim
     or a score a claim lacks is a :class:`~credo.errors.UserError` naming the file and
-    item; nothing is written then."""
+    item; nothing is written then. ``out`` is checked before the file is read: a folder
+    that cannot take it, or ``out`` being the claim file itself, is a user error; the
+    missing folders above it are made. ``option`` is the flag that names the score (the
+    message asking for one names it: ``credo certify --claims`` takes ``--method``)."""
     from credo.evaluate.claims import certify_claims
-    from credo.tasks.claims import read_claims
+    from credo.tasks.claims import read_claims, score_names
 
+    if out is not None:
+        jsonio.check_not_input(out, [path], "the certificate (--out)")
+        jsonio.check_file_writable(out, "the certificate (--out)")
     items = read_claims(path)
+    names = score_names(items)
+    if score is None and any(item.claims for item in items) and len(names) != 1:
+        have = f"{len(names)}: {', '.join(names)}" if names else "none in common"
+        raise UserError(f"{path}: name the claim score to threshold with {option}: the "
+                        f"claims have {have}")
     try:
         cert = certify_claims(items, alpha, a=a, delta=delta, score=score, tie_break=tie_break)
     except ValueError as e:
         raise UserError(f"{e}" if str(path) in str(e) else f"{path}: {e}") from None
     if out is not None:
         jsonio.write_text(out, jsonio.dumps({**cert.to_dict(), "calibration_file": str(path)},
-                                            indent=2) + "\n")
+                                            indent=2) + "\n", parents=True)
     return cert
 
 
@@ -556,10 +587,14 @@ def filter_claim_file(
 ) -> ClaimFilterResult:
     """Apply the claim certificate in the file ``certificate`` to the claim file at
     ``path`` (labels not needed) and write one JSON row per item to ``out``: ``id``,
-    ``prompt``, ``retained`` and ``removed`` claims (text, scores, label when known)."""
+    ``prompt``, ``retained`` and ``removed`` claims (text, scores, label when known).
+    ``out`` is checked first: neither input, and a folder that takes it (the missing
+    folders above it are made)."""
     from credo.evaluate.claims import ClaimCertificate, apply_claim_certificate
     from credo.tasks.claims import read_claims
 
+    jsonio.check_not_input(out, [certificate, path], "the filtered claims (--out)")
+    jsonio.check_file_writable(out, "the filtered claims (--out)")
     cert_path = Path(certificate)
     try:
         cert = ClaimCertificate.from_json(cert_path.read_text(encoding="utf-8"))
@@ -574,6 +609,7 @@ def filter_claim_file(
         filtered = apply_claim_certificate(cert, items)
     except ValueError as e:
         raise UserError(f"{e}") from None
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
     jsonio.write_jsonl(out, [f.to_dict() for f in filtered])
     return ClaimFilterResult(cert, len(items), sum(len(i.claims) for i in items),
                              sum(len(f.retained) for f in filtered), Path(out))

@@ -18,9 +18,12 @@ if TYPE_CHECKING:
     from credo.pipeline.runner import RunResult
 
 __all__ = [
+    "check_certificate_out",
+    "check_complete",
     "check_min",
     "check_neutral",
     "check_replayed",
+    "check_score_out",
     "check_writable",
     "config_pool",
     "folder_config",
@@ -38,6 +41,63 @@ def check_writable(folder: str | Path, what: str) -> None:
     from credo.jsonio import check_writable as check
 
     check(folder, what)
+
+
+def check_certificate_out(out: str | Path, run_dir: str | Path) -> None:
+    """Fail with a :class:`UserError` naming ``--out`` unless the certificate file can be
+    written there (its missing folders are made when it is) and it is none of the files
+    of ``run_dir`` the certificate is made from, before anything is read."""
+    from credo.jsonio import check_file_writable, check_not_input
+    from credo.report.rundata import READ_FILES
+
+    check_not_input(out, [Path(run_dir) / name for name in READ_FILES],
+                    "the certificate (--out)")
+    check_file_writable(out, "the certificate (--out)")
+
+
+def check_complete(data: Any, allow: bool) -> dict[str, Any] | None:
+    """None for a complete run folder; for an incomplete or interrupted one a
+    :class:`UserError` naming the folder and ``--allow-incomplete``, or with ``allow``
+    what the certificate records of it: the status and the items left out. A certificate
+    calibrated on the items that finished holds for those alone: the items left out are
+    those whose requests failed (or whose samples an eval log lacks), not a random draw."""
+    from credo.errors import UserError
+    from credo.report.rundata import STATUS_FILE
+
+    status = data.status
+    if status == "complete":
+        return None
+    marker = data.extras.get(STATUS_FILE) or {}
+    left = marker.get("items_incomplete") if isinstance(marker, dict) else None
+    record = {"status": status, "items_incomplete": left if isinstance(left, int) else None}
+    if allow:
+        return record
+    why = (f"{left} items left out (run_status.json)" if isinstance(left, int)
+           else "no run_status.json: its writer did not finish")
+    fix = ("complete the log with the tool that wrote it and score it again" if
+           is_given(data.config) else "rerun its config into the folder to complete it")
+    raise UserError(f"{data.path}: an {status} run folder ({why}); a certificate on the "
+                    f"items that finished holds for those alone: {fix}, or pass "
+                    "--allow-incomplete (the certificate records it)")
+
+
+def check_score_out(samples: str | Path, out: str | Path) -> None:
+    """Fail with a :class:`UserError` when the run folder ``out`` of ``credo score``
+    would replace the file it scores: the file lies in ``out`` under the name of a file
+    a run folder holds (``credo score RUN/samples.jsonl --out RUN``)."""
+    from credo.errors import UserError
+    from credo.jsonio import check_not_input
+    from credo.report.run_files import RUN_FILES
+    from credo.report.writer import PREVIOUS_RUN_FILES
+
+    names = {f.name for f in RUN_FILES} | set(PREVIOUS_RUN_FILES)
+    for name in sorted(names):
+        try:
+            check_not_input(Path(out) / name, [samples], "")
+        except UserError:
+            raise UserError(f"{samples}: the file scored is the {name} of the run folder "
+                            f"--out {out}, which the score would write over; give another "
+                            "--out") from None
 
 
 def config_pool(

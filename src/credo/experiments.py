@@ -370,6 +370,7 @@ def simulate_adaptive(
 
     folder = Path(run_dir)
     points = _points(rules, epsilons, options)
+    _check_replay_input(folder, n_resamples)
     if folder.is_file():
         return _simulate_file(folder, points, out=out, method=method, n_resamples=n_resamples,
                               embedder=embedder, judge=judge, write=write, orders=orders,
@@ -390,6 +391,7 @@ def simulate_adaptive(
                         f"{config.adaptive.rule}); credo adaptive replays a full run, whose "
                         "cache holds every sample of every item")
     check_min(points, config, data)
+    _check_shown(method, config.methods, str(folder))
     target = folder / "adaptive" if out is None else Path(out)
     if write:  # before the replay (issue 34 item 7)
         check_writable(target, "the adaptive outputs (--out)")
@@ -422,6 +424,29 @@ def simulate_adaptive(
 
         files = write_adaptive(found, target, shown)
     return AdaptiveSimulation(folder, shown, found, files)
+
+
+def _check_replay_input(folder: Path, n_resamples: int) -> None:
+    """A :class:`~credo.errors.UserError` for a path that is neither a file nor a folder,
+    or a bootstrap size that is no whole number >= 0 (0: the point estimates alone)."""
+    from credo.errors import UserError
+
+    if isinstance(n_resamples, bool) or not isinstance(n_resamples, int) or n_resamples < 0:
+        raise UserError(f"--bootstrap {n_resamples}: the paired bootstrap's resamples must "
+                        "be a whole number >= 0 (0: the point estimates alone)")
+    if not folder.exists():
+        raise UserError(f"{folder}: no such file or folder; credo adaptive replays a "
+                        "finished run's folder or a samples file `credo score` reads")
+
+
+def _check_shown(method: str | None, scored: Sequence[str], source: str) -> None:
+    """A :class:`~credo.errors.UserError` naming ``--method`` when the method the table
+    and figure are to show is not one the replay scores (``scored``)."""
+    if method is not None and method not in scored:
+        from credo.errors import UserError
+
+        raise UserError(f"--method {method}: not among the methods {source} is replayed "
+                        f"with ({', '.join(scored)}); name one of them")
 
 
 def _points(
@@ -484,12 +509,16 @@ def _simulate_file(
                         f"{known}") from None
     if methods:
         method_specs(list(methods))
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise UserError(f"--seed {seed}: the seed of the sample orders must be a whole "
+                        "number >= 0")
     least = min((p.min for p in points), default=0)
     generations = read_generations(path, lm_eval_filter=lm_eval_filter,
                                    recompute=recompute_correctness)
     config = RunConfig(bootstrap=0, seed=seed, cache=None)
     update = given_config(config, generations)
     update["methods"] = list(methods) if methods else default_methods(generations, fmt)
+    _check_shown(method, update["methods"], str(path))
     if least > update["n"]:
         raise UserError(f"--min {least}: more than the {update['n']} original samples the "
                         f"file holds per item at most; give --min at most {update['n']}")

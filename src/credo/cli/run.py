@@ -207,14 +207,16 @@ def print_result(result: Any, *, quiet: bool = False) -> int:
     brief = quiet and outcome in (Outcome.INCOMPLETE_BUDGET, Outcome.INCOMPLETE_FAILURES)
     if not brief:
         _print_tables(result)
+    from credo.cli.held import folded
+
     if outcome is Outcome.INCOMPLETE_BUDGET:
         from credo.report.ledger import fmt_usd
 
         spent = fmt_usd((result.ledger.get("total") or {}).get("cost_usd") or 0.0)
         err.print(
-            f"cost budget reached: {spent} of max_cost_usd {cfg.max_cost_usd} USD spent "
-            f"({len(result.incomplete)} items incomplete); rerun with a higher max_cost_usd "
-            "to resume",
+            folded(f"cost budget reached: {spent} of max_cost_usd {cfg.max_cost_usd} USD "
+                   f"spent ({len(result.incomplete)} items incomplete); rerun with a higher "
+                   "max_cost_usd to resume"),
             markup=False, highlight=False, soft_wrap=True,
         )
         return EXIT_STATUS[outcome]
@@ -226,16 +228,23 @@ def print_result(result: Any, *, quiet: bool = False) -> int:
     if outcome is Outcome.INCOMPLETE_FAILURES and result.source:
         from credo.pipeline.score import given_incomplete_line
 
-        err.print(given_incomplete_line(result), markup=False, highlight=False, soft_wrap=True)
+        err.print(folded(given_incomplete_line(result)), markup=False, highlight=False,
+                  soft_wrap=True)
     elif outcome is Outcome.INCOMPLETE_FAILURES:
-        failures = result.stats.get("request_failures")
-        retries = result.stats.get("request_retries")
-        err.print(
-            f"{failures} requests failed after {retries} retries "
-            f"({len(result.incomplete)} items incomplete); rerun to retry them",
-            markup=False, highlight=False,
-        )
+        err.print(folded(failed_requests_line(result)), markup=False, highlight=False,
+                  soft_wrap=True)
     return EXIT_STATUS[outcome]
+
+
+def failed_requests_line(result: Any) -> str:
+    """What a run whose requests failed says: how many failed, each after the backend's
+    own retries, how many retries the whole run made (of every request, those that
+    succeeded in the end included), and the items that leaves incomplete."""
+    failures = result.stats.get("request_failures")
+    retries = result.stats.get("request_retries")
+    made = f"; {retries} retries in the whole run" if retries else ""
+    return (f"{failures} requests failed after the backend's retries "
+            f"({len(result.incomplete)} items incomplete{made}); rerun to retry them")
 
 
 def _print_tables(result: Any) -> None:
@@ -246,13 +255,14 @@ def _print_tables(result: Any) -> None:
         few_in_class,
         metrics_table_rows,
         response_table_rows,
+        result_m,
     )
     from credo.report.md_pieces import fmt_number
 
     cfg = result.config
     title = (
         f"{result.task.name} · {cfg.model} · {len(result.items)} items "
-        f"· n={cfg.n}{f' m={cfg.m}' if cfg.m or not result.source else ''}"
+        f"· n={cfg.n} m={result_m(result)}"
         f" · accuracy {fmt_number(result.accuracy)}"  # n/a without gold answers
     )
     from credo.report.terminal import terminal_table
@@ -275,6 +285,12 @@ def _print_tables(result: Any) -> None:
         console.print(UNLABELLED_NOTE, markup=False, highlight=False)
     for name, why in result.unavailable.items():
         console.print(f"[yellow]{name}[/yellow]: {why}")
+    if result.certificate is not None:
+        console.print(result.certificate.line(), markup=False, highlight=False)
+    if "tool_accuracy" in result.stats:  # the tool's own number beside credo's
+        from credo.report.markdown import accuracy_line
+
+        console.print(accuracy_line(result), markup=False, highlight=False)
     console.print(f"report: {cfg.out / 'report.md'}")
 
 

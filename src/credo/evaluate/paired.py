@@ -113,6 +113,7 @@ def paired_bootstrap(
     n_resamples, confidence, seed
         B resamples of the N item indices with replacement (the same indices for both
         methods), the two-sided percentile interval at ``confidence``, the generator seed.
+        B = 0: the point estimates Δ alone (CI and p NaN, ``n_valid`` 0).
     n_bins : equal-width ECE bins; ``levels_a`` / ``levels_b`` switch a method to
         discrete-level ECE (002 App. A.11.3).
 
@@ -131,15 +132,16 @@ def paired_bootstrap(
         )
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must lie in (0, 1), got {confidence}")
-    if n_resamples < 1:
-        raise ValueError(f"n_resamples must be >= 1, got {n_resamples}")
+    if n_resamples < 0:
+        raise ValueError(f"n_resamples must be >= 0, got {n_resamples}")
     unknown = set(metrics) - set(PAIRED_METRICS)
     if unknown:
         raise ValueError(f"unknown metrics {sorted(unknown)}; known: auroc, ece, prr")
     y = labels_from_performance(p)
     rng = np.random.default_rng(seed)
     idx = rng.integers(0, a.size, size=(n_resamples, a.size)) if a.size else np.zeros((0, 0), int)
-    reps = _replicates(a, b, p, y, idx, metrics, n_bins, levels_a, levels_b)
+    reps = _replicates(a, b, p, y, idx, metrics, n_bins, levels_a, levels_b) if n_resamples \
+        else {m: np.zeros(0) for m in metrics}
     out: dict[str, PairedDifference] = {}
     for name in metrics:
         if name == "auroc":

@@ -40,6 +40,8 @@ class GivenSample:
     ref: tuple[int, ...] = ()
     prefix: str | None = None
     logprobs: tuple[TokenLogprob, ...] | None = None
+    where: str = field(default="", compare=False, repr=False)
+    """The file and line (or log member) it was read from, for a message naming it."""
 
 
 @dataclass(frozen=True)
@@ -84,6 +86,12 @@ class Generations:
     model: str = ""
     """The model the file says wrote them (inspect_ai: ``eval.model``; lm-eval: the
     ``model_name`` of the results file written with it); empty when it does not say."""
+    tool_accuracy: float | None = None
+    """The accuracy the tool that wrote the file reports (lm-eval: the mean of its logged
+    per-document metric; inspect_ai: the log's own metric of the scorer used); None where
+    the file holds none."""
+    tool_accuracy_is: str = ""
+    """What :attr:`tool_accuracy` averages, in words (which metric, over what)."""
 
     @property
     def family(self) -> str:

@@ -45,7 +45,7 @@ def read_credo(path: Path, rows: Rows) -> Generations:
                 item, sample_set, text if text is not None else _text(answer), answer,
                 _correct(row.get("correct"), where), _ref(row.get("ref"), where),
                 row.get("prefix") if isinstance(row.get("prefix"), str) else None,
-                _logprobs(row.get("logprobs"), where),
+                _logprobs(row.get("logprobs"), where), where,
             )
         )
         if item not in items or not items[item].question:

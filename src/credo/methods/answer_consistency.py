@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
 
+from credo.kernels.distinct import distinct_answers
 from credo.kernels.registry import Kernel
 from credo.methods.base import APRICOT, ORIGINAL, ItemSamples, Score, mean_confidence, method
 from credo.tasks.base import AnswerFormat
@@ -26,14 +27,9 @@ def answer_consistency(samples: Sequence[Hashable | None]) -> list[float]:
     n = len(samples)
     if n < 2:
         raise ValueError(f"answer consistency needs at least 2 samples, got {n}")
-    out = []
-    for i, y in enumerate(samples):
-        if y is None:
-            out.append(0.0)
-            continue
-        agree = sum(1 for j, z in enumerate(samples) if j != i and z == y)
-        out.append(agree / (n - 1))
-    return out
+    found = distinct_answers(samples)  # sample i agrees with the others of its answer
+    counts = [int(c) for c in found.counts]
+    return [0.0 if a < 0 else (counts[a] - 1) / (n - 1) for a in found.index.tolist()]
 
 
 def ac_levels(n: int) -> tuple[float, ...]:

@@ -6,7 +6,8 @@ from collections.abc import Hashable, Sequence
 
 import numpy as np
 
-from credo.kernels.registry import Kernel, get_kernel
+from credo.kernels.distinct import gram_sum, gram_trace
+from credo.kernels.registry import Kernel
 from credo.methods.base import ORIGINAL, PERTURBED, ItemSamples, method
 
 
@@ -18,18 +19,17 @@ def mmd2_unbiased(
     ``MMD² = 1/(n(n-1)) Σ_{i≠j} k(y_i, y_j) + 1/(m(m-1)) Σ_{i≠j} k(y'_i, y'_j)
     - 2/(nm) Σ_i Σ_j k(y_i, y'_j)`` with ``n = len(original)``, ``m = len(perturbed)``.
     Needs n >= 2 and m >= 2. The estimate can be slightly negative when the two
-    distributions agree; with a kernel in [0, 1] it is at most 2.
+    distributions agree; with a kernel in [0, 1] it is at most 2. The sums run over
+    the distinct answers of each set (:mod:`credo.kernels.distinct`), exactly.
     """
     n, m = len(original), len(perturbed)
     if n < 2 or m < 2:
         raise ValueError(f"the unbiased MMD² needs at least 2 samples per set, got n={n}, m={m}")
-    gram = get_kernel(kernel)
-    kxx = gram(original, original)
-    kyy = gram(perturbed, perturbed)
-    kxy = gram(original, perturbed)
-    within_x = (kxx.sum() - np.trace(kxx)) / (n * (n - 1))
-    within_y = (kyy.sum() - np.trace(kyy)) / (m * (m - 1))
-    cross = kxy.sum() / (n * m)
+    within_x = (gram_sum(kernel, original, original) - gram_trace(kernel, original)) \
+        / (n * (n - 1))
+    within_y = (gram_sum(kernel, perturbed, perturbed) - gram_trace(kernel, perturbed)) \
+        / (m * (m - 1))
+    cross = gram_sum(kernel, original, perturbed) / (n * m)
     return float(within_x + within_y - 2.0 * cross)
 
 
@@ -57,7 +57,7 @@ def c3_cross(
     n, m = len(original), len(perturbed)
     if n < 1 or m < 1:
         raise ValueError(f"cross-comparison needs non-empty sets, got n={n}, m={m}")
-    return float(get_kernel(kernel)(original, perturbed).sum() / (n * m))
+    return float(gram_sum(kernel, original, perturbed) / (n * m))
 
 
 @method("c3", needs=(ORIGINAL, PERTURBED), summary="C3 = 1 − MMD²/2 (000 App. H)",

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from credo.kernels.distinct import distinct_answers, self_similarities
 from credo.kernels.indicator import indicator_gram
 from credo.kernels.registry import ItemKernels, Kernel
 from credo.methods.base import MethodSpec, Score
@@ -101,6 +102,7 @@ def score_items(
     prefixes: Mapping[str, tuple[str, ...]],
     options: Mapping[str, Any],
     available_sets: set[str] | None = None,
+    show_progress: bool = False,
 ) -> list[ItemResult]:
     """One :class:`ItemResult` per task item (see the module docstring).
 
@@ -109,35 +111,91 @@ def score_items(
     perturbed sample; ``options`` the run settings some methods read (``followups``,
     ``ccp_min_prob``, ``kle_t``). ``available_sets`` (given generations) limits the sample sets
     there are: a method that needs another one is not available, with the reason.
+    ``show_progress``: a progress bar of the (item, method) scores done, on stderr.
     """
     results = []
     built = kernels.get(default_kernel)  # the run's kernel chooses each item's answer
-    for it in task.items:
-        sets = {name: samples for name, (samples, _) in generated[it.id].items()}
-        correct = {name: c for name, (_, c) in generated[it.id].items()}
-        correct[ORIGINAL] = tuple(None if _nan(c) else c for c in graded[it.id])
-        samples = ItemSamples(it.id, sets, task.format, len(it.choices), options)
-        scores = {
-            spec.name: _score(spec, samples, task, kernels, default_kernel, logprobs,
-                              available_sets)
-            for spec in specs
-        }
-        results.append(
-            ItemResult(
-                it,
-                prefixes.get(it.id, ()) if PERTURBED in sets else (),
-                sets[ORIGINAL],
-                sets.get(PERTURBED, ()),
-                graded[it.id],
-                {k: v.value for k, v in scores.items()},
-                sets,
-                correct,
-                scores,
-                MODAL if built is None else central_sample(
-                    samples.answers(ORIGINAL), built.kernel_for(it.id)),
-            )
-        )
+    with _ScoringProgress(len(task.items) * len(specs), show_progress) as progress:
+        for it in task.items:
+            results.append(_score_item(it, task, generated, graded, specs, kernels,
+                                       default_kernel, logprobs, prefixes, options,
+                                       available_sets, built, progress))
     return results
+
+
+def _score_item(
+    it: Item,
+    task: Task,
+    generated: GeneratedSets,
+    graded: Mapping[str, tuple[bool | float, ...]],
+    specs: Sequence[MethodSpec],
+    kernels: Mapping[str, ItemKernels],
+    default_kernel: str,
+    logprobs: bool,
+    prefixes: Mapping[str, tuple[str, ...]],
+    options: Mapping[str, Any],
+    available_sets: set[str] | None,
+    built: ItemKernels | None,
+    progress: _ScoringProgress,
+) -> ItemResult:
+    """The :class:`ItemResult` of one item: every method's score, its answer."""
+    sets = {name: samples for name, (samples, _) in generated[it.id].items()}
+    correct = {name: c for name, (_, c) in generated[it.id].items()}
+    correct[ORIGINAL] = tuple(None if _nan(c) else c for c in graded[it.id])
+    samples = ItemSamples(it.id, sets, task.format, len(it.choices), options)
+    scores = {}
+    for spec in specs:
+        progress.now(it.id, spec.name)
+        scores[spec.name] = _score(spec, samples, task, kernels, default_kernel, logprobs,
+                                   available_sets)
+        progress.advance()
+    return ItemResult(
+        it,
+        prefixes.get(it.id, ()) if PERTURBED in sets else (),
+        sets[ORIGINAL],
+        sets.get(PERTURBED, ()),
+        graded[it.id],
+        {k: v.value for k, v in scores.items()},
+        sets,
+        correct,
+        scores,
+        MODAL if built is None else central_sample(
+            samples.answers(ORIGINAL), built.kernel_for(it.id)),
+    )
+
+
+class _ScoringProgress:
+    """A rich progress bar of the scores computed (one per item and method), naming the
+    item and method at work, on stderr; nothing when disabled."""
+
+    def __init__(self, total: int, show: bool) -> None:
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+        )
+
+        self._progress = Progress(TextColumn("[bold]scoring"), BarColumn(),
+                                  MofNCompleteColumn(), TimeElapsedColumn(),
+                                  TextColumn("{task.fields[at]}"), disable=not show)
+        self._task = self._progress.add_task("scoring", total=total, at="")
+
+    def __enter__(self) -> _ScoringProgress:
+        self._progress.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._progress.__exit__(None, None, None)
+
+    def now(self, item: str, method: str) -> None:
+        """Say which item and method are being scored."""
+        self._progress.update(self._task, at=f"{item} · {method}")
+
+    def advance(self) -> None:
+        """One score done."""
+        self._progress.update(self._task, advance=1)
 
 
 def central_sample(answers: Sequence[Hashable | None], gram: Kernel) -> int | None:
@@ -151,15 +209,17 @@ def central_sample(answers: Sequence[Hashable | None], gram: Kernel) -> int | No
     the choice is the first sample of the modal answer, the majority vote of
     self-consistency (Wang et al. 2023); under the embedding or judge kernel, the sample
     whose answer agrees most with the rest."""
-    parsed = [i for i, a in enumerate(answers) if a is not None]
-    if not parsed:
+    found = distinct_answers(answers)
+    if not found.values:
         return None
-    keys = [answers[i] for i in parsed]
-    K = np.asarray(gram(keys, keys), dtype=float)
-    totals = K.sum(axis=1) - np.diag(K)
-    # ties within rounding are ties: sums of one set of terms in another order differ
-    first = np.flatnonzero(np.isclose(totals, totals.max(), rtol=1e-9, atol=1e-12))[0]
-    return parsed[int(first)]
+    # every sample of a distinct answer a has the same sum, Σ_b m_b k(a, b) − k(a, a)
+    totals = -self_similarities(found, gram)
+    for start, block in found.row_blocks(gram):
+        totals[start:start + len(block)] += block @ found.counts
+    # ties within rounding are ties: sums of one set of terms in another order differ;
+    # the distinct answers are in order of first appearance, so the first is the earliest
+    best = np.flatnonzero(np.isclose(totals, totals.max(), rtol=1e-9, atol=1e-12))[0]
+    return int(np.flatnonzero(found.index == best)[0])
 
 
 def _score(

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
 
-import numpy as np
-
-from credo.kernels.registry import Kernel, get_kernel
+from credo.kernels.distinct import gram_sum, gram_trace
+from credo.kernels.registry import Kernel
 from credo.methods.base import ORIGINAL, sample_set_method
 
 
@@ -18,10 +17,11 @@ def self_consistency(samples: Sequence[Hashable], kernel: str | Kernel = "indica
     """Generalized consistency ``C(Y) = 1/(K(K-1)) Σ_i Σ_{j≠i} k(y_i, y_j)`` (000 eq. 2).
 
     With the indicator kernel this is the probability that two distinct samples agree.
-    Needs K >= 2 samples.
+    Needs K >= 2 samples. The sums run over the distinct answers
+    (:mod:`credo.kernels.distinct`), exactly: K² kernel values are U².
     """
     k = len(samples)
     if k < 2:
         raise ValueError(f"self-consistency needs at least 2 samples, got {k}")
-    K = get_kernel(kernel)(samples, samples)
-    return float((K.sum() - np.trace(K)) / (k * (k - 1)))
+    return float((gram_sum(kernel, samples, samples) - gram_trace(kernel, samples))
+                 / (k * (k - 1)))

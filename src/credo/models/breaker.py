@@ -19,6 +19,12 @@ exit 3. The breaker watches every attempt of the model's calls (the probe's too)
   ends at exit 3 and a rerun resumes). ``window_s`` seconds after it opened, one attempt
   is let through as a trial: a success closes the breaker, a failure opens it again.
 
+How long a dead server costs: the streak starts with the first failed attempt (the
+start-up probe's, for a run), so a server failing every request opens the breaker
+``window_s`` seconds later, and the calls still waiting end then: with the defaults a run
+against it ends in 10 to 15 s at exit 3 (docs/how-to/served-models.md gives the
+measurement).
+
 A 4xx that fails its request at once (the server answered) and a 429 (the server is
 there and asks to wait; its ``Retry-After`` is honoured) are neither failures nor
 successes. ``failures = 0`` turns the breaker off.

@@ -39,7 +39,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "TASK_FIELDS",
+    "CertificateUse",
     "RunCertificate",
+    "accepts",
     "check_claim_settings",
     "claim_settings",
     "credo_version",
@@ -277,16 +279,29 @@ class RunCertificate:
     certificate: Certificate
     settings: dict[str, Any]
     source: str = ""
+    incomplete: dict[str, Any] | None = None
+    """Where the calibration folder was incomplete and certified all the same
+    (``--allow-incomplete``): its status and how many items it left out; None for a
+    complete one."""
 
     @property
     def method(self) -> str:
         """The scoring method whose scores the threshold applies to."""
         return str(self.settings["method"])
 
+    @property
+    def id(self) -> str:
+        """``sha256:`` and 12 hex digits of the certificate's content (its canonical
+        JSON): the same file gives the same id on every machine, the id the gateway
+        logs with each decision."""
+        text = json.dumps(self.to_json(), sort_keys=True, separators=(",", ":"))
+        return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
+
     def to_json(self) -> dict[str, Any]:
-        """The certificate file's content."""
-        return {"certificate": self.certificate.to_dict(), "settings": self.settings,
-                "source": self.source}
+        """The certificate file's content (``incomplete`` only where it is set)."""
+        out = {"certificate": self.certificate.to_dict(), "settings": self.settings,
+               "source": self.source}
+        return out if self.incomplete is None else {**out, "incomplete": self.incomplete}
 
     @classmethod
     def read(cls, path: str | Path) -> RunCertificate:
@@ -320,7 +335,9 @@ class RunCertificate:
                             f"{settings.get('method')!r}")
         cert = _checked(data["certificate"], p)
         _check_threshold(cert, settings["method"], p)
-        return cls(cert, settings, str(data.get("source", "")))
+        incomplete = data.get("incomplete")
+        return cls(cert, settings, str(data.get("source", "")),
+                   incomplete if isinstance(incomplete, dict) else None)
 
     def check(self, actual: dict[str, Any], methods: Sequence[str], what: str = "run") -> None:
         """Refuse a run whose settings (``actual``: :func:`run_settings` or
@@ -332,6 +349,58 @@ class RunCertificate:
             raise UserError(f"--certificate: the certificate is for method {self.method!r},"
                             f" which the {what} does not score (methods: {list(methods)})")
         refuse_mismatch(self.settings, actual, what)
+
+
+def accepts(cert: RunCertificate, score: float, answer: object) -> bool:
+    """Whether ``cert`` accepts an item's answer: it has one, its score under the
+    certified method is known and at or above the certified threshold (never when
+    nothing was certified)."""
+    threshold = cert.certificate.threshold
+    return (answer is not None and not math.isnan(score) and threshold is not None
+            and score >= threshold)
+
+
+@dataclass(frozen=True)
+class CertificateUse:
+    """A certificate as a run or score applied it: which one (``id``, the file's
+    ``source`` folder), what it certified (method, threshold, α, δ, procedure) and how
+    many of the items' answers it accepted."""
+
+    id: str
+    method: str
+    threshold: float | None
+    alpha: float
+    delta: float | None
+    procedure: str
+    accepted: int
+    items: int
+
+    @classmethod
+    def of(cls, cert: RunCertificate, items: Sequence[Any]) -> CertificateUse:
+        """``cert`` applied to ``items`` (:class:`~credo.methods.scoring.ItemResult`:
+        the certified method's score and the answer credo gives)."""
+        c = cert.certificate
+        taken = sum(accepts(cert, r.scores.get(cert.method, math.nan), r.answer)
+                    for r in items)
+        return cls(cert.id, cert.method, c.threshold, c.alpha, c.delta, c.method, taken,
+                   len(items))
+
+    def line(self) -> str:
+        """One line: the certificate, its rule and level, the answers accepted."""
+        level = f"alpha={self.alpha:g}" + ("" if self.delta is None else
+                                           f", delta={self.delta:g}")
+        if self.threshold is None:
+            return (f"certificate {self.id} ({self.method}, {level}, {self.procedure}): "
+                    f"it certified nothing, so none of the {self.items} answers is accepted")
+        return (f"certificate {self.id}: {self.method} >= {self.threshold:.4g} at {level} "
+                f"({self.procedure}): {self.accepted} of {self.items} answers accepted "
+                "(answers.jsonl)")
+
+    def to_dict(self) -> dict[str, Any]:
+        """As ``metrics.json["certificate"]`` records it."""
+        return {"id": self.id, "method": self.method, "threshold": self.threshold,
+                "alpha": self.alpha, "delta": self.delta, "procedure": self.procedure,
+                "accepted": self.accepted, "items": self.items}
 
 
 def _finite(x: Any) -> bool:

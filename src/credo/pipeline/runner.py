@@ -40,7 +40,7 @@ from credo.perturb.corpus import corpus_perturbations, load_corpus
 from credo.perturb.paraphrase import PARAPHRASE_STAGE, ParaphraseSet, ParaphraseStage
 from credo.perturb.quality import similarity_record
 from credo.pipeline.adaptive import adaptive_originals, adaptive_perturbed
-from credo.pipeline.certificate import task_settings
+from credo.pipeline.certificate import CertificateUse, task_settings
 from credo.pipeline.checks import (
     check_lengths,
     check_static,
@@ -123,6 +123,10 @@ class RunResult:
     #: The claim stage of a long-form run with ``config.claims`` (issue 33:
     #: :class:`credo.pipeline.claims.ClaimRun`); None without it.
     claims: ClaimRun | None = None
+    #: The certificate the run applied (``--certificate``): its id, rule and how many
+    #: answers it accepted (:class:`credo.pipeline.certificate.CertificateUse`); None
+    #: without one.
+    certificate: CertificateUse | None = None
 
     @property
     def stopped_by_budget(self) -> bool:
@@ -208,6 +212,7 @@ def _run_pipeline(
         prefixes={it.id: tuple(psets[it.id].prefixes(_perturbed_size(generated[it.id], config)))
                   for it in task.items if it.id in psets},
         options=config.baselines.method_options(),
+        show_progress=pool.show_progress,
     )
     claim_run = run_claims(config, task, items, driver) if config.claims is not None else None
     ledger = pool.ledger.to_dict()

@@ -35,6 +35,7 @@ from credo.tasks.base import AnswerFormat, Item, Task
 
 __all__ = [
     "FIRST_METHODS",
+    "check_sample_sets",
     "default_methods",
     "given_config",
     "given_incomplete",
@@ -58,6 +59,7 @@ def score_generations(
     item's gold answer (``--recompute-correctness``).
     """
     t0 = time.perf_counter()
+    check_sample_sets(generations)
     task = _task(generations, fmt)
     assign_roles(pool, score_roles(config))  # no model under test: judges only
     specs = method_specs(config.methods)
@@ -89,6 +91,7 @@ def score_generations(
                   for i, sets in by_item.items()},
         options=config.baselines.method_options(),
         available_sets=present,
+        show_progress=pool.show_progress,
     )
     ledger = pool.ledger.to_dict()
     # the given prefixes are not tested for neutrality (as before issue 22)
@@ -113,6 +116,19 @@ def score_generations(
         coverage=ending.coverage, degenerate=ending.degenerate,
         task_identity=given_task_settings(generations, fmt, recompute),
     )
+
+
+def check_sample_sets(generations: Generations) -> None:
+    """A :class:`UserError` naming the file and line of the first sample whose ``set`` is
+    no registered sample set (``"wibble"``): no method would read it, so it would be
+    dropped without a word; the known sets are listed."""
+    from credo.plan.sample_sets import SAMPLE_SETS
+
+    known = set(SAMPLE_SETS.names())
+    for s in generations.samples:
+        if s.set not in known:
+            raise UserError(f"{s.where or generations.source}: 'set' {s.set!r} is no sample "
+                            f"set credo reads (known: {', '.join(SAMPLE_SETS.names())})")
 
 
 FIRST_METHODS = ("c3", "c3_cross", "self_consistency")
@@ -267,6 +283,9 @@ def given_stats(
         out["given_log_status"] = generations.status or "success"
     if generations.answers:
         out["answers"] = generations.answers
+    if generations.tool_accuracy is not None:
+        out["tool_accuracy"] = generations.tool_accuracy
+        out["tool_accuracy_is"] = generations.tool_accuracy_is
     return out
 
 

@@ -48,7 +48,7 @@ from credo.report.coverage import (
 )
 from credo.report.export import write_parquet
 from credo.report.ledger import ledger_notes, ledger_table_rows
-from credo.report.md_pieces import answer_summary
+from credo.report.md_pieces import answer_summary, m_text
 from credo.report.phrases import ABOVE_STATS, incomplete_note, report_title
 from credo.report.rundata import STATUS_FILE, RunData, load_run, read_flip_rates
 
@@ -338,7 +338,7 @@ def render_comparison_page(
     ``templates/comparison.html.j2``)."""
     runs = [
         {"name": name, "label": marked_label(a.run), "n_items": len(a.run.scores),
-         "n": a.run.config.get("n", "?"), "m": a.run.config.get("m", "?"),
+         "n": a.run.config.get("n", "?"), "m": _m_shown(a.run),
          "accuracy": a.run.metrics.get("accuracy"), "path": str(a.run.path)}
         for a, name in zip(analyses, names, strict=True)
     ]
@@ -360,6 +360,14 @@ def render_comparison_page(
 # --------------------------------------------------------------------------- page data
 
 
+def _m_shown(run: RunData) -> str:
+    """``m = <drawn> perturbed`` (:func:`~credo.report.md_pieces.m_text`): the perturbed
+    samples the folder holds, the config's m beside it where they differ."""
+    configured = run.config.get("m", "?")
+    drawn = run.m_drawn
+    return m_text(drawn, configured) if drawn is not None else f"m = {configured} perturbed"
+
+
 def _run_facts(run: RunData) -> dict[str, Any]:
     """The run's configuration and statistics for the facts table."""
     c, m = run.config, run.metrics
@@ -371,7 +379,7 @@ def _run_facts(run: RunData) -> dict[str, Any]:
         "accuracy": m.get("accuracy"),
         "correctness": m.get("correctness"),
         "n": c.get("n", "?"),
-        "m": c.get("m", "?"),
+        "m": _m_shown(run),
         "sampling": c.get("sampling") or {},
         "prompt_style": c.get("prompt_style"),
         "kernel": c.get("kernel"),

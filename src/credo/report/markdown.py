@@ -33,7 +33,15 @@ from credo.report.coverage import (
     headline_lines,
 )
 from credo.report.ledger import ledger_notes, ledger_table_rows
-from credo.report.md_pieces import answer_summary, cut_text, fmt_number, md_cell, md_table
+from credo.report.md_pieces import (
+    answer_summary,
+    cut_text,
+    drawn_m,
+    fmt_number,
+    m_text,
+    md_cell,
+    md_table,
+)
 from credo.report.phrases import ABOVE_STATS, incomplete_note, report_title
 
 if TYPE_CHECKING:
@@ -42,6 +50,7 @@ if TYPE_CHECKING:
 __all__ = [
     "FEW_NOTE",
     "UNLABELLED_NOTE",
+    "accuracy_line",
     "answer_summary",
     "correctness_of",
     "cut_text",
@@ -53,6 +62,7 @@ __all__ = [
     "neutrality_line",
     "render_markdown",
     "response_table_rows",
+    "result_m",
     "with_coverage",
 ]
 
@@ -204,6 +214,25 @@ def correctness_of(result: RunResult) -> str:
     return f"{rule}; {said}" if said else rule
 
 
+def accuracy_line(result: RunResult) -> str:
+    """credo's accuracy and what it averages; for generations a tool wrote, the tool's
+    own accuracy beside it with what that averages (lm-eval: the one response its filter
+    keeps per document; inspect_ai: its log's metric), so the two numbers are read as
+    what they are rather than as a disagreement."""
+    own = f"accuracy (mean p̄ over items): {fmt_number(result.accuracy)}"
+    tool = result.stats.get("tool_accuracy")
+    if not isinstance(tool, int | float) or isinstance(tool, bool):
+        return own
+    return (f"{own}, p̄ the share of correct answers among every response of an item; "
+            f"{result.stats.get('tool_accuracy_is', 'the tool')}: {fmt_number(tool)}")
+
+
+def result_m(result: RunResult) -> int:
+    """m as the run drew it (:func:`~credo.report.md_pieces.drawn_m`): the most perturbed
+    samples of a scored item."""
+    return drawn_m([len(r.perturbed) for r in result.items])
+
+
 def render_markdown(result: RunResult) -> str:
     """The run report as Markdown."""
     c = result.config
@@ -213,20 +242,24 @@ def render_markdown(result: RunResult) -> str:
         origin = [
             f"- generations: given in `{result.source}`, scored without a model"
             f" ({result.stats.get('given_samples', '?')} samples)",
-            f"- samples per item: {result.stats.get('given_samples_per_item', '?')}; sampling:"
+            f"- samples per item: {result.stats.get('given_samples_per_item', '?')} original,"
+            f" {m_text(result_m(result), c.m)}; sampling:"
             f" {result.stats.get('given_sampling', '?')}",
             *([f"- answers: {result.stats['answers']}"] if result.stats.get("answers") else []),
             f"- kernel: {c.kernel}; seed: {c.seed}",
         ]
     else:
         origin = [
-            f"- samples per item: n = {c.n} original, m = {c.m} perturbed (one per perturbation),"
+            f"- samples per item: n = {c.n} original, {m_text(result_m(result), c.m)} (one per"
+            " perturbation),"
             f" T = {c.sampling.temperature}, top_p = {c.sampling.top_p},"
             f" top_k = {c.sampling.top_k}, min_p = {c.sampling.min_p},"
             f" max_tokens = {c.sampling.max_tokens}",
             f"- prompt style: {c.prompt_style}; kernel: {c.kernel}; seed: {c.seed}",
         ]
     first = headline_lines(result.coverage, result.degenerate)
+    if result.certificate is not None:  # which answers a certificate let through
+        first = [result.certificate.line(), *first]
     lines = [
         f"# {report_title(result.task.name, c.model, result.stats.get('given_layout'))}",
         "",
@@ -235,7 +268,7 @@ def render_markdown(result: RunResult) -> str:
         *([] if result.source else [f"- model: `{result.model_identity}`"]),
         f"- items: {len(result.items)} (label 1 = p̄ ≥ 0.5: {sum(labels)} items)",
         *origin,
-        f"- accuracy (mean p̄ over items): {fmt_number(result.accuracy)}",
+        f"- {accuracy_line(result)}",
         f"- correctness: {correctness_of(result)}",
         *([f"- {UNLABELLED_NOTE}"] if not result.metrics and result.items else []),
         "",
@@ -279,7 +312,7 @@ def render_markdown(result: RunResult) -> str:
             f" similar (cosine ≥ {c.perturbation.threshold}): {sim}",
             f"- rejections per rule ({c.perturbation.rules} rules, writer prompt"
             f" {c.perturbation.prompt}): " + _rule_counts(result),
-            f"- kept per item: min {min(kept)}, max {max(kept)} (m = {c.m})",
+            f"- kept per item: min {min(kept)}, max {max(kept)} ({m_text(result_m(result), c.m)})",
             "",
             "Examples (first item):",
             "",

@@ -76,3 +76,18 @@ def answer_summary(values: Sequence[object], correct: Sequence[object] = (), top
         n = sum(counts[a] for a in hidden)
         parts.append(f"… +{len(hidden)} more ({n} sample{'' if n == 1 else 's'})")
     return ", ".join(parts)
+
+
+def drawn_m(perturbed_per_item: Sequence[int]) -> int:
+    """m as drawn: the most perturbed samples any item holds (0 when none holds one: a
+    run whose methods read original samples only draws none, whatever its config's m)."""
+    return max(perturbed_per_item, default=0)
+
+
+def m_text(drawn: int, configured: object) -> str:
+    """``m = <drawn> perturbed``, with the config's m beside it where the two differ
+    (``m = 0 perturbed (config m = 30)``: no method read perturbed samples, or an
+    adaptive run's items stopped before drawing them all)."""
+    if drawn == configured or configured in (None, "?"):
+        return f"m = {drawn} perturbed"
+    return f"m = {drawn} perturbed (config m = {configured})"

@@ -114,9 +114,12 @@ RUN_FILES: tuple[RunFile, ...] = (
                            "is)"),
             ("incomplete", "item id → why it is incomplete (when requests failed or the "
                            "budget was reached)"),
+            ("certificate", "the certificate applied (`--certificate`): its id, method, "
+                            "threshold, α, δ, procedure, and how many of the items' answers "
+                            "it accepted"),
         ),
         optional_fields=frozenset({"neutrality", "coverage_at_risk", "degenerate",
-                                   "incomplete"}),
+                                   "incomplete", "certificate"}),
     ),
     RunFile(
         "perturbation_similarity.json",

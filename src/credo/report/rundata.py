@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
 
 from credo.errors import UserError
 
@@ -37,6 +36,9 @@ OPTIONAL_JSON = (
     "topic_check.json", "threshold_calibration.json", SIMILARITY_FILE, CLAIM_METRICS_FILE,
     STATUS_FILE
 )
+READ_FILES = ("config.yaml", "metrics.json", "scores.jsonl", "samples.jsonl",
+              "perturbations.jsonl", CLAIMS_FILE, *OPTIONAL_JSON)
+"""The files :func:`load_run` reads: what no command may write over while it reads them."""
 FLIP_RATE_COLUMNS = ("model", "perturbation_type", "strength", "n", "flips", "rate", "low", "high")
 
 
@@ -153,6 +155,18 @@ class RunData:
             return str(d)
         return "; ".join(f"{k}: {v}" for k, v in d.items() if isinstance(v, str))
 
+    @property
+    def m_drawn(self) -> int | None:
+        """The most perturbed samples an item holds in samples.jsonl (0 when none does);
+        None for a folder without samples.jsonl (the config's m is all it says)."""
+        if not self.samples:
+            return None
+        counts: dict[str, int] = {}
+        for s in self.samples:
+            if s.get("set") == "perturbed":
+                counts[str(s.get("id"))] = counts.get(str(s.get("id")), 0) + 1
+        return max(counts.values(), default=0)
+
     def sample_sets(self) -> list[str]:
         """The sample-set names present in samples.jsonl (original, perturbed, ...)."""
         return list(dict.fromkeys(str(s.get("set")) for s in self.samples))
@@ -228,13 +242,17 @@ def read_flip_rates(path: str | Path) -> list[dict[str, Any]]:
 
 
 def _read_config(path: Path) -> dict[str, Any]:
-    """``config.yaml`` as a dict; empty when the folder has none."""
+    """``config.yaml`` as a dict; empty when the folder has none. A file that is not a
+    YAML mapping is one line naming it and the line
+    (:func:`credo.config.read_yaml_mapping`, as ``credo run --config`` reads one)."""
+    from credo.config import read_yaml_mapping
+
     if not path.is_file():
         return {}
     try:
-        return yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except yaml.YAMLError as e:
-        raise RunFolderError(f"{path}: not valid YAML: {e}") from e
+        return read_yaml_mapping(path)
+    except UserError as e:
+        raise RunFolderError(str(e)) from None
 
 
 def _read_extras(p: Path) -> dict[str, Any]:

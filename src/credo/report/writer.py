@@ -152,6 +152,8 @@ def write_run(result: RunResult, out: str | Path,
         metrics["coverage_at_risk"] = result.coverage
     if result.degenerate:
         metrics["degenerate"] = result.degenerate
+    if result.certificate is not None:
+        metrics["certificate"] = result.certificate.to_dict()
     files.append(jsonio.write_text(out / "metrics.json", jsonio.dumps(metrics, indent=2)))
     if result.perturbation_similarity:
         files.append(jsonio.write_text(out / SIMILARITY_FILE,
@@ -228,16 +230,17 @@ def write_answers(result: RunResult, cert: RunCertificate, out: str | Path) -> P
     original answer), the certified method's score, ``accept`` (score at or above the
     certified threshold; never when nothing was certified or the item has no answer) and
     the certificate's α, δ and procedure (issue 23, item 4)."""
+    from credo.pipeline.certificate import accepts
+
     c = cert.certificate
     path = Path(out) / ANSWERS_FILE
     rows = []
     for r in result.items:
         score = r.scores.get(cert.method, math.nan)
-        known = r.answer is not None and not math.isnan(score)
         rows.append({
             "id": r.item.id, "question": r.item.question, "answer": r.answer,
             "score": None if math.isnan(score) else score,
-            "accept": bool(known and c.threshold is not None and score >= c.threshold),
+            "accept": accepts(cert, score, r.answer),
             "method": cert.method, "alpha": c.alpha, "delta": c.delta,
             "procedure": c.method,
         })
