@@ -37,7 +37,7 @@ AddFlags = Callable[[argparse.ArgumentParser], None]
 
 COMMAND_MODULES: tuple[str, ...] = tuple(f"credo.cli.{m}" for m in (
     "run", "catalogue", "score", "report", "perturb", "strength", "probe", "certify", "study",
-    "adaptive", "claims", "serve",
+    "adaptive", "claims", "serve", "toy",
 ))
 """The modules registering the built-in commands, in ``credo --help``'s order."""
 
