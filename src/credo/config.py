@@ -625,6 +625,18 @@ class _Config(BaseModel):
         return cls.model_validate(data)
 
 
+DEFAULT_LIMIT = 20
+"""Items a run takes of a built-in benchmark when ``limit`` is not given (a first look in
+minutes); a task from the user's own file is read whole unless ``limit`` is given."""
+
+
+def reads_own_file(config: Mapping[str, Any]) -> bool:
+    """Whether the run config mapping ``config`` takes its task from the user's own file:
+    a ``task_file`` section, or a ``file:<preset>:<path>`` task."""
+    return config.get("task_file") is not None or str(config.get("task", "")).startswith(
+        "file:")
+
+
 class RunConfig(_Config):
     """Everything a run needs. ``credo run --config file.yaml`` reads this as YAML."""
 
@@ -635,7 +647,11 @@ class RunConfig(_Config):
     task_file: TaskFileConfig | None = Field(
         None, description="a task from any JSONL/JSON/CSV file by field names; replaces task"
     )
-    limit: int | None = Field(20, ge=1, description="the first N items of the task; None = all")
+    limit: int | None = Field(
+        DEFAULT_LIMIT, ge=1, description="the first N items of the task; null (or all) = every "
+        "item. Default: 20 items of a built-in benchmark, every item of your own file "
+        "(task_file, or a file:<preset>:<path> task)",
+    )
     lm_eval: LmEvalConfig = Field(
         default_factory=LmEvalConfig,
         description="an lm-eval:<task> task's few-shot count, task folders and dataset revision",
@@ -745,6 +761,20 @@ class RunConfig(_Config):
 
     @model_validator(mode="before")
     @classmethod
+    def _own_file_whole(cls, value: Any) -> Any:
+        """``limit`` not given: every item of the user's own file (:func:`reads_own_file`),
+        :data:`DEFAULT_LIMIT` items of a benchmark; ``limit: all`` is every item."""
+        if not isinstance(value, dict):
+            return value
+        if "limit" not in value:
+            return {**value, "limit": None} if reads_own_file(value) else value
+        limit = value["limit"]
+        if isinstance(limit, str) and limit.strip().lower() == "all":
+            return {**value, "limit": None}
+        return value
+
+    @model_validator(mode="before")
+    @classmethod
     def _model_as_role(cls, value: Any) -> Any:
         """``model: {model: X, base_url: U, ...}``, the role mapping every other role
         takes, is the model under test ``X`` with those options in ``model_options``
@@ -807,7 +837,8 @@ class StrengthConfig(_Config):
         "mmlu:high_school_statistics", description="a multiple-choice task (mmlu:<subject>, "
         "truthfulqa_mc1, arc_challenge:<path>, ...)",
     )
-    limit: int | None = Field(30, ge=1, description="the first N items; None = all")
+    limit: int | None = Field(30, ge=1, description="the first N items; null (or all) = every "
+                              "item")
     models: list[RoleConfig] = Field(
         default_factory=lambda: [RoleConfig(model="qwen2.5-coder-1.5b")], min_length=1,
         description="the models under test: specs, or roles with their options (base_url, "
@@ -848,6 +879,12 @@ class StrengthConfig(_Config):
         "(US dollars, from the roles' price_* options; credo.generation.ledger); the folder "
         "is written with the rest incomplete (exit 3) and a rerun resumes; part of no request",
     )
+
+    @field_validator("limit", mode="before")
+    @classmethod
+    def _limit_all(cls, value: Any) -> Any:
+        """``limit: all`` (``--limit all``) is every item, as ``null``."""
+        return None if isinstance(value, str) and value.strip().lower() == "all" else value
 
     @field_validator("models")
     @classmethod
@@ -971,7 +1008,10 @@ class StudyConfig(_Config):
 
     def run_configs(self) -> list[RunConfig]:
         """The study's runs, model by model and task by task within each model."""
-        base = self.run.model_dump(exclude=set(STUDY_RUN_FIXED) | {"methods"})
+        exclude = set(STUDY_RUN_FIXED) | {"methods"}
+        if "limit" not in self.run.model_fields_set:  # each run's own default (a file whole)
+            exclude.add("limit")
+        base = self.run.model_dump(exclude=exclude)
         out = []
         for model in self.models:
             for task in self.tasks:

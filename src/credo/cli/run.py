@@ -10,6 +10,7 @@ from typing import Any
 from rich.console import Console
 
 from credo.cli.command import command
+from credo.cli.flags import item_limit
 from credo.registry import STOPPING_RULES
 
 console = Console(stderr=False)
@@ -61,7 +62,9 @@ def _run_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--label", help="served model label for its identity: openai:<model>@LABEL")
     p.add_argument("--n", type=int, help="samples from the original prompt (paper: 30)")
     p.add_argument("--m", type=int, help="perturbed samples, one per perturbation (paper: 30)")
-    p.add_argument("--limit", type=int, help="first N items of the task")
+    p.add_argument("--limit", type=item_limit, metavar="N|all",
+                   help="the first N items of the task, or all (default: 20 items of a "
+                   "built-in benchmark, every item of your own --task-file or file: task)")
     p.add_argument("--num-fewshot", type=int,
                    help="lm-eval:<task>: few-shot examples before each question (default 0)")
     p.add_argument("--include-path", type=Path, action="append",
@@ -251,7 +254,7 @@ def _print_tables(result: Any) -> None:
 
     cfg = result.config
     title = (
-        f"{result.task.name} · {cfg.model} · {len(result.items)} items "
+        f"{result.task.name} · {cfg.model} · {_items(result)} "
         f"· n={cfg.n}{f' m={cfg.m}' if cfg.m or not result.source else ''}"
         f" · accuracy {fmt_number(result.accuracy)}"  # n/a without gold answers
     )
@@ -278,6 +281,19 @@ def _print_tables(result: Any) -> None:
     console.print(f"report: {cfg.out / 'report.md'}")
 
 
+def _items(result: Any) -> str:
+    """The title's item count (:func:`_item_count`)."""
+    return _item_count(len(result.items), result.task_size, result.config.limit)
+
+
+def _item_count(items: int, size: int | None, limit: int | None) -> str:
+    """``"12 items"``; with the task's size when ``limit`` cut it: ``"20 of 1319 items
+    (limit 20; --limit all: every item)"``."""
+    if size is None or limit is None or size <= limit:
+        return f"{items} items"
+    return f"{items} of {size} items (limit {limit}; --limit all: every item)"
+
+
 def print_estimate(estimate: Any) -> int:
     """The table of ``credo run --dry-run`` (a :class:`~credo.pipeline.estimate.RunEstimate`):
     one aligned plain-text row per stage, then each stage's model and note and what the
@@ -296,7 +312,9 @@ def print_estimate(estimate: Any) -> int:
             *("?" if unknown or v is None else str(v) for v in counts),
             "?" if unknown else fmt_usd(s.cost_usd),
         ])
-    lines = [f"dry run: {estimate.task} · {estimate.items} items · no model called", ""]
+    lines = [f"dry run: {estimate.task} · "
+             f"{_item_count(estimate.items, estimate.task_size, estimate.limit)} · "
+             "no model called", ""]
     lines += _aligned(rows)
     lines.append("")
     lines += [f"{s.stage}: {s.model}{' · ' + s.note if s.note else ''}" for s in estimate.stages]

@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from credo.cli.command import command, group
+from credo.cli.flags import item_limit
 
 console = Console()
 err = Console(stderr=True)
@@ -25,7 +26,8 @@ def _run_flags(r: argparse.ArgumentParser) -> None:
                    help="a multiple-choice task (mmlu:<subject>, truthfulqa_mc1, "
                         "arc_challenge:<path>, openbookqa:<path>, strategyqa:<path>, "
                         "bbh_sports:<path>)")
-    r.add_argument("--limit", type=int, default=30, help="first N items")
+    r.add_argument("--limit", type=item_limit, default=30, metavar="N|all",
+                   help="the first N items of the task, or all (default 30)")
     r.add_argument("--model", default="qwen2.5-coder-1.5b",
                    help="model(s) under test, comma-separated")
     r.add_argument("--judge", help="strength judge model (default: each model itself)")

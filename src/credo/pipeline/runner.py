@@ -122,6 +122,9 @@ class RunResult:
     #: The claim stage of a long-form run with ``config.claims`` (issue 33:
     #: :class:`credo.pipeline.claims.ClaimRun`); None without it.
     claims: ClaimRun | None = None
+    #: Items the task holds before ``config.limit`` cut it (None: generations given, not
+    #: sampled); the terminal's title says "20 of 1319 items" when the limit cut it.
+    task_size: int | None = None
 
     @property
     def stopped_by_budget(self) -> bool:
@@ -233,7 +236,7 @@ def run_pipeline(
         ending.response_metrics, ending.unavailable, paras, similarity,
         incomplete, neutrality=ending.neutrality, ledger=ledger,
         coverage=ending.coverage, degenerate=ending.degenerate, task_identity=identity,
-        claims=claim_run,
+        claims=claim_run, task_size=prepared.task_size,
     )
 
 
@@ -246,6 +249,8 @@ class PreparedRun:
     specs: list[MethodSpec]
     capabilities: Capabilities
     needs: set[str]
+    task_size: int | None = None
+    """Items of the task before ``limit`` cut it."""
 
 
 def prepare_run(
@@ -264,7 +269,8 @@ def prepare_run(
     answer; the unpriced models named under a budget). With ``reach`` False no server
     is contacted (the models are built, which loads nothing); ``driver`` is the driver
     whose preflight it is (a dry run's counts the probes)."""
-    task = (task or configured_task(config)).head(config.limit)
+    full = task or configured_task(config)
+    task = full.head(config.limit)
     specs = method_specs(config.methods)
     check_static(config, task, specs)
     assign_roles(pool, config)
@@ -275,7 +281,7 @@ def prepare_run(
         run_roles(config, task, specs, needs_of(specs, task, caps)), reach=reach,
         max_cost_usd=config.max_cost_usd)
     caps = pool.model(MODEL).capabilities  # a served model's probe may have changed them
-    return PreparedRun(task, specs, caps, needs_of(specs, task, caps))
+    return PreparedRun(task, specs, caps, needs_of(specs, task, caps), len(full.items))
 
 
 def configured_task(config: RunConfig) -> Task:
