@@ -139,7 +139,21 @@ __all__ = [
     "study",
 ]
 
-__version__ = "0.1.0"
+
+
+def _installed_version() -> str:
+    """The installed distribution's version (``pyproject.toml``'s, as pip recorded it);
+    ``0+unknown`` for a source tree that was never installed."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("credo")
+    except PackageNotFoundError:
+        return "0+unknown"
+
+
+__version__ = _installed_version()
+"""credo's version, as ``credo --version`` prints it."""
 
 
 def __getattr__(name: str) -> Any:
