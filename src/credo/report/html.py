@@ -37,6 +37,7 @@ from credo.evaluate import registry
 from credo.evaluate.metrics import FEW_IN_CLASS, ece, ece_discrete
 from credo.evaluate.paired import PairedDifference
 from credo.evaluate.quadrants import REGION_COLORS, REGIONS, Quadrants
+from credo.numbers import fmt_number
 from credo.report import analysis as an
 from credo.report import figures as fg
 from credo.report.coverage import (
@@ -594,6 +595,8 @@ def _environment() -> Environment:
         keep_trailing_newline=True,
     )
     env.filters["fmt"] = _fmt
+    env.filters["num"] = lambda x, digits=3: fmt_number(x, digits)
+    env.filters["signed"] = lambda x, digits=3: fmt_number(x, digits, sign=True)
     env.tests["nan"] = _is_nan
     env.globals.update(ci_metrics=an.CI_METRICS, metric_labels=registry.headers(),
                        regions=REGIONS, region_colors=REGION_COLORS,
@@ -609,7 +612,7 @@ def _fmt(x: Any) -> str:
         v = float(x)
     except (TypeError, ValueError):
         return str(x)
-    return "n/a" if math.isnan(v) else f"{v:.3f}"
+    return fmt_number(v)
 
 
 def _is_nan(x: Any) -> bool:

@@ -186,7 +186,7 @@ def _with_ci(d: dict[str, float], key: str) -> str:
     lo, hi = d.get(f"{key}_low"), d.get(f"{key}_high")
     if lo is None or hi is None or value == "n/a" or math.isnan(lo) or math.isnan(hi):
         return value
-    return f"{value} [{lo:.2f}, {hi:.2f}]"
+    return f"{value} [{fmt_number(lo, 2)}, {fmt_number(hi, 2)}]"
 
 
 def correctness_of(result: RunResult) -> str:
@@ -328,8 +328,9 @@ def _calibration_note(method: str) -> list[str]:
 def neutrality_line(record: dict[str, Any]) -> str:
     """000 App. A.3's verdict on the run's prefixes in one line."""
     stated = (
-        f"mean Δ = {record['mean_delta']:+.2f} of {record['samples_per_set']} samples per item,"
-        f" {int(record['confidence'] * 100)}% CI [{record['low']:+.2f}, {record['high']:+.2f}]"
+        f"mean Δ = {fmt_number(record['mean_delta'], 2, sign=True)} of "
+        f"{record['samples_per_set']} samples per item, {int(record['confidence'] * 100)}% CI "
+        f"[{fmt_number(record['low'], 2, sign=True)}, {fmt_number(record['high'], 2, sign=True)}]"
         f" over {record['items']} items"
     )
     if record["neutral"]:
