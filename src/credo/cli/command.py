@@ -77,10 +77,10 @@ def command(name: str, *, help: str, description: str | None = None,
     return decorate
 
 
-def group(name: str, *, help: str) -> None:
+def group(name: str, *, help: str, description: str | None = None) -> None:
     """Register ``name``, a command made of the subcommands registered after it as
-    ``"name sub"``."""
-    COMMANDS.add(name, Command(name, help))
+    ``"name sub"`` (``description``: what ``credo NAME --help`` says)."""
+    COMMANDS.add(name, Command(name, help, description=description))
 
 
 def add_commands(parser: argparse.ArgumentParser) -> None:

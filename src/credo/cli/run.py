@@ -80,10 +80,16 @@ def _run_flags(p: argparse.ArgumentParser) -> None:
         type=int,
         help="original samples per item asked follow-ups (verbalized, P(True), CCP)",
     )
-    p.add_argument("--kernel", help="answer kernel: indicator, embedding, judge (000 App. H)")
-    p.add_argument("--prompt-style", choices=["direct", "brief", "expression", "cot"])
+    p.add_argument("--kernel", help="how two answers are compared: indicator (equal "
+                   "answers), embedding (cosine) or judge (an LLM says whether they agree)")
+    p.add_argument("--prompt-style", choices=["direct", "brief", "expression", "cot"],
+                   help="how each question is asked: direct (the answer only; the "
+                   "default), brief (the key calculations, then the answer), expression (one "
+                   "arithmetic expression credo evaluates) or cot (step by step first: give "
+                   "--max-tokens room)")
     p.add_argument("--max-tokens", type=int, help="generation length cap per answer")
-    p.add_argument("--seed", type=int)
+    p.add_argument("--seed", type=int, help="the run seed (default 0): part of every "
+                   "request's cache key, so another seed draws other samples")
     p.add_argument("--out", type=Path, help="run folder (default runs/latest)")
     p.add_argument("--cache", type=Path, help="SQLite cache (default ~/.cache/credo)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
@@ -100,7 +106,8 @@ def _run_flags(p: argparse.ArgumentParser) -> None:
         "from the price_* model options); rerun to resume",
     )
     p.add_argument("--corpus", type=Path,
-                   help="text file whose snippets are the context prefixes (000 App. F)")
+                   help="text file whose snippets are the context prefixes instead of a "
+                   "writer model's sentences")
     p.add_argument("--writer", help="model writing the context prefixes (default: the "
                    "strongest embedded model, or a served model under test itself)")
     p.add_argument("--judge", help="the LLM judge (judge kernel, CCP's NLI step, grading): "
@@ -118,7 +125,8 @@ def _run_flags(p: argparse.ArgumentParser) -> None:
                    "claim method")
     p.add_argument("--prefix-rules", help="neutrality rules a prefix must pass: strict "
                    "(default) or basic")
-    p.add_argument("--neutrality", help="000 App. A.3's gate: warn (default), fail, off")
+    p.add_argument("--neutrality", help="what to do when the prefixes change the model's "
+                   "accuracy (the neutrality test): warn (default), fail (exit 4) or off")
     p.add_argument(
         "--adaptive", metavar="RULE", choices=STOPPING_RULES,
         help="adaptive sampling: draw each item's samples in rounds of 4 (at least 4) and "
@@ -139,7 +147,9 @@ def _run_flags(p: argparse.ArgumentParser) -> None:
     )
     f.add_argument("--task-file", type=Path, help="the data file")
     f.add_argument("--answer-format",
-                   choices=["number", "choice", "short_text", "code", "long_form"])
+                   choices=["number", "choice", "short_text", "code", "long_form"],
+                   help="what the answers are, which decides how they are read and graded: "
+                   "number, choice (an option letter), short_text, code or long_form")
     f.add_argument("--question-field", help="field of the question (a,b: joined with a space)")
     f.add_argument("--choices-field",
                    help="field holding the options, or one field per option: a,b,c,d")
