@@ -6,7 +6,7 @@
   Python API, one per group of ``credo.__all__``.
 - ``on_files``: adds every generated page (:mod:`reference`) and leaves the generator code
   and the two split sources out of the site.
-- ``on_page_markdown``: a ``python`` block that continues an earlier one gets the
+- ``on_page_markdown``: a page's search weight (:data:`SEARCH_BOOST`); a ``python`` block that continues an earlier one gets the
   caption "continues the Python code above" (:func:`blocks.continued_names`);
   ``<!-- credo:method NAME -->`` becomes the registry's card of
   method NAME (:func:`reference.method_card`), ``<!-- credo:metrics -->`` the table of
@@ -111,7 +111,17 @@ _METRICS = re.compile(r"(?m)^<!--\s*credo:metrics\s*-->[ \t]*$")
 """Placeholders stand alone on their line (in a code span they are text)."""
 
 
+SEARCH_BOOST = {"tutorials/": 2.0, "reference/": 2.0, "install.md": 2.0, "faq.md": 2.0,
+                "results/": 0.5, "benchmarks/": 0.5}
+"""Search weight of a page by where it lives: the pages that teach and define rank above
+the measured results, which mention every name in passing."""
+
+
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
+    uri = page.file.src_uri
+    boost = next((b for prefix, b in SEARCH_BOOST.items() if uri.startswith(prefix)), None)
+    if boost is not None:
+        page.meta.setdefault("search", {}).setdefault("boost", boost)
     markdown = _captioned(markdown, page)
     known = set(reference.method_names())
 
