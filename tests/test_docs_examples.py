@@ -144,7 +144,7 @@ class PageRun:
         if "--port" in argv:
             i = argv.index("--port")
             del argv[i: i + 2]
-        port = self.port = self.port or _free_port()
+        port = self.port = self.port or _session_port()
         proc = subprocess.Popen([*argv, "--port", str(port)], cwd=self.work, env=_env(),
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         self.servers.append(proc)
@@ -300,6 +300,18 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+_PORT: list[int] = []
+
+
+def _session_port() -> int:
+    """One port for every page's toy model in this test session, as a reader's 8000: a
+    tool run in this process (inspect_ai) keeps its client for a model name, with the
+    URL it first saw."""
+    if not _PORT:
+        _PORT.append(_free_port())
+    return _PORT[0]
+
+
 def _logical_lines(code: str) -> list[str]:
     """Command lines with backslash continuations joined."""
     out, cur = [], ""
@@ -365,9 +377,8 @@ def test_the_score_logs_tutorial_runs_twice_in_one_folder(tmp_path, monkeypatch)
     not compared: the file names hold the time)."""
     (page,) = [p for p in _pages() if p.path == DOCS / "tutorials" / "score-logs.md"]
     work = _fresh_folder(tmp_path, monkeypatch)
-    port = _free_port()  # one port, as the reader's: inspect keeps its client in-process
     for compare in (True, False):
-        run = _run_page(page, work, tmp_path / "cache", compare=compare, port=port)
+        run = _run_page(page, work, tmp_path / "cache", compare=compare)
         assert not run.failures, "\n".join(run.failures)
     assert len(list((work / "logs").glob("*.eval"))) == 2
     assert len(list(work.glob("lm-out/*/samples_sums_toy_*.jsonl"))) == 2
