@@ -49,9 +49,7 @@ def _split_pages(docs: Path) -> tuple[dict[str, str], dict[str, list[Any]]]:
         pre, sections = reference.split_sections((docs / source).read_text("utf-8"), level)
         intro = _relink(pre)
         toc = [f"- [{s.title}]({s.slug}.md)" for s in sections]
-        pages[f"{stem}/index.md"] = intro.rstrip() + "\n\n## Sections\n\n" + "\n".join(toc) + (
-            f"\n\n*This section is `docs/{source}` split at its headings when the site is "
-            "built.*\n")
+        pages[f"{stem}/index.md"] = intro.rstrip() + "\n\n## Sections\n\n" + "\n".join(toc) + "\n"
         navs[source] = [{"Overview": f"{stem}/index.md"}]
         for s in sections:
             pages[f"{stem}/{s.slug}.md"] = _relink(s.text)
