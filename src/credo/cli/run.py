@@ -275,7 +275,7 @@ def _print_tables(result: Any) -> None:
                                  title + " · per item", width))
     if result.response_metrics:
         console.print(terminal_table(response_table_rows(result, compact=True),
-                                     "per generation (002)", width))
+                                     "per generation (Müller et al.)", width))
     from credo.report.coverage import headline_lines
 
     for line in headline_lines(result.coverage, result.degenerate):  # issue 23 item 2

@@ -5,7 +5,7 @@ and the run's outcome, shared by ``credo run``, ``credo score``, ``credo study``
 :func:`end_run` is what every pipeline ends in (strength's too: the outcome and the
 incomplete marker's fields); a pipeline whose items are scored gets the item-level
 and response-level metrics (with the config's ``calibrate``), why a method has no score
-on some items, 000 App. A.3's neutrality test when the run generated perturbed samples,
+on some items, Wu et al., App. A.3's neutrality test when the run generated perturbed samples,
 the coverage at risk α of every method with its degenerate-score flags (issue 23 item 2:
 :mod:`credo.evaluate.coverage`, with the config's ``evaluation``), and the
 :class:`Outcome`. :func:`decide_outcome` is the one rule for the outcome; the

@@ -81,8 +81,8 @@ ANSWER_SETS = (ORIGINAL, PERTURBED, PARAPHRASED)
 class RunResult:
     """The outcome of a run: per-item results, metrics per method, run statistics.
 
-    ``metrics`` are item-level (score vs p̄, 000 App. E.2) with bootstrap CIs as
-    ``<metric>_low`` / ``<metric>_high``; ``response_metrics`` are 002's response-level
+    ``metrics`` are item-level (score vs p̄, Wu et al., App. E.2) with bootstrap CIs as
+    ``<metric>_low`` / ``<metric>_high``; ``response_metrics`` are Müller et al.'s response-level
     figures (each generation's confidence vs its own correctness) for the methods that
     score generations; ``unavailable`` says why a method has no score on some items.
     """
@@ -97,7 +97,7 @@ class RunResult:
     response_metrics: dict[str, dict[str, float]] = field(default_factory=dict)
     unavailable: dict[str, str] = field(default_factory=dict)
     paraphrase_sets: dict[str, ParaphraseSet] = field(default_factory=dict)
-    #: Pairwise cosine similarities of each item's kept prefixes (000 App. A.2), computed
+    #: Pairwise cosine similarities of each item's kept prefixes (Wu et al., App. A.2), computed
     #: by the perturbation stage with its embedder; the run folder keeps them for the report.
     perturbation_similarity: dict[str, Any] = field(default_factory=dict)
     #: Items left out because some of their requests failed after the backend's retries
@@ -105,7 +105,7 @@ class RunResult:
     incomplete: dict[str, str] = field(default_factory=dict)
     #: Where the generations came from when they were given, not sampled (``credo score``).
     source: str = ""
-    #: 000 App. A.3's neutrality test of the prefixes (mean Δ with its CI, ``neutral``);
+    #: Wu et al., App. A.3's neutrality test of the prefixes (mean Δ with its CI, ``neutral``);
     #: empty when it was not run (``perturbation.neutrality: off``, or no perturbed set).
     neutrality: dict[str, Any] = field(default_factory=dict)
     #: Requests, samples, reported tokens and cost per stage: the pool's ledger
@@ -343,7 +343,7 @@ def _prefix_sets(
     answers: dict[str, list[object]],
     adaptive: _Drawn | None,
 ) -> dict[str, PerturbationSet]:
-    """The context prefixes (000 §3; or corpus snippets, App. F, when
+    """The context prefixes (Wu et al., §3; or corpus snippets, App. F, when
     ``perturbation.corpus`` is set); in an adaptive run, with the perturbed samples drawn
     round by round (:func:`credo.pipeline.adaptive.adaptive_perturbed`)."""
     embedder = pool.embedder(config.perturbation.embedder)
@@ -504,7 +504,7 @@ def build_kernels(
     stats: dict[str, int | float | str],
     incomplete: dict[str, str],
 ) -> dict[str, ItemKernels]:
-    """Every kernel the selected methods name, built for this run (000 App. H). A kernel
+    """Every kernel the selected methods name, built for this run (Wu et al., App. H). A kernel
     gets what it needs (the judge role's executor, built on first use; the embedder),
     not the config or the pool."""
     ctx = KernelContext(
