@@ -182,3 +182,23 @@ for line in requires("credo") or []:
         unmet.append(f"{req}: {found} installed")
 print(json.dumps(unmet))
 """
+
+
+def test_the_citation_names_this_version_and_the_papers_page_its_papers():
+    """CITATION.cff is valid Citation File Format 1.2 in its required keys, cites this
+    version of credo, and lists the papers the papers page gives BibTeX for."""
+    import tomllib
+
+    import yaml
+
+    cff = yaml.safe_load((ROOT / "CITATION.cff").read_text(encoding="utf-8"))
+    assert cff["cff-version"] == "1.2.0"
+    assert {"message", "title", "authors"} <= set(cff) and cff["authors"]
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    assert cff["version"] == version
+    page = (ROOT / "docs" / "concepts" / "papers.md").read_text(encoding="utf-8")
+    assert f"version = {{{version}}}" in page
+    for ref in cff["references"]:
+        arxiv = ref["identifiers"][0]["value"].removeprefix("arXiv:")
+        assert f"arXiv:{arxiv}" in page and ref["url"] in page
+        assert all(a["family-names"] in page for a in ref["authors"])  # the plain-text list
