@@ -149,7 +149,7 @@ def registry_bootstrap(
     levels: ArrayLike | None = None,
 ) -> dict[str, np.ndarray]:
     """The ``n_resamples`` values of each registered metric of ``metrics`` on the resamples
-    of :func:`credo.evaluate.weighted.resample_indices` (Müller et al., §3.7; issue 22 item 4).
+    of :func:`credo.evaluate.weighted.resample_indices` (Müller et al., §3.7).
 
     Metrics registered ``weighted`` run on the weighted engine
     (:func:`~credo.evaluate.weighted.weighted_bootstrap`); any other gets its row function
