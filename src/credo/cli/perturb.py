@@ -1,4 +1,5 @@
-"""``credo perturb topic-check`` and ``credo perturb calibrate-threshold`` (000 App. A.2, A.4).
+"""``credo perturb topic-check`` and ``credo perturb calibrate-threshold`` (Wu et al., App.
+A.2, A.4).
 
 Both call a model through the cache, so a rerun reads every generation from it, and both
 refresh the run's report.html from the files they wrote: :func:`credo.api.topic_check`
