@@ -2,7 +2,7 @@
 
 - :func:`run`: ``credo run`` (C3 and the baselines) and its run folder.
 - :func:`dry_run`: ``credo run --dry-run``, what a run would ask of its models, no call.
-- :func:`run_strength`: ``credo strength run`` (paper 003) and its output folder.
+- :func:`run_strength`: ``credo strength run`` (Le et al.) and its output folder.
 - :func:`score`: ``credo score``, generations a user already has, scored and written.
 - :func:`certify_run`, :func:`certify_adaptive`: ``credo certify``, a threshold certified
   on a finished run (issue 23), or the adaptive decision procedure replayed (issue 32).
@@ -540,7 +540,7 @@ def run_strength(
     show_progress: bool = True,
     write: bool = True,
 ) -> StrengthResult:
-    """Run 003's strength pipeline, write its output folder, return the rows.
+    """Run Le et al.'s strength pipeline, write its output folder, return the rows.
 
     ``models`` (model specs to ready backends), ``embedder``, ``scorer`` (the surprisal
     scorer) and ``task`` replace what ``config`` names (tests pass scripted models);

@@ -7,7 +7,7 @@ prints its message (one or two lines naming the file:line or the option) and exi
 with no traceback unless ``-v``. Any layer may raise it; it imports nothing.
 
 A :class:`NeutralityFailed` is no mistake of the user's: the run finished and its folder
-is written, but its context prefixes failed 000 App. A.3's neutrality test under
+is written, but its context prefixes failed Wu et al., App. A.3's neutrality test under
 ``perturbation.neutrality: fail`` (issue 22). The command line exits 4.
 
 A :class:`RequestsFailed` (some requests failed after the backend's retries) or a
@@ -39,7 +39,7 @@ EXIT_STATUSES: dict[int, str] = {
        "cost budget `max_cost_usd` was reached (:class:`BudgetReached`), or `credo probe` did "
        "not finish: everything else is cached and the run folder is written with those items "
        "incomplete; rerun the same command to generate only what is missing",
-    4: "the context prefixes failed paper 000's neutrality test (App. A.3) under "
+    4: "the context prefixes failed Wu et al.'s neutrality test (App. A.3) under "
        "`perturbation.neutrality: fail` (:class:`NeutralityFailed`); the run folder is "
        "written",
 }

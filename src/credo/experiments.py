@@ -74,7 +74,7 @@ def calibrate_prompt(
     Runs C3's sample sets on a calibration split of the task, the ``items`` items that
     follow the run's own ``limit`` (disjoint from the items it evaluates), once per
     (prompt, rules) in ``settings`` over one model pool and one cache, and picks the one
-    whose mean Δ (000 App. A.3) is closest to 0. Returns the choice and one row per
+    whose mean Δ (Wu et al., App. A.3) is closest to 0. Returns the choice and one row per
     setting (``prompt``, ``rules``, ``mean_delta``, ``low``, ``high``, ``items``,
     ``kept``: the mean number of distinct prefixes kept per item).
     """

@@ -24,8 +24,8 @@ DESCRIPTION = (
     "predicts correctness; `credo certify` turns a score into a threshold with a guarantee. "
     "Start with `credo run --help`."
 )
-"""What ``credo --help`` says (issue 30 item 4: what it does for the user; how the command
-line is built is this module's docstring)."""
+"""What ``credo --help`` says: what credo does for the user (how the command line is built
+is this module's docstring)."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -118,8 +118,12 @@ def _error(message: str) -> None:
 def _parser() -> argparse.ArgumentParser:
     """``credo``'s parser: ``-v`` and every registered command
     (:data:`credo.cli.command.COMMANDS`)."""
+    from credo import __version__
+
     p = argparse.ArgumentParser(prog="credo", description=DESCRIPTION)
     p.add_argument("-v", "--verbose", action="store_true", help="log what each stage does")
+    p.add_argument("--version", action="version", version=f"credo {__version__}",
+                   help="print credo's version and exit")
     add_commands(p)
     return p
 

@@ -19,14 +19,16 @@ __all__ = ["adaptive_line", "add_adaptive_decision_flags", "certified_line", "cm
 
 
 def _certify_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("run", type=Path, metavar="RUN_DIR")
+    p.add_argument("run", type=Path, metavar="RUN_DIR",
+                   help="a finished run with gold answers (the calibration run)")
     p.add_argument("--method", help="the scores to threshold, e.g. self_consistency "
                    "(with --claims: the claim method, e.g. frequency; default the only one)")
     p.add_argument("--claims", action="store_true",
-                   help="a claim certificate from the run's claims.jsonl (issue 33, "
-                   "docs/claims.md): keep claims scoring above a threshold so that every "
-                   "retained claim of a new answer is correct with probability >= 1 - alpha "
-                   "(conformal; with --procedure ltt, with probability 1 - delta)")
+                   help="a claim certificate from the run's claims.jsonl (see the "
+                   "claim-level factuality page): keep claims scoring above a threshold so "
+                   "that every retained claim of a new answer is correct with probability "
+                   ">= 1 - alpha (conformal; with --procedure ltt, with probability 1 - "
+                   "delta)")
     p.add_argument("--a", type=float, dest="share",
                    help="with --claims: the share of retained claims that must be correct")
     p.add_argument("--alpha", type=float, default=0.1, help="risk: the most errors among "
@@ -63,12 +65,13 @@ def add_adaptive_decision_flags(p: argparse.ArgumentParser) -> None:
     "certify",
     help="a score threshold with a guarantee: risk <= alpha among accepted answers",
     description=(
-        "Certify, on a finished labelled run, the threshold of one method's scores above "
-        "which its answers are acted on: for new items from the same distribution, "
-        "answered with the same model and settings, the error rate among accepted "
-        "answers is at most ALPHA with probability at least 1 - DELTA (Learn then Test "
-        "with exact binomial tails; assumes exchangeable items). The file records what "
-        "must match when `credo run --certificate` uses it."
+        "Decide which answers to act on. On a finished run with gold answers, find the "
+        "score threshold above which at most ALPHA of the accepted answers are wrong, with "
+        "probability at least 1 - DELTA, and write it as a certificate. `credo run "
+        "--certificate` and `credo serve` then accept or abstain on new questions of the "
+        "same task, asked the same model with the same settings. (Learn then Test with "
+        "exact binomial tails; it assumes the new questions are drawn like the "
+        "calibration ones.)"
     ),
     flags=_certify_flags,
 )

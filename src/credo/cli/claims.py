@@ -31,7 +31,8 @@ def _certify_claims_flags(p: argparse.ArgumentParser) -> None:
 
 
 def _filter_claims_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("certificate", type=Path, metavar="CERT")
+    p.add_argument("certificate", type=Path, metavar="CERT",
+                   help="a claim certificate from `credo certify-claims`")
     p.add_argument("file", type=Path, metavar="FILE", help="claim file with the same score")
     p.add_argument("--out", type=Path, required=True, help="JSON Lines output")
 

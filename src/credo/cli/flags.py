@@ -28,6 +28,7 @@ __all__ = [
     "Flag",
     "base_url_option",
     "config_from_flags",
+    "item_limit",
     "merge_flags",
 ]
 
@@ -35,6 +36,21 @@ SKIP: Any = object()
 """What a conversion returns for a flag that sets nothing (``--methods ""``)."""
 
 C = TypeVar("C")
+
+
+def item_limit(text: str) -> int | str:
+    """The value of ``--limit``: a number of items (at least 1) or ``all`` (every item,
+    the config's ``limit: null``)."""
+    if text.strip().lower() == "all":
+        return "all"
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is neither a number of items (1 or more) nor all")
+    return value
 
 
 @dataclass(frozen=True)

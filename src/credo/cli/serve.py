@@ -59,7 +59,8 @@ def _serve_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--n", type=int, help="original samples (must be the certificate's)")
     p.add_argument("--m", type=int, help="perturbed samples (must be the certificate's)")
     p.add_argument("--max-tokens", type=int, help="generation length cap per answer")
-    p.add_argument("--prompt-style", choices=["direct", "brief", "expression", "cot"])
+    p.add_argument("--prompt-style", choices=["direct", "brief", "expression", "cot"],
+                   help="the prompt template (must be the certificate's)")
     p.add_argument("--writer", help="model writing the context prefixes")
     p.add_argument("--adaptive", choices=["decision", "off"],
                    help="decision: sample in rounds until the accept decision is settled; "

@@ -1,6 +1,6 @@
-"""Trial-count convergence (000 App. B, Fig. 7): estimates as the number of samples grows.
+"""Trial-count convergence (Wu et al., App. B, Fig. 7): estimates as the number of samples grows.
 
-000 App. B chooses the number of samples per question by watching the estimates settle as
+Wu et al., App. B chooses the number of samples per question by watching the estimates settle as
 samples are added ("the estimated behavior stabilizes after about 20 samples"). Given the
 cached samples of a run, :func:`trial_convergence` recomputes, for every prefix length
 ``k = 2, 3, ...``, each item's C3 from its first ``k`` original and first ``k`` perturbed
@@ -46,7 +46,7 @@ class Convergence:
 def trial_convergence(
     items: Sequence[ItemTrials], kernel: str | Kernel = "indicator", k_min: int = 2
 ) -> Convergence:
-    """C3, self-consistency and p̄ on the first k samples, k = k_min .. K (000 App. B).
+    """C3, self-consistency and p̄ on the first k samples, k = k_min .. K (Wu et al., App. B).
 
     ``K`` is the largest k every item supports for the estimate: ``min(n, m)`` for C3 and
     ``n`` for self-consistency and performance. Estimates past their own ``K`` are NaN.

@@ -27,7 +27,7 @@ run's items, precisely either
 Both are judged on the items with a score and a known correctness, from
 :data:`MIN_ITEMS` of them on. The second is what C3 shows on every ≤ 1.5B model at
 T = 1: the answers are diffuse with and without the prefixes, the two sample sets look
-alike, MMD² ≈ 0 and C3 ≈ 1 on most items (000 §3; docs/results.md). "Their answers" are
+alike, MMD² ≈ 0 and C3 ≈ 1 on most items (Wu et al., §3; docs/results.md). "Their answers" are
 those of the high-scored items: a method confident where it is right is not flagged even
 when the run's accuracy is low.
 

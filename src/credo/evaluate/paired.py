@@ -4,7 +4,7 @@ Two methods evaluated on the same benchmark items are not independent samples: a
 that is hard for one is usually hard for the other. The paired bootstrap therefore draws
 one set of resampled item indices per replicate and evaluates *both* methods on it, so
 the replicate difference ``Δ* = M(A[idx]) − M(B[idx])`` keeps the pairing (Efron and
-Tibshirani 1993, §16; the same resampling as 002 §3.7's 1000-resample CIs).
+Tibshirani 1993, §16; the same resampling as Müller et al., §3.7's 1000-resample CIs).
 
 The two-sided p-value is the smallest α for which the percentile interval of ``Δ*``
 excludes 0, ``p = min(1, 2 · min(P(Δ* ≤ 0), P(Δ* ≥ 0)))``, with the usual ``(k+1)/(B+1)``
@@ -115,7 +115,7 @@ def paired_bootstrap(
         methods), the two-sided percentile interval at ``confidence``, the generator seed.
         B = 0: the point estimates Δ alone (CI and p NaN, ``n_valid`` 0).
     n_bins : equal-width ECE bins; ``levels_a`` / ``levels_b`` switch a method to
-        discrete-level ECE (002 App. A.11.3).
+        discrete-level ECE (Müller et al., App. A.11.3).
 
     Returns
     -------

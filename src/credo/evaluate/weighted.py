@@ -1,4 +1,4 @@
-"""The bootstrap engine: every resample as multinomial weights over one sort (002 §3.7).
+"""The bootstrap engine: every resample as multinomial weights over one sort (Müller et al., §3.7).
 
 A bootstrap resample draws N item indices with replacement; item ``i`` then appears
 ``w_i`` times, ``w ~ Multinomial(N, 1/N)``, and every metric of the evaluation is a

@@ -136,7 +136,7 @@ def writer_role(spec: str) -> str:
 
 
 def judge_role(spec: str) -> str:
-    """The pool role rating the perturbations of model under test ``spec`` (003 Fig. 17)."""
+    """The pool role rating the perturbations of model under test ``spec`` (Le et al., Fig. 17)."""
     return f"{JUDGE}/{spec}"
 
 
@@ -150,7 +150,7 @@ def strength_model(role: RoleConfig, options: Mapping[str, Any]) -> RoleConfig:
 
 
 def strength_roles(config: StrengthConfig, surprisal: str | None = None) -> RoleMap:
-    """The roles of a strength run (paper 003): per model under test, the model, its
+    """The roles of a strength run (Le et al.): per model under test, the model, its
     writer and its judge (``config.writer`` / ``config.judge``; None = the model itself);
     the surprisal scorer ``surprisal`` (a ``forced:`` spec) when given."""
     roles: RoleMap = {}

@@ -1,4 +1,4 @@
-"""Indicator kernel on normalised answers, k(y, y') = 1[y = y'] (000 App. H).
+"""Indicator kernel on normalised answers, k(y, y') = 1[y = y'] (Wu et al., App. H).
 
 An unparsable answer is passed as ``None`` and matches nothing, not even another
 unparsable answer: two failures to answer are no evidence of agreement. (The diagonal

@@ -1,10 +1,11 @@
-"""Answer Consistency (002 §3.5, App. A.11.2): agreement of each generation with the others.
+"""Answer Consistency (Müller et al., §3.5, App. A.11.2): agreement of each generation with
+the others.
 
 ``AC_i = 1/(n-1) Σ_{j≠i} 1[y_j = y_i]``: the share of the other samples whose answer
 equals sample i's. On arithmetic tasks y is the extracted number; on multiple choice it
-is APriCoT's per-option verdict (002 §3.6: each option is judged correct / incorrect by
+is APriCoT's per-option verdict (Müller et al., §3.6: each option is judged correct / incorrect by
 its own chain-of-thought prompt, and agreement is counted among the verdicts on the same
-option). A generation without a parseable answer gets 0.0, as in 002 App. A.11.3. The
+option). A generation without a parseable answer gets 0.0, as in Müller et al., App. A.11.3. The
 scores take the n discrete values j/(n-1), so their ECE uses one bin per value.
 """
 
@@ -19,7 +20,7 @@ from credo.tasks.base import AnswerFormat
 
 
 def answer_consistency(samples: Sequence[Hashable | None]) -> list[float]:
-    """One AC value per sample, in sample order (002 App. A.11.2).
+    """One AC value per sample, in sample order (Müller et al., App. A.11.2).
 
     ``samples`` are normalised answers; ``None`` marks an unparsable one, which scores
     0.0 and matches nothing. Needs at least 2 samples.
@@ -44,7 +45,7 @@ def _needs(fmt: AnswerFormat) -> tuple[str, ...]:
 @method(
     "answer_consistency",
     needs=_needs,
-    summary="per-generation agreement AC_i (002 App. A.11.2; APriCoT on choice tasks)",
+    summary="per-generation agreement AC_i (Müller et al., App. A.11.2; APriCoT on choice tasks)",
     min_samples={ORIGINAL: 2, APRICOT: 2},
 )
 def score_answer_consistency(samples: ItemSamples, kernel: Kernel) -> Score:

@@ -3,10 +3,10 @@
 ``@method("c3", needs=("original", "perturbed"))`` registers a scorer. A scorer takes the
 :class:`ItemSamples` of one item and the kernel to compare answers with, and returns a
 credibility score in [0, 1] (a float), or a :class:`Score` that also carries one
-confidence per response (002's response-level calibration) or says why the method is not
+confidence per response (Müller et al.'s response-level calibration) or says why the method is not
 available for this item. It never calls a model: the runner plans every sample set that
 the selected methods declare in ``needs``, generates each one once, and hands every
-method the same cached samples (002 §3.1's shared-generation design).
+method the same cached samples (Müller et al., §3.1's shared-generation design).
 
 The sample sets ``needs`` may name are listed in :mod:`credo.plan.samples`.
 """
@@ -66,8 +66,8 @@ class Score:
     ``value`` is the item-level credibility in [0, 1], NaN when the method is not
     available (``unavailable`` says why). ``responses`` holds one confidence per sample
     of set ``of`` (None where that sample has none, e.g. an unparsable verbalized
-    confidence), for 002's response-level calibration. ``levels`` lists the discrete
-    values the response scores can take (002 App. A.11.3's discrete bins), when they do.
+    confidence), for Müller et al.'s response-level calibration. ``levels`` lists the discrete
+    values the response scores can take (Müller et al., App. A.11.3's discrete bins), when they do.
     ``extras`` carries named side figures (e.g. label probability's task comprehension).
     """
 
@@ -232,7 +232,7 @@ def get_method(name: str) -> MethodSpec:
 
     ``"<method>@<kernel>"`` (``c3@embedding``, ``self_consistency@judge``) is the method
     scored with that kernel instead of the run's, so one run can report one method under
-    several kernels (000 App. H: the kernel is a choice of the task's answer format).
+    several kernels (Wu et al., App. H: the kernel is a choice of the task's answer format).
     """
     base, sep, kernel_name = name.partition("@")
     spec = METHODS[base]

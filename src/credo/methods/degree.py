@@ -41,7 +41,7 @@ def degree_confidences(
 )
 def degree_confidence(answers: Sequence[Hashable | None], kernel: Kernel) -> Score:
     """Confidence ``1 − U_Deg`` in [1/K, 1], not rescaled: rescaled to [0, 1] as
-    ``(1 − U_Deg − 1/K) / (1 − 1/K)`` it is exactly self-consistency (000 eq. 2), so the
+    ``(1 − U_Deg − 1/K) / (1 − 1/K)`` it is exactly self-consistency (Wu et al., eq. 2), so the
     paper's own quantity is kept. Per generation: ``C_Deg(y_j) = D_jj / K``, the item's
     value their mean (:func:`~credo.methods.base.mean_confidence`: exactly rounded, so
     K distinct answers give exactly 1/K). Not available below 2 samples, or above

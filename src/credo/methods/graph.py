@@ -3,7 +3,7 @@
 Lin et al. (TMLR 2024, "Generating with Confidence", §4) and Nikitin et al. (NeurIPS
 2024, "Kernel Language Entropy") read uncertainty off a weighted graph whose nodes are
 the K sampled answers and whose weights are their pairwise similarities. Here the weights
-come from the run's kernel (indicator, embedding or judge; 000 App. H):
+come from the run's kernel (indicator, embedding or judge; Wu et al., App. H):
 
 - :func:`similarity_graph`: ``W = (K + Kᵀ)/2`` clipped to [0, 1] with ``W_ii = 1`` (Lin
   et al. symmetrise and put ones on the diagonal). An unparsable answer (``None``)

@@ -58,7 +58,7 @@ class ItemResult:
 
     @property
     def performance(self) -> float:
-        """p̄: mean correctness over the n original samples (000 App. E.2)."""
+        """p̄: mean correctness over the n original samples (Wu et al., App. E.2)."""
         return float(np.mean(self.correct)) if self.correct else math.nan
 
     @property
@@ -202,7 +202,7 @@ def central_sample(answers: Sequence[Hashable | None], gram: Kernel) -> int | No
     """The answer credo gives among an item's original samples (issue 32: for open-ended
     answers, the most central sample): the parsed sample ``i`` with the largest
     ``Σ_{j≠i} k(y_i, y_j)`` over the other parsed samples, the first on ties (a kernel
-    medoid; the sum is the sample's term in generalized consistency, 000 eq. 2); None
+    medoid; the sum is the sample's term in generalized consistency, Wu et al., eq. 2); None
     when no sample has a parsed answer (``None``).
 
     Under the indicator kernel the sum is the count of the sample's answer less one, so

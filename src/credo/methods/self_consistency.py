@@ -1,4 +1,4 @@
-"""Self-consistency (Wang et al. 2023) as generalized consistency (000 App. J, eq. 2)."""
+"""Self-consistency (Wang et al. 2023) as generalized consistency (Wu et al., App. J, eq. 2)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ from credo.methods.base import ORIGINAL, sample_set_method
 
 @sample_set_method(
     "self_consistency", reads=ORIGINAL,
-    summary="agreement among the n original samples (000 App. J eq. 2)",
+    summary="agreement among the n original samples (Wu et al., App. J eq. 2)",
 )
 def self_consistency(samples: Sequence[Hashable], kernel: str | Kernel = "indicator") -> float:
-    """Generalized consistency ``C(Y) = 1/(K(K-1)) Σ_i Σ_{j≠i} k(y_i, y_j)`` (000 eq. 2).
+    """Generalized consistency ``C(Y) = 1/(K(K-1)) Σ_i Σ_{j≠i} k(y_i, y_j)`` (Wu et al., eq. 2).
 
     With the indicator kernel this is the probability that two distinct samples agree.
     Needs K >= 2 samples. The sums run over the distinct answers

@@ -1,4 +1,4 @@
-"""Forced decoding: token log-probabilities of a *given* text (003 §3.3, App. F.2).
+"""Forced decoding: token log-probabilities of a *given* text (Le et al., §3.3, App. F.2).
 
 The backend behind ``forced:<embedded name or .gguf path>`` (registered in
 :mod:`credo.models.registry`); the strength pipeline's surprisal scorer.

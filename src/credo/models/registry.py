@@ -122,7 +122,7 @@ def _embedded(name_or_path: str, **options: Any) -> Model:
 
 @backend("forced")
 def _forced(name_or_path: str, **options: Any) -> Model:
-    """Forced decoding of given texts (003's surprisal scorer): ``forced:<embedded name,
+    """Forced decoding of given texts (Le et al.'s surprisal scorer): ``forced:<embedded name,
     .gguf path or gguf:...>``; identity ``llamacpp-forced:<weights label>``."""
     from credo.models.forced import ForcedDecodingScorer
 

@@ -1,4 +1,4 @@
-"""Context-prefix perturbations with the embedding diversity filter (000 §3, App. A.1-A.2).
+"""Context-prefix perturbations with the embedding diversity filter (Wu et al., §3, App. A.1-A.2).
 
 For each item an LLM writes short context sentences that are topic-aligned (same broad
 domain as the question), content-neutral (no information that helps, hints at,
@@ -77,7 +77,7 @@ example (:data:`CHOICE_EXAMPLE`). On MMLU high-school statistics the 1.5B model 
 of 60 candidates under the strict rules with it, against 45 of 331 with a first draft
 that lacked the "never answer" sentence and the choice example (issue 16)."""
 
-# One-shot examples (000 §3 shows the first one); shared by every item, so a backend
+# One-shot examples (Wu et al., §3 shows the first one); shared by every item, so a backend
 # with prefix caching evaluates them once.
 PERTURBATION_EXAMPLES: tuple[tuple[str, str, str], ...] = (
     (
@@ -215,7 +215,7 @@ def clean_candidate(
 def is_neutral_context(
     text: str, question: str, min_words: int = 4, max_words: int = 40
 ) -> bool:
-    """The ``basic`` rules a context prefix must pass, whoever wrote it (000 App. A.1):
+    """The ``basic`` rules a context prefix must pass, whoever wrote it (Wu et al., App. A.1):
     not empty, not a question, ``min_words`` to ``max_words`` words, not a restatement of
     the question nor contained in it, not talk about the prompt, no digit, and no name of
     the question's (or of the writer's examples) in it. :func:`clean_candidate` applies
@@ -241,7 +241,7 @@ def rule_context(item: Item, rules: RuleSet, answers: Sequence[object] = ()) -> 
 def diversity_filter(
     embeddings: np.ndarray, threshold: float, kept: Sequence[int] = ()
 ) -> list[int]:
-    """Greedy filter of 000 App. A.2: keep row i if cos(e_i, e_k) < threshold for all kept k.
+    """Greedy filter of Wu et al., App. A.2: keep row i if cos(e_i, e_k) < threshold for all kept k.
 
     ``embeddings`` are L2-normalised rows visited in order; ``kept`` are indices already
     accepted. Returns the accepted indices (``kept`` first).

@@ -1,6 +1,6 @@
-"""The neutrality rules a context prefix must pass, each a named check (000 §3, App. A.1).
+"""The neutrality rules a context prefix must pass, each a named check (Wu et al., §3, App. A.1).
 
-C3 means something only if the prefixes are topic-aligned and content-neutral: paper 000
+C3 means something only if the prefixes are topic-aligned and content-neutral: Wu et al.
 App. A.3 checks that Δ = #correct perturbed − #correct original is centred at 0. Each rule
 below rejects one way a candidate fails that; a candidate is kept only if it breaks none,
 and the run counts the rejections per rule (``perturbations.jsonl``, the report).

@@ -93,6 +93,10 @@ class RunEstimate:
     items: int
     model: str
     stages: list[StageEstimate] = field(default_factory=list)
+    task_size: int | None = None
+    """Items of the task before ``limit`` cut it."""
+    limit: int | None = None
+    """The run's ``limit`` (None: every item)."""
 
     def total(self) -> StageEstimate:
         """The stages added up (``unknown`` stages count nothing; the cost is None when
@@ -122,7 +126,8 @@ def estimate_run(config: RunConfig, pool: ModelPool, task: Task | None = None) -
     task, needs = prepared.task, prepared.needs
     ctx = _dummy_context(task, config, prepared.capabilities.logprobs,
                          prepared.capabilities.grammar)
-    est = RunEstimate(task.name, len(task.items), pool.model(MODEL).identity)
+    est = RunEstimate(task.name, len(task.items), pool.model(MODEL).identity,
+                      task_size=prepared.task_size, limit=config.limit)
     out: SetOut = {}
     items = list(task.items)
     _dry(driver, SampleSetStage(ORIGINAL, out), items, ctx, PLANNED)

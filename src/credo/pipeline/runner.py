@@ -82,8 +82,8 @@ ANSWER_SETS = (ORIGINAL, PERTURBED, PARAPHRASED)
 class RunResult:
     """The outcome of a run: per-item results, metrics per method, run statistics.
 
-    ``metrics`` are item-level (score vs p̄, 000 App. E.2) with bootstrap CIs as
-    ``<metric>_low`` / ``<metric>_high``; ``response_metrics`` are 002's response-level
+    ``metrics`` are item-level (score vs p̄, Wu et al., App. E.2) with bootstrap CIs as
+    ``<metric>_low`` / ``<metric>_high``; ``response_metrics`` are Müller et al.'s response-level
     figures (each generation's confidence vs its own correctness) for the methods that
     score generations; ``unavailable`` says why a method has no score on some items.
     """
@@ -98,7 +98,7 @@ class RunResult:
     response_metrics: dict[str, dict[str, float]] = field(default_factory=dict)
     unavailable: dict[str, str] = field(default_factory=dict)
     paraphrase_sets: dict[str, ParaphraseSet] = field(default_factory=dict)
-    #: Pairwise cosine similarities of each item's kept prefixes (000 App. A.2), computed
+    #: Pairwise cosine similarities of each item's kept prefixes (Wu et al., App. A.2), computed
     #: by the perturbation stage with its embedder; the run folder keeps them for the report.
     perturbation_similarity: dict[str, Any] = field(default_factory=dict)
     #: Items left out because some of their requests failed after the backend's retries
@@ -106,7 +106,7 @@ class RunResult:
     incomplete: dict[str, str] = field(default_factory=dict)
     #: Where the generations came from when they were given, not sampled (``credo score``).
     source: str = ""
-    #: 000 App. A.3's neutrality test of the prefixes (mean Δ with its CI, ``neutral``);
+    #: Wu et al., App. A.3's neutrality test of the prefixes (mean Δ with its CI, ``neutral``);
     #: empty when it was not run (``perturbation.neutrality: off``, or no perturbed set).
     neutrality: dict[str, Any] = field(default_factory=dict)
     #: Requests, samples, reported tokens and cost per stage: the pool's ledger
@@ -127,6 +127,9 @@ class RunResult:
     #: answers it accepted (:class:`credo.pipeline.certificate.CertificateUse`); None
     #: without one.
     certificate: CertificateUse | None = None
+    #: Items the task holds before ``config.limit`` cut it (None: generations given, not
+    #: sampled); the terminal's title says "20 of 1319 items" when the limit cut it.
+    task_size: int | None = None
 
     @property
     def stopped_by_budget(self) -> bool:
@@ -248,7 +251,7 @@ def _run_pipeline(
         ending.response_metrics, ending.unavailable, paras, similarity,
         incomplete, neutrality=ending.neutrality, ledger=ledger,
         coverage=ending.coverage, degenerate=ending.degenerate, task_identity=identity,
-        claims=claim_run,
+        claims=claim_run, task_size=prepared.task_size,
     )
 
 
@@ -261,6 +264,8 @@ class PreparedRun:
     specs: list[MethodSpec]
     capabilities: Capabilities
     needs: set[str]
+    task_size: int | None = None
+    """Items of the task before ``limit`` cut it."""
 
 
 def prepare_run(
@@ -279,7 +284,8 @@ def prepare_run(
     answer; the unpriced models named under a budget). With ``reach`` False no server
     is contacted (the models are built, which loads nothing); ``driver`` is the driver
     whose preflight it is (a dry run's counts the probes)."""
-    task = (task or configured_task(config)).head(config.limit)
+    full = task or configured_task(config)
+    task = full.head(config.limit)
     specs = method_specs(config.methods)
     check_static(config, task, specs)
     assign_roles(pool, config)
@@ -290,7 +296,7 @@ def prepare_run(
         run_roles(config, task, specs, needs_of(specs, task, caps)), reach=reach,
         max_cost_usd=config.max_cost_usd)
     caps = pool.model(MODEL).capabilities  # a served model's probe may have changed them
-    return PreparedRun(task, specs, caps, needs_of(specs, task, caps))
+    return PreparedRun(task, specs, caps, needs_of(specs, task, caps), len(full.items))
 
 
 def configured_task(config: RunConfig) -> Task:
@@ -352,7 +358,7 @@ def _prefix_sets(
     answers: dict[str, list[object]],
     adaptive: _Drawn | None,
 ) -> dict[str, PerturbationSet]:
-    """The context prefixes (000 §3; or corpus snippets, App. F, when
+    """The context prefixes (Wu et al., §3; or corpus snippets, App. F, when
     ``perturbation.corpus`` is set); in an adaptive run, with the perturbed samples drawn
     round by round (:func:`credo.pipeline.adaptive.adaptive_perturbed`)."""
     embedder = pool.embedder(config.perturbation.embedder)
@@ -513,7 +519,7 @@ def build_kernels(
     stats: dict[str, int | float | str],
     incomplete: dict[str, str],
 ) -> dict[str, ItemKernels]:
-    """Every kernel the selected methods name, built for this run (000 App. H). A kernel
+    """Every kernel the selected methods name, built for this run (Wu et al., App. H). A kernel
     gets what it needs (the judge role's executor, built on first use; the embedder),
     not the config or the pool."""
     ctx = KernelContext(

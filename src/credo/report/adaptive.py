@@ -13,13 +13,14 @@ from typing import Any
 import numpy as np
 
 from credo import jsonio
+from credo.numbers import fmt_number
 from credo.pipeline.simulate import METRICS, STAGES, AdaptivePoint
 
 __all__ = ["adaptive_table", "point_record", "write_adaptive"]
 
 
 def _f(x: float, digits: int = 3) -> str:
-    return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:+.{digits}f}"
+    return fmt_number(x, digits, sign=True)
 
 
 def _delta_cell(d: Any) -> str:

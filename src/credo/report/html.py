@@ -9,7 +9,7 @@ from the folder's ``perturbation_similarity.json``; the page explains their abse
 * :func:`write_run_report` writes ``report.html`` (and the Parquet exports) into a run
   folder; :func:`credo.report.writer.write_run` calls it at the end of every run.
 * :func:`write_report` is ``credo report RUN_DIR [RUN_DIR ...] --out DIR``: a comparison
-  page ``index.html`` (000 Table 1-style method × metric table with bootstrap CIs, paired
+  page ``index.html`` (Wu et al., Table 1-style method × metric table with bootstrap CIs, paired
   tests, reliability diagrams, diagnosis quadrants per task, neutrality) and one page per run.
 
 This module prepares the data (analyses, figures as ``data:`` URIs, rows of the tables);
@@ -37,6 +37,7 @@ from credo.evaluate import registry
 from credo.evaluate.metrics import FEW_IN_CLASS, ece, ece_discrete
 from credo.evaluate.paired import PairedDifference
 from credo.evaluate.quadrants import REGION_COLORS, REGIONS, Quadrants
+from credo.numbers import fmt_number
 from credo.report import analysis as an
 from credo.report import figures as fg
 from credo.report.coverage import (
@@ -59,7 +60,7 @@ RUN_PAGE = "report.html"
 
 class ReportOptions(BaseModel):
     """Knobs of a report (``credo report`` flags, validated here); the defaults follow
-    002 §3.7 (95%, 1000 resamples)."""
+    Müller et al., §3.7 (95%, 1000 resamples)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -185,7 +186,8 @@ def _run_figures(a: RunAnalysis, opts: ReportOptions) -> dict[str, str]:
 
 
 def _method_figures(run: RunData, ms: Sequence[an.MethodSummary], seed: int) -> dict[str, str]:
-    """Reliability diagrams, score histograms (002 §3.7) and ROC/PR curves of the methods."""
+    """Reliability diagrams, score histograms (Müller et al., §3.7) and ROC/PR curves of the
+    methods."""
     if not ms:
         return {}
     perf = run.performance
@@ -235,7 +237,7 @@ def _coverage_figure(run: RunData) -> dict[str, str]:
 
 
 def _diagnosis_figures(a: RunAnalysis) -> dict[str, str]:
-    """Quadrants (000 Fig. 4), trial-count convergence (App. B), neutrality (App. A.3)."""
+    """Quadrants (Wu et al., Fig. 4), trial-count convergence (App. B), neutrality (App. A.3)."""
     figs: dict[str, str] = {}
     if a.quadrants is not None:
         figs["quadrants"] = _quadrant_figure(
@@ -254,7 +256,7 @@ def _diagnosis_figures(a: RunAnalysis) -> dict[str, str]:
 
 
 def _perturbation_figures(run: RunData, similarity: dict[str, Any] | str) -> dict[str, str]:
-    """Diversity of the kept perturbations and the threshold calibration (000 App. A.2)."""
+    """Diversity of the kept perturbations and the threshold calibration (Wu et al., App. A.2)."""
     figs: dict[str, str] = {}
     if isinstance(similarity, dict):
         fig, axes = fg.new_figure(5.2, 3.4)
@@ -279,7 +281,7 @@ def _quadrant_figure(q: Quadrants, title: str) -> str:
 
 
 def _flip_rate_figure(flips: Sequence[tuple[str, list[dict[str, Any]]]]) -> str:
-    """One panel per strength run: flip rate against strength (003)."""
+    """One panel per strength run: flip rate against strength (Le et al.)."""
     fig, axes = fg.new_figure(5.6 * len(flips), 3.6, 1, len(flips))
     for k, (src, rows) in enumerate(flips):
         fg.plot_flip_rates(axes[0][k], rows, f"flip rate vs strength: {Path(src).parent.name}")
@@ -334,7 +336,7 @@ def _claims(run: RunData) -> dict[str, Any] | None:
 def render_comparison_page(
     analyses: Sequence[RunAnalysis], names: Sequence[str], opts: ReportOptions
 ) -> str:
-    """The comparison page across runs (000 Table 1 layout: methods × run metrics;
+    """The comparison page across runs (Wu et al., Table 1 layout: methods × run metrics;
     ``templates/comparison.html.j2``)."""
     runs = [
         {"name": name, "label": marked_label(a.run), "n_items": len(a.run.scores),
@@ -512,7 +514,7 @@ def _responses(run: RunData) -> dict[str, Any]:
 
 
 def _similarity_summary(similarity: dict[str, Any] | str) -> dict[str, Any] | None:
-    """The diversity caption's numbers (000 App. A.2) when the run folder has them."""
+    """The diversity caption's numbers (Wu et al., App. A.2) when the run folder has them."""
     if not isinstance(similarity, dict):
         return None
     s = np.array(similarity["similarities"])
@@ -561,7 +563,7 @@ def _item_rows(a: RunAnalysis) -> list[dict[str, Any]]:
 
 
 def _task_quadrants(analyses: Sequence[RunAnalysis], c3_method: str) -> list[dict[str, Any]]:
-    """Per task: the quadrants of its items averaged over its runs (000 Fig. 4), or None."""
+    """Per task: the quadrants of its items averaged over its runs (Wu et al., Fig. 4), or None."""
     by_task: dict[str, list[RunAnalysis]] = {}
     for a in analyses:
         by_task.setdefault(a.run.task, []).append(a)
@@ -602,6 +604,8 @@ def _environment() -> Environment:
         keep_trailing_newline=True,
     )
     env.filters["fmt"] = _fmt
+    env.filters["num"] = lambda x, digits=3: fmt_number(x, digits)
+    env.filters["signed"] = lambda x, digits=3: fmt_number(x, digits, sign=True)
     env.tests["nan"] = _is_nan
     env.globals.update(ci_metrics=an.CI_METRICS, metric_labels=registry.headers(),
                        regions=REGIONS, region_colors=REGION_COLORS,
@@ -617,7 +621,7 @@ def _fmt(x: Any) -> str:
         v = float(x)
     except (TypeError, ValueError):
         return str(x)
-    return "n/a" if math.isnan(v) else f"{v:.3f}"
+    return fmt_number(v)
 
 
 def _is_nan(x: Any) -> bool:

@@ -104,7 +104,7 @@ def with_coverage(rows: list[list[str]], coverage: dict[str, dict[str, dict[str,
 
 
 def response_table_rows(result: RunResult, compact: bool = False) -> list[list[str]]:
-    """002-style rows: each generation's confidence against its own correctness (the
+    """Müller et al.-style rows: each generation's confidence against its own correctness (the
     metrics of :func:`metrics_table_rows`, plus the accuracy)."""
     return _table_rows(result.response_metrics, "responses", "n_responses", "generation",
                        accuracy=True, compact=compact)
@@ -196,7 +196,7 @@ def _with_ci(d: dict[str, float], key: str) -> str:
     lo, hi = d.get(f"{key}_low"), d.get(f"{key}_high")
     if lo is None or hi is None or value == "n/a" or math.isnan(lo) or math.isnan(hi):
         return value
-    return f"{value} [{lo:.2f}, {hi:.2f}]"
+    return f"{value} [{fmt_number(lo, 2)}, {fmt_number(hi, 2)}]"
 
 
 def correctness_of(result: RunResult) -> str:
@@ -272,14 +272,14 @@ def render_markdown(result: RunResult) -> str:
         f"- correctness: {correctness_of(result)}",
         *([f"- {UNLABELLED_NOTE}"] if not result.metrics and result.items else []),
         "",
-        "## Calibration and ranking (000 App. E.2)",
+        "## Calibration and ranking (Wu et al., App. E.2)",
         "",
         f"Scores against per-item performance p̄ (ECE and MCE, {c.ece_bins} equal-width bins)",
         "and against the label 1[p̄ ≥ 0.5] (Brier, AUROC, AUPRC-P; AUPRC-N with labels 1 − y",
         "and scores 1 − s). AUARC: mean of p̄ over the items kept when rejecting the",
         "lowest-scored first, averaged over rejection levels; PRR = (AUARC − random) /",
         "(oracle − random) (LM-Polygraph).",
-        f"Brackets: 95% bootstrap CIs over items ({c.bootstrap} resamples, 002 §3.7).",
+        f"Brackets: 95% bootstrap CIs over items ({c.bootstrap} resamples, Müller et al., §3.7).",
         *_calibration_note(c.calibrate),
         "n/a: undefined (all items share one label) or not available (see below).",
         "",
@@ -306,7 +306,7 @@ def render_markdown(result: RunResult) -> str:
         sim = sum(p.rejected_similar for p in result.perturbation_sets.values())
         lines += [
             "",
-            "## Perturbations (000 §3, App. A)",
+            "## Perturbations (Wu et al., §3, App. A)",
             "",
             f"- candidates drawn: {cand}; rejected by the rules: {inval}; rejected as too"
             f" similar (cosine ≥ {c.perturbation.threshold}): {sim}",
@@ -359,16 +359,17 @@ def _calibration_note(method: str) -> list[str]:
 
 
 def neutrality_line(record: dict[str, Any]) -> str:
-    """000 App. A.3's verdict on the run's prefixes in one line."""
+    """Wu et al., App. A.3's verdict on the run's prefixes in one line."""
     stated = (
-        f"mean Δ = {record['mean_delta']:+.2f} of {record['samples_per_set']} samples per item,"
-        f" {int(record['confidence'] * 100)}% CI [{record['low']:+.2f}, {record['high']:+.2f}]"
+        f"mean Δ = {fmt_number(record['mean_delta'], 2, sign=True)} of "
+        f"{record['samples_per_set']} samples per item, {int(record['confidence'] * 100)}% CI "
+        f"[{fmt_number(record['low'], 2, sign=True)}, {fmt_number(record['high'], 2, sign=True)}]"
         f" over {record['items']} items"
     )
     if record["neutral"]:
-        return f"The prefixes pass the neutrality test (000 App. A.3): {stated}."
+        return f"The prefixes pass the neutrality test (Wu et al., App. A.3): {stated}."
     return (
-        f"The prefixes are not neutral for this model (000 App. A.3): {stated}; C3 is"
+        f"The prefixes are not neutral for this model (Wu et al., App. A.3): {stated}; C3 is"
         " confounded by non-neutral prefixes (a stronger writer, stricter rules or corpus"
         " noise may help)."
     )
@@ -408,7 +409,7 @@ def _coverage_section(result: RunResult) -> list[str]:
 def _neutrality_section(result: RunResult) -> list[str]:
     if not result.neutrality:
         return []
-    return ["## Neutrality of the prefixes (000 App. A.3)", "",
+    return ["## Neutrality of the prefixes (Wu et al., App. A.3)", "",
             "Δ = #correct under a prefix − #correct without, per item; neutral prefixes keep it"
             " centred at 0.", "", neutrality_line(result.neutrality), ""]
 
@@ -417,12 +418,13 @@ def _response_section(result: RunResult) -> list[str]:
     if not result.response_metrics:
         return []
     return [
-        "## Per generation (002 §3.5–3.7)",
+        "## Per generation (Müller et al., §3.5–3.7)",
         "",
         "Each generation's confidence against that generation's own correctness, for the",
         "methods that score generations. Answer Consistency uses one ECE bin per discrete",
-        "value (002 App. A.11.3); its choice-task responses are APriCoT verdicts. Pearson:",
-        "correlation of bin confidence and bin accuracy over the calibration plot (002",
+        "value (Müller et al., App. A.11.3); its choice-task responses are APriCoT verdicts.",
+        "Pearson:",
+        "correlation of bin confidence and bin accuracy over the calibration plot (Müller et al.",
         "Fig. 4). Polarisation: normalised entropy of the bin counts (0 = all in one bin).",
         "",
         *md_table(response_table_rows(result)),
@@ -431,7 +433,7 @@ def _response_section(result: RunResult) -> list[str]:
 
 
 def _histogram_section(result: RunResult) -> list[str]:
-    """Bin counts of each method's item scores: the polarisation picture of 002 §4."""
+    """Bin counts of each method's item scores: the polarisation picture of Müller et al., §4."""
     from credo.evaluate.bootstrap import calibration_curve
 
     bins = result.config.ece_bins
@@ -444,7 +446,7 @@ def _histogram_section(result: RunResult) -> list[str]:
         _, _, counts = calibration_curve(s, np.zeros_like(s), bins)
         rows.append([name, *(str(int(c)) for c in counts)])
     return [
-        "## Score histograms (002 §4)",
+        "## Score histograms (Müller et al., §4)",
         "",
         f"Item scores per method in {bins} equal-width bins from 0 to 1 (counts); a",
         "polarised method piles its items into one bin.",
@@ -459,8 +461,8 @@ def _unavailable_section(result: RunResult) -> list[str]:
     mass = result.metrics.get("label_prob", {}).get("label_mass")
     if mass is not None:
         lines += [
-            f"Task comprehension (002 §3.6): mean probability mass on the option letters at"
-            f" the answer token, before normalisation: {fmt_number(mass)}.",
+            f"Task comprehension (Müller et al., §3.6): mean probability mass on the option "
+            f"letters at the answer token, before normalisation: {fmt_number(mass)}.",
             "",
         ]
     if result.unavailable:

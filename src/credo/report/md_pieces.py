@@ -1,12 +1,14 @@
 """Markdown pieces every report.md shares (the run folder's, the strength folder's, the
 claim section's): GitHub-flavoured pipe tables (:func:`md_table`), table cells that stay
 on one line (:func:`md_cell`, :func:`cut_text`), numbers with a fixed number of decimals
-(:func:`fmt_number`) and an item's answers in one cell (:func:`answer_summary`)."""
+(:func:`fmt_number`, :mod:`credo.numbers`'s) and an item's answers in one cell
+(:func:`answer_summary`)."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
+
+from credo.numbers import fmt_number
 
 __all__ = ["answer_summary", "cut_text", "fmt_number", "md_cell", "md_table"]
 
@@ -34,17 +36,6 @@ def cut_text(text: str, limit: int) -> str:
     characters with an ellipsis."""
     flat = " ".join(text.split())
     return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
-
-
-def fmt_number(x: float | None, digits: int = 3, missing: str = "n/a") -> str:
-    """``x`` with ``digits`` decimals; ``missing`` for None and NaN.
-
-    >>> fmt_number(0.12345), fmt_number(None), fmt_number(float("nan"), 2, "–")
-    ('0.123', 'n/a', '–')
-    """
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return missing
-    return f"{x:.{digits}f}"
 
 
 def answer_summary(values: Sequence[object], correct: Sequence[object] = (), top: int = 3,

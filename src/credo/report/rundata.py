@@ -205,7 +205,7 @@ def load_run(path: str | Path) -> RunData:
 def read_flip_rates(path: str | Path) -> list[dict[str, Any]]:
     """Rows of a strength run's ``flip_rates.csv``.
 
-    Columns: model, perturbation_type, strength, n, flips, rate, low, high (003's flip
+    Columns: model, perturbation_type, strength, n, flips, rate, low, high (Le et al.'s flip
     rate per strength bin with its CI). ``strength`` stays a string when it is not a
     number (a judge's level name); the numeric columns must parse.
     """

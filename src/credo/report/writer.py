@@ -11,7 +11,7 @@ Files
                         Pearson calibration correlation, polarisation, mean score, items
                         scored, and with ``calibrate`` the cross-fitted ``ece_calibrated``
                         and ``brier_calibrated``; ``responses``: the same per generation
-                        (002 §3.5-3.7); ``unavailable``: why a method has no score;
+                        (Müller et al., §3.5-3.7); ``unavailable``: why a method has no score;
                         ``stats``: the run's counters, with ``stats.ledger``: requests,
                         samples, reported tokens and cost per stage (credo.generation.ledger);
                         ``coverage_at_risk[method][alpha]`` (issue 23 item 2; alpha as
@@ -29,7 +29,7 @@ Files
                         answer, correctness, the method confidences given to it)
 ``perturbations.jsonl`` the kept context prefixes per item and the filter's counts
 ``perturbation_similarity.json``  pairwise cosine similarities of the kept perturbations
-                        (000 App. A.2), when the result carries them
+                        (Wu et al., App. A.2), when the result carries them
 ``report.md``           the tables a reader wants first
 ``answers.jsonl``       with a certificate (issue 23): per item the answer, the certified
                         method's score and whether it is accepted at the certificate's risk;

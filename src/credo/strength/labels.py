@@ -1,4 +1,4 @@
-"""Human strength labels and ``credo strength agree`` (003 §3.4).
+"""Human strength labels and ``credo strength agree`` (Le et al., §3.4).
 
 A labels file is JSON Lines, one perturbation a line, with the fields of
 ``strengths.jsonl`` that the measures need plus the human ``label``:

@@ -1,4 +1,5 @@
-"""``credo strength run``: perturb, rate strength, read answers, compute flip rates (003 §3-4).
+"""``credo strength run``: perturb, rate strength, read answers, compute flip rates (Le et
+al., §3-4).
 
 For each model under test and each item of a multiple-choice task:
 
@@ -134,7 +135,7 @@ class StrengthResult:
 def run_strength_pipeline(
     config: StrengthConfig, pool: ModelPool, task: Task | None = None
 ) -> StrengthResult:
-    """The stages of 003's pipeline for every model under test, models from ``pool``.
+    """The stages of Le et al.'s pipeline for every model under test, models from ``pool``.
 
     Roles already assigned in ``pool`` stay (models handed in); the others come from
     ``config`` (:func:`assign_roles`). Writes nothing; closes nothing.

@@ -1,5 +1,5 @@
 """Grading: the correctness of every sampled answer, the truth every metric is measured
-against (design.md, ``tasks/``; 000 App. E.2's p̄ is the mean over an item's original
+against (design.md, ``tasks/``; Wu et al., App. E.2's p̄ is the mean over an item's original
 samples).
 
 Two registries, both filled by decorator where the rule is defined:

@@ -56,7 +56,7 @@ __all__ = [
 LM_EVAL = "lm-eval"
 """The spec prefix (``lm-eval:<task>``) and the grader's name."""
 
-INSTALL = "pip install credo[lm-eval]"
+INSTALL = "pip install 'credo[lm-eval]'"
 SAMPLED = ("generate_until", "multiple_choice")
 NOT_SAMPLED = {
     "loglikelihood": "lm-eval scores it by the log-likelihood of a fixed continuation",

@@ -1,4 +1,5 @@
-"""Long-form factuality: biographies scored FActScore-style (Min et al. 2023; 000 §4, App. I, J).
+"""Long-form factuality: biographies scored FActScore-style (Min et al. 2023; Wu et al., §4,
+App. I, J).
 
 Task ``factscore:<file>[,knowledge=<folder>]`` (format LONG_FORM): one item per entity,
 asking FActScore's question "Tell me a bio of <entity>." ``<file>`` is either a list of
