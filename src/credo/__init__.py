@@ -19,7 +19,7 @@ Public API (Wu et al. = Cross-Contextual Consistency paper):
   report; :class:`ExecutorConfig`: where samples are generated (locally or on Ray).
 - :func:`flip_rates`, :func:`linear_kappa`: flip rate by perturbation strength and
   weighted kappa (Le et al., eq. 2, §3.4).
-- :class:`Guard`: one question at a time under a certificate (issue 32): ``.ask(question)``
+- :class:`Guard`: one question at a time under a certificate: ``.ask(question)``
   gives the answer, its score and whether the certificate accepts it (a
   :class:`GuardAnswer`); ``.ask_many`` answers many together; ``credo serve`` is the same
   behind the OpenAI protocol.

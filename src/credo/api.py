@@ -5,14 +5,14 @@
 - :func:`run_strength`: ``credo strength run`` (Le et al.) and its output folder.
 - :func:`score`: ``credo score``, generations a user already has, scored and written.
 - :func:`certify_run`, :func:`certify_adaptive`: ``credo certify``, a threshold certified
-  on a finished run (issue 23), or the adaptive decision procedure replayed (issue 32).
+  on a finished run, or the adaptive decision procedure replayed.
 - :func:`study`, :func:`calibrate_prompt`, :func:`calibrate_prompt_file`,
   :func:`simulate_adaptive` (:mod:`credo.experiments`): the experiment drivers, several
   runs or replays of one towards a finding (``credo study``, ``credo perturb
   calibrate-prompt``, ``credo adaptive``).
 - :func:`topic_check`, :func:`calibrate_threshold`, :func:`strength_agreement`,
   :func:`probe`, :func:`report`, :func:`cache_stats` (:mod:`credo.commands`): the other
-  commands' work, each returning a typed result (issue 22 item 5: the command line only
+  commands' work, each returning a typed result (the command line only
   prints them and maps their outcomes to exit statuses).
 """
 
@@ -126,7 +126,7 @@ def run(
 ) -> RunResult:
     """Run C3 and the selected baselines on a task, write the run folder, return the results.
 
-    A claim certificate (``credo certify RUN_DIR --claims``; issue 33) turns the claim
+    A claim certificate (``credo certify RUN_DIR --claims``) turns the claim
     stage on (``config.claims``, its defaults where unset) and writes, per item,
     the retained and removed claims and the filtered answer to ``answers.jsonl``.
 
@@ -134,7 +134,7 @@ def run(
     ``credo certify`` wrote; default ``config.certificate``) decides which answers to act
     on: the run is refused before its first model call when its settings differ from the
     certificate's, and ``answers.jsonl`` gives each item's answer, its score and whether
-    it is accepted at the certificate's risk (issue 23).
+    it is accepted at the certificate's risk.
 
     ``model``, ``writer`` (writes context prefixes and paraphrases), ``judge`` (the
     LLM judge: CCP's NLI step, the judge kernel, open-ended grading), ``embedder`` and
@@ -143,7 +143,7 @@ def run(
     for one release). With ``write`` the run folder ``config.out`` is written
     (:mod:`credo.report.writer`). Under ``perturbation.neutrality: fail``, prefixes that
     fail the neutrality test raise :class:`~credo.errors.NeutralityFailed` (its ``result``
-    is the run's) once the folder is written (issue 22).
+    is the run's) once the folder is written.
     """
     writer = writer_given(writer, perturber)
     from credo.generation.pool import JUDGE, MODEL, WRITER
@@ -183,10 +183,10 @@ def run(
             own_task = task_settings(task.head(config.limit), config)
         if cert is not None:
             settings = run_settings(config, identity, cert.method, own_task)
-            if "adaptive" in cert.settings:  # made for the adaptive procedure (issue 32)
+            if "adaptive" in cert.settings:  # made for the adaptive procedure
                 settings["adaptive"] = procedure_settings(config.adaptive)
             cert.check(settings, config.methods)
-        if claim_cert is not None:  # bound to the run it was made on (issue 33)
+        if claim_cert is not None:  # bound to the run it was made on
             check_claim_settings(claim_cert.settings,
                                  claim_settings(config, identity, str(claim_cert.score),
                                                 own_task))
@@ -206,7 +206,7 @@ def run(
 def _decision_threshold(config: RunConfig, cert: RunCertificate | None) -> RunConfig:
     """``config`` with the adaptive decision rule's threshold taken from ``cert`` when the
     rule names none, and the score it reads the certificate's method when it names none
-    (issue 24: stop sampling an item once its certified decision is settled)."""
+    (stop sampling an item once its certified decision is settled)."""
     from credo.plan.adaptive import STAGE_SCORES, STOPPING_RULES
 
     a = config.adaptive
@@ -256,7 +256,7 @@ def _claim_certificate(given: Any) -> ClaimCertificate | None:
 
 def _with_claims(config: RunConfig, cert: ClaimCertificate, where: Any) -> RunConfig:
     """``config`` with the claim stage on (the certificate's splitter where the config
-    has no ``claims``), the certificate's score among the claim methods (issue 33 item 3);
+    has no ``claims``), the certificate's score among the claim methods;
     a certificate made on a claim file, not a run, is refused (it binds no model)."""
     from credo.config import ClaimsConfig
     from credo.errors import UserError
@@ -290,12 +290,12 @@ def certify_run(
     out: str | Path | None = None,
     allow_incomplete: bool = False,
 ) -> RunCertificate:
-    """Certify a threshold on a finished, labelled run's ``method`` scores (issue 23): the
+    """Certify a threshold on a finished, labelled run's ``method`` scores: the
     items' scores and the correctness of the answer credo gave each (``scores.jsonl``),
     :func:`credo.evaluate.certify.certify` at risk ``alpha`` with confidence
     ``1 - delta`` by ``procedure``, bound to the run's task and settings
     (:func:`credo.pipeline.certificate.run_settings`; for a ``credo score`` folder
-    :func:`~credo.pipeline.certificate.given_settings`, issue 34); written to ``out``
+    :func:`~credo.pipeline.certificate.given_settings`); written to ``out``
     when given. Items without a score or a known correctness are left out (their count
     is in the certificate's message). No model is called. An incomplete folder is
     refused unless ``allow_incomplete`` (:func:`~credo.entry.check_complete`; the
@@ -309,7 +309,7 @@ def certify_run(
     )
     from credo.report.rundata import load_run
 
-    if out is not None:  # before reading anything (issue 34 item 7); its folder is made
+    if out is not None:  # before reading anything; its folder is made
         check_certificate_out(out, run_dir)
     data = load_run(run_dir)
     if method not in data.methods:
@@ -351,7 +351,7 @@ def certify_run_claims(
     out: str | Path | None = None,
     allow_incomplete: bool = False,
 ) -> ClaimCertificate:
-    """A claim certificate from a finished, labelled long-form run with claims (issue 33):
+    """A claim certificate from a finished, labelled long-form run with claims:
     :func:`credo.evaluate.claims.certify_claims` on its ``claims.jsonl`` (every claim of
     every answer labelled), thresholding claim method ``score`` (default: the only
     one), marginal (``delta`` None) or with probability ``1 - delta``, bound to the run's
@@ -415,7 +415,7 @@ def certify_adaptive(
     perturber: Model | None = None,
     allow_incomplete: bool = False,
 ) -> AdaptiveCertification:
-    """``credo certify RUN_DIR --adaptive decision`` (issue 32, item 2): certify the
+    """``credo certify RUN_DIR --adaptive decision``: certify the
     adaptive decision procedure on ``method`` as it runs, replayed from the finished full
     labelled run's cache with no model call at every candidate threshold
     (:func:`credo.pipeline.adaptive_certificate.certify_decision_rule`); the certificate
@@ -615,7 +615,7 @@ def score(
     ``credo score`` folder decides which of these answers to act on, as in :func:`run`:
     refused before anything is scored when the file's layout, format, correctness, n or
     sampling settings, or the methods' settings, differ from the certificate's
-    (:func:`~credo.pipeline.certificate.given_settings`, issue 34); ``answers.jsonl``
+    (:func:`~credo.pipeline.certificate.given_settings`); ``answers.jsonl``
     gives each item's answer, its score and whether it is accepted.
     """
     from credo.config import RunConfig

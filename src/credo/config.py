@@ -58,7 +58,7 @@ ROLE_OPTION_FIELDS = (
 
 
 class RoleConfig(BaseModel):
-    """The model playing one role (issue 22): the same shape for the writer, the
+    """The model playing one role: the same shape for the writer, the
     paraphraser, the judge, the grader and the surprisal scorer, in YAML and flags alike.
     A bare string is the model spec alone (``writer: smollm2-135m``); a mapping names it
     with its options::
@@ -135,7 +135,7 @@ class RoleConfig(BaseModel):
     @classmethod
     def from_options(cls, model: str | None, options: Mapping[str, Any]) -> RoleConfig:
         """The role of ``model`` given one flat mapping of options (the model under
-        test's ``model_options``, issue 31): the named options (:data:`ROLE_OPTION_FIELDS`)
+        test's ``model_options``): the named options (:data:`ROLE_OPTION_FIELDS`)
         typed, the rest the backend's. The values are not checked again: they reach the
         pool as given (:meth:`options` is ``options``), which checks them."""
         named = {f: options.get(f) for f in ROLE_OPTION_FIELDS}
@@ -212,7 +212,7 @@ class PerturbationConfig(BaseModel):
     are reused in turn and the report says so.
 
     The writer gets prompt ``prompt`` and its candidates must pass the rule set ``rules``
-    (issue 16; ``v1`` / ``basic`` reproduce credo before it). ``neutrality`` gates a run
+    (``v1`` / ``basic`` reproduce credo before it). ``neutrality`` gates a run
     on App. A.3's test: Δ = #correct perturbed − #correct original per item, centred at 0
     for neutral prefixes.
 
@@ -304,7 +304,7 @@ class TaskFileConfig(BaseModel):
     ``gold_transform`` names one of ``credo.tasks.loaders.GOLD_TRANSFORMS`` (``gsm8k``).
     ``family`` declares the task the file's questions are drawn from (``gsm8k``,
     ``mmlu:high_school_geography``): a certificate made on that task applies to the file
-    (issue 34; default ``file:<format>``); it changes no prompt and no request.
+    (default ``file:<format>``); it changes no prompt and no request.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -467,7 +467,7 @@ class BaselineConfig(BaseModel):
 
 
 class ExecutorConfig(BaseModel):
-    """Where a run's samples are generated (``credo run --executor``; issue 14).
+    """Where a run's samples are generated (``credo run --executor``).
 
     ``local``: in this process, the backend's own concurrency. ``ray``: on ``workers``
     Ray actors per model, each holding one backend (an embedded model loaded once per
@@ -502,7 +502,7 @@ AdaptiveScore = Literal["self_consistency", "semantic_entropy", "c3", "c3_cross"
 
 
 class AdaptiveConfig(BaseModel):
-    """Adaptive sampling (issue 24): per item, draw samples in rounds and stop once the
+    """Adaptive sampling: per item, draw samples in rounds and stop once the
     stopping rule ``rule`` holds (:mod:`credo.plan.adaptive` defines the rules and their
     sources). Part of no request: the samples an adaptive run draws are the first ones of
     the full run's requests. ``epsilon`` None takes the rule's default
@@ -562,7 +562,7 @@ _RiskLevels = Annotated[list[float], AfterValidator(_risk_levels)]
 
 
 class EvaluationConfig(BaseModel):
-    """How a labelled run's answers are judged for acting on them (issue 23, item 2):
+    """How a labelled run's answers are judged for acting on them:
     coverage at risk ``α`` for each of ``alphas`` with confidence ``1 − delta``, over
     ``splits`` random calibration/test halves of the run's items
     (:mod:`credo.evaluate.coverage`). Evaluation only, part of no request."""
@@ -578,7 +578,7 @@ class EvaluationConfig(BaseModel):
 
 
 class ClaimsConfig(BaseModel):
-    """Claim-level credibility of long answers (issue 33; docs/claims.md): each item's
+    """Claim-level credibility of long answers (docs/claims.md): each item's
     answer split into claims (``split``: ``model``, the judge role's atomic facts, or
     ``sentences``, the offline fallback), each claim scored by the claim ``methods``
     (:mod:`credo.methods.claims`) and labelled by the FActScore grader (a knowledge
@@ -744,30 +744,30 @@ class RunConfig(_Config):
     )
     certificate: Path | None = Field(
         None,
-        description="a certificate file from `credo certify` (issue 23): the run decides "
+        description="a certificate file from `credo certify`: the run decides "
         "which answers to act on at its risk and writes answers.jsonl; refused when the "
         "run's settings differ from the certificate's; part of no request",
     )
     evaluation: EvaluationConfig = Field(
         default_factory=EvaluationConfig,
-        description="coverage at risk alpha per method (issue 23): evaluation.alphas, "
+        description="coverage at risk alpha per method: evaluation.alphas, "
         "evaluation.delta, evaluation.splits; part of no request",
     )
     claims: ClaimsConfig | None = Field(
         None,
-        description="claim-level credibility of long answers (issue 33): split, claim "
+        description="claim-level credibility of long answers: split, claim "
         "methods, labels; None = none; part of no request",
     )
     adaptive: AdaptiveConfig | None = Field(
         None,
-        description="adaptive sampling (issue 24): draw original samples, prefixes and "
+        description="adaptive sampling: draw original samples, prefixes and "
         "perturbed samples in rounds and stop an item once its stopping rule holds; None = "
         "every item gets n and m; part of no request. Also read as sampling.adaptive",
     )
 
     @property
     def model_role(self) -> RoleConfig:
-        """The model under test as a role (issue 31), the same shape as the writer's or
+        """The model under test as a role, the same shape as the writer's or
         the judge's: its spec and ``model_options``, the named options (``base_url``,
         ``label``, prices...) typed (:meth:`RoleConfig.from_options`)."""
         return RoleConfig.from_options(self.model, self.model_options)
@@ -809,7 +809,7 @@ class RunConfig(_Config):
     @model_validator(mode="after")
     def _decision_needs_threshold(self) -> Self:
         """The decision rule stops an item once it is settled on one side of a threshold:
-        ``adaptive.threshold``, or the certified one of ``certificate`` (issue 24)."""
+        ``adaptive.threshold``, or the certified one of ``certificate``."""
         a = self.adaptive
         if a is not None and STOPPING_RULES[a.rule].needs_threshold and (
             a.threshold is None and self.certificate is None
@@ -1055,7 +1055,7 @@ def slug(spec: str) -> str:
 _YAML_VALUE_ERRORS = (ValueError, TypeError, KeyError, AttributeError)
 """What PyYAML's safe constructors raise, besides a YAMLError, for a scalar that does not
 fit its tag or implicit type (``2020-13-01``, ``!!int abc``, ``!!bool x``, ``!!timestamp
-x``); the text is at fault, so it is a user error (issue 21)."""
+x``); the text is at fault, so it is a user error."""
 
 
 def read_yaml_mapping(path: str | Path) -> dict[str, Any]:

@@ -37,7 +37,7 @@ __all__ = [
 def check_writable(folder: str | Path, what: str) -> None:
     """Fail with a :class:`UserError` naming ``folder`` unless a file can be written there,
     before any model is called (:func:`credo.jsonio.check_writable`: the folders made
-    for the check are removed again; issue 21)."""
+    for the check are removed again)."""
     from credo.jsonio import check_writable as check
 
     check(folder, what)
@@ -130,7 +130,7 @@ def config_pool(
 
 
 def writer_given(writer: Model | None, perturber: Model | None) -> Model | None:
-    """The writer handed in, by its name or its deprecated one (``perturber=``, issue 31)."""
+    """The writer handed in, by its name or its deprecated one (``perturber=``)."""
     from credo.config import renamed_keyword
 
     return renamed_keyword(writer, perturber, "perturber", stacklevel=4)
@@ -169,7 +169,7 @@ def recorded_task(data: Any) -> dict[str, str]:
 def folder_config(data: Any) -> RunConfig:
     """A run folder's ``config.yaml`` as a :class:`~credo.config.RunConfig`, one line
     naming the file when it does not validate. A ``credo score`` folder records its n
-    and m as the file holds them (1 sample per item, 0 perturbed: issue 34, item 2),
+    and m as the file holds them (1 sample per item, 0 perturbed),
     which a config for ``credo run`` refuses; they are kept as they are."""
     from pydantic import ValidationError
 
@@ -192,7 +192,7 @@ def folder_config(data: Any) -> RunConfig:
 
 def check_neutral(result: RunResult, study: Any = None) -> None:
     """Raise :class:`~credo.errors.NeutralityFailed` when ``result`` ended with its
-    prefixes failing the neutrality gate (issue 22: one ending of a run); ``study``: the
+    prefixes failing the neutrality gate (one ending of a run); ``study``: the
     :class:`~credo.experiments.StudyResult` of the runs so far, for a study."""
     from credo.pipeline.ending import Outcome
 
@@ -227,7 +227,7 @@ def check_min(points: Sequence[Any], config: RunConfig, data: Any) -> None:
 
 
 def check_replayed(full: RunResult, data: Any, cache: Path) -> None:
-    """The full replay against the run folder (issue 34, item 3): every item the folder
+    """The full replay against the run folder: every item the folder
     scored is replayed (else the cache lacks it), and no other (else ``scores.jsonl``
     is not this run's)."""
     from credo.errors import UserError

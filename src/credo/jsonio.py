@@ -54,7 +54,7 @@ def write_text(path: str | Path, text: str, *, parents: bool = False) -> Path:
     """Write ``text`` (UTF-8) to ``path`` atomically: a temporary file, flushed to disk,
     renamed over ``path``. On any error the temporary file is removed and ``path`` is
     left as it was. ``parents``: make the missing folders above ``path`` first (an
-    output file the user named: ``--out dir/cert.json``, issue 34 item 7)."""
+    output file the user named: ``--out dir/cert.json``)."""
     path = Path(path)
     if parents:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -116,7 +116,7 @@ def _alive(pid: int) -> bool:
 def check_writable(folder: str | Path, what: str) -> None:
     """Fail with a :class:`~credo.errors.UserError` naming ``folder`` and ``what`` (the
     option: ``"the cache (--cache)"``) unless a file can be written there, before any
-    model is called (issues 21, 34 item 7): the folder and those above it are made, a
+    model is called: the folder and those above it are made, a
     file written and removed. The folders made for the check are removed again: a
     command that stops at its preflight leaves no empty folder behind; the writer
     creates it."""

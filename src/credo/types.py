@@ -101,7 +101,7 @@ class Capabilities:
 
 @dataclass
 class Usage:
-    """What a server reported for the calls sent for one request (issue 34 item 6):
+    """What a server reported for the calls sent for one request:
     ``calls`` requests sent (every attempt: retries and failed ones included), and the
     prompt and completion tokens of their replies' ``usage``."""
 

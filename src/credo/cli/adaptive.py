@@ -1,6 +1,6 @@
 """``credo adaptive RUN_DIR``: what adaptive sampling would have drawn and scored, replayed
-from a finished full run's cache with no model call (issue 24;
-:func:`credo.api.simulate_adaptive`): samples saved per stage against the change in
+from a finished full run's cache with no model call (:func:`credo.api.simulate_adaptive`): samples
+saved per stage against the change in
 AUROC, ECE and PRR with paired bootstrap CIs, as a table and a figure."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""``credo certify RUN_DIR``: a threshold on a finished run's scores with a guarantee
-(issue 23): answer the items whose score is at least the threshold, and the error rate
+"""``credo certify RUN_DIR``: a threshold on a finished run's scores with a guarantee: answer the
+items whose score is at least the threshold, and the error rate
 among the answered ones is at most α with probability at least 1 − δ."""
 
 from __future__ import annotations
@@ -176,7 +176,7 @@ def _refuse_other_modes(args: argparse.Namespace) -> None:
 
 def adaptive_line(replay: Any) -> str:
     """What the adaptive decision procedure drew at the certified threshold, against the
-    full recipe, on the calibration items (issue 32)."""
+    full recipe, on the calibration items."""
     rule = replay.rule
     head = (f"adaptive decision (rounds of {rule.round} from {rule.min}, confidence "
             f"{rule.confidence:g}): {replay.replays} replays from the cache")
@@ -190,7 +190,7 @@ def adaptive_line(replay: Any) -> str:
 def certified_line(method: str, c: Certificate) -> str:
     """What was certified, in one line, with the guarantee the procedure gives: selective
     risk at confidence 1 − δ, or for conformal risk control (``crc``) the expected share
-    of answered-and-wrong items, which holds in expectation and has no δ (issue 34)."""
+    of answered-and-wrong items, which holds in expectation and has no δ."""
     if c.method == "crc":
         level = f"alpha={c.alpha:g} (in expectation; crc has no delta)"
         risk = (f"expected share of answered-and-wrong items <= {c.alpha:g}, in expectation "

@@ -1,4 +1,4 @@
-"""``credo certify-claims FILE`` and ``credo filter-claims CERT FILE`` (issue 33): which
+"""``credo certify-claims FILE`` and ``credo filter-claims CERT FILE``: which
 claims of long answers to keep, with Mohri & Hashimoto's conformal factuality guarantee
 (docs/claims.md)."""
 

@@ -1,4 +1,4 @@
-"""The commands of ``credo``, each registered once (issue 31 item 2).
+"""The commands of ``credo``, each registered once.
 
 A command module states each of its commands once: its name, the line ``credo --help``
 shows, the description ``credo NAME --help`` shows, the function adding its flags and

@@ -1,4 +1,4 @@
-"""Flags into a config: one helper for every command (issue 22 item 5).
+"""Flags into a config: one helper for every command.
 
 Each command that builds a config names its flags in a table, :class:`Flag` rows mapping
 an argparse attribute to a config path (``"sampling.max_tokens"``) with an optional

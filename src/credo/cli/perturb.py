@@ -4,7 +4,7 @@ A.2, A.4).
 Both call a model through the cache, so a rerun reads every generation from it, and both
 refresh the run's report.html from the files they wrote: :func:`credo.api.topic_check`
 and :func:`credo.api.calibrate_threshold` do the work; these commands print their typed
-results (issue 22 item 5).
+results.
 """
 
 from __future__ import annotations

@@ -207,11 +207,11 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def print_result(result: Any, *, quiet: bool = False) -> int:
     """The tables of a finished run (or score), its unavailable methods, the folder, and
-    what its outcome says (issue 22: :class:`~credo.pipeline.ending.Outcome`); the exit
+    what its outcome says (:class:`~credo.pipeline.ending.Outcome`); the exit
     status of the outcome (:data:`~credo.pipeline.ending.EXIT_STATUS`): 3 when items are
     incomplete (the budget, or requests failed), 4 when the prefixes failed the neutrality
     gate, else 0. ``quiet`` (``--quiet``): an incomplete run says its one line on stderr
-    and nothing else (issue 34 item 8: its tables are in the run folder)."""
+    and nothing else (its tables are in the run folder)."""
     from credo.pipeline.ending import EXIT_STATUS, Outcome
     from credo.report.markdown import neutrality_line
 
@@ -288,7 +288,7 @@ def _print_tables(result: Any) -> None:
                                      "per generation (Müller et al.)", width))
     from credo.report.coverage import headline_lines
 
-    for line in headline_lines(result.coverage, result.degenerate):  # issue 23 item 2
+    for line in headline_lines(result.coverage, result.degenerate):
         console.print(line, markup=False, highlight=False)
     if few_in_class(result.metrics) or few_in_class(result.response_metrics):
         console.print(FEW_NOTE, markup=False, highlight=False)

@@ -1,4 +1,4 @@
-"""``credo score SAMPLES``: score generations a user already has (issue 15), flags and
+"""``credo score SAMPLES``: score generations a user already has, flags and
 YAML through the same :class:`~credo.config.RunConfig` as ``credo run``."""
 
 from __future__ import annotations

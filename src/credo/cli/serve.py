@@ -1,6 +1,6 @@
 """``credo serve --certificate cert.json``: an OpenAI-compatible gateway that answers each
-question with its credibility and the certificate's accept decision (issue 32;
-:func:`credo.serve.server.serve`)."""
+question with its credibility and the certificate's accept decision
+(:func:`credo.serve.server.serve`)."""
 
 from __future__ import annotations
 

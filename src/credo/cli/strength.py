@@ -1,6 +1,5 @@
 """``credo strength run | agree``: the command line of :mod:`credo.strength`, printing what
-:func:`credo.api.run_strength` and :func:`credo.api.strength_agreement` return (issue 22
-item 5)."""
+:func:`credo.api.run_strength` and :func:`credo.api.strength_agreement` return."""
 
 from __future__ import annotations
 

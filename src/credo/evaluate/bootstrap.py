@@ -4,7 +4,7 @@
 Müller et al., §3.7: "we estimate bootstrap confidence intervals at the 95% confidence level over
 calibration curves and representative ECE values using 1000 resamples". The resampling is
 scipy's (:func:`scipy.stats.bootstrap`, paired over items, percentile intervals). The
-named metrics are those of the registry (:mod:`credo.evaluate.registry`, issue 22 item 4):
+named metrics are those of the registry (:mod:`credo.evaluate.registry`):
 ECE, MCE, Brier, AUROC, AUPRC-P/N, AUARC and PRR are evaluated on the same resample
 indices by the weighted engine of :mod:`credo.evaluate.weighted`, all metrics of one
 method from one set of weights (:func:`bootstrap_cis`); a registered metric without a
@@ -39,7 +39,7 @@ ArrayLike = Sequence[float] | np.ndarray
 Metric = Callable[[np.ndarray, np.ndarray], float]
 
 #: Metrics a name can select in :func:`bootstrap_ci`: the registry of
-#: :mod:`credo.evaluate.registry` (issue 22 item 4), each a checked one-sample function
+#: :mod:`credo.evaluate.registry`, each a checked one-sample function
 #: ``(scores, targets) -> float``; targets are the quality (p̄ or 0/1 correctness) for
 #: ECE, MCE, AUARC and PRR, 0/1 labels for the rest (a metric's ``target``).
 NAMED_METRICS: Mapping[str, registry.Metric] = registry.METRICS
@@ -292,7 +292,7 @@ def polarisation_entropy(
 
 def row_metrics(n_bins: int = 10) -> dict[str, RowMetric]:
     """The metrics of :data:`NAMED_METRICS` as :class:`RowMetric` functions of (scores,
-    targets), in the registry's order (:mod:`credo.evaluate.registry`, issue 22 item 4).
+    targets), in the registry's order (:mod:`credo.evaluate.registry`).
 
     The row functions of :mod:`credo.evaluate.metrics` (the one implementation of each
     formula: ECE and MCE with ``n_bins`` equal-width bins, scikit-learn's ROC, average

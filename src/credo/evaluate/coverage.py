@@ -1,5 +1,4 @@
-"""Coverage at risk α and degenerate scores: what a run says about acting on its answers
-(issue 23, item 2).
+"""Coverage at risk α and degenerate scores: what a run says about acting on its answers.
 
 **Coverage at risk α.** For each method and each ``α`` of ``evaluation.alphas``: the
 share of items the method lets you answer when a threshold on its scores is certified to

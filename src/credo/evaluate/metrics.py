@@ -275,7 +275,7 @@ def prr_ratio(model: np.ndarray, oracle: np.ndarray, random: np.ndarray) -> np.n
     the items as the quality does, and the oracle beats random whenever the quality
     varies. The areas are summed along different paths; on quality that barely varies
     (differences of 1e−9) their differences are rounding noise, which could pass 1 or
-    leave the oracle no better than random: there PRR is capped, or NaN (issue 21).
+    leave the oracle no better than random: there PRR is capped, or NaN.
     """
     with np.errstate(invalid="ignore", divide="ignore"):
         ratio = (model - random) / (oracle - random)
@@ -304,7 +304,7 @@ def average_precision_rows(scores: np.ndarray, labels: np.ndarray) -> np.ndarray
     A weighted mean of precisions whose weights (the recall steps) sum to 1, so at most
     1, with equality exactly when every precision is 1; scikit-learn's sum of rounded
     recall steps gave 1.0000000000000002 there (all items positive), so values are
-    clipped to 1 (issue 21).
+    clipped to 1.
     """
     s, y = _rows(scores, labels)
     return np.minimum(_sklearn_rows(average_precision_score, s, y, y.sum(axis=1) > 0), 1.0)
@@ -388,7 +388,7 @@ def metric_inputs(
     *,
     name: str | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The one input check of every metric (issue 31 item 4), at the door of the
+    """The one input check of every metric, at the door of the
     one-sample functions and of :class:`credo.evaluate.registry.Metric`: ``scores`` and
     ``target`` are 1-d of equal length and hold no NaN; the scores lie in [0, 1]; a
     ``"p_bar"`` target (p̄, or a quality) lies in [0, 1], a ``"label"`` target is 0 or 1
@@ -440,7 +440,7 @@ def _warn_one_class(metric: str) -> None:
 
 FEW_IN_CLASS = 5
 """A ranking metric (AUROC, AUPRC) whose smaller class has fewer items than this rests on
-those few items alone: reports mark it and paired tests on it say so (issue 16)."""
+those few items alone: reports mark it and paired tests on it say so."""
 
 
 def smaller_class(labels: ArrayLike) -> int:

@@ -1,4 +1,4 @@
-"""Paired bootstrap comparison of two methods scored on the same items (issue 6).
+"""Paired bootstrap comparison of two methods scored on the same items.
 
 Two methods evaluated on the same benchmark items are not independent samples: an item
 that is hard for one is usually hard for the other. The paired bootstrap therefore draws

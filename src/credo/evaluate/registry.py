@@ -1,4 +1,4 @@
-"""The metric registry (issue 22 item 4): every evaluation metric declared once.
+"""The metric registry: every evaluation metric declared once.
 
 A :class:`Metric` names a formula of :mod:`credo.evaluate.metrics` (its function over the
 rows of (B, N) score and target matrices) with everything the rest of credo needs to
@@ -7,7 +7,7 @@ know about it: its label, its target (the per-item performance p̄ or the label
 or higher is better, at which level it is evaluated (per item, per generation), whether
 it gets a bootstrap CI (Müller et al., §3.7) and whether the weighted engine of
 :mod:`credo.evaluate.weighted` has its formula, whether it is a ranking metric (marked
-when the smaller class is small, issue 16), a headline column of the terminal table, and
+when the smaller class is small), a headline column of the terminal table, and
 whether the tables report it again after post-hoc calibration.
 
 The evaluation tables (:mod:`credo.evaluate.tables`: metrics.json's item and response
@@ -79,7 +79,7 @@ class Metric:
     bootstrap : gets a percentile bootstrap CI
     weighted : :mod:`credo.evaluate.weighted` has its formula (tested equal to ``rows``);
         otherwise its bootstrap evaluates ``rows`` on the same resamples
-    ranking : a ranking metric, marked when the smaller class has few items (issue 16)
+    ranking : a ranking metric, marked when the smaller class has few items
     headline : a column of the terminal's compact table
     calibrated : reported again, as ``<name>_calibrated``, on cross-fitted calibrated scores
     """

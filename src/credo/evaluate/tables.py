@@ -30,7 +30,7 @@ __all__ = ["METRICS", "RESPONSE_CI_METRICS", "evaluate_items", "evaluate_respons
            "unavailable_reasons"]
 
 #: Metrics of the item table with a bootstrap CI: the registered metrics evaluated per
-#: item (:mod:`credo.evaluate.registry`, issue 22 item 4), calibration (ECE, MCE, Brier),
+#: item (:mod:`credo.evaluate.registry`), calibration (ECE, MCE, Brier),
 #: ranking (AUROC, AUPRC-P, AUPRC-N) and rejection (AUARC, PRR). A live view.
 METRICS = registry.names("item", bootstrap=True)
 #: Metrics that get bootstrap CIs at the response level: all registered per generation,
@@ -145,7 +145,7 @@ def _metrics(
     s: np.ndarray, target: np.ndarray, labels: np.ndarray, n_bins: int, levels: Any,
     per: Level,
 ) -> dict[str, float]:
-    """The registered metrics of level ``per`` (issue 22 item 4; inputs checked by each
+    """The registered metrics of level ``per`` (inputs checked by each
     metric), then the mean score, the smaller class, Pearson and polarisation."""
     chosen = registry.registered(per)
     if s.size == 0:

@@ -55,7 +55,7 @@ __all__ = [
 ArrayLike = Sequence[float] | np.ndarray
 
 #: Metrics of the weighted engine: those registered with ``weighted=True``
-#: (:mod:`credo.evaluate.registry`, issue 22 item 4), in the registry's order; each has a
+#: (:mod:`credo.evaluate.registry`), in the registry's order; each has a
 #: method of :class:`_Stats` of its name. A live view of the registry.
 FAST_METRICS = registry.names(weighted=True)
 #: Those read against the 0/1 labels; the others against the quality (p̄ or correctness).

@@ -95,7 +95,7 @@ class Generations:
 
     @property
     def family(self) -> str:
-        """The task family a certificate on these generations binds (issue 34 item 1):
+        """The task family a certificate on these generations binds:
         ``given:<layout>``, with ``:<task>`` where the file names its task."""
         return f"given:{self.layout}" + (f":{self.task}" if self.task else "")
 
@@ -123,7 +123,7 @@ class ReadOptions:
 
 @dataclass(frozen=True)
 class Importer:
-    """One layout of generations a file may hold (issue 31: an importer is one module
+    """One layout of generations a file may hold (an importer is one module
     and one registration in :data:`IMPORTERS`). A file whose suffix is one of
     ``suffixes`` is this layout's and ``read`` gets no rows (it reads the file whole);
     a JSON Lines file is the layout whose ``claims`` holds for its first row, and

@@ -319,7 +319,7 @@ def _inspect_header(
 
 
 def _inspect_epoch(value: Any, where: str) -> int:
-    """A sample's epoch: absent or null is 1, else a positive integer (issue 21)."""
+    """A sample's epoch: absent or null is 1, else a positive integer."""
     if value is None:
         return 1
     if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
@@ -328,7 +328,7 @@ def _inspect_epoch(value: Any, where: str) -> int:
 
 
 def _inspect_choices(value: Any, where: str) -> tuple[str, ...]:
-    """A sample's option texts: absent, null or a list of strings (issue 21)."""
+    """A sample's option texts: absent, null or a list of strings."""
     if value is None:
         return ()
     if isinstance(value, list) and all(isinstance(c, str) for c in value):

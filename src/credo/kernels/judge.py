@@ -273,7 +273,7 @@ def _canonical(fmt: AnswerFormat) -> Callable[[str], str] | None:
 
 
 class JudgePairsStage(Stage):
-    """The judge kernel's verdicts as a planned stage (issue 31): ``plan(samples, items)``
+    """The judge kernel's verdicts as a planned stage: ``plan(samples, items)``
     is :func:`plan_judge_stage` (every item's unique pairs of distinct answers, one T = 0
     request each, asked of the judge role); ``read`` parses the replies of the complete
     items into a :class:`VerdictTable` (Wu et al., App. D.5)."""

@@ -114,7 +114,7 @@ class MethodSpec:
     makes it "not available on this backend". ``min_samples`` gives, per sample set, the
     fewest samples the method can score (self-consistency needs 2 original samples);
     :meth:`score` reports an item below it, or one without a set the method reads, as not
-    available instead of calling the scorer (issue 21: an item is scored or says why,
+    available instead of calling the scorer (an item is scored or says why,
     never raises).
     """
 
@@ -139,7 +139,7 @@ class MethodSpec:
     def short_sets(self, fmt: AnswerFormat, sets: Mapping[str, tuple]) -> tuple[str, ...]:
         """The sample sets this method compares that hold fewer than 2 samples in ``sets``
         (one item's): a method that reads only answer sets (original, perturbed,
-        paraphrased) compares their samples, so it needs 2 of each (issue 25: one given
+        paraphrased) compares their samples, so it needs 2 of each (one given
         sample per item makes it not available for that item, not a crash)."""
         needs = self.needs_for(fmt)
         if not needs or not set(needs) <= set(COMPARED_SETS):

@@ -1,4 +1,4 @@
-"""Claim methods: a credibility in [0, 1] for every claim of a long answer (issue 33 item 2).
+"""Claim methods: a credibility in [0, 1] for every claim of a long answer.
 
 Each method is a pure function of one item's :class:`~credo.plan.claims.ClaimEvidence`
 (cached generations only) returning one score per claim (higher = more credible; NaN

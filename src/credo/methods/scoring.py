@@ -63,8 +63,8 @@ class ItemResult:
 
     @property
     def answer_index(self) -> int | None:
-        """The original sample whose answer credo gives for this item (issue 23): the
-        most central parsed sample under the run's kernel (:attr:`chosen`, issue 32), else
+        """The original sample whose answer credo gives for this item: the
+        most central parsed sample under the run's kernel (:attr:`chosen`), else
         the first sample of the modal parsed answer (self-consistency's majority vote,
         ties to the answer seen first: the central sample under the indicator kernel);
         None when no original sample has a parsed answer."""
@@ -82,7 +82,7 @@ class ItemResult:
     def answer_correct(self) -> float:
         """Whether :attr:`answer` is correct (1.0 / 0.0; a grade in [0, 1] for graded
         open answers); NaN when the item has no gold or no parsed answer. What a
-        certificate's selective risk counts (issue 23)."""
+        certificate's selective risk counts."""
         i = self.answer_index
         if i is None:
             return 0.0 if self.correct and not math.isnan(self.performance) else math.nan
@@ -199,7 +199,7 @@ class _ScoringProgress:
 
 
 def central_sample(answers: Sequence[Hashable | None], gram: Kernel) -> int | None:
-    """The answer credo gives among an item's original samples (issue 32: for open-ended
+    """The answer credo gives among an item's original samples (for open-ended
     answers, the most central sample): the parsed sample ``i`` with the largest
     ``Σ_{j≠i} k(y_i, y_j)`` over the other parsed samples, the first on ties (a kernel
     medoid; the sum is the sample's term in generalized consistency, Wu et al., eq. 2); None

@@ -1,4 +1,4 @@
-"""A circuit breaker for a served model (issue 34 item 5): stop retrying a server that
+"""A circuit breaker for a served model: stop retrying a server that
 fails every request.
 
 A server that fails every request (down, misconfigured, answering 500 to all) would

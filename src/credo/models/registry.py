@@ -84,7 +84,7 @@ def load_model(spec: str, **options: Any) -> Model:
         if bad is None:
             raise
         # a base_url on an embedded model is refused before, where roles are assigned
-        # (credo.generation.roles.assign_roles: every role's one check, issue 31)
+        # (credo.generation.roles.assign_roles: every role's one check)
         raise UserError(
             f"model {spec!r} does not take the option {bad.group(1)!r} (model_options)"
         ) from None

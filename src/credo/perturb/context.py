@@ -44,7 +44,7 @@ PERTURBATION_SYSTEM_PROMPT = (
     "4. have 6 to 20 words.\n"
     "Reply with the sentence only."
 )
-"""The writer prompt ``v1`` (credo before issue 16)."""
+"""The writer prompt ``v1`` (credo's before the strict prefix rules)."""
 
 PERTURBATION_SYSTEM_PROMPT_V2 = (
     "You write one sentence of background context that will be placed before a question. "
@@ -75,7 +75,7 @@ PERTURBATION_SYSTEM_PROMPT_V2 = (
 name, one rejected example per rule of :mod:`credo.perturb.rules`, and a multiple-choice
 example (:data:`CHOICE_EXAMPLE`). On MMLU high-school statistics the 1.5B model kept 35
 of 60 candidates under the strict rules with it, against 45 of 331 with a first draft
-that lacked the "never answer" sentence and the choice example (issue 16)."""
+that lacked the "never answer" sentence and the choice example."""
 
 # One-shot examples (Wu et al., §3 shows the first one); shared by every item, so a backend
 # with prefix caching evaluates them once.
@@ -393,7 +393,7 @@ class _WriterState:
 
 
 class WriterCallStage(Stage):
-    """One call of the perturbation writer as a planned stage (issue 31): ``plan(wanted)``
+    """One call of the perturbation writer as a planned stage: ``plan(wanted)``
     asks each item's one writer request (:func:`writer_request`) for its first ``n``
     candidates (``wanted``: item id -> n; later calls ask later sample indices of the
     same request), of the writer role; ``read`` gives each complete item's candidate
@@ -420,7 +420,7 @@ class WriterCallStage(Stage):
 
 
 class PrefixWriter:
-    """Context prefixes written on demand, a few at a time (adaptive sampling, issue 24).
+    """Context prefixes written on demand, a few at a time (adaptive sampling).
 
     :meth:`ensure` gives each item at least its target of kept prefixes, drawing more
     candidates of the item's one writer request (the same request as

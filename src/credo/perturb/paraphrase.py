@@ -92,7 +92,7 @@ def plan_paraphrases(
 
 
 class ParaphraseStage(Stage):
-    """The paraphrase baseline's writer as a planned stage (issue 31): per item,
+    """The paraphrase baseline's writer as a planned stage: per item,
     ``candidates`` (default 2 x ``count``) samples of its paraphrasing request
     (:func:`plan_paraphrases`), asked of the paraphraser role; ``read`` keeps up to
     ``count`` distinct usable paraphrases per complete item (:func:`clean_paraphrase`)."""

@@ -7,9 +7,9 @@ and the run counts the rejections per rule (``perturbations.jsonl``, the report)
 
 Two rule sets:
 
-* ``basic`` (before issue 16): not empty, not a question, 4 to 40 words, not a restatement
-  contained in (or containing) the question, no talk about the prompt, no digit, no name
-  of the question's people or places (or of the writer's examples).
+* ``basic`` (the rules before the strict ones): not empty, not a question, 4 to 40 words,
+  not a restatement contained in (or containing) the question, no talk about the prompt,
+  no digit, no name of the question's people or places (or of the writer's examples).
 * ``strict`` (the default): ``basic`` with the prompt's own minimum length (6 words,
   :data:`MIN_WORDS`), plus
   ``restates_question`` (most of the question's content words, whatever is appended),

@@ -5,8 +5,8 @@
 already, the backend calls the missing ones take, an estimate of their prompt tokens, a
 bound on their completion tokens, and their cost at the model's prices.
 
-The dry run is the plan without running (issue 22), and it is the stage driver's
-(issue 31: :class:`~credo.pipeline.stages.StageDriver` with ``dry_run``, as
+The dry run is the plan without running, and it is the stage driver's
+(:class:`~credo.pipeline.stages.StageDriver` with ``dry_run``, as
 ``credo strength run --dry-run``'s): the run's own stages (the sample sets'
 :class:`~credo.pipeline.stages.SampleSetStage`, the writer's
 :class:`~credo.perturb.context.WriterCallStage`, the
@@ -252,7 +252,7 @@ def _claim_checks(driver: StageDriver, task: Task, config: RunConfig) -> None:
 
 
 def _claim_stages(pool: ModelPool, task: Task, config: RunConfig) -> list[StageEstimate]:
-    """The claim stage (issue 33), planned by the run's own function
+    """The claim stage, planned by the run's own function
     (:func:`credo.pipeline.claims.plan_claims`) through a dry stage driver on placeholder
     answers: each item's answer of ``max_tokens`` tokens in sentences of
     :data:`CLAIM_TOKENS` tokens, its n - 1 other original samples and m perturbed ones

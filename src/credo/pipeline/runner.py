@@ -113,15 +113,15 @@ class RunResult:
     #: (:meth:`credo.generation.ledger.Ledger.to_dict`; a pool that ran several runs
     #: counts them all); ``metrics.json`` keeps it as ``stats.ledger``.
     ledger: dict[str, Any] = field(default_factory=dict)
-    #: Coverage at risk α per method and α, and the degenerate methods' reasons (issue 23
-    #: item 2: :mod:`credo.evaluate.coverage`); empty without known correctness.
+    #: Coverage at risk α per method and α, and the degenerate methods' reasons
+    #: (:mod:`credo.evaluate.coverage`); empty without known correctness.
     coverage: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
     degenerate: dict[str, str] = field(default_factory=dict)
-    #: The task the items come from as a certificate records it (issue 34:
-    #: :func:`credo.pipeline.certificate.task_settings`); ``metrics.json["task_identity"]``.
+    #: The task the items come from as a certificate records it
+    #: (:func:`credo.pipeline.certificate.task_settings`); ``metrics.json["task_identity"]``.
     task_identity: dict[str, str] = field(default_factory=dict)
-    #: The claim stage of a long-form run with ``config.claims`` (issue 33:
-    #: :class:`credo.pipeline.claims.ClaimRun`); None without it.
+    #: The claim stage of a long-form run with ``config.claims``
+    #: (:class:`credo.pipeline.claims.ClaimRun`); None without it.
     claims: ClaimRun | None = None
     #: The certificate the run applied (``--certificate``): its id, rule and how many
     #: answers it accepted (:class:`credo.pipeline.certificate.CertificateUse`); None
@@ -138,7 +138,7 @@ class RunResult:
 
     @property
     def outcome(self) -> Outcome:
-        """How the run ended (issue 22: :func:`credo.pipeline.ending.decide_outcome`)."""
+        """How the run ended (:func:`credo.pipeline.ending.decide_outcome`)."""
         return decide_outcome(self.incomplete, self.stopped_by_budget, self.neutrality,
                               self.config.perturbation.neutrality)
 
@@ -184,7 +184,7 @@ def _run_pipeline(
     ctx = PlanContext(task, config, caps.logprobs, caps.grammar)
     driver = StageDriver(pool, incomplete)
     out: GeneratedOut = {it.id: {} for it in task.items}
-    # the original answers first: a prefix must not name one (strict rules, issue 16)
+    # the original answers first: a prefix must not name one (strict rules)
     if config.adaptive is not None:
         adaptive_originals(task, ctx, driver, out, config.adaptive)
     else:
@@ -289,7 +289,7 @@ def prepare_run(
     specs = method_specs(config.methods)
     check_static(config, task, specs)
     assign_roles(pool, config)
-    # built, not probed: every role is checked before any server is contacted (issue 20)
+    # built, not probed: every role is checked before any server is contacted
     caps = pool.model(MODEL, probe=False).capabilities
     check_lengths(config, task, pool.model(MODEL, probe=False))
     (driver or StageDriver(pool)).preflight(
@@ -311,7 +311,7 @@ def configured_task(config: RunConfig) -> Task:
 
 
 def _recorded(config: RunConfig, task: Task) -> RunConfig:
-    """``config`` with the dataset revision of an lm-eval task (issue 25: the run's
+    """``config`` with the dataset revision of an lm-eval task (the run's
     config names the data its items came from)."""
     revision = task.items[0].meta.get("lm_eval_revision") if task.items else None
     if not revision or config.lm_eval.revision == revision:
@@ -545,7 +545,7 @@ def grade_items(
 ) -> dict[str, tuple[bool | float, ...]]:
     """The grading stage: correctness of every original sample (``config.grader``, or
     the judge, grades what needs a judge). An item without a gold answer (a question a
-    user wants answered, issue 23) is not graded: its correctness is unknown (NaN), and
+    user wants answered) is not graded: its correctness is unknown (NaN), and
     the evaluation leaves it out."""
     # no gold and no grader of its own (FActScore grades against a knowledge source)
     unknown = {it.id for it in task.items if not it.gold and not it.meta.get("grader")}

@@ -94,7 +94,7 @@ def score_generations(
         show_progress=pool.show_progress,
     )
     ledger = pool.ledger.to_dict()
-    # the given prefixes are not tested for neutrality (as before issue 22)
+    # the given prefixes are not tested for neutrality
     ending = end_run(items, config, incomplete=incomplete,
                      stopped_by_budget=bool(ledger.get("stopped_by_budget")),
                      test_neutrality=False)
@@ -137,7 +137,7 @@ the other registered methods follow in the registry's order."""
 
 
 def default_methods(generations: Generations, fmt: AnswerFormat) -> list[str]:
-    """Every registered method the input allows (issue 34 item 13: the README's promise):
+    """Every registered method the input allows (the README's promise):
     defined for ``fmt``, its sample sets (and logprobs) given, and, for those comparing
     samples, 2 or more of each set on some item; self-consistency when none is (it is
     then reported not available, with the reason). Original samples alone allow SC,
@@ -178,7 +178,7 @@ SAMPLING_KEYS = ("temperature", "top_p", "top_k", "max_tokens")
 
 
 def _roles(pool: ModelPool, config: RunConfig, specs: list) -> list[str]:
-    """The roles scoring may ask (issue 20: checked before the first call): the judge when
+    """The roles scoring may ask (checked before the first call): the judge when
     a method's kernel is the judge, the grader when one is named."""
     judged = "judge" in {spec.kernel or config.kernel for spec in specs}
     return [r for r, used in ((JUDGE, judged), (GRADER, True)) if used and pool.has(r)]
@@ -189,7 +189,7 @@ def _check_originals(
 ) -> None:
     """A :class:`UserError` naming the file unless every item has an original sample.
     One is enough: the methods that compare samples are not available for an item with
-    fewer than 2 of a set (issue 25 item 4: one sample per item is both tools' default),
+    fewer than 2 of a set (one sample per item is both tools' default),
     and the others score it."""
     lacking = [it for it in items if not by_item[it].get(ORIGINAL)]
     if lacking:
@@ -201,7 +201,7 @@ def _check_originals(
 
 def _lost(generations: Generations) -> list[tuple[dict[str, int], str]]:
     """The samples a log holds no generation for, by why: errored, cancelled, never
-    started (issue 34 item 13: never-started samples did not fail)."""
+    started (never-started samples did not fail)."""
     return [(generations.failed, "errored"), (generations.cancelled, "cancelled"),
             (generations.not_started, "never started")]
 
@@ -316,7 +316,7 @@ def _given_or_graded(
     """The given correctness of every original sample; items that give none and have a
     gold answer are graded as a run grades them; the rest are unknown (NaN). Code is
     graded by running an item's tests, which a given file does not hold: a code item
-    that gives no correctness is a :class:`UserError` (issue 21)."""
+    that gives no correctness is a :class:`UserError`."""
     out: dict[str, tuple[bool | float, ...]] = {}
     to_grade = []
     for it, its in zip(task.items, answers, strict=True):

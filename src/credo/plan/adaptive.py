@@ -1,4 +1,4 @@
-"""Stopping rules of adaptive sampling (issue 24): pure functions of the answers drawn so far.
+"""Stopping rules of adaptive sampling: pure functions of the answers drawn so far.
 
 An adaptive run (``adaptive:`` in the run config, ``credo run --adaptive RULE``) draws an
 item's samples in rounds instead of all at once, and stops drawing for an item once its

@@ -66,7 +66,7 @@ class PlanContext:
     perturbations: dict[str, PerturbationSet] = field(default_factory=dict)
     paraphrases: dict[str, ParaphraseSet] = field(default_factory=dict)
     originals: dict[str, tuple[Sample, ...]] = field(default_factory=dict)
-    #: Adaptive sampling (issue 24): the samples an item's set holds so far, by
+    #: Adaptive sampling: the samples an item's set holds so far, by
     #: ``(item id, set name)``; a set not named holds the configured n (or m).
     sizes: dict[tuple[str, str], int] = field(default_factory=dict)
 
@@ -149,7 +149,7 @@ def _answer_correct(item: Item, fmt: AnswerFormat) -> Callable[[Sample], bool | 
         # a judge decides (SimpleQA grades, FActScore support): the grading stage of
         # grading stage (credo.tasks.grading), after sampling; no answer of its own here
         return lambda s: None
-    if not item.gold:  # a question without gold (issue 23): its correctness is unknown
+    if not item.gold:  # a question without gold: its correctness is unknown
         return lambda s: None
     return lambda s: is_correct(s.answer, item, fmt)
 

@@ -1,4 +1,4 @@
-"""``credo adaptive``'s files (issue 24): the samples each rule saves against the change in
+"""``credo adaptive``'s files: the samples each rule saves against the change in
 every metric, as a table (``adaptive.md``), as data (``adaptive.json``) and as a figure
 (``adaptive.png``: samples saved vs ΔAUROC of one method, one point per rule and ε, with
 the paired bootstrap CI as an error bar)."""

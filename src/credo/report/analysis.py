@@ -28,7 +28,7 @@ from credo.report.figures import discrete_levels
 from credo.report.rundata import SIMILARITY_FILE, RunData
 
 #: ``name -> header`` of the item-level metrics of the report's tables: the metrics
-#: registered per item (:mod:`credo.evaluate.registry`, issue 22 item 4), a live view.
+#: registered per item (:mod:`credo.evaluate.registry`), a live view.
 CI_METRICS = registry.headers("item")
 
 
@@ -52,7 +52,7 @@ class MethodSummary:
     levels: np.ndarray | None = None
     note: str = ""
     #: Items in the smaller class of 1[p̄ ≥ 0.5]: ranking metrics on fewer than
-    #: FEW_IN_CLASS are marked (issue 16).
+    #: FEW_IN_CLASS are marked.
     smaller_class: int = -1
 
     @property

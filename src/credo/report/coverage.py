@@ -1,4 +1,4 @@
-"""Coverage at risk α in the reports (issue 23, item 2): the headline lines, the table
+"""Coverage at risk α in the reports: the headline lines, the table
 cells and the detail rows, from metrics.json's ``coverage_at_risk`` and ``degenerate``
 (:mod:`credo.evaluate.coverage`), shared by report.md, the terminal and report.html.
 

@@ -199,8 +199,8 @@ def plot_roc_pr(
 def plot_risk_coverage(
     ax: Axes, curves: Mapping[str, tuple[np.ndarray, np.ndarray]], alphas: Sequence[float]
 ) -> None:
-    """Selective risk against coverage per method (Geifman & El-Yaniv 2017; issue 23 item
-    2): each point answers the items scored at or above one threshold. ``curves`` maps
+    """Selective risk against coverage per method (Geifman & El-Yaniv 2017): each point answers the
+    items scored at or above one threshold. ``curves`` maps
     method -> (coverage, risk) from :func:`credo.evaluate.coverage.risk_coverage_curve`;
     each ``alpha`` is a dotted horizontal line: points below it keep the risk at α on
     this run (a certificate also needs the margin of finite calibration)."""

@@ -96,7 +96,7 @@ def write_run_report(
 ) -> Path:
     """Write ``report.html`` (or ``out``) and the Parquet exports for one run folder, each
     atomically; ``status`` stands for the folder's ``run_status.json`` (the run writer's,
-    which writes the marker after the page: issue 34 item 10)."""
+    which writes the marker after the page)."""
     opts = options or ReportOptions()
     run = load_run(run_dir)
     if status is not None:
@@ -218,7 +218,7 @@ def _method_figures(run: RunData, ms: Sequence[an.MethodSummary], seed: int) -> 
 
 
 def _coverage_figure(run: RunData) -> dict[str, str]:
-    """The risk–coverage curve of every method (issue 23 item 2) with each α of the run's
+    """The risk–coverage curve of every method with each α of the run's
     coverage at risk marked; none for a run without it (no known correctness)."""
     from credo.evaluate.coverage import risk_coverage_curve
 
@@ -317,7 +317,7 @@ def render_run_page(a: RunAnalysis, opts: ReportOptions) -> str:
 
 
 def _claims(run: RunData) -> dict[str, Any] | None:
-    """The claim section (issue 33): the method table and each answer's claims marked
+    """The claim section: the method table and each answer's claims marked
     retained or removed (:mod:`credo.report.claims`); None for a run without claims."""
     from credo.report.claims import claim_answers, claim_table, nothing_to_split
     from credo.report.rundata import CLAIM_METRICS_FILE
@@ -326,7 +326,7 @@ def _claims(run: RunData) -> dict[str, Any] | None:
     if summary is None:
         return None
     empty = nothing_to_split(run.claims, run.metrics.get("stats"))
-    if empty is not None:  # the stage was on and made nothing: say why (issue 33)
+    if empty is not None:  # the stage was on and made nothing: say why
         return {"empty": empty}
     table = claim_table(summary)
     return {"header": table[0], "rows": table[1:], "unavailable": summary.get("unavailable")
@@ -387,7 +387,7 @@ def _run_facts(run: RunData) -> dict[str, Any]:
         "kernel": c.get("kernel"),
         "writer": (f"none (snippets of the corpus {Path(pert['corpus']).name})"
                    if pert.get("corpus")
-                   # a folder written before issue 31 names the writer "generator"
+                   # an older run folder names the writer "generator"
                    else pert.get("writer") or pert.get("generator") or c.get("model")),
         "threshold": pert.get("threshold"),
         "embedder": pert.get("embedder"),
@@ -434,7 +434,7 @@ def _method_table(
     summaries: Sequence[an.MethodSummary], coverage: dict[str, Any] | None = None
 ) -> dict[str, Any]:
     """Method × metric with CIs; extra metrics.json columns; the best method per metric;
-    the coverage at risk α beside AUROC (issue 23 item 2: headers and, per method, one
+    the coverage at risk α beside AUROC (headers and, per method, one
     cell per α; none without coverage)."""
     coverage = coverage or {}
     alphas = alphas_of(coverage)
@@ -473,8 +473,7 @@ def _comparison_table(analyses: Sequence[RunAnalysis]) -> dict[str, Any]:
 
 def marked_label(run: RunData) -> str:
     """The run's label, with its status after it unless it is complete
-    (``"gsm8k · m (incomplete)"``): a comparison never shows a cut-short run unmarked
-    (issue 21)."""
+    (``"gsm8k · m (incomplete)"``): a comparison never shows a cut-short run unmarked."""
     return run.label if run.status == "complete" else f"{run.label} ({run.status})"
 
 

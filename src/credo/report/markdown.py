@@ -1,4 +1,4 @@
-"""The run folder's ``report.md``, rendered (issue 31: the folder writer,
+"""The run folder's ``report.md``, rendered (the folder writer,
 :mod:`credo.report.writer`, writes it; this module only renders Markdown), and the
 Markdown pieces the strength folder's ``report.md`` shares.
 
@@ -68,7 +68,7 @@ __all__ = [
 
 #: Table headers by metrics.json key: the registered metrics' (``ECE ↓``), their
 #: calibrated forms' (``ECE cal. ↓``) and the mean score's; live views of
-#: :mod:`credo.evaluate.registry` (issue 22 item 4).
+#: :mod:`credo.evaluate.registry`.
 METRIC_LABELS = ChainMap(registry.headers(), registry.headers(calibrated=True),
                          {"mean_score": "mean score"})
 
@@ -79,7 +79,7 @@ def metrics_table_rows(result: RunResult, compact: bool = False) -> list[list[st
     calibrated ECE and Brier when the run calibrates, Pearson calibration correlation,
     polarisation, mean score. ``compact`` (the terminal): the headline metrics
     (:data:`COMPACT_METRICS`) without CIs, which report.md and report.html carry. Beside
-    AUROC, the coverage at risk α per α of a labelled run (issue 23 item 2: mean ± sd over
+    AUROC, the coverage at risk α per α of a labelled run (mean ± sd over
     the splits; the mean alone when ``compact``)."""
     rows = _table_rows(result.metrics, "items", "n_items", "item", compact=compact)
     return with_coverage(rows, result.coverage, compact)
@@ -111,7 +111,7 @@ def response_table_rows(result: RunResult, compact: bool = False) -> list[list[s
 
 
 COMPACT_METRICS = registry.names(headline=True)
-"""What the terminal table shows: the metrics registered ``headline`` (issue 22 item 4):
+"""What the terminal table shows: the metrics registered ``headline``:
 calibration (ECE, Brier), ranking (AUROC, AUPRC-P/N) and LM-Polygraph's PRR."""
 
 
@@ -200,7 +200,7 @@ def _with_ci(d: dict[str, float], key: str) -> str:
 
 
 def correctness_of(result: RunResult) -> str:
-    """How the run's correctness was decided (issue 25 item 3: metrics.json and the
+    """How the run's correctness was decided (metrics.json and the
     reports name it): :func:`credo.tasks.grading.describe_correctness`, with the grader
     model of a grader that asks one, and what the grading stage said of it on this run
     (e.g. FActScore without a knowledge source: unavailable for every item)."""
@@ -384,12 +384,12 @@ def _rule_counts(result: RunResult) -> str:
 
 
 def _coverage_section(result: RunResult) -> list[str]:
-    """Coverage at risk α per method (issue 23 item 2), with how it was estimated."""
+    """Coverage at risk α per method, with how it was estimated."""
     if not result.coverage:
         return []
     ev = result.config.evaluation
     return [
-        "## Coverage at risk α (issue 23)",
+        "## Coverage at risk α",
         "",
         "The share of items a method lets you answer when a threshold on its scores is",
         f"certified (Learn then Test, δ = {ev.delta:g}) to keep the error rate among the",
@@ -496,6 +496,6 @@ def _incomplete_why(result: RunResult) -> str:
 
 UNLABELLED_NOTE = (
     "no item has a gold answer: every method's score and the answer credo gives are in "
-    "scores.jsonl; nothing is evaluated (issue 23)"
+    "scores.jsonl; nothing is evaluated"
 )
 """What a run on questions without gold answers says instead of its metrics."""

@@ -42,7 +42,7 @@ def answer_summary(values: Sequence[object], correct: Sequence[object] = (), top
                    width: int = 40) -> str:
     """An item's original answers grouped, commonest first (ties in order of first
     appearance), as ``answer×count``: the ``top`` commonest and, after them, every group
-    holding a correct sample, so the right answer is never hidden (issue 34 item 13);
+    holding a correct sample, so the right answer is never hidden;
     groups with a correct sample are marked ✓ (when ``correct`` is given, one value per
     answer), unparsed answers are ∅, each answer is cut to ``width`` characters, and
     ``… +k more (j samples)`` counts the groups left out.

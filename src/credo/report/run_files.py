@@ -1,4 +1,4 @@
-"""The files of a run folder and their fields, declared once (issue 30, item 2).
+"""The files of a run folder and their fields, declared once.
 
 :data:`RUN_FILES` is what the documentation's run-folder reference is generated from, and
 ``tests/test_docs_reference.py`` checks it against a real run folder: a scripted run

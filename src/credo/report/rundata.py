@@ -28,7 +28,7 @@ SIMILARITY_FILE = "perturbation_similarity.json"
 STATUS_FILE = "run_status.json"
 """Written last by the run writer: ``{"status": "complete" | "incomplete", ...}``."""
 CLAIMS_FILE = "claims.jsonl"
-"""A long-form run's claims (issue 33): one row per item in the claim-file layout
+"""A long-form run's claims: one row per item in the claim-file layout
 (:func:`credo.tasks.claims.read_claims`): id, prompt, answer, claims (text, label, scores)."""
 CLAIM_METRICS_FILE = "claim_metrics.json"
 """The claim methods' metrics, the retained shares per alpha, the unavailable methods."""
@@ -57,7 +57,7 @@ class RunData:
     samples: list[dict[str, Any]]
     perturbations: list[dict[str, Any]]
     extras: dict[str, Any] = field(default_factory=dict)
-    #: ``claims.jsonl`` rows (issue 33); empty for a run without claims.
+    #: ``claims.jsonl`` rows; empty for a run without claims.
     claims: list[dict[str, Any]] = field(default_factory=list)
 
     @property
@@ -70,7 +70,7 @@ class RunData:
 
     @property
     def missing_files(self) -> list[str]:
-        """The files the status marker lists (``files``, issue 34 item 10) that the folder
+        """The files the status marker lists (``files``) that the folder
         lacks: empty for a whole folder and for a marker without the list."""
         marker = self.extras.get(STATUS_FILE)
         listed = marker.get("files") if isinstance(marker, dict) else None
@@ -129,12 +129,12 @@ class RunData:
     @property
     def answer_correct(self) -> np.ndarray:
         """Whether the answer credo gives each item is correct (1, 0, a grade in between;
-        NaN when unknown): scores.jsonl's ``answer_correct`` (issue 23)."""
+        NaN when unknown): scores.jsonl's ``answer_correct``."""
         return np.array([_num(r.get("answer_correct")) for r in self.scores], dtype=float)
 
     @property
     def coverage(self) -> dict[str, dict[str, dict[str, Any]]]:
-        """metrics.json's ``coverage_at_risk`` (issue 23 item 2); empty when absent."""
+        """metrics.json's ``coverage_at_risk``; empty when absent."""
         found = self.metrics.get("coverage_at_risk")
         return found if isinstance(found, dict) else {}
 

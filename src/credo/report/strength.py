@@ -78,7 +78,7 @@ def write_strength_run(result: StrengthResult, out: str | Path) -> Path:
 
 def strength_summary(result: StrengthResult) -> dict[str, Any]:
     """What ``summary.json`` holds for ``result`` (FR(3), FR(0), counts per model and
-    type), without writing it: the command line prints it (issue 22 item 5)."""
+    type), without writing it: the command line prints it."""
     rows = [r.as_dict() for r in result.rows]
     return summarise(rows, flip_tables(rows), _meta(result))
 

@@ -149,7 +149,7 @@ def measure_in_pool(
     if measure == "judge":
         opts = DEFAULT_MODEL_OPTIONS if model_options is None else model_options
         assign_roles(pool, agree_role(JUDGE, judge, opts))
-        pool.preflight([JUDGE])  # issue 20: the judge is there before the first call
+        pool.preflight([JUDGE])  # the judge is there before the first call
         return measure_strengths(measure, rows, judge=pool.executor(JUDGE))
     if measure == "surprisal":
         forced = surprisal_spec(surprisal_model)

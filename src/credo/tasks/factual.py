@@ -346,7 +346,7 @@ def plan_simpleqa(
 
 
 class SimpleQAStage(Stage):
-    """SimpleQA's grading as a planned stage (issue 31): ``plan(originals, items)`` is
+    """SimpleQA's grading as a planned stage: ``plan(originals, items)`` is
     :func:`plan_simpleqa` per item (each distinct answer text once, the ones
     :func:`pregrade` decides asking nothing), asked of the grader role; ``read`` gives
     the grade of every (item id, answer text) of the complete items."""

@@ -318,7 +318,7 @@ def grade_factscore(ctx: GradingContext, originals: Mapping[str, Sequence[Graded
 
 
 class ClaimCheckStage(Stage):
-    """FActScore's claim checks as a planned stage (issue 31): per item with a knowledge
+    """FActScore's claim checks as a planned stage: per item with a knowledge
     source, one request per distinct claim of its original samples (FActScore's
     retrieve-then-verify prompt, T = 0 at ``params``), asked of the grader role under
     ledger stage :data:`~credo.tasks.grading.CLAIMS_STAGE`; so the dry run counts them.
