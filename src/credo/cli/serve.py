@@ -137,7 +137,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if args.batch_window is not None:
         logging.getLogger(__name__).warning(
             "--batch-window has no effect: questions are no longer batched (each is "
-            "sampled as soon as it arrives); it will be removed in 0.3")
+            "sampled as soon as it arrives); deprecated since credo 0.1.0, it goes in 0.2.0")
     console = Console(soft_wrap=True)
     serve(args.certificate, host=args.host, port=args.port, api_key=keys, log=args.log,
           on_reject=args.on_reject, abstention=args.abstention or DEFAULT_ABSTENTION,

@@ -337,13 +337,14 @@ class Guard:
         batch_window: float | None = None,
     ) -> None:
         if max_batch is not None:
-            warnings.warn("Guard(max_batch=...) is now max_concurrent=...; max_batch will "
-                          "be removed in 0.3", DeprecationWarning, stacklevel=2)
+            warnings.warn("Guard(max_batch=...) is now max_concurrent=...; max_batch is "
+                          "deprecated since credo 0.1.0 and goes in 0.2.0",
+                          DeprecationWarning, stacklevel=2)
             max_concurrent = max_batch
         if batch_window is not None:
             warnings.warn("Guard(batch_window=...) has no effect: questions are scheduled "
-                          "one by one; it will be removed in 0.3", DeprecationWarning,
-                          stacklevel=2)
+                          "one by one; deprecated since credo 0.1.0, it goes in 0.2.0",
+                          DeprecationWarning, stacklevel=2)
         _check_limits(on_reject, max_concurrent, max_queue, timeout, max_question_chars)
         self.cert = certificate if isinstance(certificate, RunCertificate) else \
             RunCertificate.read(certificate)
