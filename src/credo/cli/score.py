@@ -24,6 +24,9 @@ def _score_flags(p: argparse.ArgumentParser) -> None:
                    help="answer format: number, choice, short_text, code, long_form")
     p.add_argument("--judge", help="judge model for the judge kernel or grading")
     p.add_argument("--lm-eval-filter", help="lm-eval filter to read (default: each doc's first)")
+    p.add_argument("--scorer", help="the inspect_ai scorer whose values and answers are read "
+                   "from a log with several (default: the log's first; the report names "
+                   "the others)")
     p.add_argument(
         "--recompute-correctness", action="store_true",
         help="grade every answer against its item's gold answer (--format) instead of using"
@@ -67,5 +70,5 @@ def cmd_score(args: argparse.Namespace) -> int:
     result = score(args.samples, config, answer_format=args.format,
                    lm_eval_filter=args.lm_eval_filter,
                    recompute_correctness=args.recompute_correctness,
-                   show_progress=not args.quiet)
+                   show_progress=not args.quiet, scorer=args.scorer)
     return print_result(result, quiet=args.quiet)

@@ -92,6 +92,9 @@ class Generations:
     the file holds none."""
     tool_accuracy_is: str = ""
     """What :attr:`tool_accuracy` averages, in words (which metric, over what)."""
+    scorers: tuple[str, ...] = ()
+    """The scorers whose scores the file holds (inspect_ai: every scorer of the task;
+    the one read is named in :attr:`correctness`); empty where it names none."""
 
     @property
     def family(self) -> str:
@@ -114,11 +117,13 @@ def finite_number(value: Any) -> bool:
 @dataclass(frozen=True)
 class ReadOptions:
     """What ``credo score`` is told of a file: the lm-eval filter to read (None: each
-    document's first), and ``recompute`` (credo grades the answers, so the file's own
-    correctness is not rebuilt)."""
+    document's first), ``recompute`` (credo grades the answers, so the file's own
+    correctness is not rebuilt) and the inspect_ai scorer whose scores to read (None:
+    the log's first)."""
 
     lm_eval_filter: str | None = None
     recompute: bool = False
+    scorer: str | None = None
 
 
 @dataclass(frozen=True)

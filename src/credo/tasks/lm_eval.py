@@ -38,7 +38,7 @@ from typing import Any
 
 from credo.errors import UserError
 from credo.tasks.answers import item_extractor
-from credo.tasks.base import AnswerFormat, Item, Task
+from credo.tasks.base import AnswerFormat, Item, Task, ToolSampling
 from credo.tasks.grading import Graded, GradeMap, GradingContext, grader
 from credo.tasks.lm_eval_scores import AnswerRule, filtered, pinned_revision
 from credo.tasks.prompts import LETTERS
@@ -51,6 +51,7 @@ __all__ = [
     "lm_eval_answer",
     "load_lm_eval",
     "score_responses",
+    "tool_sampling",
 ]
 
 LM_EVAL = "lm-eval"
@@ -320,7 +321,52 @@ def _task_of(lm: Any, name: str, include: tuple[str, ...], shots: int, rev: str)
         _item(lm, name, doc_id, doc, rev, mc, shared) for doc_id, doc in enumerate(lm.eval_docs)
     )
     fmt = AnswerFormat.CHOICE if mc else AnswerFormat.SHORT_TEXT
-    return Task(f"{LM_EVAL}:{name}", items, fmt, "")
+    return Task(f"{LM_EVAL}:{name}", items, fmt, "",
+                sampling=None if mc else tool_sampling(lm, name))
+
+
+LM_EVAL_MAX_GEN_TOKS = 256
+"""lm-eval's generation cap when a task's ``generation_kwargs`` set none: every backend's
+default ``max_gen_toks`` (``lm_eval.models.api_models``, ``huggingface``, ``vllm``)."""
+
+
+def tool_sampling(lm: Any, name: str) -> ToolSampling:
+    """The sampling settings of lm-eval task ``name``'s ``generation_kwargs`` as credo's
+    fields: ``max_gen_toks`` (or ``max_tokens``; lm-eval's default
+    :data:`LM_EVAL_MAX_GEN_TOKS` when neither is set) is ``max_tokens``; ``until`` is
+    ``stop`` (its first four: the server stops there, and :func:`cut` applies them all);
+    ``temperature``, ``top_p`` and ``top_k`` are taken when the task samples
+    (``do_sample`` not false and ``temperature`` above 0). A greedy task's decoding is not
+    taken: n greedy answers are one answer n times, and credo samples to measure how
+    often they agree."""
+    gen = dict(lm.config.generation_kwargs or {})
+    source = f"lm-eval task {name}'s generation_kwargs"
+    settings: dict[str, object] = {}
+    not_taken: dict[str, str] = {}
+    cap = gen.get("max_tokens", gen.get("max_gen_toks"))
+    if isinstance(cap, int) and not isinstance(cap, bool) and cap >= 1:
+        settings["max_tokens"] = cap
+    else:
+        settings["max_tokens"] = LM_EVAL_MAX_GEN_TOKS
+        source += f" (max_gen_toks not set: lm-eval's default {LM_EVAL_MAX_GEN_TOKS})"
+    until = [str(u) for u in _until(lm) if u]
+    if until:  # the first four (OpenAI's limit, as lm-eval's chat backend sends them);
+        settings["stop"] = tuple(until[:4])  # every one of them still cuts the response
+    temperature = gen.get("temperature")
+    number = isinstance(temperature, int | float) and not isinstance(temperature, bool)
+    if gen.get("do_sample") is False or not number or temperature <= 0:
+        how = (f"temperature {temperature:g}" if number else
+               "no temperature: lm-eval's default 0") + (
+            ", do_sample false" if gen.get("do_sample") is False else "")
+        not_taken["temperature"] = (
+            f"greedy decoding ({how}): n greedy answers are one answer n times; credo "
+            "samples at sampling.temperature")
+    else:
+        for key in ("temperature", "top_p", "top_k"):
+            value = gen.get(key)
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                settings[key] = value
+    return ToolSampling(source, settings, not_taken)
 
 
 def _item(
