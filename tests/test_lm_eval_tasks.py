@@ -300,7 +300,7 @@ def test_without_lm_eval_the_error_says_how_to_install_it(tmp_path, capsys, monk
                  "--base-url", "http://127.0.0.1:9", "--out", str(tmp_path / "r"), "--quiet"])
     err = capsys.readouterr().err.strip()
     assert code == 2 and err.splitlines() == [err]
-    assert "pip install credo[lm-eval]" in err
+    assert "pip install 'credo[lm-eval]'" in err
 
 
 @pytest.fixture

@@ -169,6 +169,7 @@ class _ScoringProgress:
     item and method at work, on stderr; nothing when disabled."""
 
     def __init__(self, total: int, show: bool) -> None:
+        from rich.console import Console
         from rich.progress import (
             BarColumn,
             MofNCompleteColumn,
@@ -177,9 +178,12 @@ class _ScoringProgress:
             TimeElapsedColumn,
         )
 
+        # a console of its own on the stderr of now (rich's shared one keeps the stream
+        # of when it was first made)
         self._progress = Progress(TextColumn("[bold]scoring"), BarColumn(),
                                   MofNCompleteColumn(), TimeElapsedColumn(),
-                                  TextColumn("{task.fields[at]}"), disable=not show)
+                                  TextColumn("{task.fields[at]}"), disable=not show,
+                                  console=Console(stderr=True))
         self._task = self._progress.add_task("scoring", total=total, at="")
 
     def __enter__(self) -> _ScoringProgress:
