@@ -33,6 +33,7 @@ from credo.evaluate.weighted import (
     resample_indices,
     weighted_bootstrap,
 )
+from credo.ties import settle_scores
 
 ArrayLike = Sequence[float] | np.ndarray
 Metric = Callable[[np.ndarray, np.ndarray], float]
@@ -305,7 +306,9 @@ def row_metrics(n_bins: int = 10) -> dict[str, RowMetric]:
 
 
 def _paired(a: ArrayLike, b: ArrayLike, name: str) -> tuple[np.ndarray, np.ndarray]:
-    s = np.asarray(a, dtype=float)
+    """The scores ``a`` (settled: :func:`credo.ties.settle`) and ``b``, both 1-d of one
+    length."""
+    s = settle_scores(np.asarray(a, dtype=float))
     t = np.asarray(b, dtype=float)
     if s.ndim != 1 or t.ndim != 1 or s.shape != t.shape:
         raise ValueError(f"scores and {name} must be 1-d of equal length, got {s.shape}, "

@@ -40,6 +40,7 @@ from credo.evaluate.metrics import (
     smaller_class,
 )
 from credo.evaluate.weighted import WeightedSample
+from credo.ties import settle_scores
 
 __all__ = [
     "PAIRED_METRICS",
@@ -122,8 +123,8 @@ def paired_bootstrap(
     resample with one class) are dropped and counted in ``n_valid``; with none left the
     difference is NaN.
     """
-    a = _as_unit_interval(scores_a, "scores_a")
-    b = _as_unit_interval(scores_b, "scores_b")
+    a = settle_scores(_as_unit_interval(scores_a, "scores_a"))  # equal within rounding: tied
+    b = settle_scores(_as_unit_interval(scores_b, "scores_b"))
     p = _as_unit_interval(performance, "performance")
     if not (a.size == b.size == p.size):
         raise ValueError(

@@ -35,6 +35,7 @@ from credo.plan.samples import (
 )
 from credo.registry import Registry
 from credo.tasks.base import AnswerFormat
+from credo.ties import settle
 
 __all__ = [
     "APRICOT",
@@ -56,6 +57,7 @@ __all__ = [
     "mean_confidence",
     "method",
     "sample_set_method",
+    "settled",
 ]
 
 
@@ -82,6 +84,17 @@ class Score:
     def not_available(cls, reason: str) -> Score:
         """A NaN score that says why."""
         return cls(math.nan, unavailable=reason)
+
+
+def settled(score: Score) -> Score:
+    """``score`` with its value, response scores and levels settled
+    (:func:`credo.ties.settle`; None responses kept)."""
+    return replace(
+        score,
+        value=settle(score.value),
+        responses=tuple(None if r is None else settle(r) for r in score.responses),
+        levels=None if score.levels is None else tuple(settle(v) for v in score.levels),
+    )
 
 
 def mean_confidence(values: Sequence[float]) -> float:
@@ -153,12 +166,14 @@ class MethodSpec:
     def score(self, samples: ItemSamples, kernel: Kernel) -> Score:
         """Run the scorer and wrap a bare float as a :class:`Score`; an item without a
         sample set the method reads, or with fewer samples than ``min_samples``, is not
-        available (the scorer is not called)."""
+        available (the scorer is not called). The value, the response scores and the
+        levels are settled (:func:`credo.ties.settle`): scores equal within rounding are
+        one score for every metric, threshold and certificate that reads them."""
         lacking = self.lacking(samples)
         if lacking:
             return Score.not_available(lacking)
         out = self.scorer(samples, kernel)
-        return out if isinstance(out, Score) else Score(float(out))
+        return settled(out if isinstance(out, Score) else Score(float(out)))
 
     def lacking(self, samples: ItemSamples) -> str:
         """Why the method cannot score ``samples`` ("" when it can): a sample set it reads
