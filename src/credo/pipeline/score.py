@@ -30,12 +30,13 @@ from credo.pipeline.ending import end_run
 from credo.pipeline.runner import ANSWER_SETS, RunResult, build_kernels, grade_items
 from credo.pipeline.stages import StageDriver
 from credo.plan.samples import ORIGINAL, PERTURBED, ItemSamples, Sample
-from credo.tasks.answers import Answer
+from credo.tasks.answers import Answer, answer_rule, canonical_answer
 from credo.tasks.base import AnswerFormat, Item, Task
 
 __all__ = [
     "FIRST_METHODS",
     "default_methods",
+    "given_answer",
     "given_config",
     "given_incomplete",
     "given_incomplete_line",
@@ -239,7 +240,8 @@ def given_stats(
     fmt: AnswerFormat,
 ) -> dict[str, int | float | str]:
     """What the file holds, for the report: the correctness used (the tool's own metric or
-    scorer, 'given', or credo's grading), the samples per item, the sampling settings it
+    scorer, 'given', or credo's grading) with the rule by which two answers are one
+    (:func:`~credo.tasks.answers.answer_rule`), the samples per item, the sampling settings it
     records, how its answers were read, and the samples it lacks (errored, cancelled,
     never started)."""
     counts: dict[str, int] = defaultdict(int)
@@ -255,6 +257,7 @@ def given_stats(
             f"; items without it {graded}" if stats.get("graded_items") else "")
     else:
         correctness = graded if stats.get("graded_items") else "none (no gold answers)"
+    correctness += f"; answers compared as {answer_rule(fmt)}"
     settings = ", ".join(f"{k}={v}" for k, v in generations.settings.items())
     out: dict[str, int | float | str] = {
         "correctness": correctness,
@@ -281,8 +284,23 @@ def _task(generations: Generations, fmt: AnswerFormat) -> Task:
 def _set(
     item: Item, rows: list[GivenSample], fmt: AnswerFormat
 ) -> tuple[tuple[Sample, ...], tuple[bool | float | None, ...]]:
-    samples = tuple(Sample(r.text, Answer(r.answer, r.text), r.logprobs, r.ref) for r in rows)
+    samples = tuple(
+        Sample(r.text, given_answer(r, fmt, len(item.choices)), r.logprobs, r.ref)
+        for r in rows
+    )
     return samples, tuple(r.correct for r in rows)
+
+
+def given_answer(sample: GivenSample, fmt: AnswerFormat, n_choices: int = 0) -> Answer:
+    """The answer of a given sample as credo compares it: in an answer set (original,
+    perturbed, paraphrased), the file's answer in the format's normalised form
+    (:func:`~credo.tasks.answers.canonical_answer`: "64", "64.0" and "6.4e1" are one
+    answer under ``--format number``); a follow-up's answer (a verbalized confidence, a
+    P(True) token, a verdict) as given."""
+    value = sample.answer
+    if sample.set in ANSWER_SETS:
+        value = canonical_answer(value, fmt, n_choices)
+    return Answer(value, sample.text)
 
 
 def _given_or_graded(

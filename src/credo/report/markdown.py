@@ -193,15 +193,19 @@ def correctness_of(result: RunResult) -> str:
     """How the run's correctness was decided (issue 25 item 3: metrics.json and the
     reports name it): :func:`credo.tasks.grading.describe_correctness`, with the grader
     model of a grader that asks one, and what the grading stage said of it on this run
-    (e.g. FActScore without a knowledge source: unavailable for every item)."""
+    (e.g. FActScore without a knowledge source: unavailable for every item), then the
+    rule by which two answers are one answer (:func:`~credo.tasks.answers.answer_rule`:
+    numbers by exact value under the number format)."""
+    from credo.tasks.answers import answer_rule
     from credo.tasks.grading import describe_correctness
 
     c = result.config
     said = result.stats.get("correctness")
-    if result.source:  # a score run: the file's own, or credo's grading (given_stats)
+    if result.source:  # a score run: the file's own, or credo's grading, and the rule
         return str(said or "none")
     rule = describe_correctness(result.task, (c.grader or c.judge).model or c.model)
-    return f"{rule}; {said}" if said else rule
+    rule = f"{rule}; {said}" if said else rule
+    return f"{rule}; answers compared as {answer_rule(result.task.format)}"
 
 
 def render_markdown(result: RunResult) -> str:
