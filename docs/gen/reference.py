@@ -107,6 +107,8 @@ def api_names(names: Iterable[str] | None = None) -> list[ApiName]:
     out = []
     for name in names if names is not None else credo.__all__:
         obj = getattr(credo, name)
+        if isinstance(obj, types.ModuleType):  # a callable package (credo.evaluate):
+            obj = inspect.unwrap(obj)  # the function it calls
         module = getattr(obj, "__module__", None) or "credo"
         qual = getattr(obj, "__qualname__", name)
         doc = inspect.getdoc(obj) or ""

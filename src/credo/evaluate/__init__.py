@@ -1,5 +1,14 @@
-"""Evaluation: join scores with correctness (design.md, ``evaluate/``)."""
+"""Evaluation: join scores with correctness (design.md, ``evaluate/``).
 
+The package is callable: ``credo.evaluate(scores, correct)`` is
+:func:`credo.evaluate.arrays.evaluate`, credo's metrics and intervals on any two arrays.
+"""
+
+import sys
+import types
+from typing import Any
+
+from credo.evaluate.arrays import evaluate as _evaluate_arrays
 from credo.evaluate.bootstrap import (
     bootstrap_ci,
     bootstrap_distribution,
@@ -41,3 +50,15 @@ __all__ = [
     "polarisation_entropy",
     "prr",
 ]
+
+
+class _CallablePackage(types.ModuleType):
+    """``credo.evaluate`` itself: the package of the evaluation modules, and, called,
+    :func:`credo.evaluate.arrays.evaluate`."""
+
+    def __call__(self, scores: Any, correct: Any, **options: Any) -> dict[str, float]:
+        return _evaluate_arrays(scores, correct, **options)
+
+
+__wrapped__ = _evaluate_arrays  # what the package does when called (inspect.signature)
+sys.modules[__name__].__class__ = _CallablePackage

@@ -46,6 +46,7 @@ __all__ = [
     "ORIGINAL",
     "PARAPHRASED",
     "PERTURBED",
+    "PREFIXED",
     "P_TRUE",
     "SCORE_RANGE",
     "VERBALIZED",
@@ -143,6 +144,9 @@ class MethodSpec:
     score_range: tuple[float, float] = SCORE_RANGE
     """The lowest and highest score the method gives: a threshold outside it accepts
     every answer or none, so a certificate holding one is refused."""
+    compares: bool = True
+    """Whether the method compares the samples of the sets it reads with one another (so
+    an item needs 2 of each: :meth:`short_sets`); a given score reads one sample alone."""
 
     def needs_for(self, fmt: AnswerFormat | None) -> tuple[str, ...]:
         """The sample sets this method reads on a task of format ``fmt`` (None: a format
@@ -155,7 +159,7 @@ class MethodSpec:
         paraphrased) compares their samples, so it needs 2 of each (issue 25: one given
         sample per item makes it not available for that item, not a crash)."""
         needs = self.needs_for(fmt)
-        if not needs or not set(needs) <= set(COMPARED_SETS):
+        if not self.compares or not needs or not set(needs) <= set(COMPARED_SETS):
             return ()
         return tuple(name for name in needs if len(sets.get(name, ())) < 2)
 
@@ -190,6 +194,11 @@ class MethodSpec:
 
 METHODS: Registry[MethodSpec] = Registry("method")
 """Every scoring method by name (:func:`method` registers one)."""
+
+PREFIXED: dict[str, Callable[[str], MethodSpec]] = {}
+"""Families of methods named by a prefix, each with the function that builds a member
+from its full name (``"given:"``: :func:`credo.methods.given.given_method`, registered
+there); :func:`get_method` reads them before the registry."""
 
 
 def method(
@@ -248,7 +257,12 @@ def get_method(name: str) -> MethodSpec:
     ``"<method>@<kernel>"`` (``c3@embedding``, ``self_consistency@judge``) is the method
     scored with that kernel instead of the run's, so one run can report one method under
     several kernels (000 App. H: the kernel is a choice of the task's answer format).
+    A name with a prefix of :data:`PREFIXED` is that family's method: ``"given:<name>"``
+    is a score the input file gives (:mod:`credo.methods.given`).
     """
+    for prefix, build in PREFIXED.items():
+        if name.startswith(prefix):
+            return build(name)
     base, sep, kernel_name = name.partition("@")
     spec = METHODS[base]
     if not sep:

@@ -54,6 +54,8 @@ class ItemResult:
     #: The original sample whose answer credo gives, as :func:`score_items` chose it under
     #: the run's kernel (:func:`central_sample`); :data:`MODAL`: not chosen by a kernel.
     chosen: int | None = MODAL
+    #: Scores a file gave the item as a whole (``credo score``), by name.
+    item_scores: Mapping[str, float | None] = field(default_factory=dict)
 
     @property
     def performance(self) -> float:
@@ -101,6 +103,7 @@ def score_items(
     prefixes: Mapping[str, tuple[str, ...]],
     options: Mapping[str, Any],
     available_sets: set[str] | None = None,
+    item_scores: Mapping[str, Mapping[str, float | None]] | None = None,
 ) -> list[ItemResult]:
     """One :class:`ItemResult` per task item (see the module docstring).
 
@@ -109,6 +112,8 @@ def score_items(
     perturbed sample; ``options`` the run settings some methods read (``followups``,
     ``ccp_min_prob``, ``kle_t``). ``available_sets`` (given generations) limits the sample sets
     there are: a method that needs another one is not available, with the reason.
+    ``item_scores``: per item id, the scores a file gives the item as a whole (read by
+    the given-score methods, :mod:`credo.methods.given`).
     """
     results = []
     built = kernels.get(default_kernel)  # the run's kernel chooses each item's answer
@@ -116,7 +121,8 @@ def score_items(
         sets = {name: samples for name, (samples, _) in generated[it.id].items()}
         correct = {name: c for name, (_, c) in generated[it.id].items()}
         correct[ORIGINAL] = tuple(None if _nan(c) else c for c in graded[it.id])
-        samples = ItemSamples(it.id, sets, task.format, len(it.choices), options)
+        samples = ItemSamples(it.id, sets, task.format, len(it.choices), options,
+                              (item_scores or {}).get(it.id, {}))
         scores = {
             spec.name: _score(spec, samples, task, kernels, default_kernel, logprobs,
                               available_sets)
@@ -135,6 +141,7 @@ def score_items(
                 scores,
                 MODAL if built is None else central_sample(
                     samples.answers(ORIGINAL), built.kernel_for(it.id)),
+                dict(samples.scores),
             )
         )
     return results

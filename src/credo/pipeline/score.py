@@ -7,13 +7,20 @@ judge kernel asks the pool's judge), correctness is the given one (or, for items
 samples carry none, the grading stage's from the item's gold answer), and the scoring and
 evaluation stages are the run's. No model is called for methods that read only samples.
 A method whose sample sets the input lacks is reported as not available, not guessed.
+
+Scores the file gives (``scores`` per sample, ``item_scores`` per item) are methods
+``given:<name>`` (:mod:`credo.methods.given`), scored and evaluated beside credo's own:
+:func:`given_methods` names them, :func:`check_given` refuses one with a missing value
+(credo imputes nothing), and the report says where each came from (``given_scores``).
 """
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -23,6 +30,7 @@ from credo.generation.pool import GRADER, JUDGE, ModelPool
 from credo.generation.roles import assign_roles, score_roles
 from credo.importers import Generations, GivenSample
 from credo.methods import METHODS
+from credo.methods.given import GIVEN, given_score_name, is_given
 from credo.methods.scoring import score_items
 from credo.pipeline.certificate import given_task_settings
 from credo.pipeline.checks import method_specs
@@ -33,13 +41,18 @@ from credo.plan.samples import ORIGINAL, PERTURBED, ItemSamples, Sample
 from credo.tasks.answers import Answer, answer_rule, canonical_answer
 from credo.tasks.base import AnswerFormat, Item, Task
 
+log = logging.getLogger(__name__)
+
 __all__ = [
     "FIRST_METHODS",
+    "check_given",
     "default_methods",
     "given_answer",
     "given_config",
     "given_incomplete",
     "given_incomplete_line",
+    "given_methods",
+    "given_sources",
     "score_generations",
 ]
 
@@ -60,6 +73,10 @@ def score_generations(
     """
     t0 = time.perf_counter()
     task = _task(generations, fmt)
+    check_given(generations, config.methods)
+    if generations.not_read:
+        log.warning("%s: fields credo does not read: %s", generations.source,
+                    _not_read(generations))
     assign_roles(pool, score_roles(config))  # no model under test: judges only
     specs = method_specs(config.methods)
     StageDriver(pool).preflight(_roles(pool, config, specs))
@@ -90,6 +107,7 @@ def score_generations(
                   for i, sets in by_item.items()},
         options=config.baselines.method_options(),
         available_sets=present,
+        item_scores={it.id: it.scores for it in generations.items if it.scores},
     )
     ledger = pool.ledger.to_dict()
     # the given prefixes are not tested for neutrality (as before issue 22)
@@ -102,6 +120,9 @@ def score_generations(
         "given_samples": len(generations.samples),
         "given_layout": generations.layout,
         **given_stats(generations, stats, recompute, fmt),
+        **({"given_scores": given_sources(generations, config.methods)}
+           if any(is_given(m) for m in config.methods) else {}),
+        **({"given_fields_not_read": _not_read(generations)} if generations.not_read else {}),
         "unparsable_answers": sum(
             1 for r in items for s in (*r.original, *r.perturbed) if not s.answer.parsed
         ),
@@ -114,6 +135,89 @@ def score_generations(
         coverage=ending.coverage, degenerate=ending.degenerate,
         task_identity=given_task_settings(generations, fmt, recompute),
     )
+
+
+def given_methods(generations: Generations, names: Sequence[str] | None = None) -> list[str]:
+    """The methods ``given:<name>`` of the scores the file gives: every one (``names``
+    None, the default of ``credo score``), or those ``names`` (``--given``); a name the
+    file does not give is a :class:`UserError` listing those it does."""
+    known = list(generations.score_fields)
+    if names is None:
+        return [f"{GIVEN}{n}" for n in known]
+    chosen = [n.removeprefix(GIVEN) for n in names]
+    missing = [n for n in chosen if n not in known]
+    if missing:
+        gives = (f"it gives {', '.join(known)}" if known else
+                 "it gives none: put them under 'scores': {name: value} (per sample) or "
+                 "'item_scores' (per item)")
+        raise UserError(f"--given {','.join(missing)}: {generations.source} gives no score "
+                        f"{missing[0]!r}; {gives}")
+    return [f"{GIVEN}{n}" for n in chosen]
+
+
+def check_given(generations: Generations, methods: Sequence[str]) -> None:
+    """Refuse, before anything is scored, a given score of ``methods`` that the file does
+    not give or gives with a missing value: one given per sample must be on every
+    original sample, one given per item on every item (null is missing). credo imputes
+    nothing (a missing confidence is not 0.5, and not the mean of the others): drop the
+    rows or give the value. The message names the first row that lacks it."""
+    wanted = [given_score_name(m) for m in methods if is_given(m)]
+    if not wanted:
+        return
+    given_methods(generations, wanted)
+    originals = [s for s in generations.samples if s.set == ORIGINAL]
+    for name in wanted:
+        if any(name in s.scores for s in generations.samples):
+            lacking = [s for s in originals if s.scores.get(name) is None]
+            if lacking:
+                where = f"{generations.source}:{lacking[0].line}" if lacking[0].line \
+                    else f"{generations.source}: item {lacking[0].item!r}"
+                raise UserError(
+                    f"{where}: no {name!r} score ({generations.score_fields[name]}) for this "
+                    f"original sample ({len(lacking)} of {len(originals)} lack one); credo "
+                    "imputes no missing score: give every original sample one, or drop "
+                    f"them, or score without it (--given)")
+        if any(name in it.scores for it in generations.items):
+            lacking_items = [it for it in generations.items if it.scores.get(name) is None]
+            if lacking_items:
+                first = lacking_items[0]
+                where = f"{generations.source}:{first.line}" if first.line \
+                    else generations.source
+                raise UserError(
+                    f"{where}: item {first.id!r} has no {name!r} item score "
+                    f"({generations.score_fields[name]}; {len(lacking_items)} of "
+                    f"{len(generations.items)} items lack one); credo imputes no missing "
+                    "score: give every item one, or drop them, or score without it (--given)")
+
+
+def given_sources(generations: Generations, methods: Sequence[str]) -> str:
+    """Where each given score of ``methods`` comes from, for the report: per sample or
+    per item, the file's field or column, and how an item's value is made."""
+    parts = []
+    for method in methods:
+        if not is_given(method):
+            continue
+        name = given_score_name(method)
+        per_item = any(name in it.scores for it in generations.items)
+        per_sample = any(name in s.scores for s in generations.samples)
+        where = generations.score_fields.get(name, "?")
+        if per_item:
+            how = "per item" + (", with a score per sample for the per-generation tables"
+                                if per_sample else "")
+            value = "the item's own"
+        else:
+            how, value = "per sample", "the mean of its original samples'"
+        parts.append(f"{method}: {how}, read from {where} of {generations.source} (an "
+                     f"item's value: {value})")
+    return "; ".join(parts)
+
+
+def _not_read(generations: Generations) -> str:
+    """The fields credo did not read, with their row counts, and where a score goes."""
+    fields = ", ".join(f"{k} ({v} rows)" for k, v in generations.not_read.items())
+    where = ("in a column scores.<name>" if generations.layout == "csv"
+             else "under 'scores': {name: value}")
+    return f"{fields}; a score of your own goes {where}"
 
 
 FIRST_METHODS = ("c3", "c3_cross", "self_consistency")
@@ -285,7 +389,8 @@ def _set(
     item: Item, rows: list[GivenSample], fmt: AnswerFormat
 ) -> tuple[tuple[Sample, ...], tuple[bool | float | None, ...]]:
     samples = tuple(
-        Sample(r.text, given_answer(r, fmt, len(item.choices)), r.logprobs, r.ref)
+        Sample(r.text, given_answer(r, fmt, len(item.choices)), r.logprobs, r.ref,
+               tuple(sorted(r.scores.items())))
         for r in rows
     )
     return samples, tuple(r.correct for r in rows)

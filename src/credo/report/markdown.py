@@ -220,6 +220,8 @@ def render_markdown(result: RunResult) -> str:
             f"- samples per item: {result.stats.get('given_samples_per_item', '?')}; sampling:"
             f" {result.stats.get('given_sampling', '?')}",
             *([f"- answers: {result.stats['answers']}"] if result.stats.get("answers") else []),
+            *([f"- given scores: {result.stats['given_scores']}"]
+              if result.stats.get("given_scores") else []),
             f"- kernel: {c.kernel}; seed: {c.seed}",
         ]
     else:
