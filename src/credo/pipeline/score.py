@@ -16,7 +16,6 @@ Scores the file gives (``scores`` per sample, ``item_scores`` per item) are meth
 
 from __future__ import annotations
 
-import logging
 import math
 import time
 from collections import defaultdict
@@ -40,8 +39,6 @@ from credo.pipeline.stages import StageDriver
 from credo.plan.samples import ORIGINAL, PERTURBED, ItemSamples, Sample
 from credo.tasks.answers import Answer, answer_rule, canonical_answer
 from credo.tasks.base import AnswerFormat, Item, Task
-
-log = logging.getLogger(__name__)
 
 __all__ = [
     "FIRST_METHODS",
@@ -74,9 +71,6 @@ def score_generations(
     t0 = time.perf_counter()
     task = _task(generations, fmt)
     check_given(generations, config.methods)
-    if generations.not_read:
-        log.warning("%s: fields credo does not read: %s", generations.source,
-                    _not_read(generations))
     assign_roles(pool, score_roles(config))  # no model under test: judges only
     specs = method_specs(config.methods)
     StageDriver(pool).preflight(_roles(pool, config, specs))
