@@ -96,6 +96,11 @@ class Generations:
     model: str = ""
     """The model the file says wrote them (inspect_ai: ``eval.model``; lm-eval: the
     ``model_name`` of the results file written with it); empty when it does not say."""
+    compared: str = ""
+    """How the file's own tool compares its answers, when the answers are already in that
+    form (lm-eval: what its filter keeps, normalised as the task's ``exact_match``
+    compares): credo then compares them as given instead of by ``--format``'s rule, as
+    ``credo run`` of the same task does; empty: by ``--format``'s rule."""
     not_read: dict[str, int] = field(default_factory=dict)
     """Fields of the file's rows that credo does not read, with the rows holding each
     (a ``confidence`` number that is not under ``scores`` is no score: it is said, not

@@ -78,8 +78,9 @@ def score_generations(
     for s in generations.samples:
         by_item[s.item][s.set].append(s if not recompute else replace(s, correct=None))
     _check_originals(generations.source, [it.id for it in task.items], by_item)
+    as_given = bool(generations.compared)
     generated = {
-        it.id: {name: _set(it, rows, fmt) for name, rows in by_item[it.id].items()}
+        it.id: {name: _set(it, rows, fmt, as_given) for name, rows in by_item[it.id].items()}
         for it in task.items
     }
     answers = [
@@ -355,7 +356,7 @@ def given_stats(
             f"; items without it {graded}" if stats.get("graded_items") else "")
     else:
         correctness = graded if stats.get("graded_items") else "none (no gold answers)"
-    correctness += f"; answers compared as {answer_rule(fmt)}"
+    correctness += f"; answers compared as {generations.compared or answer_rule(fmt)}"
     settings = ", ".join(f"{k}={v}" for k, v in generations.settings.items())
     out: dict[str, int | float | str] = {
         "correctness": correctness,
@@ -380,24 +381,28 @@ def _task(generations: Generations, fmt: AnswerFormat) -> Task:
 
 
 def _set(
-    item: Item, rows: list[GivenSample], fmt: AnswerFormat
+    item: Item, rows: list[GivenSample], fmt: AnswerFormat, as_given: bool = False
 ) -> tuple[tuple[Sample, ...], tuple[bool | float | None, ...]]:
     samples = tuple(
-        Sample(r.text, given_answer(r, fmt, len(item.choices)), r.logprobs, r.ref,
-               tuple(sorted(r.scores.items())))
+        Sample(r.text, given_answer(r, fmt, len(item.choices), as_given=as_given), r.logprobs,
+               r.ref, tuple(sorted(r.scores.items())))
         for r in rows
     )
     return samples, tuple(r.correct for r in rows)
 
 
-def given_answer(sample: GivenSample, fmt: AnswerFormat, n_choices: int = 0) -> Answer:
+def given_answer(
+    sample: GivenSample, fmt: AnswerFormat, n_choices: int = 0, *, as_given: bool = False
+) -> Answer:
     """The answer of a given sample as credo compares it: in an answer set (original,
     perturbed, paraphrased), the file's answer in the format's normalised form
     (:func:`~credo.tasks.answers.canonical_answer`: "64", "64.0" and "6.4e1" are one
     answer under ``--format number``); a follow-up's answer (a verbalized confidence, a
-    P(True) token, a verdict) as given."""
+    P(True) token, a verdict) as given, and any answer with ``as_given`` (the file's tool
+    already put its answers in the form it compares: :attr:`Generations.compared
+    <credo.importers.base.Generations.compared>`)."""
     value = sample.answer
-    if sample.set in ANSWER_SETS:
+    if sample.set in ANSWER_SETS and not as_given:
         value = canonical_answer(value, fmt, n_choices)
     return Answer(value, sample.text)
 

@@ -210,16 +210,17 @@ def given_drawn(
     read the answers as ``credo score`` compares them under ``fmt``
     (:func:`~credo.pipeline.score.given_answer`)."""
     choices = {it.id: len(it.choices) for it in generations.items}
+    as_given = bool(generations.compared)
     sets: dict[str, dict[str, list[GivenSample]]] = defaultdict(lambda: defaultdict(list))
     for s in generations.samples:
         sets[s.item][s.set].append(s)
     keep: dict[tuple[str, str], int] = {}
     for item, its in sets.items():
-        originals = [given_answer(s, fmt, choices.get(item, 0)).value
+        originals = [given_answer(s, fmt, choices.get(item, 0), as_given=as_given).value
                      for s in its.get(ORIGINAL, ())]
         k = _stop(point, originals, None)
         keep[item, ORIGINAL] = k
-        perturbed = [given_answer(s, fmt, choices.get(item, 0)).value
+        perturbed = [given_answer(s, fmt, choices.get(item, 0), as_given=as_given).value
                      for s in its.get(PERTURBED, ())]
         if perturbed:
             keep[item, PERTURBED] = _stop(point, originals[:k], perturbed)
