@@ -100,6 +100,8 @@ def test_the_report_says_where_each_given_score_came_from(scored):
     assert "given:judge: per item, read from item_scores.judge" in line
     html = (out / "report.html").read_text()
     assert "given scores" in html and "item_scores.judge" in html
+    paired = html[html.index("Paired comparisons"):html.index("Reliability diagrams")]
+    assert "given:reward" in paired and "given:judge" in paired  # tested against the others
 
 
 def test_credo_certify_certifies_a_given_score_and_a_new_file_applies_it(scored, tmp_path):
