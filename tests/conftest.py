@@ -13,6 +13,8 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, settings
 
+from credo.devtools.toy_server import CONTEXTS as TOY_CONTEXTS
+
 # Property-based tests (issue 21): CI and `make test` draw a fixed, derandomised set of
 # examples (the same every run, a few seconds a suite); `HYPOTHESIS_PROFILE=long` searches
 # ten times wider with fresh randomness, for local runs: `HYPOTHESIS_PROFILE=long pytest -q`.
@@ -26,16 +28,10 @@ settings.register_profile(
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
-# Topic-neutral context sentences: scripted models return them as perturbations, and a
-# scripted answerer recognises a perturbed prompt by finding one of them in it.
-CONTEXTS = [
-    "Farmers at the market often compare their harvests with each other.",
-    "Children in many schools practise sums with small wooden blocks.",
-    "Shopkeepers keep ledgers to track what they sell every day.",
-    "Bakers plan their mornings around the ovens and the first customers.",
-    "Libraries lend books to readers of every age in the town.",
-    "Trains between the two cities run on a fixed weekday timetable.",
-]
+# Topic-neutral context sentences (the toy model's): scripted models return them as
+# perturbations, and a scripted answerer recognises a perturbed prompt by finding one of
+# them in it.
+CONTEXTS = list(TOY_CONTEXTS)
 
 
 class BagOfWordsEmbedder:

@@ -64,6 +64,10 @@ from collections.abc import Mapping, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from credo.devtools.toy_server import digest as _digest
+from credo.devtools.toy_server import toy_logprobs as _logprobs
+from credo.devtools.toy_server import unit as _unit
+
 FAULT_KINDS = (
     "malformed_json",  # 200 with a body that is not JSON
     "not_a_completion",  # 200 with JSON that is no chat completion ({"object": "error"...})
@@ -93,17 +97,6 @@ DEFAULT_ANSWERS = (
     "Answer: 24",
     "I think it is 18. Answer: 18",
 )
-
-
-def _digest(*parts: object) -> int:
-    """A stable 64-bit hash of ``parts``."""
-    text = json.dumps(parts, sort_keys=True, separators=(",", ":"), default=str)
-    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big")
-
-
-def _unit(*parts: object) -> float:
-    """A stable number in [0, 1) from ``parts``."""
-    return _digest(*parts) / 2**64
 
 
 class FaultServer:
@@ -371,22 +364,6 @@ def _status_of(kind: str) -> int:
     """The status of an ``http_<status>`` kind (0 for any other kind)."""
     head, _, code = kind.partition("_")
     return int(code) if head == "http" and code.isdigit() else 0
-
-
-def _logprobs(words: list[str], messages: Any, seed: int, top: int) -> list[dict[str, Any]]:
-    """Deterministic per-token logprobs with ``top`` alternatives (the token first)."""
-    out = []
-    for i, word in enumerate(words):
-        chosen = -round(2.0 * _unit("lp", messages, seed, i), 4)
-        alternatives = [{"token": word, "logprob": chosen, "bytes": None}]
-        for k in range(1, top):
-            alternatives.append(
-                {"token": f"<alt{k}>", "logprob": round(chosen - 1.0 - k, 4), "bytes": None}
-            )
-        out.append(
-            {"token": word, "logprob": chosen, "bytes": None, "top_logprobs": alternatives[:top]}
-        )
-    return out
 
 
 class _HTTPServer(ThreadingHTTPServer):

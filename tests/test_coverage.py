@@ -146,7 +146,7 @@ def test_report_md_names_the_method_first_and_puts_coverage_beside_auroc(labelle
     cells = [c.strip() for c in header.strip("|").split("|")]
     at = cells.index("AUROC ↑")
     assert cells[at + 1: at + 3] == ["cov@0.1 ↑", "cov@0.3 ↑"]
-    assert "## Coverage at risk α (issue 23)" in lines
+    assert "## Coverage at risk α" in lines
 
 
 def test_report_html_is_rebuilt_with_coverage_from_the_folder_alone(labelled_run, tmp_path):

@@ -1,27 +1,29 @@
-"""Every code block of the documentation runs (issue 30, item 3).
+"""Every code block of the documentation runs, as a reader would run it.
 
-One test per page of ``docs/**/*.md`` runs its blocks in order, in a fresh folder with
-fresh caches, like a reader typing them:
+One test per page of ``docs/**/*.md`` runs its blocks in order, in a fresh, empty folder
+with fresh caches, like a reader typing them, using only what the page shows:
 
-- ``python``: executed, every block of a page in one namespace; a ``text`` block marked
-  ``<!-- docs: output -->`` right after it must equal what it printed;
+- a block with a title (```` ```yaml title="calibrate.yaml" ````, shown above the block)
+  is a file the reader saves: written to that name for the blocks after it, not run;
+- ``python``: executed, each block on its own like a script the reader runs, unless it
+  uses names an earlier block defines: then it continues that session, and the site
+  captions it "continues the Python code above" (``blocks.continued_names``); a ``text``
+  block marked ``<!-- docs: output -->`` right after it must equal what it printed;
 - ``bash``: each command line run, ``credo ...`` in this process (``credo.cli.main``: one
   embedder load per test session, not per command), anything else with bash; each must
   exit 0 (``<!-- docs: exit N -->``: the block's last command exits N);
 - ``console``: ``$ command`` lines run the same way, and the lines after each are its
   output, compared with what it printed (durations masked);
 - ``yaml``: validated as a ``RunConfig`` (``<!-- docs: config study -->``: a
-  ``StudyConfig``, ``config strength``: a ``StrengthConfig``) unless written to a file;
-- any block marked ``<!-- docs: file NAME -->`` is written to NAME in the page's folder
-  instead (a task file, a study config) for the blocks after it.
+  ``StudyConfig``, ``config strength``: a ``StrengthConfig``) unless it has a title.
 
-A served model at ``http://localhost:8000/v1`` in a block is the loopback toy model
-(:class:`docs_server.ToyModelServer`), started for the page: what a reader runs against
-vLLM or llama.cpp's server, the test runs against it. Blocks marked as needing a real
+A page that uses the served model at ``http://localhost:8000/v1`` starts it itself with
+``credo toy-server`` (:mod:`credo.devtools.toy_server`), as its reader does in a second
+terminal: the test starts that command in the background, on a free port that stands in
+for 8000 in every block, and stops it after the page. Blocks marked as needing a real
 model, a GPU, a hosted API or an install (``<!-- docs: needs-model: why -->`` ...) are
 skipped and listed on the generated page ``reference/not-executed.md``; every other block
-runs. A page marked ``<!-- docs: page slow -->`` is a slow test; ``<!-- docs: page server
-reseed -->`` makes the toy model ignore seeds, as tools that repeat one request expect.
+runs. A page marked ``<!-- docs: page slow -->`` is a slow test.
 
 ``CREDO_DOCS_UPDATE=1`` writes what each command printed into the page's output blocks
 instead of comparing: run it after a change of output, and review the diff.
@@ -34,8 +36,11 @@ import io
 import os
 import re
 import shlex
+import signal
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -48,7 +53,9 @@ sys.path.insert(0, str(DOCS / "gen"))
 import blocks  # noqa: E402
 
 LOCAL_URL = "http://localhost:8000/v1"
-"""The served model the docs show; the tests answer it with the loopback toy model."""
+"""The served model the docs show: the toy model the page starts (``credo toy-server``)."""
+TOY_SERVER = "credo toy-server"
+"""The command a page starts the toy model with (it runs until stopped)."""
 SKIP_KINDS = blocks.SKIP_KINDS
 UPDATE = os.environ.get("CREDO_DOCS_UPDATE") == "1"
 _SHELL = re.compile(r"[|<>;&$`*?(){}\[\]]|^\w+=")
@@ -57,6 +64,8 @@ _STAMP = re.compile(r"\d{4}-\d\d-\d\dT[\d:.+-]+(?:_task_\w+)?")
 """A time in a file name the tools chose (lm-eval's samples, inspect's logs), with inspect's
 random task id."""
 _PROGRESS = re.compile(r"samples .*/s .*ETA")
+_CERTIFICATE_ID = re.compile(r"sha256:[0-9a-f]{12}")
+"""A certificate's id in a line (`credo run --certificate`): it changes with credo's version."""
 
 
 def _pages() -> list[blocks.Page]:
@@ -72,15 +81,21 @@ def _skipped(block: blocks.Block, page: blocks.Page) -> str | None:
 
 
 class PageRun:
-    """The blocks of one page, run in ``work`` with ``server`` as the served model."""
+    """The blocks of one page, run in ``work``; ``server_url`` answers the page's
+    ``LOCAL_URL`` (None: the page starts the toy model itself, or uses no server)."""
 
-    def __init__(self, page: blocks.Page, work: Path, server_url: str | None,
-                 cache: Path | None = None) -> None:
+    def __init__(self, page: blocks.Page, work: Path, server_url: str | None = None,
+                 cache: Path | None = None, *, compare: bool = True,
+                 port: int | None = None) -> None:
         self.page = page
+        self.compare = compare
+        self.port = port
         self.work = work
         self.cache = cache
         self.url = server_url
-        self.namespace: dict[str, object] = {"__name__": "__docs__"}
+        self.servers: list[subprocess.Popen[str]] = []
+        self.session: dict[str, object] = {"__name__": "__main__"}
+        self.continued = blocks.continued_names(page)
         self.last_stdout = ""
         self.updates: list[tuple[blocks.Block, str]] = []
         self.failures: list[str] = []
@@ -105,20 +120,62 @@ class PageRun:
         return "\n".join(lines)
 
     def normal(self, text: str) -> str:
-        """What a comparison sees: :meth:`shown` with durations and file-name times masked."""
-        return _DURATION.sub("<t>", _STAMP.sub("<time>", self.shown(text)))
+        """What a comparison sees: :meth:`shown` with durations, file-name times and
+        certificate ids (a digest of the file, which names credo's version) masked."""
+        return _CERTIFICATE_ID.sub("sha256:<id>",
+                                   _DURATION.sub("<t>", _STAMP.sub("<time>", self.shown(text))))
 
     def command(self, line: str) -> tuple[int, str]:
         """Run one command line: ``(exit status, stdout and stderr together)``."""
+        if line.startswith(TOY_SERVER):
+            return self.start_toy_server(line)
+        if LOCAL_URL in line and self.url is None:
+            return 1, (f"the page uses {LOCAL_URL} before it starts the toy model "
+                       f"(`{TOY_SERVER}`): a reader's command would find no server")
         line = self.sub(line)
         if line.startswith("credo ") and not _SHELL.search(line.split("#", 1)[0]):
             return self._credo(shlex.split(line, comments=True)[1:])
-        env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
-               "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT / "tests"),
-                                              os.environ.get("PYTHONPATH", "")])}
-        done = subprocess.run(["bash", "-o", "pipefail", "-c", line], cwd=self.work, env=env,
-                              capture_output=True, text=True, timeout=600, check=False)
+        done = subprocess.run(["bash", "-o", "pipefail", "-c", line], cwd=self.work,
+                              env=_env(), capture_output=True, text=True, timeout=600,
+                              check=False)
         return done.returncode, done.stdout + done.stderr
+
+    def start_toy_server(self, line: str) -> tuple[int, str]:
+        """Start the page's ``credo toy-server`` command in the background, on a free port
+        in place of the page's (8000 by default), as a reader does in a second terminal;
+        ``(0, "")`` once it answers, else its exit status and output."""
+        argv = shlex.split(line, comments=True)
+        if "--port" in argv:
+            i = argv.index("--port")
+            del argv[i: i + 2]
+        port = self.port = self.port or _session_port()
+        proc = subprocess.Popen([*argv, "--port", str(port)], cwd=self.work, env=_env(),
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.servers.append(proc)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                return proc.returncode or 1, proc.stdout.read() if proc.stdout else ""
+            with contextlib.suppress(OSError), socket.create_connection(
+                    ("127.0.0.1", port), timeout=1):
+                self.url = f"http://127.0.0.1:{port}/v1"
+                return 0, ""
+            time.sleep(0.1)
+        return 1, f"`{line}` did not listen within 60 s"
+
+    def close(self) -> None:
+        """Stop the servers the page started (Ctrl-C, as the reader does)."""
+        for proc in self.servers:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGINT)
+                try:
+                    proc.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait(timeout=10)
+            if proc.stdout:
+                proc.stdout.close()
+        self.servers.clear()
 
     def _credo(self, argv: list[str]) -> tuple[int, str]:
         from credo.cli import main
@@ -137,7 +194,7 @@ class PageRun:
     # ------------------------------------------------------------------ blocks
 
     def run(self, block: blocks.Block) -> None:
-        name = block.marker("file")
+        name = block.title
         if name:
             target = self.work / name
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -147,7 +204,7 @@ class PageRun:
             got = self.normal(self.last_stdout)
             if UPDATE:
                 self.updates.append((block, self.shown(self.last_stdout) + "\n"))
-            elif got != self.normal(block.code):
+            elif self.compare and got != self.normal(block.code):
                 self.fail(block, f"the output differs from what the block before printed:\n"
                           f"--- page\n{block.code}--- run\n{got}\n")
             return
@@ -160,10 +217,19 @@ class PageRun:
                       f"({sorted(blocks.RUN_LANGS)}) nor data ({sorted(blocks.DATA_LANGS)})")
 
     def python(self, block: blocks.Block) -> None:
+        """Run the block on its own, as a script, unless it continues the page's earlier
+        blocks (:func:`blocks.continued_names`: the site captions it so); then in their
+        session."""
+        if LOCAL_URL in block.code and self.url is None:
+            self.fail(block, f"the block uses {LOCAL_URL} before the page starts the toy "
+                      f"model (`{TOY_SERVER}`)")
+            return
         buf = io.StringIO()
         code = compile(self.sub(block.code), str(block.where), "exec")
+        namespace = self.session if block.line in self.continued else {"__name__": "__main__"}
         with contextlib.redirect_stdout(buf):
-            exec(code, self.namespace)
+            exec(code, namespace)
+        self.session.update(namespace)
         self.last_stdout = buf.getvalue()
 
     def _expect(self, block: blocks.Block) -> int:
@@ -193,7 +259,7 @@ class PageRun:
                 return
             got = self.normal(out)
             rendered.append((raw, self.shown(out)))
-            if not UPDATE and got != self.normal(expected):
+            if not UPDATE and self.compare and got != self.normal(expected):
                 self.fail(block, f"the output of `{line}` differs from the page:\n--- page\n"
                           f"{expected}\n--- run\n{got}\n(CREDO_DOCS_UPDATE=1 writes the run's)")
         if UPDATE:
@@ -222,6 +288,32 @@ class PageRun:
             body = [indent + ln + "\n" if ln else "\n" for ln in text.splitlines()]
             lines[start: start + n_body] = body
         self.page.path.write_text("".join(lines), encoding="utf-8")
+
+
+def _env() -> dict[str, str]:
+    """The environment of a command: this Python's ``credo`` and scripts first on PATH,
+    this checkout's credo first on PYTHONPATH."""
+    return {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+            "PYTHONPATH": os.pathsep.join([str(ROOT / "src"),
+                                           os.environ.get("PYTHONPATH", "")])}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+_PORT: list[int] = []
+
+
+def _session_port() -> int:
+    """One port for every page's toy model in this test session, as a reader's 8000: a
+    tool run in this process (inspect_ai) keeps its client for a model name, with the
+    URL it first saw."""
+    if not _PORT:
+        _PORT.append(_free_port())
+    return _PORT[0]
 
 
 def _logical_lines(code: str) -> list[str]:
@@ -271,36 +363,65 @@ def _params() -> list:
 @pytest.mark.parametrize("page", _params())
 def test_every_block_of_the_page_runs(page: blocks.Page, tmp_path: Path,
                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    from docs_server import ToyModelServer
-
     todo = [b for b in page.blocks if _skipped(b, page) is None]
-    if not any(b.lang in blocks.RUN_LANGS or b.marker("file") for b in todo):
+    if not any(b.lang in blocks.RUN_LANGS or b.title for b in todo):
         pytest.skip("no block to run on this page (the rest is marked: "
                     "reference/not-executed.md)")
+    work = _fresh_folder(tmp_path, monkeypatch)
+    run = _run_page(page, work, tmp_path / "cache")
+    if UPDATE and run.updates:
+        run.write_updates()
+    assert not run.failures, "\n".join(run.failures)
+
+
+@pytest.mark.slow
+def test_the_score_logs_tutorial_runs_twice_in_one_folder(tmp_path, monkeypatch):
+    """A reader who follows the page a second time in the same folder has two logs of
+    each tool: the page scores the newest, and every step still runs (the outputs are
+    not compared: the file names hold the time)."""
+    (page,) = [p for p in _pages() if p.path == DOCS / "tutorials" / "score-logs.md"]
+    work = _fresh_folder(tmp_path, monkeypatch)
+    for compare in (True, False):
+        run = _run_page(page, work, tmp_path / "cache", compare=compare)
+        assert not run.failures, "\n".join(run.failures)
+    assert len(list((work / "logs").glob("*.eval"))) == 2
+    assert len(list(work.glob("lm-out/*/samples_sums_toy_*.jsonl"))) == 2
+
+
+def _fresh_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An empty work folder, the current one, with fresh caches and none of the
+    variables a page sets itself."""
     work = tmp_path / "work"
     work.mkdir()
     monkeypatch.chdir(work)
     for name, value in {
         "CREDO_CACHE_DIR": str(tmp_path / "cache"), "HF_HOME": str(tmp_path / "hf"),
         "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
-        "COLUMNS": "100", "NO_COLOR": "1", "TERM": "dumb", "OPENAI_API_KEY": "sk-docs-toy",
-        "INSPECT_LOG_DIR": str(work / "logs"),
+        "COLUMNS": "100", "NO_COLOR": "1", "TERM": "dumb",
     }.items():
         monkeypatch.setenv(name, value)
-    text = page.path.read_text(encoding="utf-8")
-    with contextlib.ExitStack() as stack:
-        url = None
-        if LOCAL_URL in text:
-            reseed = page.page_marker("server") == "reseed"
-            url = stack.enter_context(ToyModelServer(reseed=reseed)).url
-        run = PageRun(page, work, url, tmp_path / "cache")
-        for block in todo:
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "LOCAL_BASE_URL", "LOCAL_API_KEY"):
+        monkeypatch.setenv(name, "")  # restored after the page, whatever the page sets
+        monkeypatch.delenv(name)  # the page sets what it needs
+    return work
+
+
+def _run_page(page: blocks.Page, work: Path, cache: Path, *, compare: bool = True,
+              port: int | None = None) -> PageRun:
+    """The page's blocks run in order in ``work`` (until the first failure, unless
+    updating), the toy model on ``port`` (default: a free one); the servers it started
+    are stopped."""
+    run = PageRun(page, work, None, cache, compare=compare, port=port)
+    try:
+        for block in page.blocks:
+            if _skipped(block, page) is not None:
+                continue
             run.run(block)
             if run.failures and not UPDATE:
                 break
-    if UPDATE and run.updates:
-        run.write_updates()
-    assert not run.failures, "\n".join(run.failures)
+    finally:
+        run.close()
+    return run
 
 
 def test_the_markers_are_known_and_the_not_executed_page_lists_them():
@@ -308,8 +429,8 @@ def test_the_markers_are_known_and_the_not_executed_page_lists_them():
     kinds, and the generated page lists exactly the skipped blocks."""
     import reference
 
-    known = {*SKIP_KINDS, "file", "exit", "output", "config"}
-    page_known = {*SKIP_KINDS, "slow", "server"}
+    known = {*SKIP_KINDS, "exit", "output", "config"}
+    page_known = {*SKIP_KINDS, "slow"}
     listed = reference.not_executed_page(DOCS)
     skipped = 0
     for page in _pages():

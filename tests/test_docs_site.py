@@ -304,3 +304,170 @@ def test_pages_and_search_render_in_headless_chromium_without_errors(served, tmp
         assert browser.open(f"{served}/no-such-page.html", settle=0.5)
     finally:
         browser.close()
+
+
+# --------------------------------------------------------------------------- rendering
+
+
+def test_a_config_description_keeps_its_braces(site):
+    """A ``{model, model_options, label}`` mapping in a field's description is shown as
+    code, not swallowed by Markdown's attribute lists (StudyConfig.models was cut at
+    "a spec or")."""
+    html = (site / "reference" / "config.html").read_text(encoding="utf-8")
+    assert "a spec or <code>{model, model_options, label}</code>" in html
+    assert "{model, base_url, label, prices...}</code>" in html
+
+
+def test_an_api_entry_shows_the_module_text_it_points_to_and_default_values(site):
+    """A docstring that sends the reader to its module ("module docstring", or
+    ``:mod:`credo.evaluate.certify```) has that module's text on the same page, and a
+    default naming a constant shows its value (``select_fraction: float = 0.3``)."""
+    pages = sorted((site / "reference" / "api").glob("*.html"))
+    for page in (p for p in pages if p.name != "index.html"):  # the index: summaries only
+        text = page.read_text(encoding="utf-8")
+        if "module docstring" in text or re.search(r"the module <code>credo\.", text):
+            assert "The module credo." in text, page.name
+    evaluation = (site / "reference" / "api" / "evaluation.html").read_text(encoding="utf-8")
+    for module in ("credo.evaluate.certify", "credo.evaluate.claims"):
+        assert f"The module {module}" in evaluation
+    signature = re.search(r'select_fraction</span>(?:(?!</code>).){0,300}?'
+                          r'<span class="mf">([^<]+)</span>', evaluation, re.S)
+    assert signature and signature.group(1) == "0.3", signature
+    assert "SELECT_FRACTION</span>" not in evaluation
+
+
+def test_no_table_has_an_empty_header_row(site):
+    """Every table's header names its columns (the home page's table and the method
+    cards had empty header rows)."""
+    empty = []
+    for page in sorted(site.rglob("*.html")):
+        text = page.read_text(encoding="utf-8")
+        for head in re.findall(r"<thead>(.*?)</thead>", text, re.S):
+            cells = re.findall(r"<th[^>]*>(.*?)</th>", head, re.S)
+            if cells and not any(re.sub(r"<[^>]+>", "", c).strip() for c in cells):
+                empty.append(page.relative_to(site).as_posix())
+    assert empty == []
+
+
+def test_the_reference_sidebar_names_each_page_once():
+    """Two entries of the Reference section never share a title (the Python API's
+    configuration page and the configuration reference were both "Configuration")."""
+    import yaml
+
+    sys.path.insert(0, str(ROOT / "docs" / "gen"))
+    import hooks
+
+    config = yaml.load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"),
+                       Loader=yaml.BaseLoader)
+    config["docs_dir"] = str(ROOT / "docs")
+    nav = hooks.on_config(config)["nav"]
+    (reference,) = [e["Reference"] for e in nav if isinstance(e, dict) and "Reference" in e]
+
+    def titles(entries, inside=""):
+        for e in entries:
+            for title, value in e.items():
+                if isinstance(value, list):
+                    yield from titles(value, f"{inside}{title} > ")
+                elif title != "Overview":
+                    yield title
+
+    found = list(titles(reference))
+    assert len(found) == len(set(found)), sorted(t for t in found if found.count(t) > 1)
+    assert "Configuration" in found and "Configuration objects" in found
+
+
+def test_the_home_page_shows_no_poster_sized_image(site):
+    """The home page's images are at most 1,000 pixels tall (it showed a 1300 x 4200
+    screenshot of a whole report page)."""
+    from PIL import Image
+
+    html = (site / "index.html").read_text(encoding="utf-8")
+    article = html.split("<article", 1)[1].split("</article>", 1)[0]
+    images = re.findall(r'<img[^>]+src="([^"]+)"', article)
+    assert images
+    for src in images:
+        with Image.open(site / src) as im:
+            assert im.size[1] <= 1000, (src, im.size)
+
+
+def test_every_name_a_page_teaches_has_an_api_entry(site):
+    """Each credo name the pages' examples import or call, or their prose names in code
+    (``credo.api.score``, ``certify_run_claims``, ``certify_adaptive``...), has an entry
+    (an anchor) on the Python API pages."""
+    sys.path.insert(0, str(ROOT / "docs" / "gen"))
+    import reference
+
+    taught = reference.taught_names(ROOT / "docs")
+    assert {"credo.api.score", "credo.api.certify_run_claims",
+            "credo.api.certify_adaptive"} <= set(taught)
+    ids = set()
+    for page in (site / "reference" / "api").glob("*.html"):
+        ids |= set(re.findall(r'id="([^"]+)"', page.read_text(encoding="utf-8")))
+    entries = {n.name: n.path for n in reference.api_names()}
+    missing = [t for t in taught if entries.get(t.removeprefix("credo.")) not in ids]
+    assert missing == []
+
+
+# --------------------------------------------------------------------------- search
+
+
+def _search(browser: Browser, query: str) -> list[str]:
+    """The result links the site's search gives for ``query`` (typed into its box)."""
+    typing = """((q) => {
+        const input = document.querySelector('input.md-search__input');
+        input.focus(); input.value = q;
+        for (const t of ['focus', 'input', 'keyup'])
+          input.dispatchEvent(new Event(t, {bubbles: true}));
+    })"""
+    browser.evaluate(f"{typing}({json.dumps(query)})")
+    hits: list[str] = []
+    deadline = time.monotonic() + 20
+    while not hits and time.monotonic() < deadline:
+        time.sleep(0.25)
+        hits = browser.evaluate(
+            "[...document.querySelectorAll('.md-search-result__item > a')]"
+            ".map(a => a.getAttribute('href'))")
+    return hits
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="headless Chromium is not installed "
+                    "(Debian: apt-get install chromium); the browser check needs it")
+def test_search_works_from_disk_finds_flags_and_ranks_the_reference_first(site, tmp_path):
+    """Opened as a file (``site/index.html``, as the README says), the search answers
+    (it stayed at "Initializing search"), finds flags on the command-line reference,
+    and ranks the pages that teach and define a word above the results that mention it."""
+    browser = Browser(tmp_path / "profile")
+    try:
+        assert browser.open((site / "index.html").as_uri()) == []
+        for flag in ("--max-cost-usd", "--base-url"):
+            hits = _search(browser, flag)
+            assert hits, f"no result for {flag}"
+            assert any("reference/cli.html" in h for h in hits[:3]), (flag, hits[:5])
+        assert browser.open((site / "index.html").as_uri()) == []
+        hits = _search(browser, "certify")
+        assert hits and not re.search(r"(^|/)(results|benchmarks)/", hits[0]), hits[:5]
+        assert browser.errors() == []
+    finally:
+        browser.close()
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="headless Chromium is not installed "
+                    "(Debian: apt-get install chromium); the browser check needs it")
+def test_names_in_reference_tables_stay_on_one_line(served, tmp_path):
+    """A name in the first column of the API index or the configuration tables renders
+    on one line (``credo.Certi`` / ``ficate`` was broken mid-word)."""
+    browser = Browser(tmp_path / "profile")
+    try:
+        browser.send("Emulation.setDeviceMetricsOverride", {
+            "width": 1000, "height": 900, "deviceScaleFactor": 1, "mobile": False},
+            browser.session)
+        for page in ("reference/api/index.html", "reference/config.html"):
+            assert browser.open(f"{served}/{page}") == [], page
+            broken = browser.evaluate(
+                "[...document.querySelectorAll('article table td:first-child code')]"
+                ".filter(c => c.getClientRects().length > 1).map(c => c.textContent)")
+            counted = browser.evaluate(
+                "document.querySelectorAll('article table td:first-child code').length")
+            assert counted > 20 and broken == [], (page, broken[:5])
+    finally:
+        browser.close()

@@ -18,6 +18,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 from hypothesis import given, settings
@@ -170,7 +171,8 @@ def test_lm_eval_repeats_read_with_lm_evals_own_metric(lm_eval_out, lm_eval_samp
     report = (out / "report.md").read_text()
     assert "correctness: lm-eval exact_match (filter strict: regex, take_first;" in report
     assert "ignore_punctuation=True" in report
-    assert "samples per item: 5; sampling: repeats=5, temperature=1.0, max_tokens=16" in report
+    assert ("samples per item: 5 original, m = 0 perturbed; sampling: repeats=5, "
+            "temperature=1.0, max_tokens=16") in report
     config = yaml.safe_load((out / "config.yaml").read_text())
     assert (config["n"], config["m"], config["limit"]) == (5, 0, None)
     # only what the file records, not credo's defaults (top_k, min_p, ...)
@@ -183,10 +185,71 @@ def test_lm_eval_repeats_read_with_lm_evals_own_metric(lm_eval_out, lm_eval_samp
     assert "samples_<task>_<date>.jsonl" in err and "Traceback" not in err
 
 
+def test_lm_evals_own_accuracy_is_shown_beside_credos(lm_eval_samples, tmp_path, capsys):
+    """credo's accuracy (every response) sat beside lm-eval's (the response its filter
+    keeps per document) with no line relating them: both are named with what each
+    averages, lm-eval's equal to the aggregate its own results file reports."""
+    (results,) = lm_eval_samples.parent.glob("results_*.json")
+    theirs = json.loads(results.read_text())["results"][STRICT["name"]]["exact_match,strict"]
+    out = tmp_path / "scored"
+    capsys.readouterr()
+    assert main(["score", str(lm_eval_samples), "--methods", "self_consistency",
+                 "--bootstrap", "0", "--out", str(out), "--quiet"]) == 0
+    printed = " ".join(capsys.readouterr().out.split())
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["stats"]["tool_accuracy"] == pytest.approx(theirs)
+    rows = _rows(lm_eval_samples)
+    every = np.mean([np.mean([_lm_eval_exact_match(t, r["target"]) for t in r["resps"][0]])
+                     for r in rows])
+    assert metrics["accuracy"] == pytest.approx(every) and every != pytest.approx(theirs)
+    line = (f"accuracy (mean p̄ over items): {metrics['accuracy']:.3f}, p̄ the share of correct "
+            "answers among every response of an item; lm-eval's exact_match (filter strict) "
+            "as it logged it: the mean over documents of the one response its filter keeps: "
+            f"{theirs:.3f}")
+    assert line in printed and f"- {line}" in (out / "report.md").read_text()
+
+
+def test_inspect_items_in_natural_order_with_inspects_own_accuracy(tmp_path):
+    """inspect items came out in string order (q1, q10, q2); its own accuracy (the log's
+    metric, epochs reduced by their mean) is shown beside credo's."""
+    from inspect_ai import Task
+    from inspect_ai import eval as inspect_eval
+    from inspect_ai.dataset import MemoryDataset, Sample
+    from inspect_ai.log import read_eval_log
+    from inspect_ai.scorer import match
+    from inspect_ai.solver import generate
+
+    ids = ["q10", "q2", "q1", "q11", "q3"]
+    dataset = MemoryDataset([Sample(id=i, input=f"Capital number {i}?", target="Paris")
+                             for i in ids])
+    service = f"credofake{next(_SERVICES)}"
+    with FaultServer(answers=("Paris", "Rome", "Lyon"), seed_mode="ignored") as server:
+        os.environ.update(OFFLINE, **{f"{service.upper()}_API_KEY": "x",
+                                      f"{service.upper()}_BASE_URL": server.url})
+        try:
+            (log,) = inspect_eval(Task(dataset=dataset, solver=generate(), scorer=match(),
+                                       epochs=3), model=f"openai-api/{service}/m",
+                                  log_format="eval", log_dir=str(tmp_path), display="none")
+        finally:
+            for key in ("API_KEY", "BASE_URL"):
+                os.environ.pop(f"{service.upper()}_{key}", None)
+    path = Path(log.location)
+    theirs = read_eval_log(str(path)).results.scores[0].metrics["accuracy"].value
+    gens = read_generations(path)
+    assert [i.id for i in gens.items] == ["q1", "q2", "q3", "q10", "q11"]
+    assert [s.item for s in gens.samples][::3] == ["q1", "q2", "q3", "q10", "q11"]
+    assert gens.tool_accuracy == pytest.approx(theirs)
+    assert gens.tool_accuracy_is.startswith("inspect_ai's accuracy of scorer match")
+    res = credo.api.score(path, RunConfig(methods=["self_consistency"], bootstrap=0,
+                                          out=tmp_path / "o"), show_progress=False)
+    assert [r.item.id for r in res.items] == ["q1", "q2", "q3", "q10", "q11"]
+    assert res.accuracy == pytest.approx(theirs)  # mean reducer: the same average
+
+
 def test_a_score_report_says_what_was_scored(lm_eval_samples, tmp_path, capsys):
     """Issue 34 item 13, on lm-eval's samples: one correctness line (the tool's; credo's
-    own grader, unused, is not named), a "credo score" title, no "m = 0" for perturbed
-    samples nobody generated, and without --methods every method the input allows
+    own grader, unused, is not named), a "credo score" title, m shown as the file holds
+    it (m = 0: no perturbed sample), and without --methods every method the input allows
     (docs/how-to/own-generations.md: SE, EigV, degree, ... need only original samples)."""
     out = tmp_path / "scored"
     capsys.readouterr()
@@ -205,9 +268,9 @@ def test_a_score_report_says_what_was_scored(lm_eval_samples, tmp_path, capsys):
     assert report.startswith(f"# credo score: {lm_eval_samples} (lm-evaluation-harness")
     assert f"<h1>credo score: {lm_eval_samples} (lm-evaluation-harness" in html
     assert "credo run" not in report.splitlines()[0] and "<h1>credo run" not in html
-    assert "m = 0" not in html
+    assert "m = 0 perturbed" in html
     printed = " ".join(printed.split())  # the table's title, wrapped to the terminal
-    assert "m=0" not in printed and "· n=5 · accuracy" in printed
+    assert "· n=5 m=0 · accuracy" in printed
     assert "answers: lm-eval's filter strict (regex, take_first) on each response" in report
 
 

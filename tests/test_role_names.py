@@ -68,7 +68,9 @@ def test_the_deprecated_keyword_warns_and_means_the_writer(tmp_path, bow_embedde
     cfg = RunConfig(task="toy", n=2, m=2, limit=None, bootstrap=0, methods=["c3"],
                     cache=tmp_path / "c.sqlite", out=tmp_path / "run")
     scripted = ScriptedModel(context_writer, name="w")
-    with pytest.warns(DeprecationWarning, match=r"perturber= is deprecated; pass writer="):
+    with pytest.warns(DeprecationWarning,
+                      match=r"perturber= is deprecated since credo 0\.1\.0 and goes in "
+                      r"0\.2\.0; pass writer="):
         est = credo.api.dry_run(cfg, model=ScriptedModel(respond), perturber=scripted,
                                 task=task)
     with warnings.catch_warnings():
@@ -91,7 +93,8 @@ def test_the_deprecated_keyword_warns_and_means_the_writer(tmp_path, bow_embedde
 def test_an_old_config_loads_with_a_warning_as_the_new_one(tmp_path, old, new):
     path = tmp_path / "old.yaml"
     path.write_text(yaml.safe_dump({"model": "smollm2-135m", **old}))
-    with pytest.warns(DeprecationWarning, match="is deprecated; call it"):
+    with pytest.warns(DeprecationWarning,
+                      match=r"is deprecated since credo 0\.1\.0 and goes in 0\.2\.0; call it"):
         then = RunConfig.from_yaml(path)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -168,3 +171,20 @@ def test_the_model_under_test_is_a_role_with_one_base_url_check(tmp_path):
     src = Path(__file__).resolve().parents[1] / "src" / "credo"
     saying = [p for p in src.rglob("*.py") if "is for served models" in p.read_text()]
     assert [p.name for p in saying] == ["roles.py"]
+
+
+def test_the_deprecation_versions_are_real_and_the_changelog_says_them():
+    """The version old names are deprecated since is this package's (or an earlier
+    release), the removal a later one, and CHANGELOG.md names both."""
+    from pathlib import Path
+
+    from packaging.version import Version
+
+    from credo.config import DEPRECATED_SINCE, REMOVED_IN
+
+    assert Version(DEPRECATED_SINCE) <= Version(credo.__version__) < Version(REMOVED_IN)
+    changelog = (Path(__file__).resolve().parents[1] / "CHANGELOG.md").read_text()
+    deprecated = changelog.split("### Deprecated", 1)[1].split("\n## ", 1)[0]
+    assert DEPRECATED_SINCE in deprecated and REMOVED_IN in deprecated
+    for old in ("perturbation.generator", "baselines.paraphrase_generator", "perturber="):
+        assert old in deprecated

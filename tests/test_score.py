@@ -260,7 +260,8 @@ def test_a_score_report_without_methods(tmp_path, capsys):
     """Issue 34 item 13 on credo's own JSONL: without --methods every method the sample
     sets allow is scored (original samples alone: SC, SE, the graph methods, ...; with
     perturbed ones C3 too), the report is titled "credo score" with one correctness line,
-    and no "m = 0" is shown for a file without perturbed samples."""
+    and m is shown as the file holds it: 0 without perturbed samples, in the header
+    printed and in the report alike."""
     only = {"self_consistency", "semantic_entropy", "num_semantic_sets", "eigv", "degree",
             "eccentricity", "kle", "answer_consistency"}
     rows = [{"item": i, "answer": a, "correct": a == "1", "gold": "1"}
@@ -285,5 +286,6 @@ def test_a_score_report_without_methods(tmp_path, capsys):
             f"- correctness: {line}"]
         html = (out / "report.html").read_text()
         assert f"<h1>credo score: {path} (credo generations)</h1>" in html
-        assert ("m = 0" in html) is False and ("m=0" in printed) is False
-        assert ("m=2" in printed) is perturbed
+        assert ("m = 0 perturbed" in html) is not perturbed
+        assert ("m=0" in printed) is not perturbed
+        assert ("m=2" in printed) is perturbed and ("m = 2 perturbed" in html) is perturbed

@@ -494,3 +494,12 @@ def test_a_drain_lets_the_questions_in_flight_finish(served, tmp_path):
     assert took < 20
     assert [r.credo["answer"] for r in results["r"]] == ["18"] * 6
     assert sorted(r["id"] for r in _lines(log)) == sorted(r.id for r in results["r"])
+
+
+def test_the_batching_settings_are_deprecated_and_change_nothing(scripted, tmp_path):
+    with pytest.warns(DeprecationWarning, match="max_concurrent"), \
+            pytest.warns(DeprecationWarning, match="no effect"), \
+            Guard(scripted["adaptive"], model=ScriptedModel(answerer), max_batch=3,
+                  batch_window=0.5, overrides={"cache": str(tmp_path / "g.sqlite")}) as guard:
+        assert guard.max_concurrent == 3
+        assert guard.ask(question(5000)).accept

@@ -1,4 +1,4 @@
-"""mkdocs hooks of credo's documentation site (``mkdocs.yml``: ``hooks:``; issue 30).
+"""mkdocs hooks of credo's documentation site (``mkdocs.yml``: ``hooks:``).
 
 - ``on_config``: the nav entries ``results.md`` and ``benchmarks.md`` become sections of
   the pages those files split into (at ``##`` and ``#`` headings: the files stay the
@@ -6,7 +6,9 @@
   Python API, one per group of ``credo.__all__``.
 - ``on_files``: adds every generated page (:mod:`reference`) and leaves the generator code
   and the two split sources out of the site.
-- ``on_page_markdown``: ``<!-- credo:method NAME -->`` becomes the registry's card of
+- ``on_page_markdown``: a page's search weight (:data:`SEARCH_BOOST`); a ``python`` block that continues an earlier one gets the
+  caption "continues the Python code above" (:func:`blocks.continued_names`);
+  ``<!-- credo:method NAME -->`` becomes the registry's card of
   method NAME (:func:`reference.method_card`), ``<!-- credo:metrics -->`` the table of
   the registered metrics (:func:`reference.metrics_table`).
 
@@ -28,6 +30,7 @@ ROOT = HERE.parents[1]
 # for this folder off sys.path once the hooks are loaded)
 sys.path[:0] = [str(HERE), str(ROOT / "src")]
 
+import blocks  # noqa: E402
 import reference  # noqa: E402
 
 log = logging.getLogger("mkdocs.plugins.credo")
@@ -46,9 +49,7 @@ def _split_pages(docs: Path) -> tuple[dict[str, str], dict[str, list[Any]]]:
         pre, sections = reference.split_sections((docs / source).read_text("utf-8"), level)
         intro = _relink(pre)
         toc = [f"- [{s.title}]({s.slug}.md)" for s in sections]
-        pages[f"{stem}/index.md"] = intro.rstrip() + "\n\n## Sections\n\n" + "\n".join(toc) + (
-            f"\n\n*This section is `docs/{source}` split at its headings when the site is "
-            "built.*\n")
+        pages[f"{stem}/index.md"] = intro.rstrip() + "\n\n## Sections\n\n" + "\n".join(toc) + "\n"
         navs[source] = [{"Overview": f"{stem}/index.md"}]
         for s in sections:
             pages[f"{stem}/{s.slug}.md"] = _relink(s.text)
@@ -83,6 +84,7 @@ def on_config(config: Any) -> Any:
         "reference/exit-codes.md": reference.exit_codes_page(),
         "reference/run-folder.md": reference.run_folder_page(),
         "reference/not-executed.md": reference.not_executed_page(docs),
+        "changelog.md": (ROOT / "CHANGELOG.md").read_text("utf-8"),
     })
     for field in reference.missing_descriptions():
         log.warning("config field %s has no description (Field(description=...)): "
@@ -107,7 +109,18 @@ _METRICS = re.compile(r"(?m)^<!--\s*credo:metrics\s*-->[ \t]*$")
 """Placeholders stand alone on their line (in a code span they are text)."""
 
 
+SEARCH_BOOST = {"tutorials/": 2.0, "reference/": 2.0, "install.md": 2.0, "faq.md": 2.0,
+                "results/": 0.5, "benchmarks/": 0.5}
+"""Search weight of a page by where it lives: the pages that teach and define rank above
+the measured results, which mention every name in passing."""
+
+
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
+    uri = page.file.src_uri
+    boost = next((b for prefix, b in SEARCH_BOOST.items() if uri.startswith(prefix)), None)
+    if boost is not None:
+        page.meta.setdefault("search", {}).setdefault("boost", boost)
+    markdown = _captioned(markdown, page)
     known = set(reference.method_names())
 
     def card(m: re.Match[str]) -> str:
@@ -119,3 +132,17 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
         return reference.method_card(name)
 
     return _METRICS.sub(lambda m: reference.metrics_table(), _CARD.sub(card, markdown))
+
+
+def _captioned(markdown: str, page: Any) -> str:
+    """Each ``python`` block that continues an earlier one of its page
+    (:func:`blocks.continued_names`, as the docs' tests run it) with the caption
+    :data:`blocks.CONTINUED` above it."""
+    path = Path(page.file.abs_src_path or page.file.src_uri)
+    continued = blocks.continued_names(blocks.parse_page(path, markdown))
+    if not continued:
+        return markdown
+    lines = markdown.split("\n")
+    for line in continued:
+        lines[line - 1] = f'{lines[line - 1].rstrip()} title="{blocks.CONTINUED}"'
+    return "\n".join(lines)

@@ -1,13 +1,15 @@
-"""The generated pages of the documentation site (issue 30, item 2: "Reference, generated,
-never hand-copied").
+"""The generated pages of the documentation site: the reference, generated, never
+hand-copied.
 
 Each function returns Markdown from the code it documents, so a new export, flag,
 config field, exit status, run-folder file or scoring method appears on the site without
 anyone editing a page; :mod:`hooks` hands the pages to mkdocs and
 ``tests/test_docs_reference.py`` checks that a flag or field added on the fly shows up.
 
-- :func:`api_pages`: every name of ``credo.__all__``, grouped by the package that
-  defines it, each rendered by mkdocstrings from its docstring.
+- :func:`api_pages`: every name of ``credo.__all__`` and every other name of credo the
+  pages' Python examples import or call (:func:`taught_names`), grouped by the package
+  that defines it, each rendered by mkdocstrings from its docstring, with the docstring of
+  each module a name's docstring points to.
 - :func:`cli_page`: every command and flag of the argparse parsers (``credo.cli._parser``).
 - :func:`config_page`: every field of the pydantic configs with type, default and
   description; :func:`missing_descriptions` lists the fields that have none.
@@ -50,7 +52,8 @@ _ROLE = re.compile(r":(?:class|func|data|meth|mod|attr|obj|exc):`~?([^`]+)`")
 
 def md_text(text: str | None) -> str:
     """Docstring prose as Markdown on one line: Sphinx roles as code, ``x`` as `x`, ``<``
-    escaped (``mmlu:<subject>`` is no HTML tag), table pipes escaped."""
+    escaped (``mmlu:<subject>`` is no HTML tag), a ``{...}`` mapping as code (Markdown's
+    attribute lists would take it for attributes and swallow it), table pipes escaped."""
     if not text:
         return ""
     text = _ROLE.sub(lambda m: f"`{m.group(1)}`", text)
@@ -61,7 +64,9 @@ def md_text(text: str | None) -> str:
         if part.startswith("`"):
             out.append(part)
         else:
-            out.append(part.replace("<", "&lt;").replace(">", "&gt;"))
+            part = re.sub(r"\{[^{}`]*\}", lambda m: f"`{m.group(0)}`", part)
+            out.append(re.sub(r"(`[^`]*`)|<|>", lambda m: m.group(1) or (
+                "&lt;" if m.group(0) == "<" else "&gt;"), part))
     return "".join(out).replace("|", "\\|")
 
 
@@ -82,7 +87,7 @@ API_GROUPS: dict[str, tuple[str, str]] = {
     "api": ("running", "Running credo"),
     "experiments": ("running", "Running credo"),
     "pipeline": ("running", "Running credo"),
-    "config": ("configuration", "Configuration"),
+    "config": ("configuration", "Configuration objects"),
     "methods": ("methods", "Scoring methods"),
     "evaluate": ("evaluation", "Evaluation and certificates"),
     "strength": ("strength", "Perturbation strength"),
@@ -93,27 +98,107 @@ gets a page of its own, titled by its name: a new export is never left out."""
 
 @dataclass(frozen=True)
 class ApiName:
-    """A public name: as exported, where it is defined, its one-line summary."""
+    """A public name: as a reader writes it (``credo.run``, ``credo.api.score``), where it
+    is defined, its one-line summary, and the modules its docstring points to."""
 
     name: str
     path: str
     summary: str
+    modules: tuple[str, ...] = ()
 
 
-def api_names(names: Iterable[str] | None = None) -> list[ApiName]:
-    """Every name of ``credo.__all__`` (or ``names``) with its defining path."""
+_MODULE_ROLE = re.compile(r":mod:`~?(credo(?:\.\w+)*)`")
+
+
+def api_names(names: Iterable[str] | None = None,
+              docs: Path | None = ROOT / "docs") -> list[ApiName]:
+    """Every name of ``credo.__all__`` (or ``names``) and, with ``docs``, every other name
+    its pages teach (:func:`taught_names`), with its defining path."""
+    import importlib
+
     import credo
 
+    written = [f"credo.{n}" for n in (names if names is not None else credo.__all__)]
+    if docs is not None:
+        written += [t for t in taught_names(docs) if t not in written]
     out = []
-    for name in names if names is not None else credo.__all__:
-        obj = getattr(credo, name)
-        if isinstance(obj, types.ModuleType):  # a callable package (credo.evaluate):
-            obj = inspect.unwrap(obj)  # the function it calls
-        module = getattr(obj, "__module__", None) or "credo"
+    for full in written:
+        head, _, name = full.rpartition(".")
+        obj = getattr(importlib.import_module(head), name)
+        if isinstance(obj, types.ModuleType) and callable(obj):  # a callable package
+            obj = inspect.unwrap(obj)  # (credo.evaluate): the function it calls
+        module = getattr(obj, "__module__", None) or head
         qual = getattr(obj, "__qualname__", name)
-        doc = inspect.getdoc(obj) or ""
-        out.append(ApiName(name, f"{module}.{qual}", md_text(doc.split("\n\n")[0])))
+        path = f"{module}.{qual}" if inspect.isclass(obj) or callable(obj) else full
+        doc = inspect.getdoc(obj) or "" if (inspect.isclass(obj) or callable(obj)) else ""
+        pointed = _MODULE_ROLE.findall(doc)
+        if "module docstring" in doc:  # "(module docstring)": its own module's
+            pointed.append(module)
+        out.append(ApiName(full.removeprefix("credo."), path,
+                           md_text(doc.split("\n\n")[0]), tuple(dict.fromkeys(pointed))))
     return out
+
+
+_DESCRIBES_INTERNALS = frozenset({"architecture.md", "docs.md", "results.md", "benchmarks.md"})
+"""Pages whose prose names the code's internals for its developers (the layout, how the
+docs are built, how results were measured): their code spans teach no API; their
+Python examples still do."""
+
+
+def taught_names(docs: Path) -> list[str]:
+    """The dotted names of credo (beyond ``credo.X`` of ``credo.__all__``) that the pages'
+    Python examples import (``from credo.api import score``) or call (``credo.api.score``),
+    or their prose names in code (```credo.api.score(path, config)```): what a page
+    teaches a reader to use, in order of first use."""
+    import ast
+    import importlib
+
+    import credo
+
+    found: dict[str, None] = {}
+    for page in blk.pages(docs):
+        if page.path.name not in _DESCRIBES_INTERNALS:
+            prose = page.path.read_text(encoding="utf-8")
+            found.update({m: None for m in re.findall(r"`(credo(?:\.\w+){2,})[(`]", prose)})
+        for block in page.blocks:
+            if block.lang != "python":
+                continue
+            try:
+                tree = ast.parse(block.code)
+            except SyntaxError:
+                continue
+            for node in ast.walk(tree):
+                if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("credo"):
+                    found.update({f"{node.module}.{a.name}": None for a in node.names})
+                elif isinstance(node, ast.Attribute):
+                    chain = _chain(node)
+                    if chain and chain.startswith("credo.") and chain.count(".") >= 2:
+                        found[chain] = None
+    out = []
+    for full in found:
+        head, _, name = full.rpartition(".")
+        if head == "credo" and name in credo.__all__:
+            continue
+        try:
+            obj = getattr(importlib.import_module(head), name)
+        except (ImportError, AttributeError):
+            continue  # an attribute of an object, not of a module (credo.api.x.y)
+        if not isinstance(obj, types.ModuleType):
+            out.append(full)
+    return out
+
+
+def _chain(node: Any) -> str | None:
+    """``a.b.c`` of an attribute access on a plain name, else None."""
+    import ast
+
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    return ".".join([node.id, *reversed(parts)])
 
 
 def api_group(path: str) -> tuple[str, str]:
@@ -135,17 +220,24 @@ def api_pages(names: Iterable[str] | None = None) -> dict[str, str]:
     for slug, (title, members) in groups.items():
         lines = [f"# {title}", "",
                  "Generated from the docstrings of the names in `credo.__all__` "
-                 "(`import credo`, then `credo.<name>`).", ""]
+                 "(`import credo`, then `credo.<name>`) and of the other names the guides "
+                 "use, as they write them.", ""]
         for n in members:
             lines += [f"::: {n.path}", "    options:", "      show_root_heading: true",
                       f"      heading: \"credo.{n.name}\"", "      toc_label: \"" + n.name + "\"",
                       "      heading_level: 2", ""]
             rows.append(f"| [`credo.{n.name}`]({slug}.md#{n.path}) | {n.summary} | {title} |")
+        modules = dict.fromkeys(m for n in members for m in n.modules)
+        for module in modules:  # the text a name's docstring points to, on the same page
+            lines += [f"::: {module}", "    options:", "      show_root_heading: true",
+                      "      members: false", f"      heading: \"The module {module}\"",
+                      "      heading_level: 2", ""]
         pages[f"reference/api/{slug}.md"] = "\n".join(lines)
     index = ["# Python API", "",
-             "Every public name of the `credo` package (`credo.__all__`), generated from the "
-             "code: a name added to `__all__` appears here and on its group's page.", "",
-             *rows, ""]
+             "Every public name of the `credo` package (`credo.__all__`), and every other "
+             "name of credo the guides' examples import or call, generated from the code: "
+             "a name added to `__all__` or used on a page appears here and on its group's "
+             "page.", "", *rows, ""]
     pages["reference/api/index.md"] = "\n".join(index)
     return pages
 
@@ -435,7 +527,7 @@ def method_card(name: str) -> str:
     if spec.min_samples:
         rows.insert(3, ("fewest samples", ", ".join(f"{k}: {v}" for k, v in
                                                      spec.min_samples.items())))
-    lines = [f"### `{name}` {{ #{name} }}", "", "| | |", "|---|---|"]
+    lines = [f"### `{name}` {{ #{name} }}", "", "| property | of this method |", "|---|---|"]
     lines += [f"| {k} | {v} |" for k, v in rows]
     return "\n".join([*lines, ""])
 

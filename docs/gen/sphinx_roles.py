@@ -7,6 +7,10 @@ becomes the code span of what it names: the last component under ``~``, the titl
 
 A role becomes plain code, not a link: a link to an object the site does not document
 would be a broken reference, which ``mkdocs build --strict`` fails on.
+
+:class:`ConstantDefaults` shows a parameter's default that names a constant of its module
+(``select_fraction: float = SELECT_FRACTION``) by its value (``= 0.3``): the signature a
+reader sees says what the default is.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from typing import Any
 
 import griffe
 
-__all__ = ["SphinxRoles", "plain_roles"]
+__all__ = ["ConstantDefaults", "SphinxRoles", "plain_roles"]
 
 ROLE = re.compile(
     r":(?:py:)?(?:func|class|meth|attr|mod|data|exc|obj|const|type|term|ref):`(?P<body>[^`]+)`"
@@ -54,3 +58,52 @@ class SphinxRoles(griffe.Extension):
     def on_object(self, *, obj: griffe.Object, **kwargs: Any) -> None:
         if obj.docstring is not None:
             obj.docstring.value = plain_roles(obj.docstring.value)
+
+
+class ConstantDefaults(griffe.Extension):
+    """A parameter default naming a module-level constant with a literal value shows that
+    value (once the whole package is loaded, so every constant is known)."""
+
+    def on_package(self, *, pkg: griffe.Module, **kwargs: Any) -> None:
+        for module in _modules(pkg):
+            for obj in _functions(module):
+                for param in obj.parameters:
+                    value = _constant(module, param.default)
+                    if value is not None:
+                        param.default = value
+
+
+def _modules(pkg: griffe.Module) -> list[griffe.Module]:
+    out, todo = [], [pkg]
+    while todo:
+        module = todo.pop()
+        out.append(module)
+        todo += [m for m in module.modules.values() if not m.is_alias]
+    return out
+
+
+def _functions(module: griffe.Module) -> list[griffe.Function]:
+    found = []
+    for member in module.members.values():
+        if member.is_alias:
+            continue
+        if member.is_function:
+            found.append(member)
+        elif member.is_class:
+            found += [m for m in member.members.values() if not m.is_alias and m.is_function]
+    return found
+
+
+def _constant(module: griffe.Module, default: Any) -> str | None:
+    """The literal value of the module constant ``default`` names, or None."""
+    if not isinstance(default, griffe.ExprName):
+        return None
+    member = module.members.get(default.name)
+    if member is None or member.is_alias or not member.is_attribute:
+        return None
+    value = member.value
+    text = value if isinstance(value, str) else None
+    if text is None or not re.fullmatch(r"-?[\d.]+(?:e-?\d+)?|'[^']*'|\"[^\"]*\"|True|False|None",
+                                        text):
+        return None
+    return text

@@ -1,4 +1,4 @@
-"""Issue 24: does the interval rule's saving grow with n? Replays each full run as if it had
+"""does the interval rule's saving grow with n? Replays each full run as if it had
 been run with n = m = 8, 12 and 16, from its cache and no model call: sample i of a request
 is the same whatever n, so the run at n = 8 is the first 8 samples of each request (and the
 first writer candidates), and is itself the "full run" its adaptive replay is compared to.

@@ -1,4 +1,5 @@
-"""Issue 24's results table: every stopping rule replayed on finished full runs, no model call.
+"""Adaptive sampling's results table: every stopping rule replayed on finished full runs, no model
+call.
 
 For each run folder, `credo.simulate_adaptive` replays the full run from its cache and each
 rule (consensus; interval at each epsilon; decision at each threshold) as a live adaptive run

@@ -1,4 +1,4 @@
-"""Issue 23's worked example on a finished labelled run folder, no model call.
+"""The certificates' worked example on a finished labelled run folder, no model call.
 
 Certify each method's threshold on one random half of the run's items (credo.certify, Learn
 then Test at risk alpha, confidence 1 - delta), then answer the other half as if it were

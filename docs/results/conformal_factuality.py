@@ -1,4 +1,4 @@
-"""Issue 33 item 4: Mohri & Hashimoto's (ICML 2024) figures 2-3 from their released annotations.
+"""Mohri & Hashimoto's (ICML 2024) figures 2-3 from their released annotations.
 
 Reads the paper's two annotated claim files (FActScore biographies and Natural Questions,
 50 answers each, every claim labelled; "Y"/"S" correct, "N"/"U" not) with credo's own
@@ -212,7 +212,7 @@ def _floor(res: Results, name: str) -> str:
 
 
 def done_when(res: Results, z: float = 3.0) -> list[str]:
-    """Issue 33's done-when on every a = 1 marginal row: realised factuality >= 1 - alpha
+    """The claim certificates' promise on every a = 1 marginal row: realised factuality >= 1 - alpha
     (within ``z`` standard errors of the splits' mean) and <= 1 - alpha + 0.05 where the
     finite-sample bound allows: unless the answers with no wrong claim (always factual,
     tied at r = -inf) are at least 1 - alpha of them. Returns the failures."""

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # docs/results.md, "Neutral prefixes, before and after" and "The field's estimators":
-# 5 tasks x 3 prefix sources (writer before issue 16, today's defaults, corpus noise), the
+# 5 tasks x 3 prefix sources (writer before the strict rules, today's defaults, corpus noise), the
 # 1.5B answering, one shared cache (the original samples are shared by the three runs of
 # a task). About 65 min cold on 2 cores; a rerun reads every sample from the cache.
 # Run from the repository's root with ../shared beside it: bash docs/results/neutrality_runs.sh

@@ -1,4 +1,4 @@
-"""Issue 32's real-task result (item 6a): certify on one half of a labelled task, serve the
+"""The gateway's real-task result: certify on one half of a labelled task, serve the
 other half's questions through the gateway as unlabelled, and grade what it accepted.
 
 1. The config's items (its ``limit``) are shuffled (``--seed``) and halved.

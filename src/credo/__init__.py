@@ -1,15 +1,15 @@
 """credo: how far to trust an LLM's answers, measured from the outside.
 
-Public API (000 = Cross-Contextual Consistency paper):
+Public API (Wu et al. = Cross-Contextual Consistency paper):
 
 - :func:`c3`, :func:`c3_cross`, :func:`self_consistency`: per-item scores from answers.
-- :func:`answer_consistency`: per-generation agreement (002 App. A.11.2).
+- :func:`answer_consistency`: per-generation agreement (Müller et al., App. A.11.2).
 - :func:`semantic_entropy`, :func:`eigv`, :func:`degree`, :func:`eccentricity`,
   :func:`kle`: uncertainty estimators on the similarity graph of the samples (Farquhar
   et al. 2024; Lin et al. 2024; Nikitin et al. 2024).
 - :func:`ece`, :func:`mce`, :func:`brier`, :func:`auroc`, :func:`auprc_pos`,
   :func:`auprc_neg`, :func:`auarc`, :func:`prr`: evaluation metrics; :func:`bootstrap_ci`:
-  their 95% bootstrap intervals (002 §3.7); :func:`certify`: a score threshold whose
+  their 95% bootstrap intervals (Müller et al., §3.7); :func:`certify`: a score threshold whose
   selective risk is certified (Learn then Test), :func:`coverage_at_risk`: its coverage
   estimated by calibration/test splits; :func:`certify_claims`: which claims of a long
   answer to keep (conformal factuality, Mohri & Hashimoto 2024), on :class:`ClaimItem` s
@@ -22,8 +22,8 @@ Public API (000 = Cross-Contextual Consistency paper):
   with every model from a :class:`StudyConfig`, one run folder each and one comparison
   report; :class:`ExecutorConfig`: where samples are generated (locally or on Ray).
 - :func:`flip_rates`, :func:`linear_kappa`: flip rate by perturbation strength and
-  weighted kappa (003 eq. 2, §3.4).
-- :class:`Guard`: one question at a time under a certificate (issue 32): ``.ask(question)``
+  weighted kappa (Le et al., eq. 2, §3.4).
+- :class:`Guard`: one question at a time under a certificate: ``.ask(question)``
   gives the answer, its score and whether the certificate accepts it (a
   :class:`GuardAnswer`); ``.ask_many`` answers many together; ``credo serve`` is the same
   behind the OpenAI protocol.
@@ -146,7 +146,21 @@ __all__ = [
     "study",
 ]
 
-__version__ = "0.1.0"
+
+
+def _installed_version() -> str:
+    """The installed distribution's version (``pyproject.toml``'s, as pip recorded it);
+    ``0+unknown`` for a source tree that was never installed."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("credo")
+    except PackageNotFoundError:
+        return "0+unknown"
+
+
+__version__ = _installed_version()
+"""credo's version, as ``credo --version`` prints it."""
 
 
 def __getattr__(name: str) -> Any:

@@ -2,17 +2,17 @@
 
 - :func:`run`: ``credo run`` (C3 and the baselines) and its run folder.
 - :func:`dry_run`: ``credo run --dry-run``, what a run would ask of its models, no call.
-- :func:`run_strength`: ``credo strength run`` (paper 003) and its output folder.
+- :func:`run_strength`: ``credo strength run`` (Le et al.) and its output folder.
 - :func:`score`: ``credo score``, generations a user already has, scored and written.
 - :func:`certify_run`, :func:`certify_adaptive`: ``credo certify``, a threshold certified
-  on a finished run (issue 23), or the adaptive decision procedure replayed (issue 32).
+  on a finished run, or the adaptive decision procedure replayed.
 - :func:`study`, :func:`calibrate_prompt`, :func:`calibrate_prompt_file`,
   :func:`simulate_adaptive` (:mod:`credo.experiments`): the experiment drivers, several
   runs or replays of one towards a finding (``credo study``, ``credo perturb
   calibrate-prompt``, ``credo adaptive``).
 - :func:`topic_check`, :func:`calibrate_threshold`, :func:`strength_agreement`,
   :func:`probe`, :func:`report`, :func:`cache_stats` (:mod:`credo.commands`): the other
-  commands' work, each returning a typed result (issue 22 item 5: the command line only
+  commands' work, each returning a typed result (the command line only
   prints them and maps their outcomes to exit statuses).
 """
 
@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -41,9 +41,12 @@ from credo.commands import (
     topic_check,
 )
 from credo.entry import (
+    check_certificate_out,
+    check_complete,
     check_min,
     check_neutral,
     check_replayed,
+    check_score_out,
     check_writable,
     config_pool,
     folder_config,
@@ -123,7 +126,7 @@ def run(
 ) -> RunResult:
     """Run C3 and the selected baselines on a task, write the run folder, return the results.
 
-    A claim certificate (``credo certify RUN_DIR --claims``; issue 33) turns the claim
+    A claim certificate (``credo certify RUN_DIR --claims``) turns the claim
     stage on (``config.claims``, its defaults where unset) and writes, per item,
     the retained and removed claims and the filtered answer to ``answers.jsonl``.
 
@@ -131,7 +134,7 @@ def run(
     ``credo certify`` wrote; default ``config.certificate``) decides which answers to act
     on: the run is refused before its first model call when its settings differ from the
     certificate's, and ``answers.jsonl`` gives each item's answer, its score and whether
-    it is accepted at the certificate's risk (issue 23).
+    it is accepted at the certificate's risk.
 
     ``model``, ``writer`` (writes context prefixes and paraphrases), ``judge`` (the
     LLM judge: CCP's NLI step, the judge kernel, open-ended grading), ``embedder`` and
@@ -140,7 +143,7 @@ def run(
     for one release). With ``write`` the run folder ``config.out`` is written
     (:mod:`credo.report.writer`). Under ``perturbation.neutrality: fail``, prefixes that
     fail the neutrality test raise :class:`~credo.errors.NeutralityFailed` (its ``result``
-    is the run's) once the folder is written (issue 22).
+    is the run's) once the folder is written.
     """
     writer = writer_given(writer, perturber)
     from credo.generation.pool import JUDGE, MODEL, WRITER
@@ -180,14 +183,18 @@ def run(
             own_task = task_settings(task.head(config.limit), config)
         if cert is not None:
             settings = run_settings(config, identity, cert.method, own_task)
-            if "adaptive" in cert.settings:  # made for the adaptive procedure (issue 32)
+            if "adaptive" in cert.settings:  # made for the adaptive procedure
                 settings["adaptive"] = procedure_settings(config.adaptive)
             cert.check(settings, config.methods)
-        if claim_cert is not None:  # bound to the run it was made on (issue 33)
+        if claim_cert is not None:  # bound to the run it was made on
             check_claim_settings(claim_cert.settings,
                                  claim_settings(config, identity, str(claim_cert.score),
                                                 own_task))
         result = run_pipeline(config, pool, task)
+    if cert is not None:
+        from credo.pipeline.certificate import CertificateUse
+
+        result = replace(result, certificate=CertificateUse.of(cert, result.items))
     if write:
         from credo.report.writer import write_run
 
@@ -199,7 +206,7 @@ def run(
 def _decision_threshold(config: RunConfig, cert: RunCertificate | None) -> RunConfig:
     """``config`` with the adaptive decision rule's threshold taken from ``cert`` when the
     rule names none, and the score it reads the certificate's method when it names none
-    (issue 24: stop sampling an item once its certified decision is settled)."""
+    (stop sampling an item once its certified decision is settled)."""
     from credo.plan.adaptive import STAGE_SCORES, STOPPING_RULES
 
     a = config.adaptive
@@ -249,7 +256,7 @@ def _claim_certificate(given: Any) -> ClaimCertificate | None:
 
 def _with_claims(config: RunConfig, cert: ClaimCertificate, where: Any) -> RunConfig:
     """``config`` with the claim stage on (the certificate's splitter where the config
-    has no ``claims``), the certificate's score among the claim methods (issue 33 item 3);
+    has no ``claims``), the certificate's score among the claim methods;
     a certificate made on a claim file, not a run, is refused (it binds no model)."""
     from credo.config import ClaimsConfig
     from credo.errors import UserError
@@ -281,15 +288,18 @@ def certify_run(
     delta: float = 0.1,
     procedure: str = "ltt",
     out: str | Path | None = None,
+    allow_incomplete: bool = False,
 ) -> RunCertificate:
-    """Certify a threshold on a finished, labelled run's ``method`` scores (issue 23): the
+    """Certify a threshold on a finished, labelled run's ``method`` scores: the
     items' scores and the correctness of the answer credo gave each (``scores.jsonl``),
     :func:`credo.evaluate.certify.certify` at risk ``alpha`` with confidence
     ``1 - delta`` by ``procedure``, bound to the run's task and settings
     (:func:`credo.pipeline.certificate.run_settings`; for a ``credo score`` folder
-    :func:`~credo.pipeline.certificate.given_settings`, issue 34); written to ``out``
+    :func:`~credo.pipeline.certificate.given_settings`); written to ``out``
     when given. Items without a score or a known correctness are left out (their count
-    is in the certificate's message). No model is called."""
+    is in the certificate's message). No model is called. An incomplete folder is
+    refused unless ``allow_incomplete`` (:func:`~credo.entry.check_complete`; the
+    certificate's ``incomplete`` records it then)."""
     from credo.errors import UserError
     from credo.evaluate.certify import certify
     from credo.pipeline.certificate import (
@@ -299,14 +309,13 @@ def certify_run(
     )
     from credo.report.rundata import load_run
 
-    if out is not None:  # before reading anything (issue 34 item 7); its folder is made
-        from credo.jsonio import check_file_writable
-
-        check_file_writable(out, "the certificate (--out)")
+    if out is not None:  # before reading anything; its folder is made
+        check_certificate_out(out, run_dir)
     data = load_run(run_dir)
     if method not in data.methods:
         raise UserError(f"--method {method!r}: the run at {data.path} has no such scores "
                         f"(methods: {', '.join(data.methods)})")
+    incomplete = check_complete(data, allow_incomplete)
     task = recorded_task(data)
     config = folder_config(data)
     scores = [row.get("scores", {}).get(method) for row in data.scores]
@@ -324,7 +333,7 @@ def certify_run(
     else:
         identity = str(data.metrics.get("model") or data.model)  # the identity, not the spec
         settings = run_settings(config, identity, method, task)
-    cert = RunCertificate(found, settings, str(data.path))
+    cert = RunCertificate(found, settings, str(data.path), incomplete)
     if out is not None:
         from credo import jsonio
 
@@ -340,39 +349,41 @@ def certify_run_claims(
     a: float = 1.0,
     delta: float | None = None,
     out: str | Path | None = None,
+    allow_incomplete: bool = False,
 ) -> ClaimCertificate:
-    """A claim certificate from a finished, labelled long-form run with claims (issue 33):
+    """A claim certificate from a finished, labelled long-form run with claims:
     :func:`credo.evaluate.claims.certify_claims` on its ``claims.jsonl`` (every claim of
     every answer labelled), thresholding claim method ``score`` (default: the only
     one), marginal (``delta`` None) or with probability ``1 - delta``, bound to the run's
     model, task and settings (``settings``:
     :func:`credo.pipeline.certificate.claim_settings`), so that ``credo run
     --certificate`` refuses another task, model or claim splitter; written to ``out``
-    when given. No model is called."""
-    from dataclasses import replace
+    when given (with ``incomplete`` where ``allow_incomplete`` let an incomplete folder
+    through: :func:`~credo.entry.check_complete`). No model is called."""
 
     from credo.errors import UserError
     from credo.pipeline.certificate import claim_settings
     from credo.report.rundata import CLAIMS_FILE, load_run
 
     if out is not None:  # before reading anything; its folder is made
-        from credo.jsonio import check_file_writable
-
-        check_file_writable(out, "the certificate (--out)")
+        check_certificate_out(out, run_dir)
     data = load_run(run_dir)
+    incomplete = check_complete(data, allow_incomplete)
     path = data.path / CLAIMS_FILE
     if not path.is_file():
         raise UserError(f"{data.path}: no {CLAIMS_FILE}; run with claims (config claims:, "
                         "--claims) on a long-form task")
-    cert = certify_claim_file(path, alpha, a=a, delta=delta, score=score)
+    cert = certify_claim_file(path, alpha, a=a, delta=delta, score=score, option="--method")
     identity = str(data.metrics.get("model") or data.model)  # the identity, not the spec
     cert = replace(cert, settings=claim_settings(folder_config(data), identity,
                                                  str(cert.score), recorded_task(data)))
     if out is not None:
         from credo import jsonio
 
+        written = {**cert.to_dict(), "calibration_file": str(path)}
         jsonio.write_text(Path(out), json.dumps(
-            {**cert.to_dict(), "calibration_file": str(path)}, indent=1) + "\n", parents=True)
+            written if incomplete is None else {**written, "incomplete": incomplete},
+            indent=1) + "\n", parents=True)
     return cert
 
 
@@ -402,8 +413,9 @@ def certify_adaptive(
     task: Task | None = None,
     judge: Model | None = None,
     perturber: Model | None = None,
+    allow_incomplete: bool = False,
 ) -> AdaptiveCertification:
-    """``credo certify RUN_DIR --adaptive decision`` (issue 32, item 2): certify the
+    """``credo certify RUN_DIR --adaptive decision``: certify the
     adaptive decision procedure on ``method`` as it runs, replayed from the finished full
     labelled run's cache with no model call at every candidate threshold
     (:func:`credo.pipeline.adaptive_certificate.certify_decision_rule`); the certificate
@@ -412,7 +424,8 @@ def certify_adaptive(
     the same procedure. ``options``: the rule's ``round``, ``min``, ``confidence``. The
     models, embedder and task replace the config's as in :func:`simulate_adaptive`.
     Refused in one line before anything is replayed: a ``credo score`` folder, an
-    adaptive run's folder, a method the rule cannot read, a missing cache."""
+    adaptive run's folder, a method the rule cannot read, a missing cache, an incomplete
+    folder unless ``allow_incomplete``."""
     writer = writer_given(writer, perturber)
     from pydantic import ValidationError
 
@@ -427,8 +440,7 @@ def certify_adaptive(
     from credo.report.rundata import load_run
 
     folder = Path(run_dir)
-    if not (folder / "config.yaml").is_file():
-        raise UserError(f"{folder}: no config.yaml; is it a finished run folder?")
+    _check_run_folder(folder, out)
     if procedure not in PROCEDURE_METHODS:
         raise UserError(f"--procedure {procedure}: the adaptive procedure is certified by "
                         f"{' or '.join(PROCEDURE_METHODS)} (Learn then Test over its "
@@ -446,6 +458,7 @@ def certify_adaptive(
     if method not in data.methods:
         raise UserError(f"--method {method!r}: the run at {data.path} has no such scores "
                         f"(methods: {', '.join(data.methods)})")
+    incomplete = check_complete(data, allow_incomplete)
     if is_given(data.config):
         raise UserError(f"{folder}: a `credo score` folder; the adaptive procedure samples "
                         "a model, so it is certified on a `credo run` folder and its cache")
@@ -469,13 +482,24 @@ def certify_adaptive(
     identity = str(data.metrics.get("model") or data.model)
     settings = run_settings(config, identity, method, task_identity)
     settings["adaptive"] = procedure_settings(rule)
-    cert = RunCertificate(replay.certificate, settings, str(data.path))
+    cert = RunCertificate(replay.certificate, settings, str(data.path), incomplete)
     written = None
     if out is not None:
         written = Path(out)
         jsonio.write_text(written, json.dumps({**cert.to_json(), "replay": replay.to_json()},
-                                              indent=1) + "\n")
+                                              indent=1) + "\n", parents=True)
     return AdaptiveCertification(cert, replay, written)
+
+
+def _check_run_folder(folder: Path, out: str | Path | None) -> None:
+    """A :class:`UserError` unless ``folder`` holds a run's config and the certificate
+    file ``out`` (if any) can be written, before anything is replayed."""
+    from credo.errors import UserError
+
+    if not (folder / "config.yaml").is_file():
+        raise UserError(f"{folder}: no config.yaml; is it a finished run folder?")
+    if out is not None:  # its folder is made when it is written
+        check_certificate_out(out, folder)
 
 
 def dry_run(
@@ -516,7 +540,7 @@ def run_strength(
     show_progress: bool = True,
     write: bool = True,
 ) -> StrengthResult:
-    """Run 003's strength pipeline, write its output folder, return the rows.
+    """Run Le et al.'s strength pipeline, write its output folder, return the rows.
 
     ``models`` (model specs to ready backends), ``embedder``, ``scorer`` (the surprisal
     scorer) and ``task`` replace what ``config`` names (tests pass scripted models);
@@ -600,7 +624,7 @@ def score(
     ``credo score`` folder decides which of these answers to act on, as in :func:`run`:
     refused before anything is scored when the file's layout, format, correctness, n or
     sampling settings, or the methods' settings, differ from the certificate's
-    (:func:`~credo.pipeline.certificate.given_settings`, issue 34); ``answers.jsonl``
+    (:func:`~credo.pipeline.certificate.given_settings`); ``answers.jsonl``
     gives each item's answer, its score and whether it is accepted.
     """
     from credo.config import RunConfig
@@ -646,16 +670,19 @@ def score(
         task = given_task_settings(generations, fmt, recompute_correctness)
         cert.check(given_settings(config, cert.method, task, recorded), config.methods)
     if write:
+        check_score_out(samples, config.out)
         check_writable(config.out, "the run folder (out)")
     with config_pool(
         config, show_progress=show_progress, roles={JUDGE: judge}, embedder=embedder
     ) as pool:
         result = score_generations(config, generations, pool, fmt,
                                    recompute=recompute_correctness)
-    if write:
-        from credo.report.writer import write_answers, write_run
+    if cert is not None:
+        from credo.pipeline.certificate import CertificateUse
 
-        write_run(result, config.out)
-        if cert is not None:
-            write_answers(result, cert, config.out)
+        result = replace(result, certificate=CertificateUse.of(cert, result.items))
+    if write:
+        from credo.report.writer import write_run
+
+        write_run(result, config.out, cert)  # answers.jsonl before the marker
     return result

@@ -1,4 +1,4 @@
-"""The API functions behind the commands that are no pipeline (issue 22 item 5).
+"""The API functions behind the commands that are no pipeline.
 
 The command line holds no logic: each of its commands calls a function of
 :mod:`credo.api` and prints the typed result it returns. The functions here open the
@@ -7,14 +7,14 @@ strength agree``, ``credo probe``, ``credo report`` and ``credo cache`` need; th
 command line re-exports none of it and imports neither :mod:`credo.generation` nor
 :mod:`credo.models`. :mod:`credo.api` re-exports every public name.
 
-- :func:`topic_check`: ``credo perturb topic-check`` (000 App. A.4).
-- :func:`calibrate_threshold`: ``credo perturb calibrate-threshold`` (000 App. A.2).
+- :func:`topic_check`: ``credo perturb topic-check`` (Wu et al., App. A.4).
+- :func:`calibrate_threshold`: ``credo perturb calibrate-threshold`` (Wu et al., App. A.2).
 - :func:`strength_agreement`: ``credo strength agree``.
 - :func:`probe`: ``credo probe``.
 - :func:`report`: ``credo report``.
 - :func:`cache_stats`: ``credo cache stats``.
 - :func:`certify_claim_file`, :func:`filter_claim_file`: ``credo certify-claims`` and
-  ``credo filter-claims`` (issue 33, conformal factuality).
+  ``credo filter-claims`` (conformal factuality).
 """
 
 from __future__ import annotations
@@ -104,8 +104,8 @@ class ProbeResult:
 @dataclass
 class ReportResult:
     """``credo report``'s result: the page written, the run folders read, the similarity
-    files written first (000 App. A.2), each unfinished run with its status, and each run
-    folder that lacked files its status marker lists (issue 34 item 10), with those files
+    files written first (Wu et al., App. A.2), each unfinished run with its status, and each run
+    folder that lacked files its status marker lists, with those files
     and the ones still missing after the report (it writes report.html and the Parquet
     exports again)."""
 
@@ -132,7 +132,7 @@ _FLAG = {"judge": "--judge", "paraphraser": "--model"}
 
 class _one_model:
     """Context manager: the executor of one model in ``role`` from a fresh model pool over
-    the cache, checked before any call (issue 20)."""
+    the cache, checked before any call."""
 
     def __init__(self, role: str, spec: str, *, base_url: str | None, cache: Any,
                  seed: int, show_progress: bool) -> None:
@@ -146,7 +146,7 @@ class _one_model:
         self.pool: ModelPool = ModelPool(
             cache_path=self.cache, seed=self.seed, show_progress=self.show_progress
         )
-        try:  # issue 20: the model is there before any call
+        try:  # the model is there before any call
             assign_roles(self.pool, single_role(self.role, self.spec, base_url=self.base_url))
             self.pool.preflight([self.role], {self.role: _FLAG[self.role]})
         except BaseException:
@@ -171,7 +171,7 @@ def topic_check(
     show_progress: bool = True,
 ) -> TopicCheckResult:
     """Ask ``judge`` for the broad domain of each distinct kept perturbation of the run
-    folder ``run`` (it sees nothing else; 000 App. A.4), write ``topic_check.json`` there
+    folder ``run`` (it sees nothing else; Wu et al., App. A.4), write ``topic_check.json`` there
     and refresh its ``report.html``. ``expected`` defaults to the task's domain,
     ``domains`` to :data:`~credo.perturb.quality.TOPIC_DOMAINS`, ``cache`` to the run's."""
     from credo.perturb.quality import TOPIC_DOMAINS, topic_alignment
@@ -187,7 +187,7 @@ def topic_check(
     if not expected:
         raise UserError(f"task {data.task!r} has no domain; pass --expected")
     out = data.path / "topic_check.json"
-    jsonio.check_file_writable(out, "the topic check (RUN_DIR)")  # issue 34 item 7
+    jsonio.check_file_writable(out, "the topic check (RUN_DIR)")
     with _one_model("judge", judge, base_url=base_url, cache=cache or data.config.get("cache"),
                     seed=seed, show_progress=show_progress) as ex:
         tc = topic_alignment(texts, expected, ex,
@@ -214,7 +214,7 @@ def calibrate_threshold(
     seed: int = 0,
     show_progress: bool = True,
 ) -> ThresholdResult:
-    """The diversity threshold k (000 App. A.2): ``model`` paraphrases ``paraphrases``
+    """The diversity threshold k (Wu et al., App. A.2): ``model`` paraphrases ``paraphrases``
     times each of the first ``n_premises`` premises (a run's kept perturbations, or the
     lines of the file ``premises``); k is the ``percentile`` of the pooled within-premise
     cosine similarities under ``embedder``. Writes the JSON ``out`` (default
@@ -230,12 +230,12 @@ def calibrate_threshold(
                         " --premises is empty)")
     target = Path(out) if out is not None else (
         Path(run) / "threshold_calibration.json" if run else Path("threshold_calibration.json"))
-    jsonio.check_file_writable(target, "the result (--out)")  # issue 34 item 7
+    jsonio.check_file_writable(target, "the result (--out)")
     from credo.generation.pool import shared_embedder
 
     with _one_model("paraphraser", model, base_url=base_url, cache=cache or run_cache,
                     seed=seed, show_progress=show_progress) as ex:  # the cache checked
-        loaded = shared_embedder(embedder)  # before the embedder loads (issue 34 item 7)
+        loaded = shared_embedder(embedder)  # before the embedder loads
         cal = calibrate(
             texts, ex, loaded, n_paraphrases=paraphrases, percentile=percentile,
             sampling=SamplingParams(temperature=1.0, max_tokens=max_tokens),
@@ -275,14 +275,14 @@ def strength_agreement(
     show_progress: bool = True,
 ) -> AgreementResult:
     """One strength measure (``judge``, ``cosine`` or ``surprisal``) on the labelled
-    perturbations of ``labels`` and its agreement with the human labels (003 §3.4),
+    perturbations of ``labels`` and its agreement with the human labels (Le et al., §3.4),
     overall and per perturbation type; the figures are written to ``write_json`` when
     given."""
     from credo.generation.pool import ModelPool
     from credo.strength.labels import agree, load_labels, measure_in_pool
 
     rows = load_labels(labels)
-    if write_json is not None:  # before the first call (issue 34 item 7)
+    if write_json is not None:  # before the first call
         jsonio.check_file_writable(write_json, "the figures (--json)")
     with ModelPool(cache_path=cache, seed=seed, show_progress=show_progress) as pool:
         values = measure_in_pool(pool, measure, rows, judge=judge,
@@ -360,6 +360,7 @@ def report(
         for r in loaded:
             if a not in r.methods or b not in r.methods:
                 raise UserError(f"--pairs {a}:{b}: {r.path} has methods {r.methods}")
+    _check_report_methods(loaded, pairs, reference, c3_method)
     try:
         flips = load_flip_rates([Path(s) for s in strength])
     except FileNotFoundError as e:
@@ -383,8 +384,8 @@ def report(
 
 
 def _check_report_outputs(loaded: Sequence[RunData], out: str | Path | None) -> None:
-    """Every file :func:`report` writes can be written, before the embedder is loaded
-    (issue 34 item 7): one run without ``out``: its report.html and Parquet exports;
+    """Every file :func:`report` writes can be written, before the embedder is loaded: one run
+    without ``out``: its report.html and Parquet exports;
     else the ``out`` folder and the exports a run folder lacks."""
     from credo.report.html import RUN_PAGE
 
@@ -399,6 +400,24 @@ def _check_report_outputs(loaded: Sequence[RunData], out: str | Path | None) -> 
             jsonio.check_file_writable(run.path / name, "the report's files (RUN_DIR)")
 
 
+def _check_report_methods(
+    loaded: Sequence[RunData], pairs: Any, reference: str | None, c3_method: str
+) -> None:
+    """A :class:`UserError` naming ``--reference`` or ``--c3-method`` when a run folder
+    does not score that method (the page would silently fall back to another), and
+    ``--reference`` given with ``--pairs`` (which names every pair itself)."""
+    if reference is not None and pairs:
+        raise UserError("--reference applies without --pairs only (--pairs names every "
+                        "pair compared); give one of them")
+    named = [("--reference", reference)] + ([("--c3-method", c3_method)]
+                                            if c3_method != "c3" else [])
+    for flag, method in named:
+        for r in loaded:
+            if method is not None and method not in r.methods:
+                raise UserError(f"{flag} {method}: {r.path} has no such scores (methods: "
+                                f"{', '.join(r.methods)})")
+
+
 def _parse_pairs(text: str) -> list[tuple[str, str]]:
     pairs = []
     for part in text.split(","):
@@ -411,7 +430,7 @@ def _parse_pairs(text: str) -> list[tuple[str, str]]:
 
 def write_missing_similarities(runs: Sequence[RunData], embedder: str | None) -> list[Path]:
     """Write ``perturbation_similarity.json`` into each run folder that lacks it and has an
-    item with two or more kept perturbations (000 App. A.2); return the files written.
+    item with two or more kept perturbations (Wu et al., App. A.2); return the files written.
 
     ``embedder`` names the sentence embedder (default: each run's configured one; ``none``
     skips the check). Each embedder is loaded once, only when a run needs it; a failure
@@ -475,7 +494,7 @@ def cache_stats(cache: str | Path | None = None) -> CacheStats | None:
 
 
 class RedactURLs(logging.Filter):
-    """Every URL in a log line without its credentials (issue 21): the HTTP client logs
+    """Every URL in a log line without its credentials: the HTTP client logs
     each request's URL under ``-v``, query parameters (``?api_key=…``) included. The
     command line puts it on its log handler."""
 
@@ -508,7 +527,7 @@ def _refresh_report(run_dir: Path) -> None:
         log.exception("could not refresh %s/report.html", run_dir)
 
 
-# --------------------------------------------------------------------------- claims (issue 33)
+# --------------------------------------------------------------------------- claims
 
 
 @dataclass(frozen=True)
@@ -531,23 +550,35 @@ def certify_claim_file(
     score: str | None = None,
     tie_break: str | None = None,
     out: str | Path | None = None,
+    option: str = "--score",
 ) -> ClaimCertificate:
     """:func:`credo.evaluate.claims.certify_claims` on the annotated claim file at ``path``
     (:func:`credo.tasks.claims.read_claims`), written to ``out`` when given (the
     certificate's fields and ``calibration_file``). A malformed file, an unlabelled claim
     or a score a claim lacks is a :class:`~credo.errors.UserError` naming the file and
-    item; nothing is written then."""
+    item; nothing is written then. ``out`` is checked before the file is read: a folder
+    that cannot take it, or ``out`` being the claim file itself, is a user error; the
+    missing folders above it are made. ``option`` is the flag that names the score (the
+    message asking for one names it: ``credo certify --claims`` takes ``--method``)."""
     from credo.evaluate.claims import certify_claims
-    from credo.tasks.claims import read_claims
+    from credo.tasks.claims import read_claims, score_names
 
+    if out is not None:
+        jsonio.check_not_input(out, [path], "the certificate (--out)")
+        jsonio.check_file_writable(out, "the certificate (--out)")
     items = read_claims(path)
+    names = score_names(items)
+    if score is None and any(item.claims for item in items) and len(names) != 1:
+        have = f"{len(names)}: {', '.join(names)}" if names else "none in common"
+        raise UserError(f"{path}: name the claim score to threshold with {option}: the "
+                        f"claims have {have}")
     try:
         cert = certify_claims(items, alpha, a=a, delta=delta, score=score, tie_break=tie_break)
     except ValueError as e:
         raise UserError(f"{e}" if str(path) in str(e) else f"{path}: {e}") from None
     if out is not None:
         jsonio.write_text(out, jsonio.dumps({**cert.to_dict(), "calibration_file": str(path)},
-                                            indent=2) + "\n")
+                                            indent=2) + "\n", parents=True)
     return cert
 
 
@@ -556,10 +587,14 @@ def filter_claim_file(
 ) -> ClaimFilterResult:
     """Apply the claim certificate in the file ``certificate`` to the claim file at
     ``path`` (labels not needed) and write one JSON row per item to ``out``: ``id``,
-    ``prompt``, ``retained`` and ``removed`` claims (text, scores, label when known)."""
+    ``prompt``, ``retained`` and ``removed`` claims (text, scores, label when known).
+    ``out`` is checked first: neither input, and a folder that takes it (the missing
+    folders above it are made)."""
     from credo.evaluate.claims import ClaimCertificate, apply_claim_certificate
     from credo.tasks.claims import read_claims
 
+    jsonio.check_not_input(out, [certificate, path], "the filtered claims (--out)")
+    jsonio.check_file_writable(out, "the filtered claims (--out)")
     cert_path = Path(certificate)
     try:
         cert = ClaimCertificate.from_json(cert_path.read_text(encoding="utf-8"))
@@ -574,6 +609,7 @@ def filter_claim_file(
         filtered = apply_claim_certificate(cert, items)
     except ValueError as e:
         raise UserError(f"{e}") from None
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
     jsonio.write_jsonl(out, [f.to_dict() for f in filtered])
     return ClaimFilterResult(cert, len(items), sum(len(i.claims) for i in items),
                              sum(len(f.retained) for f in filtered), Path(out))

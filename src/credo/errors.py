@@ -7,14 +7,14 @@ prints its message (one or two lines naming the file:line or the option) and exi
 with no traceback unless ``-v``. Any layer may raise it; it imports nothing.
 
 A :class:`NeutralityFailed` is no mistake of the user's: the run finished and its folder
-is written, but its context prefixes failed 000 App. A.3's neutrality test under
-``perturbation.neutrality: fail`` (issue 22). The command line exits 4.
+is written, but its context prefixes failed Wu et al., App. A.3's neutrality test under
+``perturbation.neutrality: fail``. The command line exits 4.
 
 A :class:`RequestsFailed` (some requests failed after the backend's retries) or a
 :class:`BudgetReached` (the run's ``max_cost_usd`` was reached) ends a command with exit
 status 3; everything generated is cached, and a rerun resumes. The executor
 (:mod:`credo.generation.executor`) raises them; they live here so the command line
-maps every ending to its exit status without importing a layer below (issue 22 item 5).
+maps every ending to its exit status without importing a layer below.
 """
 
 from __future__ import annotations
@@ -39,13 +39,13 @@ EXIT_STATUSES: dict[int, str] = {
        "cost budget `max_cost_usd` was reached (:class:`BudgetReached`), or `credo probe` did "
        "not finish: everything else is cached and the run folder is written with those items "
        "incomplete; rerun the same command to generate only what is missing",
-    4: "the context prefixes failed paper 000's neutrality test (App. A.3) under "
+    4: "the context prefixes failed Wu et al.'s neutrality test (App. A.3) under "
        "`perturbation.neutrality: fail` (:class:`NeutralityFailed`); the run folder is "
        "written",
 }
 """Every exit status of the ``credo`` command and what it means: the one table the
 command line's returns (:func:`credo.cli.main`, :data:`credo.pipeline.ending.EXIT_STATUS`)
-and the documentation's reference page are checked against (issue 30)."""
+and the documentation's reference page are checked against."""
 
 
 class UserError(ValueError):
@@ -77,7 +77,7 @@ class RequestsFailed(RuntimeError):
     message per failed backend call. A caller that can go on without those requests
     (the run marks their items incomplete) catches this; otherwise it ends the run, and a
     rerun generates only what is missing. ``planned`` are
-    :class:`~credo.generation.executor.PlannedRequest` (issue 22: the failures the
+    :class:`~credo.generation.executor.PlannedRequest` (the failures the
     command line maps to exit status 3 live here, below every layer).
     """
 

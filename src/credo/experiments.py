@@ -1,14 +1,14 @@
 """The experiment drivers of the Python API: several runs, or replays of one, towards a
-finding (issue 31: apart from the entry points of :mod:`credo.api`, which re-exports
+finding (apart from the entry points of :mod:`credo.api`, which re-exports
 them).
 
 - :func:`study`: ``credo study``, every task with every model, one run folder each and
   one comparison report.
 - :func:`calibrate_prompt`: ``credo perturb calibrate-prompt``, the most neutral prefix
-  setting on a calibration split (issue 16); :func:`calibrate_prompt_file`: the same from
+  setting on a calibration split; :func:`calibrate_prompt_file`: the same from
   a run config file, the choice written into a copy of it.
 - :func:`simulate_adaptive`: ``credo adaptive RUN_DIR``, what adaptive sampling would have
-  drawn and scored, replayed from a full run's cache with no model call (issue 24).
+  drawn and scored, replayed from a full run's cache with no model call.
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ def calibrate_prompt(
     Runs C3's sample sets on a calibration split of the task, the ``items`` items that
     follow the run's own ``limit`` (disjoint from the items it evaluates), once per
     (prompt, rules) in ``settings`` over one model pool and one cache, and picks the one
-    whose mean Δ (000 App. A.3) is closest to 0. Returns the choice and one row per
+    whose mean Δ (Wu et al., App. A.3) is closest to 0. Returns the choice and one row per
     setting (``prompt``, ``rules``, ``mean_delta``, ``low``, ``high``, ``items``,
     ``kept``: the mean number of distinct prefixes kept per item).
     """
@@ -136,8 +136,8 @@ def calibrate_prompt_file(
 ) -> PromptCalibration:
     """:func:`calibrate_prompt` for the run config file ``config``: the writer
     prompt and rules most neutral on ``items`` calibration items, written into the file's
-    ``perturbation`` section and saved as ``write_config`` when given (issue 22 item 5:
-    the command line only prints the result)."""
+    ``perturbation`` section and saved as ``write_config`` when given (the command line only prints
+    the result)."""
     import yaml
     from pydantic import ValidationError
 
@@ -152,7 +152,7 @@ def calibrate_prompt_file(
         raise UserError(validation_message(e, str(config))) from None
     if items < 2:
         raise UserError(f"--items must be at least 2, got {items}")
-    if write_config is not None:  # before the first call (issue 34 item 7)
+    if write_config is not None:  # before the first call
         jsonio.check_file_writable(write_config, "the chosen config (--write-config)")
     (prompt, rules), rows = calibrate_prompt(cfg, items, show_progress=show_progress)
     data["perturbation"] = {**(data.get("perturbation") or {}), "prompt": prompt, "rules": rules}
@@ -216,7 +216,7 @@ def study(
     Every run's methods are checked before the first. A run whose prefixes fail the
     neutrality gate (``neutrality: fail``) stops the study: its folder and the report of
     the runs so far are written, then :class:`~credo.errors.NeutralityFailed` is raised
-    (``study``: this result; issue 22).
+    (``study``: this result).
     """
     writer = writer_given(writer, perturber)
     from contextlib import ExitStack
@@ -229,7 +229,7 @@ def study(
     configs = config.run_configs()
     for cfg in configs:
         method_specs(cfg.methods)  # an unknown method fails before anything runs
-    # every task is read before the first run: a bad one leaves no run folder (issue 21)
+    # every task is read before the first run: a bad one leaves no run folder
     tasks = {cfg.task: configured_task(cfg) for cfg in configs}
     if write:
         check_writable(config.out, "the study folder (out)")
@@ -265,7 +265,7 @@ def study(
 
 def _lm_eval_groups(config: StudyConfig) -> StudyConfig:
     """``config`` with each ``lm-eval:<group>`` task replaced by the group's tasks
-    (issue 25; lm-eval is imported only when a task names it)."""
+    (lm-eval is imported only when a task names it)."""
     if not any(t.startswith("lm-eval:") for t in config.tasks):
         return config
     from credo.tasks.lm_eval import expand_lm_eval_specs
@@ -341,7 +341,7 @@ def simulate_adaptive(
     cache, and each stopping rule of ``rules`` at each ε of ``epsilons`` (ε is read by
     the interval rule; the others run once), with no model call
     (:func:`credo.pipeline.simulate.simulate`); a ``credo score`` folder is replayed from
-    its ``samples.jsonl`` (:func:`~credo.pipeline.simulate.simulate_given`, issue 34).
+    its ``samples.jsonl`` (:func:`~credo.pipeline.simulate.simulate_given`).
     ``options`` are the other fields of :class:`~credo.config.AdaptiveConfig`
     (``round``, ``min``, ``window``, ``confidence``, ``threshold``). Writes
     ``adaptive.md``, ``adaptive.json`` and ``adaptive.png`` into ``out`` (default
@@ -350,7 +350,7 @@ def simulate_adaptive(
     in :func:`run`.
 
     ``run_dir`` may also be a samples file in any layout ``credo score`` reads (credo's
-    JSONL, lm-eval's samples, an inspect log; issue 32 item 5): its samples are replayed
+    JSONL, lm-eval's samples, an inspect log): its samples are replayed
     in ``orders`` random orders per item (seeded) and the points averaged
     (:func:`credo.pipeline.simulate.simulate_orders`); ``given`` holds what ``credo
     score`` is told of it (``answer_format``, ``lm_eval_filter``,
@@ -358,7 +358,7 @@ def simulate_adaptive(
     the files go to ``out`` (default ``<file stem>-adaptive`` beside it).
 
     A replay that cannot read what it needs is a :class:`~credo.errors.UserError` in one
-    line, found before anything is written (issue 34, item 3): a damaged run folder
+    line, found before anything is written: a damaged run folder
     (:func:`~credo.report.rundata.load_run`), an empty ``scores.jsonl``, an adaptive
     run's folder (its cache lacks the full sets), ``min`` above the run's n (or m), the
     cache file missing, or a cache lacking some of the items the folder scored."""
@@ -370,6 +370,7 @@ def simulate_adaptive(
 
     folder = Path(run_dir)
     points = _points(rules, epsilons, options)
+    _check_replay_input(folder, n_resamples)
     if folder.is_file():
         return _simulate_file(folder, points, out=out, method=method, n_resamples=n_resamples,
                               embedder=embedder, judge=judge, write=write, orders=orders,
@@ -390,8 +391,9 @@ def simulate_adaptive(
                         f"{config.adaptive.rule}); credo adaptive replays a full run, whose "
                         "cache holds every sample of every item")
     check_min(points, config, data)
+    _check_shown(method, config.methods, str(folder))
     target = folder / "adaptive" if out is None else Path(out)
-    if write:  # before the replay (issue 34 item 7)
+    if write:  # before the replay
         check_writable(target, "the adaptive outputs (--out)")
     roles = {MODEL: model, WRITER: writer, JUDGE: judge}
     if is_given(data.config):
@@ -422,6 +424,29 @@ def simulate_adaptive(
 
         files = write_adaptive(found, target, shown)
     return AdaptiveSimulation(folder, shown, found, files)
+
+
+def _check_replay_input(folder: Path, n_resamples: int) -> None:
+    """A :class:`~credo.errors.UserError` for a path that is neither a file nor a folder,
+    or a bootstrap size that is no whole number >= 0 (0: the point estimates alone)."""
+    from credo.errors import UserError
+
+    if isinstance(n_resamples, bool) or not isinstance(n_resamples, int) or n_resamples < 0:
+        raise UserError(f"--bootstrap {n_resamples}: the paired bootstrap's resamples must "
+                        "be a whole number >= 0 (0: the point estimates alone)")
+    if not folder.exists():
+        raise UserError(f"{folder}: no such file or folder; credo adaptive replays a "
+                        "finished run's folder or a samples file `credo score` reads")
+
+
+def _check_shown(method: str | None, scored: Sequence[str], source: str) -> None:
+    """A :class:`~credo.errors.UserError` naming ``--method`` when the method the table
+    and figure are to show is not one the replay scores (``scored``)."""
+    if method is not None and method not in scored:
+        from credo.errors import UserError
+
+        raise UserError(f"--method {method}: not among the methods {source} is replayed "
+                        f"with ({', '.join(scored)}); name one of them")
 
 
 def _points(
@@ -484,19 +509,23 @@ def _simulate_file(
                         f"{known}") from None
     if methods:
         method_specs(list(methods))
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise UserError(f"--seed {seed}: the seed of the sample orders must be a whole "
+                        "number >= 0")
     least = min((p.min for p in points), default=0)
     generations = read_generations(path, lm_eval_filter=lm_eval_filter,
                                    recompute=recompute_correctness)
     config = RunConfig(bootstrap=0, seed=seed, cache=None)
     update = given_config(config, generations)
     update["methods"] = list(methods) if methods else default_methods(generations, fmt)
+    _check_shown(method, update["methods"], str(path))
     if least > update["n"]:
         raise UserError(f"--min {least}: more than the {update['n']} original samples the "
                         f"file holds per item at most; give --min at most {update['n']}")
     config = config.model_copy(update={"task": str(path), "model": generations.model_label,
                                        **update})
     where = Path(out) if out is not None else path.parent / f"{path.stem}-adaptive"
-    if write:  # before the replay (issue 34 item 7)
+    if write:  # before the replay
         check_writable(where, "the adaptive outputs (--out)")
     with config_pool(config, show_progress=False, roles={JUDGE: judge}, embedder=embedder,
                       reach=False, replay=True) as pool:

@@ -8,7 +8,8 @@ it over the target (``os.replace`` is atomic on POSIX), so a run killed while wr
 leaves each file either as it was or complete, never half written; :func:`write_with`
 does the same for a file another library writes (a Parquet table).
 :func:`check_writable` and :func:`check_file_writable` tell, before a command's first
-model call, whether a folder or file it will write can be written (issue 34 item 7).
+model call, whether a folder or file it will write can be written, and
+:func:`check_not_input` that it is none of the files the command reads.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Any
 
 __all__ = [
     "check_file_writable",
+    "check_not_input",
     "check_writable",
     "dumps",
     "json_safe",
@@ -52,7 +54,7 @@ def write_text(path: str | Path, text: str, *, parents: bool = False) -> Path:
     """Write ``text`` (UTF-8) to ``path`` atomically: a temporary file, flushed to disk,
     renamed over ``path``. On any error the temporary file is removed and ``path`` is
     left as it was. ``parents``: make the missing folders above ``path`` first (an
-    output file the user named: ``--out dir/cert.json``, issue 34 item 7)."""
+    output file the user named: ``--out dir/cert.json``)."""
     path = Path(path)
     if parents:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -114,7 +116,7 @@ def _alive(pid: int) -> bool:
 def check_writable(folder: str | Path, what: str) -> None:
     """Fail with a :class:`~credo.errors.UserError` naming ``folder`` and ``what`` (the
     option: ``"the cache (--cache)"``) unless a file can be written there, before any
-    model is called (issues 21, 34 item 7): the folder and those above it are made, a
+    model is called: the folder and those above it are made, a
     file written and removed. The folders made for the check are removed again: a
     command that stops at its preflight leaves no empty folder behind; the writer
     creates it."""
@@ -151,6 +153,27 @@ def check_file_writable(path: str | Path, what: str) -> None:
         check_writable(path.parent, what)
     except ValueError as e:  # the UserError, naming the file rather than its folder
         raise type(e)(f"{path}: {str(e).split(': ', 1)[1]}") from None
+
+
+def check_not_input(path: str | Path, inputs: Iterable[str | Path], what: str) -> None:
+    """Fail with a :class:`~credo.errors.UserError` naming ``path`` and ``what`` (the
+    option) when ``path`` is one of the files ``inputs`` a command reads: the same path,
+    or the same file under another name (a link, ``./x`` for ``x``). No command writes
+    over what it reads."""
+    out = Path(path)
+    for given in inputs:
+        source = Path(given)
+        same = out.resolve() == source.resolve()
+        if not same and out.exists() and source.exists():
+            try:
+                same = os.path.samefile(out, source)
+            except OSError:
+                same = False
+        if same:
+            from credo.errors import UserError
+
+            raise UserError(f"{out}: cannot write {what} over {source}, which the command "
+                            "reads; give another path")
 
 
 def write_jsonl(path: str | Path, rows: Iterable[Any]) -> Path:

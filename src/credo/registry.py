@@ -1,4 +1,4 @@
-"""One registry type for everything credo looks up by name (issue 31 item 2).
+"""One registry type for everything credo looks up by name.
 
 Methods, metrics, tasks, graders, answer extractors, kernels and their builders, sample
 sets, neutrality rules, model backends, importers and adaptive stopping rules are each a

@@ -31,7 +31,7 @@ class Message(BaseModel):
 class SamplingParams(BaseModel):
     """Decoding parameters.
 
-    Defaults follow the papers: sample the full distribution at T = 1 (000 App. E.1),
+    Defaults follow the papers: sample the full distribution at T = 1 (Wu et al., App. E.1),
     so llama.cpp's truncation defaults (top_k=40, top_p=0.95, min_p=0.05) are switched
     off. ``top_logprobs`` asks for that many alternatives per generated token (0 = none).
     ``grammar`` (llama.cpp GBNF) restricts what may be generated, on backends whose
@@ -101,7 +101,7 @@ class Capabilities:
 
 @dataclass
 class Usage:
-    """What a server reported for the calls sent for one request (issue 34 item 6):
+    """What a server reported for the calls sent for one request:
     ``calls`` requests sent (every attempt: retries and failed ones included), and the
     prompt and completion tokens of their replies' ``usage``."""
 

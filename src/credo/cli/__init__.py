@@ -24,8 +24,8 @@ DESCRIPTION = (
     "predicts correctness; `credo certify` turns a score into a threshold with a guarantee. "
     "Start with `credo run --help`."
 )
-"""What ``credo --help`` says (issue 30 item 4: what it does for the user; how the command
-line is built is this module's docstring)."""
+"""What ``credo --help`` says: what credo does for the user (how the command line is built
+is this module's docstring)."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -41,8 +41,9 @@ def main(argv: list[str] | None = None) -> int:
     from credo.commands import RedactURLs
     from credo.errors import BudgetReached, NeutralityFailed, RequestsFailed, UserError
 
-    parser = _parser()
-    args = parser.parse_args(argv)
+    args = _parse(argv)
+    if args is None:
+        return 2
     handler = RichHandler(console=Console(stderr=True), show_path=False)
     handler.addFilter(RedactURLs())
     if not args.verbose:
@@ -54,25 +55,52 @@ def main(argv: list[str] | None = None) -> int:
         force=True,
     )
     log = logging.getLogger("credo")
+    from credo.cli import held
+
+    if getattr(args, "quiet", False) and not args.verbose:  # warnings: one line each, at
+        held.hold(RedactURLs())  # the end, or folded into a failed run's one line
+        handler.addFilter(lambda record: not held.holds(record))
     try:
         return int(args.func(args) or 0)
     except UserError as e:
         if args.verbose:
             log.exception("the traceback of the error below")
+        held.release()
         _error(f"error: {e}")
         return 2
     except NeutralityFailed as e:  # a command that does not print its own ending
+        held.release()
         _error(f"error: {e}")
         return 4
     except BudgetReached as e:
-        _error(f"{e}; rerun with a higher max_cost_usd to resume")
+        _error(held.folded(f"{e}; rerun with a higher max_cost_usd to resume"))
         return 3
     except RequestsFailed as e:
         if args.verbose:
             log.exception("the traceback of the failure below")
-        _error(f"{len(e.failed)} requests failed after the backend's retries; rerun to retry"
-               f" them (first: {e.errors[0] if e.errors else 'samples missing'})")
+        _error(held.folded(
+            f"{len(e.failed)} requests failed after the backend's retries; rerun to retry"
+            f" them (first: {e.errors[0] if e.errors else 'samples missing'})"))
         return 3
+    finally:
+        held.release()
+
+
+def _parse(argv: list[str] | None) -> argparse.Namespace | None:
+    """The arguments; None after one line naming credo's spelling of a flag users bring
+    from lm-eval or inspect (:mod:`credo.cli.hints`); any other unknown argument is
+    argparse's error (exit 2)."""
+    parser = _parser()
+    args, unrecognised = parser.parse_known_args(argv)
+    if not unrecognised:
+        return args
+    from credo.cli.hints import foreign_flag_hint
+
+    hint = foreign_flag_hint(unrecognised)
+    if hint is None:
+        parser.error(f"unrecognized arguments: {' '.join(unrecognised)}")
+    _error(f"error: {hint}")
+    return None
 
 
 def _own_or_errors(record: logging.LogRecord) -> bool:
@@ -90,8 +118,12 @@ def _error(message: str) -> None:
 def _parser() -> argparse.ArgumentParser:
     """``credo``'s parser: ``-v`` and every registered command
     (:data:`credo.cli.command.COMMANDS`)."""
+    from credo import __version__
+
     p = argparse.ArgumentParser(prog="credo", description=DESCRIPTION)
     p.add_argument("-v", "--verbose", action="store_true", help="log what each stage does")
+    p.add_argument("--version", action="version", version=f"credo {__version__}",
+                   help="print credo's version and exit")
     add_commands(p)
     return p
 

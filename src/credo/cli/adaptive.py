@@ -1,6 +1,6 @@
 """``credo adaptive RUN_DIR``: what adaptive sampling would have drawn and scored, replayed
-from a finished full run's cache with no model call (issue 24;
-:func:`credo.api.simulate_adaptive`): samples saved per stage against the change in
+from a finished full run's cache with no model call (:func:`credo.api.simulate_adaptive`): samples
+saved per stage against the change in
 AUROC, ECE and PRR with paired bootstrap CIs, as a table and a figure."""
 
 from __future__ import annotations
@@ -50,8 +50,8 @@ def _adaptive_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("a samples file (FILE)")
     g.add_argument("--orders", type=int, default=1, help="random orders of each item's "
                    "samples to average over (seeded; default 1: the file's order)")
-    g.add_argument("--seed", type=int, default=0, help="seed of the orders (default 0)")
-    g.add_argument("--format", dest="answer_format", default="short_text",
+    g.add_argument("--seed", type=int, help="seed of the orders (default 0)")
+    g.add_argument("--format", dest="answer_format",
                    choices=["number", "choice", "short_text", "code", "long_form"],
                    help="the answers' format, as for `credo score` (default short_text)")
     g.add_argument("--lm-eval-filter", help="lm-eval's filter whose responses are read")
@@ -83,10 +83,11 @@ def cmd_adaptive(args: argparse.Namespace) -> int:
                           if args.threshold or not rule.needs_threshold]
     options = {k: v for k, v in (("threshold", args.threshold), ("round", args.round),
                                  ("min", args.min), ("scores", args.scores)) if v is not None}
-    given = {"answer_format": args.answer_format, "lm_eval_filter": args.lm_eval_filter,
-             "methods": args.methods, "seed": args.seed,
+    given = {"answer_format": args.answer_format or "short_text",
+             "lm_eval_filter": args.lm_eval_filter, "methods": args.methods,
+             "seed": 0 if args.seed is None else args.seed,
              "recompute_correctness": args.recompute_correctness} \
-        if args.run_dir.is_file() else None
+        if args.run_dir.is_file() else _refuse_file_flags(args)
     sim = simulate_adaptive(
         args.run_dir, rules, args.epsilon or [0.05, 0.1, 0.2], options=options, out=args.out,
         method=args.method, n_resamples=args.bootstrap, orders=args.orders, given=given,
@@ -103,3 +104,23 @@ def cmd_adaptive(args: argparse.Namespace) -> int:
     for what, path in sim.files.items():
         console.print(f"{what}: {path}", markup=False)
     return 0
+
+
+_FILE_FLAGS = (("seed", "--seed"), ("answer_format", "--format"),
+               ("lm_eval_filter", "--lm-eval-filter"),
+               ("recompute_correctness", "--recompute-correctness"), ("methods", "--methods"))
+"""The flags that apply to a samples file (FILE) only: (attribute, flag)."""
+
+
+def _refuse_file_flags(args: argparse.Namespace) -> None:
+    """A :class:`~credo.errors.UserError` naming a samples file's flag given with a run
+    folder (whose config says what it was scored with), where it would be ignored."""
+    from credo.errors import UserError
+
+    if not args.run_dir.is_dir():
+        return  # no such file or folder: the replay says so
+    for dest, flag in _FILE_FLAGS:
+        if getattr(args, dest) not in (None, False):
+            raise UserError(f"{flag} applies to a samples file (credo adaptive FILE) only; "
+                            f"{args.run_dir} is a run folder, replayed with what its "
+                            "config.yaml says: leave it out")

@@ -16,11 +16,15 @@ console = Console(stderr=False)
 
 
 def _cache_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("action", choices=["stats"])
+    p.add_argument("action", choices=["stats"],
+                   help="stats: count the cached requests, samples and tokens")
     p.add_argument("--cache", type=Path, help="SQLite cache (default ~/.cache/credo)")
 
 
 @command("cache", help="count the requests, samples and tokens in the generation cache",
+         description="Count what the generation cache holds: requests, samples and the "
+         "completion tokens the models reported. Every command reads and writes this cache, "
+         "so a rerun generates nothing it already has.",
          flags=_cache_flags)
 def cmd_cache(args: argparse.Namespace) -> int:
     """``credo cache stats`` (:func:`credo.api.cache_stats`): exit 1 when there is no cache."""
@@ -44,12 +48,17 @@ def _tasks_flags(p: argparse.ArgumentParser) -> None:
 
 
 @command("tasks", help="list the runnable benchmarks: source, items, answer format, grader, "
-         "multiple choice", flags=_tasks_flags)
+         "multiple choice",
+         description="List the tasks you can give credo run --task: the built-in benchmarks "
+         "with their item counts and where their data comes from, and the ones that read "
+         "your own copy of a benchmark (NAME:PATH), with how each answer is graded.",
+         flags=_tasks_flags)
 def cmd_tasks(args: argparse.Namespace) -> int:
     """The task catalogue (:func:`credo.tasks.catalogue.task_catalogue`) as a table with
     the graders' rules below it, or as JSON lines with ``--json``."""
     import json
 
+    from rich.markup import escape
     from rich.table import Table
 
     from credo.tasks.catalogue import task_catalogue
@@ -66,11 +75,11 @@ def cmd_tasks(args: argparse.Namespace) -> int:
                          overflow="fold")
     for r in rows:
         if args.all or r not in subjects:
-            table.add_row(*_task_cells(r))
+            table.add_row(*map(escape, _task_cells(r)))
     if subjects and not args.all:
         sizes = [r.items or 0 for r in subjects]
         table.add_row(f"mmlu:<subject> ({len(subjects)}, --all)",
-                      f"{min(sizes)}-{max(sizes)}", *_task_cells(subjects[0])[2:])
+                      f"{min(sizes)}-{max(sizes)}", *map(escape, _task_cells(subjects[0])[2:]))
     console.print(table)
     for rule in sorted({r.correctness for r in rows}):
         console.print(f"  {rule}", markup=False, highlight=False)
@@ -87,7 +96,10 @@ def _task_cells(r) -> list[str]:
             r.grader, r.source]
 
 
-@command("methods", help="list the scoring methods and the sample sets each reads")
+@command("methods", help="list the scoring methods and the sample sets each reads",
+         description="List the scoring methods you can give --methods: what each measures "
+         "and which samples it needs (original, perturbed, paraphrased, follow-up "
+         "questions), so you know what a run of them will generate.")
 def cmd_methods(args: argparse.Namespace) -> int:
     """Each registered method (:data:`credo.methods.METHODS`): its summary, the formats
     and logprobs it needs, and the sample sets it reads."""

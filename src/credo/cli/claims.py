@@ -1,4 +1,4 @@
-"""``credo certify-claims FILE`` and ``credo filter-claims CERT FILE`` (issue 33): which
+"""``credo certify-claims FILE`` and ``credo filter-claims CERT FILE``: which
 claims of long answers to keep, with Mohri & Hashimoto's conformal factuality guarantee
 (docs/claims.md)."""
 
@@ -31,7 +31,8 @@ def _certify_claims_flags(p: argparse.ArgumentParser) -> None:
 
 
 def _filter_claims_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("certificate", type=Path, metavar="CERT")
+    p.add_argument("certificate", type=Path, metavar="CERT",
+                   help="a claim certificate from `credo certify-claims`")
     p.add_argument("file", type=Path, metavar="FILE", help="claim file with the same score")
     p.add_argument("--out", type=Path, required=True, help="JSON Lines output")
 

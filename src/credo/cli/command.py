@@ -1,4 +1,4 @@
-"""The commands of ``credo``, each registered once (issue 31 item 2).
+"""The commands of ``credo``, each registered once.
 
 A command module states each of its commands once: its name, the line ``credo --help``
 shows, the description ``credo NAME --help`` shows, the function adding its flags and
@@ -37,7 +37,7 @@ AddFlags = Callable[[argparse.ArgumentParser], None]
 
 COMMAND_MODULES: tuple[str, ...] = tuple(f"credo.cli.{m}" for m in (
     "run", "catalogue", "score", "report", "perturb", "strength", "probe", "certify", "study",
-    "adaptive", "claims", "serve",
+    "adaptive", "claims", "serve", "toy",
 ))
 """The modules registering the built-in commands, in ``credo --help``'s order."""
 
@@ -77,10 +77,10 @@ def command(name: str, *, help: str, description: str | None = None,
     return decorate
 
 
-def group(name: str, *, help: str) -> None:
+def group(name: str, *, help: str, description: str | None = None) -> None:
     """Register ``name``, a command made of the subcommands registered after it as
-    ``"name sub"``."""
-    COMMANDS.add(name, Command(name, help))
+    ``"name sub"`` (``description``: what ``credo NAME --help`` says)."""
+    COMMANDS.add(name, Command(name, help, description=description))
 
 
 def add_commands(parser: argparse.ArgumentParser) -> None:

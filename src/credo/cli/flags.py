@@ -1,4 +1,4 @@
-"""Flags into a config: one helper for every command (issue 22 item 5).
+"""Flags into a config: one helper for every command.
 
 Each command that builds a config names its flags in a table, :class:`Flag` rows mapping
 an argparse attribute to a config path (``"sampling.max_tokens"``) with an optional
@@ -28,6 +28,7 @@ __all__ = [
     "Flag",
     "base_url_option",
     "config_from_flags",
+    "item_limit",
     "merge_flags",
 ]
 
@@ -35,6 +36,21 @@ SKIP: Any = object()
 """What a conversion returns for a flag that sets nothing (``--methods ""``)."""
 
 C = TypeVar("C")
+
+
+def item_limit(text: str) -> int | str:
+    """The value of ``--limit``: a number of items (at least 1) or ``all`` (every item,
+    the config's ``limit: null``)."""
+    if text.strip().lower() == "all":
+        return "all"
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is neither a number of items (1 or more) nor all")
+    return value
 
 
 @dataclass(frozen=True)

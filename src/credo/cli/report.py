@@ -2,9 +2,9 @@
 
 The pages read the run folders only. :func:`credo.api.report` is the one place that may
 load a model for them: before rendering, a run folder lacking
-``perturbation_similarity.json`` (000 App. A.2 diversity check) gets it from the sentence
+``perturbation_similarity.json`` (Wu et al., App. A.2 diversity check) gets it from the sentence
 embedder, so every later report reads the file without the embedder. This command prints
-what it returns (issue 22 item 5).
+what it returns.
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ _UNFINISHED = {
 
 
 def _say_unfinished(unfinished: list[tuple[Path, str]]) -> None:
-    """One line on stderr per run folder that is not complete (issue 21): the page says
+    """One line on stderr per run folder that is not complete: the page says
     it too, but a terminal that says nothing reads as a clean run."""
     from rich.console import Console
 

@@ -10,6 +10,7 @@ from typing import Any
 from rich.console import Console
 
 from credo.cli.command import command
+from credo.cli.flags import item_limit
 from credo.registry import STOPPING_RULES
 
 console = Console(stderr=False)
@@ -61,7 +62,9 @@ def _run_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--label", help="served model label for its identity: openai:<model>@LABEL")
     p.add_argument("--n", type=int, help="samples from the original prompt (paper: 30)")
     p.add_argument("--m", type=int, help="perturbed samples, one per perturbation (paper: 30)")
-    p.add_argument("--limit", type=int, help="first N items of the task")
+    p.add_argument("--limit", type=item_limit, metavar="N|all",
+                   help="the first N items of the task, or all (default: 20 items of a "
+                   "built-in benchmark, every item of your own --task-file or file: task)")
     p.add_argument("--num-fewshot", type=int,
                    help="lm-eval:<task>: few-shot examples before each question (default 0)")
     p.add_argument("--include-path", type=Path, action="append",
@@ -77,10 +80,16 @@ def _run_flags(p: argparse.ArgumentParser) -> None:
         type=int,
         help="original samples per item asked follow-ups (verbalized, P(True), CCP)",
     )
-    p.add_argument("--kernel", help="answer kernel: indicator, embedding, judge (000 App. H)")
-    p.add_argument("--prompt-style", choices=["direct", "brief", "expression", "cot"])
+    p.add_argument("--kernel", help="how two answers are compared: indicator (equal "
+                   "answers), embedding (cosine) or judge (an LLM says whether they agree)")
+    p.add_argument("--prompt-style", choices=["direct", "brief", "expression", "cot"],
+                   help="how each question is asked: direct (the answer only; the "
+                   "default), brief (the key calculations, then the answer), expression (one "
+                   "arithmetic expression credo evaluates) or cot (step by step first: give "
+                   "--max-tokens room)")
     p.add_argument("--max-tokens", type=int, help="generation length cap per answer")
-    p.add_argument("--seed", type=int)
+    p.add_argument("--seed", type=int, help="the run seed (default 0): part of every "
+                   "request's cache key, so another seed draws other samples")
     p.add_argument("--out", type=Path, help="run folder (default runs/latest)")
     p.add_argument("--cache", type=Path, help="SQLite cache (default ~/.cache/credo)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
@@ -97,7 +106,8 @@ def _run_flags(p: argparse.ArgumentParser) -> None:
         "from the price_* model options); rerun to resume",
     )
     p.add_argument("--corpus", type=Path,
-                   help="text file whose snippets are the context prefixes (000 App. F)")
+                   help="text file whose snippets are the context prefixes instead of a "
+                   "writer model's sentences")
     p.add_argument("--writer", help="model writing the context prefixes (default: the "
                    "strongest embedded model, or a served model under test itself)")
     p.add_argument("--judge", help="the LLM judge (judge kernel, CCP's NLI step, grading): "
@@ -115,7 +125,8 @@ def _run_flags(p: argparse.ArgumentParser) -> None:
                    "claim method")
     p.add_argument("--prefix-rules", help="neutrality rules a prefix must pass: strict "
                    "(default) or basic")
-    p.add_argument("--neutrality", help="000 App. A.3's gate: warn (default), fail, off")
+    p.add_argument("--neutrality", help="what to do when the prefixes change the model's "
+                   "accuracy (the neutrality test): warn (default), fail (exit 4) or off")
     p.add_argument(
         "--adaptive", metavar="RULE", choices=STOPPING_RULES,
         help="adaptive sampling: draw each item's samples in rounds of 4 (at least 4) and "
@@ -136,7 +147,9 @@ def _run_flags(p: argparse.ArgumentParser) -> None:
     )
     f.add_argument("--task-file", type=Path, help="the data file")
     f.add_argument("--answer-format",
-                   choices=["number", "choice", "short_text", "code", "long_form"])
+                   choices=["number", "choice", "short_text", "code", "long_form"],
+                   help="what the answers are, which decides how they are read and graded: "
+                   "number, choice (an option letter), short_text, code or long_form")
     f.add_argument("--question-field", help="field of the question (a,b: joined with a space)")
     f.add_argument("--choices-field",
                    help="field holding the options, or one field per option: a,b,c,d")
@@ -194,11 +207,11 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def print_result(result: Any, *, quiet: bool = False) -> int:
     """The tables of a finished run (or score), its unavailable methods, the folder, and
-    what its outcome says (issue 22: :class:`~credo.pipeline.ending.Outcome`); the exit
+    what its outcome says (:class:`~credo.pipeline.ending.Outcome`); the exit
     status of the outcome (:data:`~credo.pipeline.ending.EXIT_STATUS`): 3 when items are
     incomplete (the budget, or requests failed), 4 when the prefixes failed the neutrality
     gate, else 0. ``quiet`` (``--quiet``): an incomplete run says its one line on stderr
-    and nothing else (issue 34 item 8: its tables are in the run folder)."""
+    and nothing else (its tables are in the run folder)."""
     from credo.pipeline.ending import EXIT_STATUS, Outcome
     from credo.report.markdown import neutrality_line
 
@@ -207,6 +220,8 @@ def print_result(result: Any, *, quiet: bool = False) -> int:
     brief = quiet and outcome in (Outcome.INCOMPLETE_BUDGET, Outcome.INCOMPLETE_FAILURES)
     if not brief:
         _print_tables(result)
+    from credo.cli.held import folded
+
     not_read = result.stats.get("given_fields_not_read")
     if not_read and not brief:  # a score under a name credo does not read is said
         err.print(f"warning: {result.source}: fields credo does not read: {not_read}",
@@ -216,9 +231,9 @@ def print_result(result: Any, *, quiet: bool = False) -> int:
 
         spent = fmt_usd((result.ledger.get("total") or {}).get("cost_usd") or 0.0)
         err.print(
-            f"cost budget reached: {spent} of max_cost_usd {cfg.max_cost_usd} USD spent "
-            f"({len(result.incomplete)} items incomplete); rerun with a higher max_cost_usd "
-            "to resume",
+            folded(f"cost budget reached: {spent} of max_cost_usd {cfg.max_cost_usd} USD "
+                   f"spent ({len(result.incomplete)} items incomplete); rerun with a higher "
+                   "max_cost_usd to resume"),
             markup=False, highlight=False, soft_wrap=True,
         )
         return EXIT_STATUS[outcome]
@@ -230,16 +245,23 @@ def print_result(result: Any, *, quiet: bool = False) -> int:
     if outcome is Outcome.INCOMPLETE_FAILURES and result.source:
         from credo.pipeline.score import given_incomplete_line
 
-        err.print(given_incomplete_line(result), markup=False, highlight=False, soft_wrap=True)
+        err.print(folded(given_incomplete_line(result)), markup=False, highlight=False,
+                  soft_wrap=True)
     elif outcome is Outcome.INCOMPLETE_FAILURES:
-        failures = result.stats.get("request_failures")
-        retries = result.stats.get("request_retries")
-        err.print(
-            f"{failures} requests failed after {retries} retries "
-            f"({len(result.incomplete)} items incomplete); rerun to retry them",
-            markup=False, highlight=False,
-        )
+        err.print(folded(failed_requests_line(result)), markup=False, highlight=False,
+                  soft_wrap=True)
     return EXIT_STATUS[outcome]
+
+
+def failed_requests_line(result: Any) -> str:
+    """What a run whose requests failed says: how many failed, each after the backend's
+    own retries, how many retries the whole run made (of every request, those that
+    succeeded in the end included), and the items that leaves incomplete."""
+    failures = result.stats.get("request_failures")
+    retries = result.stats.get("request_retries")
+    made = f"; {retries} retries in the whole run" if retries else ""
+    return (f"{failures} requests failed after the backend's retries "
+            f"({len(result.incomplete)} items incomplete{made}); rerun to retry them")
 
 
 def _print_tables(result: Any) -> None:
@@ -250,13 +272,14 @@ def _print_tables(result: Any) -> None:
         few_in_class,
         metrics_table_rows,
         response_table_rows,
+        result_m,
     )
     from credo.report.md_pieces import fmt_number
 
     cfg = result.config
     title = (
-        f"{result.task.name} · {cfg.model} · {len(result.items)} items "
-        f"· n={cfg.n}{f' m={cfg.m}' if cfg.m or not result.source else ''}"
+        f"{result.task.name} · {cfg.model} · {_items(result)} "
+        f"· n={cfg.n} m={result_m(result)}"
         f" · accuracy {fmt_number(result.accuracy)}"  # n/a without gold answers
     )
     from credo.report.terminal import terminal_table
@@ -266,10 +289,10 @@ def _print_tables(result: Any) -> None:
                                  title + " · per item", width))
     if result.response_metrics:
         console.print(terminal_table(response_table_rows(result, compact=True),
-                                     "per generation (002)", width))
+                                     "per generation (Müller et al.)", width))
     from credo.report.coverage import headline_lines
 
-    for line in headline_lines(result.coverage, result.degenerate):  # issue 23 item 2
+    for line in headline_lines(result.coverage, result.degenerate):
         console.print(line, markup=False, highlight=False)
     if few_in_class(result.metrics) or few_in_class(result.response_metrics):
         console.print(FEW_NOTE, markup=False, highlight=False)
@@ -279,7 +302,26 @@ def _print_tables(result: Any) -> None:
         console.print(UNLABELLED_NOTE, markup=False, highlight=False)
     for name, why in result.unavailable.items():
         console.print(f"[yellow]{name}[/yellow]: {why}")
+    if result.certificate is not None:
+        console.print(result.certificate.line(), markup=False, highlight=False)
+    if "tool_accuracy" in result.stats:  # the tool's own number beside credo's
+        from credo.report.markdown import accuracy_line
+
+        console.print(accuracy_line(result), markup=False, highlight=False)
     console.print(f"report: {cfg.out / 'report.md'}")
+
+
+def _items(result: Any) -> str:
+    """The title's item count (:func:`_item_count`)."""
+    return _item_count(len(result.items), result.task_size, result.config.limit)
+
+
+def _item_count(items: int, size: int | None, limit: int | None) -> str:
+    """``"12 items"``; with the task's size when ``limit`` cut it: ``"20 of 1319 items
+    (limit 20; --limit all: every item)"``."""
+    if size is None or limit is None or size <= limit:
+        return f"{items} items"
+    return f"{items} of {size} items (limit {limit}; --limit all: every item)"
 
 
 def print_estimate(estimate: Any) -> int:
@@ -300,7 +342,9 @@ def print_estimate(estimate: Any) -> int:
             *("?" if unknown or v is None else str(v) for v in counts),
             "?" if unknown else fmt_usd(s.cost_usd),
         ])
-    lines = [f"dry run: {estimate.task} · {estimate.items} items · no model called", ""]
+    lines = [f"dry run: {estimate.task} · "
+             f"{_item_count(estimate.items, estimate.task_size, estimate.limit)} · "
+             "no model called", ""]
     lines += _aligned(rows)
     lines.append("")
     lines += [f"{s.stage}: {s.model}{' · ' + s.note if s.note else ''}" for s in estimate.stages]

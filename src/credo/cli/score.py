@@ -1,4 +1,4 @@
-"""``credo score SAMPLES``: score generations a user already has (issue 15), flags and
+"""``credo score SAMPLES``: score generations a user already has, flags and
 YAML through the same :class:`~credo.config.RunConfig` as ``credo run``."""
 
 from __future__ import annotations
@@ -13,10 +13,13 @@ __all__ = ["cmd_score"]
 
 
 def _score_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("samples", type=Path, metavar="SAMPLES")
+    p.add_argument("samples", type=Path, metavar="SAMPLES",
+                   help="the generations: credo's JSONL, an lm-eval --log_samples file or an "
+                   "inspect_ai log (.eval or .json)")
     p.add_argument("--config", type=Path, help="YAML run config (methods, kernel, judge, ...)")
     p.add_argument("--methods", help="comma-separated methods (see `credo methods`)")
-    p.add_argument("--kernel", help="answer kernel: indicator, embedding, judge (000 App. H)")
+    p.add_argument("--kernel", help="how two answers are compared: indicator (equal "
+                   "answers), embedding (cosine) or judge (an LLM says whether they agree)")
     p.add_argument("--format", default="short_text",
                    help="answer format: number, choice, short_text, code, long_form")
     p.add_argument("--judge", help="judge model for the judge kernel or grading")
@@ -38,7 +41,8 @@ def _score_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--certificate", type=Path, help="a certificate `credo certify` made on "
                    "a `credo score` folder: which answers to act on at its risk, written to "
                    "answers.jsonl")
-    p.add_argument("--seed", type=int)
+    p.add_argument("--seed", type=int, help="seed of the judge's requests and the "
+                   "bootstrap (default 0)")
     p.add_argument("--out", type=Path, help="run folder (default runs/latest)")
     p.add_argument("--cache", type=Path, help="SQLite cache for judge calls")
     p.add_argument("--quiet", action="store_true", help="no progress bars")

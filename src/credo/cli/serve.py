@@ -1,6 +1,6 @@
 """``credo serve --certificate cert.json``: an OpenAI-compatible gateway that answers each
-question with its credibility and the certificate's accept decision (issue 32;
-:func:`credo.serve.server.serve`)."""
+question with its credibility and the certificate's accept decision
+(:func:`credo.serve.server.serve`)."""
 
 from __future__ import annotations
 
@@ -59,7 +59,8 @@ def _serve_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--n", type=int, help="original samples (must be the certificate's)")
     p.add_argument("--m", type=int, help="perturbed samples (must be the certificate's)")
     p.add_argument("--max-tokens", type=int, help="generation length cap per answer")
-    p.add_argument("--prompt-style", choices=["direct", "brief", "expression", "cot"])
+    p.add_argument("--prompt-style", choices=["direct", "brief", "expression", "cot"],
+                   help="the prompt template (must be the certificate's)")
     p.add_argument("--writer", help="model writing the context prefixes")
     p.add_argument("--adaptive", choices=["decision", "off"],
                    help="decision: sample in rounds until the accept decision is settled; "
@@ -136,7 +137,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if args.batch_window is not None:
         logging.getLogger(__name__).warning(
             "--batch-window has no effect: questions are no longer batched (each is "
-            "sampled as soon as it arrives); it will be removed in 0.3")
+            "sampled as soon as it arrives); deprecated since credo 0.1.0, it goes in 0.2.0")
     console = Console(soft_wrap=True)
     serve(args.certificate, host=args.host, port=args.port, api_key=keys, log=args.log,
           on_reject=args.on_reject, abstention=args.abstention or DEFAULT_ABSTENTION,

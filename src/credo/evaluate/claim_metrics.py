@@ -1,4 +1,4 @@
-"""Claim methods evaluated per claim against the claim labels (issue 33 item 2).
+"""Claim methods evaluated per claim against the claim labels.
 
 Every claim with a label and a finite score of the method is one row: the score is the
 confidence, the label the target (0/1) of every metric registered per generation

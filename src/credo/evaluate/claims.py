@@ -1,4 +1,4 @@
-r"""Conformal factuality: which claims of a long answer to keep, with a guarantee (issue 33).
+r"""Conformal factuality: which claims of a long answer to keep, with a guarantee.
 
 Mohri & Hashimoto (ICML 2024, "Language Models with Conformal Factuality Guarantees",
 arXiv 2402.10978) calibrate one threshold ``tau`` on ``N`` labelled answers (items),
@@ -113,8 +113,8 @@ class ClaimCertificate:
 
     ``threshold``: keep the claims scoring strictly above it (``-inf``: keep every claim;
     None: keep none); ``alpha``, ``a``, ``delta`` (None for the marginal procedure):
-    the guarantee (module docstring); ``n``: calibration items; ``procedure``:
-    ``"conformal"`` (marginal, Mohri & Hashimoto 2024) or ``"ltt"`` (with probability
+    the guarantee (the module :mod:`credo.evaluate.claims`); ``n``: calibration items;
+    ``procedure``: ``"conformal"`` (marginal, Mohri & Hashimoto 2024) or ``"ltt"`` (with probability
     ``1 - delta``); ``score``: the claim score it thresholds, plus ``tie_break``'s
     named value when set; ``rank``: the order statistic of the ``r_i`` used (1-based,
     None when uncertified); ``p_value``: the binomial p-value of the returned threshold
@@ -218,7 +218,8 @@ def certify_claims(
     score: str | None = None,
     tie_break: str | None = None,
 ) -> ClaimCertificate:
-    """Calibrate a claim threshold on labelled ``items`` (module docstring).
+    """Calibrate a claim threshold on labelled ``items`` (the procedures and their
+    guarantees: the module :mod:`credo.evaluate.claims`).
 
     ``alpha``: the allowed share of new items whose retained claims fail; ``a``: the
     share of retained claims that must be correct (1: all); ``delta``: None for the

@@ -1,6 +1,6 @@
-"""Trial-count convergence (000 App. B, Fig. 7): estimates as the number of samples grows.
+"""Trial-count convergence (Wu et al., App. B, Fig. 7): estimates as the number of samples grows.
 
-000 App. B chooses the number of samples per question by watching the estimates settle as
+Wu et al., App. B chooses the number of samples per question by watching the estimates settle as
 samples are added ("the estimated behavior stabilizes after about 20 samples"). Given the
 cached samples of a run, :func:`trial_convergence` recomputes, for every prefix length
 ``k = 2, 3, ...``, each item's C3 from its first ``k`` original and first ``k`` perturbed
@@ -19,6 +19,8 @@ import numpy as np
 from credo.kernels.registry import Kernel
 from credo.methods.c3 import c3
 from credo.methods.self_consistency import self_consistency
+
+INDICATOR = "indicator"
 
 
 @dataclass(frozen=True)
@@ -44,7 +46,7 @@ class Convergence:
 def trial_convergence(
     items: Sequence[ItemTrials], kernel: str | Kernel = "indicator", k_min: int = 2
 ) -> Convergence:
-    """C3, self-consistency and p̄ on the first k samples, k = k_min .. K (000 App. B).
+    """C3, self-consistency and p̄ on the first k samples, k = k_min .. K (Wu et al., App. B).
 
     ``K`` is the largest k every item supports for the estimate: ``min(n, m)`` for C3 and
     ``n`` for self-consistency and performance. Estimates past their own ``K`` are NaN.
@@ -61,13 +63,10 @@ def trial_convergence(
     ks = np.arange(k_min, k_max + 1)
     curves = {name: np.full((len(items), ks.size), np.nan) for name in ("C3", "self_consistency",
                                                                          "performance")}
+    fill = _indicator_curves if isinstance(kernel, str) and kernel == INDICATOR \
+        else _kernel_curves
     for i, it in enumerate(items):
-        for j, k in enumerate(ks):
-            if k <= n:
-                curves["self_consistency"][i, j] = self_consistency(it.original[:k], kernel)
-                curves["performance"][i, j] = float(np.mean(it.correct[:k]))
-            if k <= n and k <= m:
-                curves["C3"][i, j] = c3(it.original[:k], it.perturbed[:k], kernel)
+        fill(it, ks, n, m, curves, i, kernel)
     mean: dict[str, np.ndarray] = {}
     change: dict[str, np.ndarray] = {}
     for name, mat in curves.items():
@@ -82,3 +81,56 @@ def trial_convergence(
                 np.nan,
             )
     return Convergence(ks, mean, change, len(items))
+
+
+def _kernel_curves(it: ItemTrials, ks: np.ndarray, n: int, m: int,
+                   curves: dict[str, np.ndarray], i: int, kernel: str | Kernel) -> None:
+    """Row ``i`` of ``curves``: each estimate recomputed on every prefix."""
+    for j, k in enumerate(ks):
+        if k <= n:
+            curves["self_consistency"][i, j] = self_consistency(it.original[:k], kernel)
+            curves["performance"][i, j] = float(np.mean(it.correct[:k]))
+        if k <= n and k <= m:
+            curves["C3"][i, j] = c3(it.original[:k], it.perturbed[:k], kernel)
+
+
+def _indicator_curves(it: ItemTrials, ks: np.ndarray, n: int, m: int,
+                      curves: dict[str, np.ndarray], i: int, kernel: str | Kernel) -> None:
+    """Row ``i`` of ``curves`` under the indicator kernel, one sample at a time: the
+    counts of each answer in the prefixes give the pair sums (``Σ_{i≠j} 1[y_i = y_j] =
+    Σ_a c_a² − Σ_a c_a``, an unparsable answer matching nothing; ``Σ_ij 1[y_i = y'_j] =
+    Σ_a c_a c'_a``), so the K prefixes cost O(K) instead of O(K³), with the values of
+    :func:`~credo.methods.self_consistency.self_consistency` and
+    :func:`~credo.methods.c3.c3` to the last bit (integer sums, the same divisions)."""
+    orig: dict[Hashable, int] = {}
+    pert: dict[Hashable, int] = {}
+    sq_o = sq_p = parsed_o = parsed_p = cross = right = 0
+    for k in range(1, int(ks[-1]) + 1):
+        if k <= n:
+            a = it.original[k - 1]
+            right += bool(it.correct[k - 1])
+            if a is not None:
+                c = orig.get(a, 0)
+                sq_o += 2 * c + 1
+                parsed_o += 1
+                cross += pert.get(a, 0) if k <= m else 0
+                orig[a] = c + 1
+        if k <= m and k <= n:
+            b = it.perturbed[k - 1]
+            if b is not None:
+                c = pert.get(b, 0)
+                sq_p += 2 * c + 1
+                parsed_p += 1
+                cross += orig.get(b, 0)
+                pert[b] = c + 1
+        j = k - int(ks[0])
+        if j < 0:
+            continue
+        if k <= n:
+            within_o = (sq_o - parsed_o) / (k * (k - 1))
+            curves["self_consistency"][i, j] = float(within_o)
+            curves["performance"][i, j] = right / k
+        if k <= n and k <= m:
+            within_p = (sq_p - parsed_p) / (k * (k - 1))
+            mmd2 = float(within_o + within_p - 2.0 * (cross / (k * k)))
+            curves["C3"][i, j] = float(np.clip(1.0 - mmd2 / 2.0, 0.0, 1.0))

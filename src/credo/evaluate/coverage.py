@@ -1,5 +1,4 @@
-"""Coverage at risk α and degenerate scores: what a run says about acting on its answers
-(issue 23, item 2).
+"""Coverage at risk α and degenerate scores: what a run says about acting on its answers.
 
 **Coverage at risk α.** For each method and each ``α`` of ``evaluation.alphas``: the
 share of items the method lets you answer when a threshold on its scores is certified to
@@ -27,7 +26,7 @@ run's items, precisely either
 Both are judged on the items with a score and a known correctness, from
 :data:`MIN_ITEMS` of them on. The second is what C3 shows on every ≤ 1.5B model at
 T = 1: the answers are diffuse with and without the prefixes, the two sample sets look
-alike, MMD² ≈ 0 and C3 ≈ 1 on most items (000 §3; docs/results.md). "Their answers" are
+alike, MMD² ≈ 0 and C3 ≈ 1 on most items (Wu et al., §3; docs/results.md). "Their answers" are
 those of the high-scored items: a method confident where it is right is not flagged even
 when the run's accuracy is low.
 

@@ -1,9 +1,9 @@
-"""Calibration, ranking and selective-prediction metrics (000 App. E.2; LM-Polygraph).
+"""Calibration, ranking and selective-prediction metrics (Wu et al., App. E.2; LM-Polygraph).
 
 Per benchmark item ``i`` the evaluation has a score ``s_i`` in [0, 1] (a method's
 credibility) and an empirical performance ``p̄_i`` (mean correctness over the ``n``
 original samples). Ranking metrics use the binary label ``y_i = 1[p̄_i >= 0.5]``; the
-rejection metrics (AUARC, PRR) use the quality ``p̄_i`` itself (000 App. E.2's per-item
+rejection metrics (AUARC, PRR) use the quality ``p̄_i`` itself (Wu et al., App. E.2's per-item
 performance). Per generation, label and quality are the 0/1 correctness.
 
 ROC and precision-recall areas and the Brier score come from scikit-learn; ECE, MCE and
@@ -39,13 +39,13 @@ ArrayLike = Sequence[float] | np.ndarray
 
 
 def labels_from_performance(performance: ArrayLike, threshold: float = 0.5) -> np.ndarray:
-    """Binary labels ``y_i = 1[p̄_i >= threshold]`` (000 App. E.2)."""
+    """Binary labels ``y_i = 1[p̄_i >= threshold]`` (Wu et al., App. E.2)."""
     perf = _as_unit_interval(performance, "performance")
     return (perf >= threshold).astype(int)
 
 
 def ece(scores: ArrayLike, performance: ArrayLike, n_bins: int = 10) -> float:
-    """Expected Calibration Error over equal-width bins (000 App. E.2).
+    """Expected Calibration Error over equal-width bins (Wu et al., App. E.2).
 
     ``ECE = sum_b |I_b| / N * |perf(I_b) - score(I_b)|`` where the ``n_bins`` bins split
     [0, 1] into equal widths, a score ``s`` falls in bin ``min(floor(s * B), B - 1)``
@@ -69,7 +69,7 @@ def ece(scores: ArrayLike, performance: ArrayLike, n_bins: int = 10) -> float:
 
 
 def ece_discrete(scores: ArrayLike, performance: ArrayLike, levels: ArrayLike) -> float:
-    """ECE with one bin per discrete score level (002 App. A.11.3).
+    """ECE with one bin per discrete score level (Müller et al., App. A.11.3).
 
     For scores that take a fixed set of values (Answer Consistency with n = 10 samples
     takes the 11 values 0, 0.1, ..., 1), each item is put in the bin of the nearest
@@ -96,7 +96,7 @@ def auroc(scores: ArrayLike, labels: ArrayLike) -> float:
 def auprc_pos(scores: ArrayLike, labels: ArrayLike) -> float:
     """AUPRC-P: average precision for detecting correct items (label 1) by ``scores``.
 
-    scikit-learn's ``average_precision_score(labels, scores)`` (000 App. E.2). NaN when
+    scikit-learn's ``average_precision_score(labels, scores)`` (Wu et al., App. E.2). NaN when
     there is no positive item.
     """
     s, y = metric_inputs(scores, labels, "label")
@@ -108,7 +108,7 @@ def auprc_pos(scores: ArrayLike, labels: ArrayLike) -> float:
 
 def auprc_neg(scores: ArrayLike, labels: ArrayLike) -> float:
     """AUPRC-N: average precision for detecting incorrect items, labels ``1 - y`` and
-    scores ``1 - s`` (000 App. E.2). NaN when there is no negative item."""
+    scores ``1 - s`` (Wu et al., App. E.2). NaN when there is no negative item."""
     s, y = metric_inputs(scores, labels, "label")
     if (1 - y).sum() == 0:
         _warn_one_class("AUPRC-N")
@@ -189,7 +189,7 @@ def ece_rows(
     n_bins: int = 10,
     levels: ArrayLike | None = None,
 ) -> np.ndarray:
-    """ECE of every row of a (B, N) score matrix (000 App. E.2; 002 App. A.11.3).
+    """ECE of every row of a (B, N) score matrix (Wu et al., App. E.2; Müller et al., App. A.11.3).
 
     Per row, ``Σ_b |Σ_{i∈b} p̄_i − Σ_{i∈b} s_i| / N``, which equals the weighted gap
     ``Σ_b |I_b|/N · |mean p̄ − mean s|`` of :func:`ece`; bins from
@@ -276,7 +276,7 @@ def prr_ratio(model: np.ndarray, oracle: np.ndarray, random: np.ndarray) -> np.n
     the items as the quality does, and the oracle beats random whenever the quality
     varies. The areas are summed along different paths; on quality that barely varies
     (differences of 1e−9) their differences are rounding noise, which could pass 1 or
-    leave the oracle no better than random: there PRR is capped, or NaN (issue 21).
+    leave the oracle no better than random: there PRR is capped, or NaN.
     """
     with np.errstate(invalid="ignore", divide="ignore"):
         ratio = (model - random) / (oracle - random)
@@ -305,7 +305,7 @@ def average_precision_rows(scores: np.ndarray, labels: np.ndarray) -> np.ndarray
     A weighted mean of precisions whose weights (the recall steps) sum to 1, so at most
     1, with equality exactly when every precision is 1; scikit-learn's sum of rounded
     recall steps gave 1.0000000000000002 there (all items positive), so values are
-    clipped to 1 (issue 21).
+    clipped to 1.
     """
     s, y = _rows(scores, labels)
     return np.minimum(_sklearn_rows(average_precision_score, s, y, y.sum(axis=1) > 0), 1.0)
@@ -313,13 +313,13 @@ def average_precision_rows(scores: np.ndarray, labels: np.ndarray) -> np.ndarray
 
 def auprc_neg_rows(scores: np.ndarray, labels: np.ndarray) -> np.ndarray:
     """AUPRC-N of every row: :func:`average_precision_rows` of ``1 − s`` against ``1 − y``
-    (000 App. E.2). NaN for rows without a negative label."""
+    (Wu et al., App. E.2). NaN for rows without a negative label."""
     s, y = _rows(scores, labels)
     return average_precision_rows(1.0 - s, 1 - y)
 
 
 def average_precision(scores: ArrayLike, labels: ArrayLike) -> float:
-    """AUPRC-P of one (N,) score vector without input checks (000 App. E.2):
+    """AUPRC-P of one (N,) score vector without input checks (Wu et al., App. E.2):
     :func:`average_precision_rows` on one row. NaN when there is no positive label."""
     s = np.asarray(scores, dtype=float)
     y = np.asarray(labels)
@@ -389,7 +389,7 @@ def metric_inputs(
     *,
     name: str | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The one input check of every metric (issue 31 item 4), at the door of the
+    """The one input check of every metric, at the door of the
     one-sample functions and of :class:`credo.evaluate.registry.Metric`: ``scores`` and
     ``target`` are 1-d of equal length and hold no NaN; the scores lie in [0, 1]; a
     ``"p_bar"`` target (p̄, or a quality) lies in [0, 1], a ``"label"`` target is 0 or 1
@@ -442,7 +442,7 @@ def _warn_one_class(metric: str) -> None:
 
 FEW_IN_CLASS = 5
 """A ranking metric (AUROC, AUPRC) whose smaller class has fewer items than this rests on
-those few items alone: reports mark it and paired tests on it say so (issue 16)."""
+those few items alone: reports mark it and paired tests on it say so."""
 
 
 def smaller_class(labels: ArrayLike) -> int:

@@ -1,4 +1,4 @@
-"""Perturbation neutrality (000 App. A.3): does the context prefix shift correctness?
+"""Perturbation neutrality (Wu et al., App. A.3): does the context prefix shift correctness?
 
 Per item ``Δ = #correct perturbed − #correct original``; if the prefixes leaked or
 contradicted the answer, the distribution of Δ would shift away from 0. A pure statistic
@@ -18,7 +18,7 @@ from scipy.stats import bootstrap
 
 @dataclass(frozen=True)
 class Neutrality:
-    """Δ per item (000 App. A.3) and the mean Δ with its bootstrap CI."""
+    """Δ per item (Wu et al., App. A.3) and the mean Δ with its bootstrap CI."""
 
     item_ids: tuple[str, ...]
     delta: np.ndarray
@@ -37,7 +37,7 @@ def neutrality(
     n_resamples: int = 1000,
     seed: int = 0,
 ) -> Neutrality:
-    """``Δ_i = #correct perturbed − #correct original`` per item (000 App. A.3).
+    """``Δ_i = #correct perturbed − #correct original`` per item (Wu et al., App. A.3).
 
     The paper draws 30 samples from each prompt. When a run drew n original and m
     perturbed samples with n ≠ m, the first ``min(n, m)`` of each set (in sample order)

@@ -1,10 +1,10 @@
-"""Paired bootstrap comparison of two methods scored on the same items (issue 6).
+"""Paired bootstrap comparison of two methods scored on the same items.
 
 Two methods evaluated on the same benchmark items are not independent samples: an item
 that is hard for one is usually hard for the other. The paired bootstrap therefore draws
 one set of resampled item indices per replicate and evaluates *both* methods on it, so
 the replicate difference ``Δ* = M(A[idx]) − M(B[idx])`` keeps the pairing (Efron and
-Tibshirani 1993, §16; the same resampling as 002 §3.7's 1000-resample CIs).
+Tibshirani 1993, §16; the same resampling as Müller et al., §3.7's 1000-resample CIs).
 
 Per-generation comparisons (``clusters``: the question of each generation) draw
 questions instead of generations, all of a question's generations together (the cluster
@@ -122,8 +122,9 @@ def paired_bootstrap(
     n_resamples, confidence, seed
         B resamples of the N item indices with replacement (the same indices for both
         methods), the two-sided percentile interval at ``confidence``, the generator seed.
+        B = 0: the point estimates Δ alone (CI and p NaN, ``n_valid`` 0).
     n_bins : equal-width ECE bins; ``levels_a`` / ``levels_b`` switch a method to
-        discrete-level ECE (002 App. A.11.3).
+        discrete-level ECE (Müller et al., App. A.11.3).
     clusters : shape (N,), optional
         The cluster of each row (the question of a generation, for per-generation
         scores against each generation's correctness): each replicate draws the C
@@ -145,8 +146,8 @@ def paired_bootstrap(
         )
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must lie in (0, 1), got {confidence}")
-    if n_resamples < 1:
-        raise ValueError(f"n_resamples must be >= 1, got {n_resamples}")
+    if n_resamples < 0:
+        raise ValueError(f"n_resamples must be >= 0, got {n_resamples}")
     unknown = set(metrics) - set(PAIRED_METRICS)
     if unknown:
         raise ValueError(f"unknown metrics {sorted(unknown)}; known: auroc, ece, prr")
@@ -161,7 +162,8 @@ def paired_bootstrap(
         units = np.unique(ids).size
     rng = np.random.default_rng(seed)
     idx = rng.integers(0, units, size=(n_resamples, units)) if units else np.zeros((0, 0), int)
-    reps = _replicates(a, b, p, y, idx, metrics, n_bins, levels_a, levels_b, ids)
+    reps = _replicates(a, b, p, y, idx, metrics, n_bins, levels_a, levels_b, ids) \
+        if n_resamples else {m: np.zeros(0) for m in metrics}
     out: dict[str, PairedDifference] = {}
     for name in metrics:
         if name == "auroc":

@@ -1,10 +1,10 @@
-"""Benchmark diagnosis quadrants (000 §5.3, Fig. 4).
+"""Benchmark diagnosis quadrants (Wu et al., §5.3, Fig. 4).
 
 Per benchmark item, average the performance p̄ and the C3 score over the models (runs)
 that answered it, then split the items at the median performance and the median C3:
 
 =============  ===============  ========================================================
-region         performance, C3  what 000 §5.3 reads into it
+region         performance, C3  what Wu et al., §5.3 reads into it
 =============  ===============  ========================================================
 mastered       high, high       solved with a stable answer (green; saturation)
 brittle        high, low        right but sensitive to perturbation (yellow; leakage?)
@@ -72,7 +72,7 @@ def region_of(
     perf_ties_high: bool = False,
     c3_ties_high: bool = False,
 ) -> str:
-    """The 000 Fig. 4 region of one item; a value equal to a split is high only when
+    """The Wu et al., Fig. 4 region of one item; a value equal to a split is high only when
     that split's ``*_ties_high`` says so (see :func:`tie_goes_high`)."""
     high_perf = performance > perf_split or (perf_ties_high and performance == perf_split)
     high_c3 = c3 > c3_split or (c3_ties_high and c3 == c3_split)
@@ -93,7 +93,7 @@ def diagnose(
     ----------
     runs : one mapping per model (run), ``item id -> (p̄, C3)``; NaN values are skipped.
         Items answered by any run are included, each averaged over the runs that have it
-        (000 Fig. 4 averages over 16 models); the order is that of first appearance.
+        (Wu et al., Fig. 4 averages over 16 models); the order is that of first appearance.
     perf_split, c3_split : the splits; default the medians of the per-item means.
     """
     order: dict[str, None] = {}

@@ -1,13 +1,13 @@
-"""The metric registry (issue 22 item 4): every evaluation metric declared once.
+"""The metric registry: every evaluation metric declared once.
 
 A :class:`Metric` names a formula of :mod:`credo.evaluate.metrics` (its function over the
 rows of (B, N) score and target matrices) with everything the rest of credo needs to
 know about it: its label, its target (the per-item performance p̄ or the label
-``1[p̄ ≥ 0.5]``, 000 App. E.2; per generation both are the 0/1 correctness), whether lower
+``1[p̄ ≥ 0.5]``, Wu et al., App. E.2; per generation both are the 0/1 correctness), whether lower
 or higher is better, at which level it is evaluated (per item, per generation), whether
-it gets a bootstrap CI (002 §3.7) and whether the weighted engine of
+it gets a bootstrap CI (Müller et al., §3.7) and whether the weighted engine of
 :mod:`credo.evaluate.weighted` has its formula, whether it is a ranking metric (marked
-when the smaller class is small, issue 16), a headline column of the terminal table, and
+when the smaller class is small), a headline column of the terminal table, and
 whether the tables report it again after post-hoc calibration.
 
 The evaluation tables (:mod:`credo.evaluate.tables`: metrics.json's item and response
@@ -62,7 +62,7 @@ _ARROWS: dict[str, str] = {"lower": " ↓", "higher": " ↑", "none": ""}
 
 @dataclass(frozen=True)
 class Metric:
-    """One evaluation metric, declared once (issue 22 item 4; 000 App. E.2, 002 §3.7).
+    """One evaluation metric, declared once (Wu et al., App. E.2, Müller et al., §3.7).
 
     Attributes
     ----------
@@ -79,7 +79,7 @@ class Metric:
     bootstrap : gets a percentile bootstrap CI
     weighted : :mod:`credo.evaluate.weighted` has its formula (tested equal to ``rows``);
         otherwise its bootstrap evaluates ``rows`` on the same resamples
-    ranking : a ranking metric, marked when the smaller class has few items (issue 16)
+    ranking : a ranking metric, marked when the smaller class has few items
     headline : a column of the terminal's compact table
     calibrated : reported again, as ``<name>_calibrated``, on cross-fitted calibrated scores
     """
@@ -271,7 +271,7 @@ def headers(per: Level | None = None, *, calibrated: bool = False, **flags: Any)
 
 
 # ------------------------------------------------------------ the metrics of credo
-# 000 App. E.2: calibration (ECE, MCE, Brier), ranking (AUROC, AUPRC-P, AUPRC-N) and
+# Wu et al., App. E.2: calibration (ECE, MCE, Brier), ranking (AUROC, AUPRC-P, AUPRC-N) and
 # rejection (AUARC, PRR, LM-Polygraph); in the tables' column order.
 
 register(Metric("ece", "ECE", M.ece_rows, "p_bar", "lower", binned=True, weighted=True,

@@ -1,4 +1,4 @@
-"""Evaluation tables of a run (000 App. E.2; 002 §3.5-3.7): every method's scores
+"""Evaluation tables of a run (Wu et al., App. E.2; Müller et al., §3.5-3.7): every method's scores
 against correctness, per item and per generation, with bootstrap CIs.
 
 Pure functions of the scoring stage's :class:`~credo.methods.scoring.ItemResult` list;
@@ -30,11 +30,11 @@ __all__ = ["METRICS", "RESPONSE_CI_METRICS", "evaluate_items", "evaluate_respons
            "unavailable_reasons"]
 
 #: Metrics of the item table with a bootstrap CI: the registered metrics evaluated per
-#: item (:mod:`credo.evaluate.registry`, issue 22 item 4), calibration (ECE, MCE, Brier),
+#: item (:mod:`credo.evaluate.registry`), calibration (ECE, MCE, Brier),
 #: ranking (AUROC, AUPRC-P, AUPRC-N) and rejection (AUARC, PRR). A live view.
 METRICS = registry.names("item", bootstrap=True)
 #: Metrics that get bootstrap CIs at the response level: all registered per generation,
-#: now that the weighted bootstrap makes 10^5 responses cheap (002 §3.7 reports ECE and
+#: now that the weighted bootstrap makes 10^5 responses cheap (Müller et al., §3.7 reports ECE and
 #: AUROC).
 RESPONSE_CI_METRICS = registry.names("generation", bootstrap=True)
 
@@ -47,13 +47,13 @@ def evaluate_items(
     seed: int = 0,
     calibrate: Calibration = "none",
 ) -> dict[str, dict[str, float]]:
-    """Item-level evaluation per method (000 App. E.2): score vs p̄ and vs 1[p̄ ≥ 0.5].
+    """Item-level evaluation per method (Wu et al., App. E.2): score vs p̄ and vs 1[p̄ ≥ 0.5].
 
     ECE and MCE against p̄, Brier, AUROC, AUPRC-P and AUPRC-N against the label
     1[p̄ ≥ 0.5], AUARC and PRR with p̄ as the quality, the mean score, Pearson calibration
-    correlation and the polarisation entropy (002 Fig. 4, §4), over the items the method
+    correlation and the polarisation entropy (Müller et al., Fig. 4, §4), over the items the method
     scored (``n_items``); with ``n_resamples`` > 0 also 95% bootstrap CIs as
-    ``<metric>_low`` and ``<metric>_high`` (002 §3.7), all metrics of a method from the
+    ``<metric>_low`` and ``<metric>_high`` (Müller et al., §3.7), all metrics of a method from the
     same resamples. With ``calibrate`` "isotonic" or "platt", ``ece_calibrated`` and
     ``brier_calibrated`` are the same metrics of the scores mapped by a calibrator
     cross-fitted over items (:mod:`credo.evaluate.calibration`, folds seeded by
@@ -96,12 +96,12 @@ def evaluate_responses(
     seed: int = 0,
     calibrate: Calibration = "none",
 ) -> dict[str, dict[str, float]]:
-    """Response-level evaluation (002 §3.5–3.7): each generation's confidence against
+    """Response-level evaluation (Müller et al., §3.5–3.7): each generation's confidence against
     that generation's own correctness, for methods that score generations.
 
     The metrics of :func:`evaluate_items` with the 0/1 correctness as target, label and
     quality. Discrete-valued scores (Answer Consistency) use one ECE/MCE bin per value
-    (002 App. A.11.3). Bootstrap CIs resample questions: each resample draws items with
+    (Müller et al., App. A.11.3). Bootstrap CIs resample questions: each resample draws items with
     replacement and keeps all their generations (the cluster bootstrap,
     :func:`~credo.evaluate.bootstrap.bootstrap_cis` with ``clusters``), since the
     generations of one question are not independent. Calibrated ECE and Brier
@@ -149,7 +149,7 @@ def _metrics(
     s: np.ndarray, target: np.ndarray, labels: np.ndarray, n_bins: int, levels: Any,
     per: Level,
 ) -> dict[str, float]:
-    """The registered metrics of level ``per`` (issue 22 item 4; inputs checked by each
+    """The registered metrics of level ``per`` (inputs checked by each
     metric), then the mean score, the smaller class, Pearson and polarisation."""
     chosen = registry.registered(per)
     if s.size == 0:

@@ -1,4 +1,4 @@
-"""The bootstrap engine: every resample as multinomial weights over one sort (002 §3.7).
+"""The bootstrap engine: every resample as multinomial weights over one sort (Müller et al., §3.7).
 
 A bootstrap resample draws N item indices with replacement; item ``i`` then appears
 ``w_i`` times, ``w ~ Multinomial(N, 1/N)``, and every metric of the evaluation is a
@@ -62,7 +62,7 @@ __all__ = [
 ArrayLike = Sequence[float] | np.ndarray
 
 #: Metrics of the weighted engine: those registered with ``weighted=True``
-#: (:mod:`credo.evaluate.registry`, issue 22 item 4), in the registry's order; each has a
+#: (:mod:`credo.evaluate.registry`), in the registry's order; each has a
 #: method of :class:`_Stats` of its name. A live view of the registry.
 FAST_METRICS = registry.names(weighted=True)
 #: Those read against the 0/1 labels; the others against the quality (p̄ or correctness).

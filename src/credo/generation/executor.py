@@ -4,8 +4,8 @@ The executor is one of the two stages allowed to call a model. For every planned
 it looks up which sample indices are cached, turns the missing ones into blocks of
 consecutive indices (one backend call each, sample ``i`` seeded ``sample_seed(key, i)``),
 and commits every block as soon as it completes, so an interrupted run resumes with no
-lost and no duplicated sample. An empty reply (``""``) is not cached as it comes
-(issues 21 and 34): it may be a server's glitch, so its empty samples are asked again
+lost and no duplicated sample. An empty reply (``""``) is not cached as it comes: it may be a
+server's glitch, so its empty samples are asked again
 with the same seeds, up to the backend's retry budget (:meth:`Executor._recheck_empty`).
 Every call counts its requests, samples and the tokens the server reported, for every
 request sent (retries and re-asks included), per stage in a
@@ -74,14 +74,14 @@ class PlannedRequest:
 class ExecutionStats(StageUsage):
     """What one ``execute`` call did: the ledger's counter (:class:`StageUsage`: request
     keys, samples asked for, cached and generated samples, backend calls and reported
-    tokens, counted as the ledger counts them; issue 31: one usage counter) for the whole
+    tokens, counted as the ledger counts them; one usage counter) for the whole
     call, plus its ``seconds``, ``retries`` (the backend calls it retried: rate limits,
     server errors, malformed replies, and empty samples asked again),
     ``failed_requests`` (the requests whose retries ran out; nothing of them is cached),
     ``budget_skipped`` (the blocks left undispatched because the run's cost budget was
     reached) and ``unverified_empty`` (the empty samples cached from a backend that does
     not reproduce seeds, after its retries all came back empty too; marked in the cache:
-    :meth:`GenerationStore.unverified_empty`; issue 21)."""
+    :meth:`GenerationStore.unverified_empty`)."""
 
     seconds: float = 0.0
     retries: int = 0
@@ -510,7 +510,7 @@ class Executor:
         progress: SampleProgress,
     ) -> None:
         """Ask again, with the same seeds, the empty samples of blocks that came back
-        with one (issues 21 and 34 item 4): one empty reply may be a server's glitch,
+        with one: one empty reply may be a server's glitch,
         and no glitch decides what is cached.
 
         The empty samples of a block are asked again (each run of consecutive ones one
@@ -652,7 +652,7 @@ class Executor:
     def _bill(self, received: Sequence[tuple[Block, object]], stats: ExecutionStats) -> None:
         """Count what the backend calls of ``received`` (blocks and what the backend
         yielded for each: generations or a failure) cost, in ``stats`` and under each
-        block's ledger stage (issue 34 item 6): the ``usage`` a metered backend attached
+        block's ledger stage: the ``usage`` a metered backend attached
         (every request it sent, retries included, with the tokens the server reported),
         else :func:`counted_usage` of the generations."""
         identity = self.model.identity
@@ -687,7 +687,7 @@ EMPTY_RETRIES = 2
 
 
 def empty_rounds(model: Model) -> int:
-    """How often an empty sample of ``model`` is asked again (issue 34 item 4: the
+    """How often an empty sample of ``model`` is asked again (the
     backend's retry budget, seeded or not): its ``max_retries`` when it has one (at
     least once), else :data:`EMPTY_RETRIES`."""
     rounds = getattr(model, "max_retries", None)

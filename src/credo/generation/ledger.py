@@ -1,4 +1,4 @@
-"""The run's ledger: requests, samples, tokens and cost per stage (issue 13).
+"""The run's ledger: requests, samples, tokens and cost per stage.
 
 Every :meth:`~credo.generation.executor.Executor.execute` call records into the pool's
 :class:`Ledger`, under a *stage*: the ``stage`` of a planned request, else the stage the
@@ -8,7 +8,7 @@ keys), the samples asked for and how many of them came from the cache, the sampl
 generated in this run, and the backend calls and prompt and completion tokens this run
 sent and was billed.
 
-Counting (issue 34 item 6). A served model (the OpenAI-compatible backend) meters every
+Counting. A served model (the OpenAI-compatible backend) meters every
 request it sends: ``calls`` counts each one, retries, failed ones and empty samples asked
 again included, and the tokens are the sums of what the server reported in the ``usage``
 of every reply, a reply that was retried (malformed, or asked again because a sample was

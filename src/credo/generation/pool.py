@@ -2,7 +2,7 @@
 
 A run uses models in several *roles*: the model under test, the perturbation writer, the
 paraphraser, the LLM judge (judge kernel, CCP's NLI step), the grader of open-ended
-answers and, for paper 003, the surprisal scorer. The pool maps each role to a model
+answers and, for Le et al., the surprisal scorer. The pool maps each role to a model
 spec (a registry name, a ``.gguf`` path, ``openai:<model>``...) plus its options, or to
 another role ("the writer is the model under test"). It loads a spec the first time a
 role that needs it asks, once per pool however many roles name it (a judge and a grader
@@ -63,15 +63,16 @@ log = logging.getLogger(__name__)
 MODEL = "model"
 """The model under test."""
 WRITER = "writer"
-"""Writes context prefixes (000 §3) and 003's perturbations."""
+"""Writes context prefixes (Wu et al., §3) and Le et al.'s perturbations."""
 PARAPHRASER = "paraphraser"
 """Writes paraphrases of the question (paraphrase consistency)."""
 JUDGE = "judge"
-"""The LLM judge at T = 0: answer equivalence (000 App. D.5), CCP's NLI step, 003's rubric."""
+"""The LLM judge at T = 0: answer equivalence (Wu et al., App. D.5), CCP's NLI step, Le et al.'s
+rubric."""
 GRADER = "grader"
 """Grades open-ended answers (SimpleQA grades, FActScore support)."""
 SURPRISAL = "surprisal"
-"""Scores a text's token log-probabilities by forced decoding (003 §3.3)."""
+"""Scores a text's token log-probabilities by forced decoding (Le et al., §3.3)."""
 
 ROLE_CHOICE = {
     MODEL: "--model",
@@ -104,7 +105,7 @@ __all__ = [
 
 
 def missing_model_message(role: str, exc: WeightsError, choice: str | None = None) -> str:
-    """One line for a role whose weights are missing (issue 20): the role, the model,
+    """One line for a role whose weights are missing: the role, the model,
     what is missing, the command that installs it and the option that picks another
     (``choice``; default: the role's in :data:`ROLE_CHOICE`)."""
     base = role.split("/")[0]  # a strength run's roles are per model: "writer/<spec>"
@@ -428,7 +429,7 @@ class ModelPool:
         )
 
     def preflight(self, roles: list[str], choices: dict[str, str] | None = None) -> None:
-        """Check every model of ``roles`` before any generation (issue 20): first build
+        """Check every model of ``roles`` before any generation: first build
         each one and check what needs no server (an embedded model's weights are on this
         machine, or its packages are installed), then, when the pool may reach servers,
         check that every served model's server answers and give it its probe. Building a

@@ -10,7 +10,7 @@ never a URL or a key), so a later run, against any replica or port, probes nothi
     {"version": 1, "probes": {"openai:qwen": {"honours_n": true, ...}}}
 
 Only settled probes are stored: complete, and with no question an empty reply left
-unknown (:attr:`~credo.models.openai_probe.ServerProbe.settled`; issue 34 item 4). A
+unknown (:attr:`~credo.models.openai_probe.ServerProbe.settled`). A
 file that cannot be read is reported and ignored (the model is probed again); writes are
 atomic (:func:`credo.jsonio.write_text`).
 """

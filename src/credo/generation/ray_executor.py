@@ -1,4 +1,4 @@
-"""Run a generation plan on Ray actors; the driver alone writes the cache (issue 14).
+"""Run a generation plan on Ray actors; the driver alone writes the cache.
 
 :class:`RayExecutor` is an :class:`~credo.generation.executor.Executor` whose blocks run
 on Ray actors instead of this process. Everything that decides *what* is generated stays
@@ -37,7 +37,7 @@ block. Only the backend call moves:
   raised in the driver, as locally.
 * **Empty samples.** A block that comes back with an empty sample is not committed as it
   is: once the plan's calls are in, its empty samples are asked again on an actor, with
-  the same seeds, exactly as the local executor does (issue 34 item 4).
+  the same seeds, exactly as the local executor does.
 
 Ray is an optional dependency (``pip install 'credo[ray]'``), imported only here and only
 when a Ray executor runs.
@@ -313,7 +313,7 @@ class RayExecutor(Executor):
                 for call, outcome in run.collect():
                     self._settle(blocks, call, outcome, run, stats, errors, progress, suspect)
             self.actors = run.live_actors()
-            if suspect:  # asked again on the actors, as locally (issue 34 item 4)
+            if suspect:  # asked again on the actors, as locally
                 self._recheck_empty(suspect, stats, errors, progress)
         stats.seconds = time.perf_counter() - t0
         return errors

@@ -1,4 +1,4 @@
-"""Which model plays which role, decided in one place (issue 22).
+"""Which model plays which role, decided in one place.
 
 Every command asks models in some of six roles: the model under test, the perturbation
 writer, the paraphraser, the judge, the grader and the surprisal scorer. A command's
@@ -7,7 +7,7 @@ options, the same shape for every role), or that a role shares another's model
 (:class:`Same`). The rules of each command are here, as data:
 
 * :func:`run_roles` (``credo run``, ``credo study``, ``credo.run``): the writer defaults to
-  the strongest embedded model when the model under test is embedded (issue 16), else to
+  the strongest embedded model when the model under test is embedded, else to
   the model under test; the paraphraser to the writer; the judge to the model under test;
   the grader to the judge. A role naming the run's own model shares it.
 * :func:`score_roles` (``credo score``): only the judge and the grader, when named.
@@ -70,7 +70,7 @@ RoleMap = dict[str, RoleConfig | Same]
 def assign_roles(pool: ModelPool, roles: Mapping[str, RoleConfig | Same]) -> None:
     """Assign every role of ``roles`` in ``pool`` (the one place a role is assigned from a
     config). A ``base_url`` on an embedded model is a user error naming the role: the
-    one check of it, the model under test's included (a role too, issue 31)."""
+    one check of it, the model under test's included (a role too)."""
     for role, played in roles.items():
         if isinstance(played, Same):
             pool.assign(role, same_as=played.role)
@@ -136,13 +136,13 @@ def writer_role(spec: str) -> str:
 
 
 def judge_role(spec: str) -> str:
-    """The pool role rating the perturbations of model under test ``spec`` (003 Fig. 17)."""
+    """The pool role rating the perturbations of model under test ``spec`` (Le et al., Fig. 17)."""
     return f"{JUDGE}/{spec}"
 
 
 def strength_model(role: RoleConfig, options: Mapping[str, Any]) -> RoleConfig:
     """A strength run's model ``role`` with the run's ``model_options`` under its own
-    when it is embedded (issue 31: a strength role takes base_url, label and prices as a
+    when it is embedded (a strength role takes base_url, label and prices as a
     run's roles do)."""
     if role.model is None or not is_embedded_spec(role.model):
         return role
@@ -150,7 +150,7 @@ def strength_model(role: RoleConfig, options: Mapping[str, Any]) -> RoleConfig:
 
 
 def strength_roles(config: StrengthConfig, surprisal: str | None = None) -> RoleMap:
-    """The roles of a strength run (paper 003): per model under test, the model, its
+    """The roles of a strength run (Le et al.): per model under test, the model, its
     writer and its judge (``config.writer`` / ``config.judge``; None = the model itself);
     the surprisal scorer ``surprisal`` (a ``forced:`` spec) when given."""
     roles: RoleMap = {}

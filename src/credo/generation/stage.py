@@ -1,4 +1,4 @@
-"""The shape of a stage (issue 31): a name, the role it asks, ``plan(items, context)``
+"""The shape of a stage: a name, the role it asks, ``plan(items, context)``
 and ``read(generations)``. The one driver that runs stages is
 :class:`credo.pipeline.stages.StageDriver`; the shape sits here, in the generation
 layer, so that every layer that plans requests (tasks' graders, perturbations, the

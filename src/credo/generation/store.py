@@ -88,7 +88,7 @@ class GenerationStore:
     """The SQLite cache of sampled generations, safe to share across threads (module
     docstring).
 
-    The file is created by the first write, not when the store is made (issue 21): a run
+    The file is created by the first write, not when the store is made: a run
     that stops at its preflight (no server, a bad option) or a dry run leaves no empty
     cache behind. An existing file is opened at once, so one that is not a credo cache is
     refused before any model call; reads of a file not created yet find nothing.
@@ -102,11 +102,11 @@ class GenerationStore:
         if self.path.exists():
             self._connection = self._connect()
         elif str(self.path) != ":memory:":  # made by the first write: its folder must take
-            check_file_writable(self.path, "the cache (--cache)")  # it (issue 34 item 7)
+            check_file_writable(self.path, "the cache (--cache)")  # it
 
     def _connect(self) -> sqlite3.Connection:
         """Open (creating it and its folder if missing) the database, with its tables; a
-        file that is SQLite but not a credo cache is refused (issue 21)."""
+        file that is SQLite but not a credo cache is refused."""
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             db = sqlite3.connect(str(self.path), check_same_thread=False)
@@ -266,8 +266,8 @@ class GenerationStore:
 
     def mark_unverified_empty(self, key: str, indices: Iterable[int]) -> None:
         """Mark samples ``indices`` of ``key`` as empty replies of a backend that does not
-        reproduce seeds, empty on every retry too: maybe a glitch, maybe the sample
-        (issue 21). Committed before returning."""
+        reproduce seeds, empty on every retry too: maybe a glitch, maybe the sample. Committed
+        before returning."""
         with self._reading(), self._db:
             self._db.executemany(
                 "INSERT OR IGNORE INTO unverified_empty (key, idx) VALUES (?, ?)",
@@ -309,7 +309,7 @@ _SQLITE_MAGIC = b"SQLite format 3\x00"
 
 def _refuse_other_files(path: Path) -> None:
     """A :class:`UserError` for an existing, non-empty file that is not SQLite: SQLite
-    itself takes a one-byte file for an empty database and writes over it (issue 21), so
+    itself takes a one-byte file for an empty database and writes over it, so
     the header is checked before connecting. A missing or empty file becomes a new cache."""
     try:
         with path.open("rb") as fh:

@@ -1,4 +1,4 @@
-"""Importers (issue 31): generations a user already has, read from files, what ``credo
+"""Importers: generations a user already has, read from files, what ``credo
 score`` scores. They are not tasks: a task asks questions, an importer reads answers
 someone else's tool (or an earlier credo run) already gave.
 
@@ -26,7 +26,7 @@ Five layouts, told apart by the file (:func:`read_generations`):
   too). The first filter of each document is read unless ``lm_eval_filter`` names another.
   An item's id is ``credo run``'s, ``<task>@<revision>:<doc_id>``, where the results file
   beside the samples names a pinned or local dataset; else the document's own id field
-  when every document has a distinct one, else ``doc_id`` (issue 34 item 12).
+  when every document has a distinct one, else ``doc_id``.
   Log-likelihood rows (multiple choice) hold no sampled answers and are refused, and so is
   lm-eval's ``results_*.json`` (aggregates, no generations).
 * **inspect_ai** eval logs, ``.json`` (a ``samples`` list) or ``.eval`` (a zip of

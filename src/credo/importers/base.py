@@ -43,11 +43,11 @@ class GivenSample:
     ref: tuple[int, ...] = ()
     prefix: str | None = None
     logprobs: tuple[TokenLogprob, ...] | None = None
+    where: str = field(default="", compare=False, repr=False)
+    """The file and line (or log member) it was read from, for a message naming it."""
     scores: Mapping[str, float | None] = field(default_factory=dict)
     """The scores the file gives this sample, by name (a reward model's, a judge's, a
     confidence computed elsewhere), each in [0, 1]; None where the file says null."""
-    line: int = 0
-    """The sample's line in the file (0: not known), for messages."""
 
 
 @dataclass(frozen=True)
@@ -60,8 +60,8 @@ class GivenItem:
     choices: tuple[str, ...] = ()
     scores: Mapping[str, float | None] = field(default_factory=dict)
     """The scores the file gives the item as a whole, by name, each in [0, 1]."""
-    line: int = 0
-    """The line of the item's first row (0: not known)."""
+    where: str = field(default="", compare=False, repr=False)
+    """The file and line of the item's first row, for a message naming it."""
 
 
 @dataclass
@@ -96,6 +96,12 @@ class Generations:
     model: str = ""
     """The model the file says wrote them (inspect_ai: ``eval.model``; lm-eval: the
     ``model_name`` of the results file written with it); empty when it does not say."""
+    tool_accuracy: float | None = None
+    """The accuracy the tool that wrote the file reports (lm-eval: the mean of its logged
+    per-document metric; inspect_ai: the log's own metric of the scorer used); None where
+    the file holds none."""
+    tool_accuracy_is: str = ""
+    """What :attr:`tool_accuracy` averages, in words (which metric, over what)."""
     compared: str = ""
     """How the file's own tool compares its answers, when the answers are already in that
     form (lm-eval: what its filter keeps, normalised as the task's ``exact_match``
@@ -112,7 +118,7 @@ class Generations:
 
     @property
     def family(self) -> str:
-        """The task family a certificate on these generations binds (issue 34 item 1):
+        """The task family a certificate on these generations binds:
         ``given:<layout>``, with ``:<task>`` where the file names its task."""
         return f"given:{self.layout}" + (f":{self.task}" if self.task else "")
 
@@ -172,7 +178,7 @@ class ReadOptions:
 
 @dataclass(frozen=True)
 class Importer:
-    """One layout of generations a file may hold (issue 31: an importer is one module
+    """One layout of generations a file may hold (an importer is one module
     and one registration in :data:`IMPORTERS`). A file whose suffix is one of
     ``suffixes`` is this layout's and ``read`` gets no rows (it reads the file whole);
     a JSON Lines file is the layout whose ``claims`` holds for its first row, and

@@ -49,7 +49,7 @@ def read_credo(path: Path, rows: Rows) -> Generations:
             raise DatasetError(f"{where}: 'item' (or 'id') must be a non-empty string")
         item = str(item)
         _count_not_read(out, row)
-        sample = _sample(item, row, line_no, where)
+        sample = _sample(item, row, where)
         out.samples.append(sample)
         for name in sample.scores:
             out.score_fields.setdefault(name, f"scores.{name}")
@@ -60,7 +60,7 @@ def read_credo(path: Path, rows: Rows) -> Generations:
         if before is None or not before.question:
             new = _item(item, row, where)
             items[item] = replace(new, scores=dict(before.scores) if before else {},
-                                  line=before.line if before else line_no)
+                                  where=before.where if before else where)
         items[item] = _with_item_scores(items[item], given, where)
     out.items = list(items.values())
     if any(s.correct is not None for s in out.samples):
@@ -68,7 +68,7 @@ def read_credo(path: Path, rows: Rows) -> Generations:
     return out
 
 
-def _sample(item: str, row: Mapping[str, Any], line_no: int, where: str) -> GivenSample:
+def _sample(item: str, row: Mapping[str, Any], where: str) -> GivenSample:
     sample_set = row.get("set", "original")
     if not isinstance(sample_set, str) or not sample_set:
         raise DatasetError(f"{where}: 'set' must be a sample set name, got {sample_set!r}")
@@ -80,8 +80,8 @@ def _sample(item: str, row: Mapping[str, Any], line_no: int, where: str) -> Give
         item, sample_set, text if text is not None else _text(answer), answer,
         _correct(row.get("correct"), where), _ref(row.get("ref"), where),
         row.get("prefix") if isinstance(row.get("prefix"), str) else None,
-        _logprobs(row.get("logprobs"), where), _scores(row.get("scores"), "scores", where),
-        line_no,
+        _logprobs(row.get("logprobs"), where), where,
+        _scores(row.get("scores"), "scores", where),
     )
 
 

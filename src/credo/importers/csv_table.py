@@ -72,11 +72,11 @@ def read_table(path: Path, columns: Mapping[str, str] | None = None) -> Generati
         answer = cell.get("answer") or None
         out.samples.append(GivenSample(
             item, cell.get("set") or "original", cell.get("text") or answer or "", answer,
-            _correct(cell.get("correct", ""), delimiter, where), scores=scores, line=line_no))
+            _correct(cell.get("correct", ""), delimiter, where), where=where, scores=scores))
         given = {name[len(ITEM_SCORES):]: _score(cell[name], delimiter,
                                                   f"{where}: column {fields[name]!r}")
                  for name in fields if name.startswith(ITEM_SCORES)}
-        items[item] = _merge(items.get(item), item, cell, given, line_no, where)
+        items[item] = _merge(items.get(item), item, cell, given, where)
         for col in row:
             if col not in used and col:
                 out.not_read[col] = out.not_read.get(col, 0) + 1
@@ -168,10 +168,10 @@ def _correct(text: str, delimiter: str, where: str) -> bool | float | None:
 
 
 def _merge(before: GivenItem | None, item: str, cell: Mapping[str, str],
-           given: dict[str, float | None], line_no: int, where: str) -> GivenItem:
+           given: dict[str, float | None], where: str) -> GivenItem:
     """The item with one more row: its question and gold where it had none, and its
     item scores, which must agree with the earlier rows'."""
-    it = before or GivenItem(item, line=line_no)
+    it = before or GivenItem(item, where=where)
     if not it.question and cell.get("question"):
         it = replace(it, question=cell["question"])
     if not it.gold and cell.get("gold"):

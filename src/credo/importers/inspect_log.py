@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import lzma
+import re
 import struct
 import zipfile
 import zlib
@@ -22,7 +23,7 @@ from credo.importers.base import (
 )
 from credo.tasks.loaders import DatasetError, parse_json
 
-__all__ = ["read_inspect"]
+__all__ = ["natural_key", "read_inspect"]
 
 
 Samples = Iterator[tuple[str, Mapping[str, Any]]]
@@ -50,10 +51,28 @@ def _inspect_json(path: Path) -> tuple[Samples, Mapping[str, Any]]:
             " generations; score the samples_<task>_<date>.jsonl lm-eval writes beside it"
             " with --log_samples"
         )
-    samples = log.get("samples") if isinstance(log, dict) else None
+    if not isinstance(log, dict):
+        raise DatasetError(f"{path}: {_what_json(log)}")
+    samples = log.get("samples")
     if not isinstance(samples, list):
         raise DatasetError(f"{path}: an inspect_ai eval log needs a 'samples' list")
     return ((f"{path}: samples[{k}]", sample) for k, sample in enumerate(samples)), log
+
+
+def _what_json(value: Any) -> str:
+    """What a ``.json`` file that is no object holds, and how credo reads it instead: a
+    list of credo's sample rows or of lm-eval's, which are JSON Lines layouts."""
+    rows = value if isinstance(value, list) else []
+    first = rows[0] if rows and all(isinstance(r, Mapping) for r in rows) else None
+    if first is not None and "doc_id" in first:
+        what = "a JSON list of lm-evaluation-harness sample rows"
+    elif first is not None and ("item" in first or "id" in first):
+        what = "a JSON list of credo sample rows"
+    else:
+        return (f"a JSON {type(value).__name__}, not an inspect_ai eval log (an object "
+                "with a 'samples' list)")
+    return (f"{what}, not an inspect_ai eval log (a .json file is read as one); credo reads "
+            "such rows as JSON Lines: one object per line, in a .jsonl file")
 
 
 def _inspect_eval(path: Path) -> tuple[Samples, Mapping[str, Any]]:
@@ -68,7 +87,9 @@ def _inspect_eval(path: Path) -> tuple[Samples, Mapping[str, Any]]:
         log = read_eval_log(str(path), resolve_attachments=True)
         header = {"status": log.status,
                   "eval": log.eval.model_dump(mode="json", exclude_none=True),
-                  "plan": log.plan.model_dump(mode="json", exclude_none=True)}
+                  "plan": log.plan.model_dump(mode="json", exclude_none=True),
+                  "results": log.results.model_dump(mode="json", exclude_none=True)
+                  if log.results is not None else None}
         samples = [(f"{path}:samples/{s.id}_epoch_{s.epoch}", _inspect_sample(s))
                    for s in log.samples or ()]
     except Exception:  # inspect_ai's reader on a file it cannot read: ours says why
@@ -161,11 +182,17 @@ def _generations(path: Path, samples: Samples, header: Mapping[str, Any]) -> Gen
     items: dict[str, GivenItem] = {}
     ordered: list[tuple[str, int, GivenSample]] = []
     scorers: dict[str, None] = {}
+    seen: dict[tuple[str, int], str] = {}  # (id, epoch) -> where it was first
     for where, sample in samples:
         if not isinstance(sample, Mapping) or "id" not in sample:
             raise DatasetError(f"{where}: a sample needs an 'id'")
         item = str(sample["id"])
         epoch = _inspect_epoch(sample.get("epoch"), where)
+        if (item, epoch) in seen:
+            raise DatasetError(f"{where}: sample {item!r} epoch {epoch} again (first at "
+                               f"{seen[item, epoch]}); a log holds each epoch of a sample "
+                               "once: logs merged by hand? score each eval's log alone")
+        seen[item, epoch] = where
         error = sample.get("error")
         if error:  # errored or cancelled: no generation of the model's
             lost = out.cancelled if _cancellation(error) else out.failed
@@ -185,12 +212,48 @@ def _generations(path: Path, samples: Samples, header: Mapping[str, Any]) -> Gen
                  (out.not_started, "never started")) if d]
         why = f" ({', '.join(lost)})" if lost else ""
         raise DatasetError(f"{path}: no samples{why}")
-    order = {item: k for k, item in enumerate(items)}
+    natural = sorted(items, key=natural_key)  # q1, q2, q10: the dataset's order
+    order = {item: k for k, item in enumerate(natural)}
     out.samples = [s for _, _, s in sorted(ordered, key=lambda t: (order[t[0]], t[1]))]
-    out.items = list(items.values())
+    out.items = [items[item] for item in natural]
     if any(s.correct is not None for s in out.samples):
         out.correctness = f"inspect_ai scorer {', '.join(scorers) or '?'} (its value per sample)"
+    _tool_accuracy(out, header, next(iter(scorers), None))
     return out
+
+
+def _tool_accuracy(out: Generations, header: Mapping[str, Any], scorer: str | None) -> None:
+    """inspect_ai's own accuracy, as the log's ``results`` report it for the scorer whose
+    values credo reads (its ``accuracy`` metric, else its first numeric one): one value
+    per sample, its epochs reduced by the scorer's reducer (inspect's default: the
+    mean)."""
+    results = header.get("results") if isinstance(header.get("results"), Mapping) else {}
+    scores = results.get("scores") if isinstance(results.get("scores"), list) else []
+    for entry in scores:
+        if not isinstance(entry, Mapping) or scorer not in (entry.get("scorer"),
+                                                            entry.get("name")):
+            continue
+        metrics = entry.get("metrics") if isinstance(entry.get("metrics"), Mapping) else {}
+        named = [metrics.get("accuracy"), *metrics.values()]
+        for metric in named:
+            value = metric.get("value") if isinstance(metric, Mapping) else None
+            if finite_number(value):
+                reducer = entry.get("reducer") or "mean"
+                out.tool_accuracy = float(value)
+                out.tool_accuracy_is = (
+                    f"inspect_ai's {metric.get('name', 'metric')} of scorer {scorer}, as "
+                    f"its log reports it: one value per sample, its epochs reduced by "
+                    f"{reducer}")
+                return
+
+
+def natural_key(item: str) -> tuple[tuple[int, int | str], ...]:
+    """A sample id's sort key in natural order: its runs of digits compared as numbers
+    (``q2`` before ``q10``; inspect's numeric ids ``1, 2, 10`` as numbers), the rest as
+    text. A log's member names (``samples/q10_epoch_1.json``) and inspect's own reader put
+    ``q10`` before ``q2``."""
+    return tuple((1, int(part)) if part.isascii() and part.isdigit() else (0, part)
+                 for part in re.split(r"([0-9]+)", item) if part)
 
 
 def _inspect_item(item: str, sample: Mapping[str, Any], where: str) -> GivenItem:
@@ -256,7 +319,7 @@ def _inspect_header(
 
 
 def _inspect_epoch(value: Any, where: str) -> int:
-    """A sample's epoch: absent or null is 1, else a positive integer (issue 21)."""
+    """A sample's epoch: absent or null is 1, else a positive integer."""
     if value is None:
         return 1
     if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
@@ -265,7 +328,7 @@ def _inspect_epoch(value: Any, where: str) -> int:
 
 
 def _inspect_choices(value: Any, where: str) -> tuple[str, ...]:
-    """A sample's option texts: absent, null or a list of strings (issue 21)."""
+    """A sample's option texts: absent, null or a list of strings."""
     if value is None:
         return ()
     if isinstance(value, list) and all(isinstance(c, str) for c in value):

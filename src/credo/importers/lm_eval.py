@@ -32,10 +32,18 @@ def read_lm_eval(
 
     out = Generations(str(path), "lm-evaluation-harness")
     seen: dict[str, str] = {}  # doc id -> the filter read
+    lines: dict[tuple[str, str], int] = {}  # (doc id, filter) -> the line it is on
     kept: list[tuple[int, Mapping[str, Any]]] = []
     for line_no, row in rows:
         doc = str(row.get("doc_id"))
         flt = str(row.get("filter", "none"))
+        first = lines.setdefault((doc, flt), line_no)
+        if first != line_no:
+            raise DatasetError(
+                f"{path}:{line_no}: doc_id {doc} with filter {flt!r} again (first on line "
+                f"{first}); lm-eval logs each document once per filter: files appended to "
+                "one another? score each run's samples file alone"
+            )
         if (wanted is not None and flt != wanted) or seen.setdefault(doc, flt) != flt:
             continue
         kept.append((line_no, row))
@@ -57,7 +65,25 @@ def read_lm_eval(
         out.items.append(GivenItem(doc, _lm_eval_question(row), gold))
     out.settings = _lm_eval_settings(kept[0][1], len(texts[0]))
     out.task, out.model = samples_origin(path)
+    _tool_accuracy(out, kept, str(path), flt)
     return out
+
+
+def _tool_accuracy(out: Generations, rows: list[tuple[int, Mapping[str, Any]]], where: str,
+                   flt: str) -> None:
+    """lm-eval's own accuracy: the mean over documents of the metric it logged for each,
+    which it computed on the one response its filter keeps (the first, with
+    ``take_first``; the commonest, with ``majority_vote``): what its results table
+    reports for the task."""
+    from credo.tasks.lm_eval_scores import metric_of
+
+    try:
+        metric = metric_of(rows, where)
+    except DatasetError:  # no per-document score in [0, 1]: nothing to compare with
+        return
+    out.tool_accuracy = sum(float(row[metric]) for _, row in rows) / len(rows)
+    out.tool_accuracy_is = (f"lm-eval's {metric} (filter {flt}) as it logged it: the mean "
+                            "over documents of the one response its filter keeps")
 
 
 def _verdict(score: float | None) -> bool | float | None:

@@ -1,4 +1,4 @@
-"""Answer-equivalence kernels k(y, y') with k(y, y) = 1 and 0 <= k <= 1 (000 App. H)."""
+"""Answer-equivalence kernels k(y, y') with k(y, y) = 1 and 0 <= k <= 1 (Wu et al., App. H)."""
 
 from credo.kernels import embedding as _embedding  # noqa: F401  (registers "embedding")
 from credo.kernels import indicator as _indicator  # noqa: F401  (registers "indicator")

@@ -1,6 +1,6 @@
-"""Embedding kernel: cosine similarity of sentence embeddings (000 App. H).
+"""Embedding kernel: cosine similarity of sentence embeddings (Wu et al., App. H).
 
-For open-ended answers (code, factual sentences, biographies) 000 App. H maps each answer
+For open-ended answers (code, factual sentences, biographies) Wu et al., App. H maps each answer
 to an embedding ``φ(y) ∈ R^D`` and compares answers with "a linear dot-product to measure
 the cos similarities". The normalisation of C3 = 1 − MMD²/2 to [0, 1] assumes a kernel
 with ``k(y, y) = 1`` and ``0 ≤ k(y, y') ≤ 1``. Cosine similarity of L2-normalised vectors
@@ -45,11 +45,11 @@ __all__ = [
 ]
 
 PAPER_EMBEDDER = "all-mpnet-base-v2"
-"""The sentence-transformers model of paper 000; not shipped in any package we install."""
+"""The sentence-transformers model of Wu et al.; not shipped in any package we install."""
 
 
 class EmbeddingKernel:
-    """``gram(xs, ys)`` with ``K[i, j] = map(cos(φ(xs[i]), φ(ys[j])))`` (000 App. H).
+    """``gram(xs, ys)`` with ``K[i, j] = map(cos(φ(xs[i]), φ(ys[j])))`` (Wu et al., App. H).
 
     Parameters
     ----------

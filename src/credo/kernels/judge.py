@@ -1,6 +1,7 @@
-"""LLM-judge equivalence kernel: ``k(y, y') = 1`` when a judge says two answers agree (000 D.5).
+"""LLM-judge equivalence kernel: ``k(y, y') = 1`` when a judge says two answers agree (Wu et
+al., App. D.5).
 
-000 §4 decides answer equivalence with an LLM at temperature 0 ("Prompt: Judge Same
+Wu et al., §4 decides answer equivalence with an LLM at temperature 0 ("Prompt: Judge Same
 Answer", App. D.5, missing from our copy of the paper; :data:`JUDGE_SYSTEM_PROMPT` is
 written from its description). Kernels never call a model (design.md), so the judge
 kernel works in three steps, of which only the middle one touches a model, through the
@@ -66,7 +67,7 @@ JUDGE_SYSTEM_PROMPT = (
 )
 
 JUDGE_PARAMS = SamplingParams(temperature=0.0, max_tokens=8)
-"""Greedy decoding (000 §4: "temperature set to 0"); a verdict is one word."""
+"""Greedy decoding (Wu et al., §4: "temperature set to 0"); a verdict is one word."""
 
 
 @dataclass(frozen=True, order=True)
@@ -225,7 +226,7 @@ def build_verdict_table(
 
 @kernel("judge")
 def judge_gram(xs: Sequence[str | None], ys: Sequence[str | None]) -> np.ndarray:
-    """LLM-judge equivalence (000 App. D.5); needs verdicts the run stage collects first.
+    """LLM-judge equivalence (Wu et al., App. D.5); needs verdicts the run stage collects first.
 
     Not callable on its own: ``credo run`` with ``kernel: judge`` (or a method written
     ``c3@judge``) plans the pairs, has the judge model answer them, and scores each item
@@ -272,10 +273,10 @@ def _canonical(fmt: AnswerFormat) -> Callable[[str], str] | None:
 
 
 class JudgePairsStage(Stage):
-    """The judge kernel's verdicts as a planned stage (issue 31): ``plan(samples, items)``
+    """The judge kernel's verdicts as a planned stage: ``plan(samples, items)``
     is :func:`plan_judge_stage` (every item's unique pairs of distinct answers, one T = 0
     request each, asked of the judge role); ``read`` parses the replies of the complete
-    items into a :class:`VerdictTable` (000 App. D.5)."""
+    items into a :class:`VerdictTable` (Wu et al., App. D.5)."""
 
     name = JUDGE_STAGE
     role = JUDGE
@@ -309,7 +310,7 @@ def build_judge_kernel(ctx: KernelContext) -> VerdictTable:
     """Have the judge role answer every item's unique answer pairs at T = 0
     (:class:`JudgePairsStage`, through the run's stage driver when the context holds
     one, else the judge's cached executor ``ctx.judge``) and parse the verdicts
-    (000 App. D.5)."""
+    (Wu et al., App. D.5)."""
     from credo.plan.samples import ORIGINAL, PERTURBED
 
     stage = JudgePairsStage(ctx.task.format, ctx.judge_max_tokens)

@@ -5,7 +5,7 @@ A kernel with no builder is used as registered (the indicator kernel). A builder
 :class:`KernelContext` (the run's items and answer samples, what the kernel needs: the
 judge role's executor and settings, the embedder and its cache; a stats dict to report
 into) and returns :class:`ItemKernels`: the Gram function of each item. A kernel sees
-neither the run's config nor the model pool (issue 22). The embedding kernel builds with
+neither the run's config nor the model pool. The embedding kernel builds with
 the run's embedder and its persistent cache; the judge kernel plans its requests
 (:func:`credo.kernels.judge.plan_judge_stage`, which the dry run plans with too) and
 sends them through the judge role's executor. The
@@ -72,7 +72,7 @@ class KernelContext:
     embedding_cache: Path | None = None
     stats: dict[str, int | float | str] = field(default_factory=dict)
     incomplete: dict[str, str] = field(default_factory=dict)
-    #: The stage driver a kernel's stages run through (issue 31: the pipeline's
+    #: The stage driver a kernel's stages run through (the pipeline's
     #: :class:`~credo.pipeline.stages.StageDriver`); None: on ``judge()`` itself.
     driver: Any = None
 

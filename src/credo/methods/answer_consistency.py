@@ -1,10 +1,11 @@
-"""Answer Consistency (002 §3.5, App. A.11.2): agreement of each generation with the others.
+"""Answer Consistency (Müller et al., §3.5, App. A.11.2): agreement of each generation with
+the others.
 
 ``AC_i = 1/(n-1) Σ_{j≠i} 1[y_j = y_i]``: the share of the other samples whose answer
 equals sample i's. On arithmetic tasks y is the extracted number; on multiple choice it
-is APriCoT's per-option verdict (002 §3.6: each option is judged correct / incorrect by
+is APriCoT's per-option verdict (Müller et al., §3.6: each option is judged correct / incorrect by
 its own chain-of-thought prompt, and agreement is counted among the verdicts on the same
-option). A generation without a parseable answer gets 0.0, as in 002 App. A.11.3. The
+option). A generation without a parseable answer gets 0.0, as in Müller et al., App. A.11.3. The
 scores take the n discrete values j/(n-1), so their ECE uses one bin per value.
 """
 
@@ -12,13 +13,14 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
 
+from credo.kernels.distinct import distinct_answers
 from credo.kernels.registry import Kernel
 from credo.methods.base import APRICOT, ORIGINAL, ItemSamples, Score, mean_confidence, method
 from credo.tasks.base import AnswerFormat
 
 
 def answer_consistency(samples: Sequence[Hashable | None]) -> list[float]:
-    """One AC value per sample, in sample order (002 App. A.11.2).
+    """One AC value per sample, in sample order (Müller et al., App. A.11.2).
 
     ``samples`` are normalised answers; ``None`` marks an unparsable one, which scores
     0.0 and matches nothing. Needs at least 2 samples.
@@ -26,14 +28,9 @@ def answer_consistency(samples: Sequence[Hashable | None]) -> list[float]:
     n = len(samples)
     if n < 2:
         raise ValueError(f"answer consistency needs at least 2 samples, got {n}")
-    out = []
-    for i, y in enumerate(samples):
-        if y is None:
-            out.append(0.0)
-            continue
-        agree = sum(1 for j, z in enumerate(samples) if j != i and z == y)
-        out.append(agree / (n - 1))
-    return out
+    found = distinct_answers(samples)  # sample i agrees with the others of its answer
+    counts = [int(c) for c in found.counts]
+    return [0.0 if a < 0 else (counts[a] - 1) / (n - 1) for a in found.index.tolist()]
 
 
 def ac_levels(n: int) -> tuple[float, ...]:
@@ -48,7 +45,7 @@ def _needs(fmt: AnswerFormat) -> tuple[str, ...]:
 @method(
     "answer_consistency",
     needs=_needs,
-    summary="per-generation agreement AC_i (002 App. A.11.2; APriCoT on choice tasks)",
+    summary="per-generation agreement AC_i (Müller et al., App. A.11.2; APriCoT on choice tasks)",
     min_samples={ORIGINAL: 2, APRICOT: 2},
 )
 def score_answer_consistency(samples: ItemSamples, kernel: Kernel) -> Score:

@@ -3,10 +3,10 @@
 ``@method("c3", needs=("original", "perturbed"))`` registers a scorer. A scorer takes the
 :class:`ItemSamples` of one item and the kernel to compare answers with, and returns a
 credibility score in [0, 1] (a float), or a :class:`Score` that also carries one
-confidence per response (002's response-level calibration) or says why the method is not
+confidence per response (Müller et al.'s response-level calibration) or says why the method is not
 available for this item. It never calls a model: the runner plans every sample set that
 the selected methods declare in ``needs``, generates each one once, and hands every
-method the same cached samples (002 §3.1's shared-generation design).
+method the same cached samples (Müller et al., §3.1's shared-generation design).
 
 The sample sets ``needs`` may name are listed in :mod:`credo.plan.samples`.
 """
@@ -69,8 +69,8 @@ class Score:
     ``value`` is the item-level credibility in [0, 1], NaN when the method is not
     available (``unavailable`` says why). ``responses`` holds one confidence per sample
     of set ``of`` (None where that sample has none, e.g. an unparsable verbalized
-    confidence), for 002's response-level calibration. ``levels`` lists the discrete
-    values the response scores can take (002 App. A.11.3's discrete bins), when they do.
+    confidence), for Müller et al.'s response-level calibration. ``levels`` lists the discrete
+    values the response scores can take (Müller et al., App. A.11.3's discrete bins), when they do.
     ``extras`` carries named side figures (e.g. label probability's task comprehension).
     """
 
@@ -128,7 +128,7 @@ class MethodSpec:
     makes it "not available on this backend". ``min_samples`` gives, per sample set, the
     fewest samples the method can score (self-consistency needs 2 original samples);
     :meth:`score` reports an item below it, or one without a set the method reads, as not
-    available instead of calling the scorer (issue 21: an item is scored or says why,
+    available instead of calling the scorer (an item is scored or says why,
     never raises).
     """
 
@@ -156,7 +156,7 @@ class MethodSpec:
     def short_sets(self, fmt: AnswerFormat, sets: Mapping[str, tuple]) -> tuple[str, ...]:
         """The sample sets this method compares that hold fewer than 2 samples in ``sets``
         (one item's): a method that reads only answer sets (original, perturbed,
-        paraphrased) compares their samples, so it needs 2 of each (issue 25: one given
+        paraphrased) compares their samples, so it needs 2 of each (one given
         sample per item makes it not available for that item, not a crash)."""
         needs = self.needs_for(fmt)
         if not self.compares or not needs or not set(needs) <= set(COMPARED_SETS):
@@ -256,7 +256,7 @@ def get_method(name: str) -> MethodSpec:
 
     ``"<method>@<kernel>"`` (``c3@embedding``, ``self_consistency@judge``) is the method
     scored with that kernel instead of the run's, so one run can report one method under
-    several kernels (000 App. H: the kernel is a choice of the task's answer format).
+    several kernels (Wu et al., App. H: the kernel is a choice of the task's answer format).
     A name with a prefix of :data:`PREFIXED` is that family's method: ``"given:<name>"``
     is a score the input file gives (:mod:`credo.methods.given`).
     """

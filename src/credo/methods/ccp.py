@@ -1,11 +1,11 @@
-"""Claim-Conditioned Probability (Fadeeva et al. 2024; 002 §3.5, App. A.11.3).
+"""Claim-Conditioned Probability (Fadeeva et al. 2024; Müller et al., §3.5, App. A.11.3).
 
 For every generated token the top-k alternatives are split by an NLI step into those
 that entail the sampled token's claim and those that contradict it (neutral ones are
 dropped). The token's confidence is ``CCP_t = Σ_{entail} p / (Σ_{entail} p + Σ_{contra}
 p)``, the sampled token counting as entailing, and the sequence confidence is the
-product over tokens (002 A.11.3, "multiplicative composition"). 002 reports that this
-product collapses on long answers; it is implemented as stated, not patched.
+product over tokens (Müller et al., A.11.3, "multiplicative composition"). Müller et al.
+report that this product collapses on long answers; it is implemented as stated, not patched.
 
 Which alternatives are judged: those with probability at least ``min_prob`` whose text
 differs from the sampled token's after stripping whitespace and case (equal ones entail

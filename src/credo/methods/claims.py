@@ -1,4 +1,4 @@
-"""Claim methods: a credibility in [0, 1] for every claim of a long answer (issue 33 item 2).
+"""Claim methods: a credibility in [0, 1] for every claim of a long answer.
 
 Each method is a pure function of one item's :class:`~credo.plan.claims.ClaimEvidence`
 (cached generations only) returning one score per claim (higher = more credible; NaN
@@ -11,7 +11,7 @@ contradict} is the judge's verdict on sample ``k`` (unreadable verdicts left out
                 original samples* supporting the claim, a contradiction cancelling a
                 support: ``max(0, (S - C) / K)`` over the ``K`` readable verdicts. Without
                 contradictions it is the paper's count of supporting samples over K.
-``claim_c3``    C3's idea (000 §3) one level down: the same support measured under the
+``claim_c3``    C3's idea (Wu et al., §3) one level down: the same support measured under the
                 *perturbed prompts'* samples, ``f_p``, against the original's, ``f_o``;
                 ``min(f_o, f_p) = (f_o + f_p)/2 - |f_o - f_p|/2``: the mean support
                 minus half its shift, so a claim the model drops when the context

@@ -10,7 +10,7 @@ import numpy as np
 
 from credo.kernels.registry import Kernel
 from credo.methods.base import ORIGINAL, Score, sample_set_method
-from credo.methods.graph import normalized_laplacian, settle, similarity_graph
+from credo.methods.graph import class_graph, settle, too_many_distinct
 
 EIGV_THRESHOLD = 0.9
 """Eigenvectors of L with eigenvalue below this embed the answers (Lin et al.'s default)."""
@@ -57,13 +57,21 @@ def _centred_norms2(
 ) -> np.ndarray:
     """``‖v'_j‖² = P_jj − 2 (P1)_j / K + 1ᵀP1 / K²`` for every answer j. Callers round
     (:func:`~credo.methods.graph.settle`) before any square root: a 1e-17 residue would
-    become 3e-9 under it."""
-    lam, vec = np.linalg.eigh(normalized_laplacian(similarity_graph(answers, kernel)))
-    v = vec[:, lam < threshold]
-    k = v.shape[0]
-    p = v @ v.T
-    p1 = p.sum(axis=1)
-    return np.diag(p) - 2.0 * p1 / k + p1.sum() / k**2
+    become 3e-9 under it. P is read through the distinct answers
+    (:class:`~credo.methods.graph.ClassGraph`): on the class indicators from the reduced
+    spectrum, within a class the projector ``I_a − J_a/m_a`` when its eigenvalue
+    ``1 − c_a/d_a`` is below the threshold."""
+    g = class_graph(answers, kernel)
+    lam, vec, within, _ = g.normalized_spectrum()
+    y = vec[:, lam < threshold]  # the kept eigenvectors on the class indicators
+    yy = y @ y.T
+    root = np.sqrt(g.sizes)
+    # P = Σ_kept (class-indicator part) + Σ_{a: 1 − c_a/d_a < threshold} (I_a − J_a/m_a)
+    p_diag = np.diag(yy) / g.sizes + np.where(within < threshold, 1.0 - 1.0 / g.sizes, 0.0)
+    p1 = (yy @ root) / root  # (P1)_j, the same for every node of a class
+    total = float(np.sum((y.T @ root) ** 2))  # 1ᵀP1: the within-class part sums to 0
+    k = g.k
+    return (p_diag - 2.0 * p1 / k + total / k**2)[g.index]
 
 
 @sample_set_method(
@@ -72,7 +80,10 @@ def _centred_norms2(
 )
 def eccentricity_confidence(answers: Sequence[Hashable | None], kernel: Kernel) -> Score:
     """Confidence ``1 − U_Ecc / √(K − 1)`` in [0, 1] (U ∈ [0, √(K − 1)], see
-    :func:`eccentricity`); per generation ``1 − ‖v'_j‖ / √(1 − 1/K)``."""
+    :func:`eccentricity`); per generation ``1 − ‖v'_j‖ / √(1 − 1/K)``. Not available
+    above :data:`~credo.methods.graph.MAX_DISTINCT` distinct answers."""
+    if why := too_many_distinct(answers):
+        return Score.not_available(why)
     u = eccentricity(answers, kernel)
     conf = eccentricity_confidences(answers, kernel)
     value = float(np.clip(1.0 - u / math.sqrt(len(answers) - 1), 0.0, 1.0))

@@ -9,8 +9,8 @@ from collections.abc import Hashable, Sequence
 import numpy as np
 
 from credo.kernels.registry import Kernel
-from credo.methods.base import ORIGINAL, sample_set_method
-from credo.methods.graph import normalized_laplacian, settle, similarity_graph
+from credo.methods.base import ORIGINAL, Score, sample_set_method
+from credo.methods.graph import class_graph, settle, too_many_distinct
 
 
 def eigv(answers: Sequence[Hashable | None], kernel: str | Kernel = "indicator") -> float:
@@ -26,17 +26,23 @@ def eigv(answers: Sequence[Hashable | None], kernel: str | Kernel = "indicator")
     times, U = 1. L has one zero eigenvalue per connected component, so U ≥ the number
     of components; with the indicator kernel U equals the number of distinct answers.
     Needs K >= 2. Rounded by :func:`~credo.methods.graph.settle` (ties stay ties).
+    The spectrum is read through the distinct answers
+    (:meth:`~credo.methods.graph.ClassGraph.normalized_spectrum`), exactly.
     """
-    lam = np.linalg.eigvalsh(normalized_laplacian(similarity_graph(answers, kernel)))
-    return float(settle(float(np.clip(1.0 - lam, 0.0, None).sum())))
+    lam, _, within, times = class_graph(answers, kernel).normalized_spectrum()
+    return float(settle(float(np.clip(1.0 - lam, 0.0, None).sum()
+                              + times @ np.clip(1.0 - within, 0.0, None))))
 
 
 @sample_set_method(
     "eigv", reads=ORIGINAL,
     summary="1 − (U_EigV − 1)/(K − 1), Laplacian eigenvalue sum (Lin et al. 2024)",
 )
-def eigv_confidence(answers: Sequence[Hashable | None], kernel: Kernel) -> float:
+def eigv_confidence(answers: Sequence[Hashable | None], kernel: Kernel) -> float | Score:
     """Confidence ``1 − (U_EigV − 1) / (K − 1)`` in [0, 1] (U ∈ [1, K], see :func:`eigv`):
-    1 when all K answers are equivalent, 0 when none is similar to another."""
+    1 when all K answers are equivalent, 0 when none is similar to another. Not
+    available above :data:`~credo.methods.graph.MAX_DISTINCT` distinct answers."""
+    if why := too_many_distinct(answers):
+        return Score.not_available(why)
     u = eigv(answers, kernel)
     return float(np.clip(1.0 - (u - 1.0) / (len(answers) - 1), 0.0, 1.0))

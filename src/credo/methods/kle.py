@@ -30,8 +30,8 @@ from collections.abc import Hashable, Sequence
 import numpy as np
 
 from credo.kernels.registry import Kernel
-from credo.methods.base import ORIGINAL, ItemSamples, method
-from credo.methods.graph import settle, similarity_graph
+from credo.methods.base import ORIGINAL, ItemSamples, Score, method
+from credo.methods.graph import class_graph, settle, too_many_distinct
 
 HEAT_T = 0.3
 """Heat-kernel time t: LM-Polygraph's default for KLE (the paper tunes t per dataset on
@@ -57,17 +57,25 @@ def kle(
     the diagonal of K_t is constant (e.g. all answers equivalent, all distinct, or
     equal-sized clusters). ρ is positive semi-definite, so VNE lies in [0, ln K]: ln K
     when W = I (L = 0, ρ = I/K). Needs K >= 2. Rounded by
-    :func:`~credo.methods.graph.settle` (ties stay ties).
+    :func:`~credo.methods.graph.settle` (ties stay ties). Computed through the distinct
+    answers (:class:`~credo.methods.graph.ClassGraph`): L, K_t and ρ keep the classes'
+    block structure, so ρ's eigenvalues are those of its U × U reduction and, within
+    each class a, ``e^{−t(d_a − c_a)} / (K (K_t)_aa)`` ``m_a − 1`` times; exactly the
+    K × K computation.
     """
-    w = similarity_graph(answers, kernel)
-    lap = np.diag(w.sum(axis=1)) - w
-    lam, vec = np.linalg.eigh(lap)
+    g = class_graph(answers, kernel)
+    d, m = g.degrees, g.sizes
+    lap = np.diag(d) - g.reduced()  # L on the class indicators 1_a / √m_a
+    lam, vec = np.linalg.eigh((lap + lap.T) / 2.0)
     heat = (vec * np.exp(-t * lam)) @ vec.T
-    d = np.sqrt(np.diag(heat))
-    rho = heat / np.outer(d, d) / w.shape[0]
-    mu = np.clip(np.linalg.eigvalsh((rho + rho.T) / 2.0), 0.0, None)
-    mu = mu[mu > 1e-12]
-    return float(settle(float(-(mu * np.log(mu)).sum())))
+    within = np.exp(-t * (d - g.c))  # exp(−tL) within a class, m_a − 1 times
+    diag = np.diag(heat) / m + (1.0 - 1.0 / m) * within  # K_t's diagonal, per class
+    rho = heat / np.sqrt(np.outer(diag, diag)) / g.k
+    mu = np.concatenate([np.linalg.eigvalsh((rho + rho.T) / 2.0), within / diag / g.k])
+    times = np.concatenate([np.ones(len(d)), m - 1.0])
+    mu = np.clip(mu, 0.0, None)
+    keep = (mu > 1e-12) & (times > 0)
+    return float(settle(float(-(times[keep] * mu[keep] * np.log(mu[keep])).sum())))
 
 
 @method(
@@ -77,14 +85,16 @@ def kle(
     "(default 0.3; Nikitin et al. 2024)",
     min_samples={ORIGINAL: 2},
 )
-def score_kle(samples: ItemSamples, kernel: Kernel) -> float:
+def score_kle(samples: ItemSamples, kernel: Kernel) -> float | Score:
     """Confidence ``1 − KLE / ln K`` in [0, 1] (KLE ∈ [0, ln K], see :func:`kle`), at the
     heat time ``samples.options["kle_t"]`` (default :data:`HEAT_T`). 0 when no two answers
     are similar; K identical answers score a function of t·K that reaches 1 only as t·K
     grows (0.16 for five answers at t = 0.3; the module docstring). Rounded by
     :func:`~credo.methods.graph.settle`, so the extremes are exact. Not available below
-    2 samples."""
+    2 samples, or above :data:`~credo.methods.graph.MAX_DISTINCT` distinct answers."""
     answers = samples.answers(ORIGINAL)
+    if why := too_many_distinct(answers):
+        return Score.not_available(why)
     t = float(samples.options.get("kle_t", HEAT_T))
     return kle_confidence(answers, kernel, t)
 

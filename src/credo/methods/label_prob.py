@@ -1,10 +1,10 @@
-"""Token label probability for multiple choice (002 §3.4, App. A.9–A.10).
+"""Token label probability for multiple choice (Müller et al., §3.4, App. A.9–A.10).
 
 The model answers with an option letter only (greedy). At the first generated token that
 is a letter, the probabilities of the option letters are read from the top logprobs and
 normalised over the letters; the confidence is the normalised probability of the most
-probable letter (002 "only the most probable label", Fig. A.3). The raw probability mass
-on the letters before normalisation is 002 §3.6's "task comprehension".
+probable letter (Müller et al. "only the most probable label", Fig. A.3). The raw probability mass
+on the letters before normalisation is Müller et al., §3.6's "task comprehension".
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ def label_probabilities(
 ) -> LabelProbabilities | None:
     """Letter distribution at the first generated token that is an option letter.
 
-    None when no generated token is a letter (an invalid answer, 002 App. A.9.3).
+    None when no generated token is a letter (an invalid answer, Müller et al., App. A.9.3).
     """
     if not logprobs or n_choices < 2:
         return None
@@ -61,8 +61,8 @@ def letter_distribution(
     alternatives (the token itself when it has none) that :func:`normalise_label_token`
     turns into that letter ("B", " B", "(B" and "B." are all B); the normalised ones divide
     by their sum, the mass. None when no alternative is an option letter (mass 0).
-    This is the one reading of letter probabilities: 002's label probability takes it at
-    the first letter token, 003's answers at the first token (``credo.strength.answers``).
+    This is the one reading of letter probabilities: Müller et al.'s label probability takes it at
+    the first letter token, Le et al.'s answers at the first token (``credo.strength.answers``).
     """
     letters = sorted(LETTERS[:n_choices])
     raw = dict.fromkeys(letters, 0.0)
@@ -79,7 +79,7 @@ def letter_distribution(
 @method(
     "label_prob",
     needs=(LABEL,),
-    summary="normalised first-token probability of the chosen option letter (002 §3.4)",
+    summary="normalised first-token probability of the chosen option letter (Müller et al., §3.4)",
     formats=(AnswerFormat.CHOICE,),
     logprobs=True,
     min_samples={LABEL: 1},

@@ -1,4 +1,4 @@
-"""P(True) (Kadavath et al. 2022; 002 §3.5).
+"""P(True) (Kadavath et al. 2022; Müller et al., §3.5).
 
 Each original sample is shown back to the model as a proposed answer with the question
 "Is the proposed answer: (A) True (B) False"; the confidence is the probability of the

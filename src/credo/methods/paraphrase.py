@@ -1,8 +1,8 @@
-"""Paraphrase consistency (Portillo Wightman et al. 2023; 000 App. J).
+"""Paraphrase consistency (Portillo Wightman et al. 2023; Wu et al., App. J).
 
 The question is rephrased by an LLM (meaning-preserving paraphrases, ``perturb/
 paraphrase.py``), the model answers each paraphrase, and the score is the generalized
-consistency of those answers, ``C(Y) = 1/(K(K-1)) Σ_i Σ_{j≠i} k(y_i, y_j)`` (000 eq. 2).
+consistency of those answers, ``C(Y) = 1/(K(K-1)) Σ_i Σ_{j≠i} k(y_i, y_j)`` (Wu et al., eq. 2).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from credo.methods.self_consistency import self_consistency
 @method(
     "paraphrase",
     needs=(PARAPHRASED,),
-    summary="agreement of answers to LLM paraphrases of the question (000 App. J)",
+    summary="agreement of answers to LLM paraphrases of the question (Wu et al., App. J)",
     min_samples={PARAPHRASED: 2},
 )
 def score_paraphrase(samples: ItemSamples, kernel: Kernel) -> float | Score:

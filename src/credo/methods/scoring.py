@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from credo.kernels.distinct import distinct_answers, self_similarities
 from credo.kernels.indicator import indicator_gram
 from credo.kernels.registry import ItemKernels, Kernel
 from credo.methods.base import MethodSpec, Score
@@ -59,13 +60,13 @@ class ItemResult:
 
     @property
     def performance(self) -> float:
-        """p̄: mean correctness over the n original samples (000 App. E.2)."""
+        """p̄: mean correctness over the n original samples (Wu et al., App. E.2)."""
         return float(np.mean(self.correct)) if self.correct else math.nan
 
     @property
     def answer_index(self) -> int | None:
-        """The original sample whose answer credo gives for this item (issue 23): the
-        most central parsed sample under the run's kernel (:attr:`chosen`, issue 32), else
+        """The original sample whose answer credo gives for this item: the
+        most central parsed sample under the run's kernel (:attr:`chosen`), else
         the first sample of the modal parsed answer (self-consistency's majority vote,
         ties to the answer seen first: the central sample under the indicator kernel);
         None when no original sample has a parsed answer."""
@@ -83,7 +84,7 @@ class ItemResult:
     def answer_correct(self) -> float:
         """Whether :attr:`answer` is correct (1.0 / 0.0; a grade in [0, 1] for graded
         open answers); NaN when the item has no gold or no parsed answer. What a
-        certificate's selective risk counts (issue 23)."""
+        certificate's selective risk counts."""
         i = self.answer_index
         if i is None:
             return 0.0 if self.correct and not math.isnan(self.performance) else math.nan
@@ -104,6 +105,7 @@ def score_items(
     options: Mapping[str, Any],
     available_sets: set[str] | None = None,
     item_scores: Mapping[str, Mapping[str, float | None]] | None = None,
+    show_progress: bool = False,
 ) -> list[ItemResult]:
     """One :class:`ItemResult` per task item (see the module docstring).
 
@@ -114,59 +116,120 @@ def score_items(
     there are: a method that needs another one is not available, with the reason.
     ``item_scores``: per item id, the scores a file gives the item as a whole (read by
     the given-score methods, :mod:`credo.methods.given`).
+    ``show_progress``: a progress bar of the (item, method) scores done, on stderr.
     """
     results = []
     built = kernels.get(default_kernel)  # the run's kernel chooses each item's answer
-    for it in task.items:
-        sets = {name: samples for name, (samples, _) in generated[it.id].items()}
-        correct = {name: c for name, (_, c) in generated[it.id].items()}
-        correct[ORIGINAL] = tuple(None if _nan(c) else c for c in graded[it.id])
-        samples = ItemSamples(it.id, sets, task.format, len(it.choices), options,
-                              (item_scores or {}).get(it.id, {}))
-        scores = {
-            spec.name: _score(spec, samples, task, kernels, default_kernel, logprobs,
-                              available_sets)
-            for spec in specs
-        }
-        results.append(
-            ItemResult(
-                it,
-                prefixes.get(it.id, ()) if PERTURBED in sets else (),
-                sets[ORIGINAL],
-                sets.get(PERTURBED, ()),
-                graded[it.id],
-                {k: v.value for k, v in scores.items()},
-                sets,
-                correct,
-                scores,
-                MODAL if built is None else central_sample(
-                    samples.answers(ORIGINAL), built.kernel_for(it.id)),
-                dict(samples.scores),
-            )
-        )
+    with _ScoringProgress(len(task.items) * len(specs), show_progress) as progress:
+        for it in task.items:
+            results.append(_score_item(it, task, generated, graded, specs, kernels,
+                                       default_kernel, logprobs, prefixes, options,
+                                       available_sets, built, progress,
+                                       (item_scores or {}).get(it.id, {})))
     return results
 
 
+def _score_item(
+    it: Item,
+    task: Task,
+    generated: GeneratedSets,
+    graded: Mapping[str, tuple[bool | float, ...]],
+    specs: Sequence[MethodSpec],
+    kernels: Mapping[str, ItemKernels],
+    default_kernel: str,
+    logprobs: bool,
+    prefixes: Mapping[str, tuple[str, ...]],
+    options: Mapping[str, Any],
+    available_sets: set[str] | None,
+    built: ItemKernels | None,
+    progress: _ScoringProgress,
+    item_scores: Mapping[str, float | None] | None = None,
+) -> ItemResult:
+    """The :class:`ItemResult` of one item: every method's score, its answer;
+    ``item_scores``: the scores a file gives the item as a whole."""
+    sets = {name: samples for name, (samples, _) in generated[it.id].items()}
+    correct = {name: c for name, (_, c) in generated[it.id].items()}
+    correct[ORIGINAL] = tuple(None if _nan(c) else c for c in graded[it.id])
+    samples = ItemSamples(it.id, sets, task.format, len(it.choices), options,
+                          dict(item_scores or {}))
+    scores = {}
+    for spec in specs:
+        progress.now(it.id, spec.name)
+        scores[spec.name] = _score(spec, samples, task, kernels, default_kernel, logprobs,
+                                   available_sets)
+        progress.advance()
+    return ItemResult(
+        it,
+        prefixes.get(it.id, ()) if PERTURBED in sets else (),
+        sets[ORIGINAL],
+        sets.get(PERTURBED, ()),
+        graded[it.id],
+        {k: v.value for k, v in scores.items()},
+        sets,
+        correct,
+        scores,
+        MODAL if built is None else central_sample(
+            samples.answers(ORIGINAL), built.kernel_for(it.id)),
+        dict(samples.scores),
+    )
+
+
+class _ScoringProgress:
+    """A rich progress bar of the scores computed (one per item and method), naming the
+    item and method at work, on stderr; nothing when disabled."""
+
+    def __init__(self, total: int, show: bool) -> None:
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+        )
+
+        self._progress = Progress(TextColumn("[bold]scoring"), BarColumn(),
+                                  MofNCompleteColumn(), TimeElapsedColumn(),
+                                  TextColumn("{task.fields[at]}"), disable=not show)
+        self._task = self._progress.add_task("scoring", total=total, at="")
+
+    def __enter__(self) -> _ScoringProgress:
+        self._progress.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._progress.__exit__(None, None, None)
+
+    def now(self, item: str, method: str) -> None:
+        """Say which item and method are being scored."""
+        self._progress.update(self._task, at=f"{item} · {method}")
+
+    def advance(self) -> None:
+        """One score done."""
+        self._progress.update(self._task, advance=1)
+
+
 def central_sample(answers: Sequence[Hashable | None], gram: Kernel) -> int | None:
-    """The answer credo gives among an item's original samples (issue 32: for open-ended
+    """The answer credo gives among an item's original samples (for open-ended
     answers, the most central sample): the parsed sample ``i`` with the largest
     ``Σ_{j≠i} k(y_i, y_j)`` over the other parsed samples, the first on ties (a kernel
-    medoid; the sum is the sample's term in generalized consistency, 000 eq. 2); None
+    medoid; the sum is the sample's term in generalized consistency, Wu et al., eq. 2); None
     when no sample has a parsed answer (``None``).
 
     Under the indicator kernel the sum is the count of the sample's answer less one, so
     the choice is the first sample of the modal answer, the majority vote of
     self-consistency (Wang et al. 2023); under the embedding or judge kernel, the sample
     whose answer agrees most with the rest."""
-    parsed = [i for i, a in enumerate(answers) if a is not None]
-    if not parsed:
+    found = distinct_answers(answers)
+    if not found.values:
         return None
-    keys = [answers[i] for i in parsed]
-    K = np.asarray(gram(keys, keys), dtype=float)
-    totals = K.sum(axis=1) - np.diag(K)
-    # ties within rounding are ties: sums of one set of terms in another order differ
-    first = np.flatnonzero(np.isclose(totals, totals.max(), rtol=1e-9, atol=1e-12))[0]
-    return parsed[int(first)]
+    # every sample of a distinct answer a has the same sum, Σ_b m_b k(a, b) − k(a, a)
+    totals = -self_similarities(found, gram)
+    for start, block in found.row_blocks(gram):
+        totals[start:start + len(block)] += block @ found.counts
+    # ties within rounding are ties: sums of one set of terms in another order differ;
+    # the distinct answers are in order of first appearance, so the first is the earliest
+    best = np.flatnonzero(np.isclose(totals, totals.max(), rtol=1e-9, atol=1e-12))[0]
+    return int(np.flatnonzero(found.index == best)[0])
 
 
 def _score(

@@ -28,7 +28,7 @@ def semantic_entropy(
     extremes are exact in floating point: one cluster gives ``ln K − 1·ln K = 0`` and K
     singletons ``ln K − Σ p_c·0 = ln K``. The textbook form ``−Σ p_c ln p_c`` gave ln 5 +
     2.2e−16 for five distinct answers, so the confidence ``1 − SE/ln K`` came out as
-    −2.2e−16 and the evaluation refused it (issue 21).
+    −2.2e−16 and the evaluation refused it.
     """
     mean_log_size = _mean_log_size(answers, kernel)  # raises below 2 answers
     return math.log(len(answers)) - mean_log_size

@@ -1,4 +1,4 @@
-"""Verbalized confidence (Tian et al. 2023; 000 App. J "self-report"; 002 §3.5).
+"""Verbalized confidence (Tian et al. 2023; Wu et al., App. J "self-report"; Müller et al., §3.5).
 
 After each original sample the model is asked, in the same conversation and greedily,
 for the probability that its answer is correct. The reply's number is that sample's

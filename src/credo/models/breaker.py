@@ -1,4 +1,4 @@
-"""A circuit breaker for a served model (issue 34 item 5): stop retrying a server that
+"""A circuit breaker for a served model: stop retrying a server that
 fails every request.
 
 A server that fails every request (down, misconfigured, answering 500 to all) would
@@ -18,6 +18,12 @@ exit 3. The breaker watches every attempt of the model's calls (the probe's too)
   (woken at once), fails with its request (the executor caches everything else; the run
   ends at exit 3 and a rerun resumes). ``window_s`` seconds after it opened, one attempt
   is let through as a trial: a success closes the breaker, a failure opens it again.
+
+How long a dead server costs: the streak starts with the first failed attempt (the
+start-up probe's, for a run), so a server failing every request opens the breaker
+``window_s`` seconds later, and the calls still waiting end then: with the defaults a run
+against it ends in 10 to 15 s at exit 3 (docs/how-to/served-models.md gives the
+measurement).
 
 A 4xx that fails its request at once (the server answered) and a 429 (the server is
 there and asks to wait; its ``Retry-After`` is honoured) are neither failures nor

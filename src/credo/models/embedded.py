@@ -305,7 +305,7 @@ class EmbeddedModel(ClosesOnExit):
     @property
     def context_tokens(self) -> int:
         """Tokens one request may hold, prompt and generation together (a slot's): what
-        the run's preflight measures every item against (issue 21)."""
+        the run's preflight measures every item against."""
         return self.slot_ctx
 
     @property
@@ -316,7 +316,7 @@ class EmbeddedModel(ClosesOnExit):
         return self._identity
 
     def preflight(self) -> None:
-        """Check, before the first call, that the weights are on this machine (issue 20):
+        """Check, before the first call, that the weights are on this machine:
         :class:`~credo.models.weights.MissingWeights` names the package and the install
         command; nothing is joined, hashed or started."""
         check_weights(self.name_or_path)

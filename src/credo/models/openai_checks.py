@@ -15,7 +15,7 @@ contract, whether it returns logprobs (how many alternatives) and whether it obe
 grammar. :meth:`~credo.models.openai_compat.OpenAIModel.apply_probe` sets from that what
 the options left open (``supports_n``, ``max_n``, ``logprobs``, ``grammar``); an option
 given explicitly always wins, and so does the option's default where an empty reply
-left the probe's answer unknown (issue 34 item 4: one glitch decides nothing).
+left the probe's answer unknown (one glitch decides nothing).
 """
 
 from __future__ import annotations
@@ -158,7 +158,7 @@ def metered_probe(
 ) -> ServerProbe:
     """:func:`~credo.models.openai_probe.probe_server` through ``send(body, meter)``, the
     record's ``calls`` and tokens those ``meter`` counted over every attempt (retries
-    included: issue 34 item 6)."""
+    included)."""
     meter = Usage()
     found = probe_server(lambda body: send(body, meter), model, identity)
     return dataclasses.replace(found, calls=meter.calls, prompt_tokens=meter.prompt_tokens,

@@ -28,10 +28,10 @@ writes its model options to its folder. Credentials in a base URL
 (``http://user:KEY@host/v1``) are taken out of it: they go as an HTTP basic
 ``Authorization`` header to that replica; so are query parameters named like credentials
 (``?api_key=KEY``, :data:`credo.models.urls.SECRET_PARAMS`), which the client adds to
-every call of that replica (issue 21); and the URL everything else sees (``repr``, log
+every call of that replica; and the URL everything else sees (``repr``, log
 lines, error messages, the client, which would log them) is :func:`redact_url`'s.
 
-Usage (issue 34 item 6): every attempt is metered (one call, the tokens its reply
+Usage: every attempt is metered (one call, the tokens its reply
 reports) and travels with what :meth:`OpenAIModel.generate` yields for its request.
 """
 

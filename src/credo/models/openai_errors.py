@@ -16,14 +16,14 @@ with a finish reason is a real sample, not a fault. Every retried call adds one 
 
 Failures. Another 4xx (400, 404, 422, …) fails its request at once, except a 404
 before any call of that replica succeeded: a wrong URL or model name, which raises
-:class:`~credo.errors.UserError` (issue 21). A request that fails,
+:class:`~credo.errors.UserError`. A request that fails,
 or whose retries run out, is yielded as ``(index, OpenAIGenerationError)`` and the others
 go on (the protocol's contract: the executor caches the rest and the run resumes later).
 A 401 or 403 raises :class:`~credo.errors.UserError` (the key is wrong or missing; no
 request can succeed). Any other exception (a bug, or an injected client's own) is raised
 as an :class:`OpenAIGenerationError` naming the request.
 
-Circuit breaker (issue 34 item 5). A server that fails every request opens the model's
+Circuit breaker. A server that fails every request opens the model's
 :class:`~credo.models.breaker.CircuitBreaker` (``breaker_failures`` failed attempts in a
 row lasting ``breaker_window_s`` seconds with no success; 10 and 10 s by default): from
 then on a call fails without being sent, and a call waiting to retry fails at once, so
@@ -221,7 +221,7 @@ def connection_reason(exc: Exception) -> str:
 
 
 def not_found(exc: Exception, replica: Replica, model: str) -> UserError:
-    """The error of a 404 before any call of ``replica`` succeeded (issue 21): no
+    """The error of a 404 before any call of ``replica`` succeeded: no
     rerun can mend a wrong URL or model name, so it is the user's, not a failed
     request to retry later."""
     return UserError(

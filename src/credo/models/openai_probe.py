@@ -27,7 +27,7 @@ A 4xx answer is a "no" to what was asked; any other failure (after the sender's
 retries) stops the probe, whose record then lists it in ``errors`` (incomplete: nothing
 is concluded and nothing stored).
 
-Glitches (issue 34 item 4). An empty reply is no answer: the probe's prompt always has
+Glitches. An empty reply is no answer: the probe's prompt always has
 one, so an empty text is a server's glitch more likely than a sample. A question whose
 answer rests on an empty reply (two replies to one seed that disagree because one is
 empty, a logprobs or grammar reply without text) is answered "unknown" and named in

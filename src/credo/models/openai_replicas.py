@@ -64,8 +64,8 @@ def replica_urls(base_url: str | Sequence[str] | None) -> list[str | None]:
 
 def replica_of(url: str | None) -> Replica:
     """A replica of ``url``, its userinfo moved into an ``Authorization`` header and its
-    credential query parameters (``?api_key=…``) into the client's default query
-    (issue 21): the replica's ``url`` holds neither."""
+    credential query parameters (``?api_key=…``) into the client's default query: the replica's
+    ``url`` holds neither."""
     if url is None:
         return Replica(None, {})
     plain, user, password = split_credentials(url)

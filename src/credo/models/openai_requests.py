@@ -228,7 +228,7 @@ def metered_generations(
     response: Any, request: GenerationRequest, n: int, seconds: float, usage: Usage | None
 ) -> list[Generation]:
     """:func:`generations_of` the reply, with the tokens its ``usage`` reports added to
-    ``usage`` first (a malformed reply's too: the server billed it; issue 34 item 6); a
+    ``usage`` first (a malformed reply's too: the server billed it); a
     well-formed reply without ``usage`` adds its generations' completion tokens."""
     reported = reported_usage(response)
     if usage is not None and reported is not None:

@@ -84,7 +84,7 @@ def load_model(spec: str, **options: Any) -> Model:
         if bad is None:
             raise
         # a base_url on an embedded model is refused before, where roles are assigned
-        # (credo.generation.roles.assign_roles: every role's one check, issue 31)
+        # (credo.generation.roles.assign_roles: every role's one check)
         raise UserError(
             f"model {spec!r} does not take the option {bad.group(1)!r} (model_options)"
         ) from None
@@ -122,7 +122,7 @@ def _embedded(name_or_path: str, **options: Any) -> Model:
 
 @backend("forced")
 def _forced(name_or_path: str, **options: Any) -> Model:
-    """Forced decoding of given texts (003's surprisal scorer): ``forced:<embedded name,
+    """Forced decoding of given texts (Le et al.'s surprisal scorer): ``forced:<embedded name,
     .gguf path or gguf:...>``; identity ``llamacpp-forced:<weights label>``."""
     from credo.models.forced import ForcedDecodingScorer
 

@@ -2,7 +2,7 @@
 
 A base URL may carry credentials in its userinfo (``http://user:KEY@host/v1``) or in its
 query string (``http://host/v1?api_key=KEY``: a parameter named like a credential, see
-:data:`SECRET_PARAMS`; issue 21). Nothing credo writes (the model identity, hence the
+:data:`SECRET_PARAMS`). Nothing credo writes (the model identity, hence the
 cache and every report; config.yaml; log lines; error messages) may hold them, so
 backends keep the URL as :func:`redact_url` gives it and the credentials apart
 (:func:`split_credentials`, :func:`split_query_secrets`), to send as an
@@ -61,7 +61,7 @@ def redact_text(text: str) -> str:
 
 
 def split_query_secrets(url: str) -> tuple[str, dict[str, str]]:
-    """``(url without its credential query parameters, those parameters)`` (issue 21);
+    """``(url without its credential query parameters, those parameters)``;
     ``(url, {})`` unchanged when it has none. A fragment is kept."""
     head, mark, query = url.partition("?")
     if not mark:

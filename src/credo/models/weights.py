@@ -49,7 +49,7 @@ class WeightsError(RuntimeError):
 
 
 class MissingWeights(WeightsError):
-    """An embedded model's weights are not on this machine (issue 20): a package that
+    """An embedded model's weights are not on this machine: a package that
     ships them is not installed, or a ``.gguf`` path names no file. ``install`` is the
     command that installs them (empty for a user's own file)."""
 
@@ -395,7 +395,7 @@ def check_weights(name: str | os.PathLike[str]) -> None:
     lies in the cache with its size, or every package that ships a chunk is installed.
 
     Cheap (no hashing, no joining): the preflight of every embedded role runs it before
-    a run's first model call (issue 20), so a missing writer is named before the model
+    a run's first model call, so a missing writer is named before the model
     under test has drawn a sample. Size and hash are still verified on first use."""
     if is_local_gguf(name):
         if not Path(name).expanduser().is_file():
@@ -432,7 +432,7 @@ def weights_sha256(name: str | os.PathLike[str]) -> str:
 
 
 STRONGEST_EMBEDDED = "qwen2.5-coder-1.5b"
-"""The most capable embedded model: the default perturbation writer (issue 16)."""
+"""The most capable embedded model: the default perturbation writer."""
 
 
 def weights_label(name: str | os.PathLike[str]) -> str:

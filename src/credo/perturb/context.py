@@ -1,4 +1,4 @@
-"""Context-prefix perturbations with the embedding diversity filter (000 §3, App. A.1-A.2).
+"""Context-prefix perturbations with the embedding diversity filter (Wu et al., §3, App. A.1-A.2).
 
 For each item an LLM writes short context sentences that are topic-aligned (same broad
 domain as the question), content-neutral (no information that helps, hints at,
@@ -44,7 +44,7 @@ PERTURBATION_SYSTEM_PROMPT = (
     "4. have 6 to 20 words.\n"
     "Reply with the sentence only."
 )
-"""The writer prompt ``v1`` (credo before issue 16)."""
+"""The writer prompt ``v1`` (credo's before the strict prefix rules)."""
 
 PERTURBATION_SYSTEM_PROMPT_V2 = (
     "You write one sentence of background context that will be placed before a question. "
@@ -75,9 +75,9 @@ PERTURBATION_SYSTEM_PROMPT_V2 = (
 name, one rejected example per rule of :mod:`credo.perturb.rules`, and a multiple-choice
 example (:data:`CHOICE_EXAMPLE`). On MMLU high-school statistics the 1.5B model kept 35
 of 60 candidates under the strict rules with it, against 45 of 331 with a first draft
-that lacked the "never answer" sentence and the choice example (issue 16)."""
+that lacked the "never answer" sentence and the choice example."""
 
-# One-shot examples (000 §3 shows the first one); shared by every item, so a backend
+# One-shot examples (Wu et al., §3 shows the first one); shared by every item, so a backend
 # with prefix caching evaluates them once.
 PERTURBATION_EXAMPLES: tuple[tuple[str, str, str], ...] = (
     (
@@ -215,7 +215,7 @@ def clean_candidate(
 def is_neutral_context(
     text: str, question: str, min_words: int = 4, max_words: int = 40
 ) -> bool:
-    """The ``basic`` rules a context prefix must pass, whoever wrote it (000 App. A.1):
+    """The ``basic`` rules a context prefix must pass, whoever wrote it (Wu et al., App. A.1):
     not empty, not a question, ``min_words`` to ``max_words`` words, not a restatement of
     the question nor contained in it, not talk about the prompt, no digit, and no name of
     the question's (or of the writer's examples) in it. :func:`clean_candidate` applies
@@ -241,7 +241,7 @@ def rule_context(item: Item, rules: RuleSet, answers: Sequence[object] = ()) -> 
 def diversity_filter(
     embeddings: np.ndarray, threshold: float, kept: Sequence[int] = ()
 ) -> list[int]:
-    """Greedy filter of 000 App. A.2: keep row i if cos(e_i, e_k) < threshold for all kept k.
+    """Greedy filter of Wu et al., App. A.2: keep row i if cos(e_i, e_k) < threshold for all kept k.
 
     ``embeddings`` are L2-normalised rows visited in order; ``kept`` are indices already
     accepted. Returns the accepted indices (``kept`` first).
@@ -393,7 +393,7 @@ class _WriterState:
 
 
 class WriterCallStage(Stage):
-    """One call of the perturbation writer as a planned stage (issue 31): ``plan(wanted)``
+    """One call of the perturbation writer as a planned stage: ``plan(wanted)``
     asks each item's one writer request (:func:`writer_request`) for its first ``n``
     candidates (``wanted``: item id -> n; later calls ask later sample indices of the
     same request), of the writer role; ``read`` gives each complete item's candidate
@@ -420,7 +420,7 @@ class WriterCallStage(Stage):
 
 
 class PrefixWriter:
-    """Context prefixes written on demand, a few at a time (adaptive sampling, issue 24).
+    """Context prefixes written on demand, a few at a time (adaptive sampling).
 
     :meth:`ensure` gives each item at least its target of kept prefixes, drawing more
     candidates of the item's one writer request (the same request as

@@ -1,7 +1,7 @@
 """Corpus noise: context prefixes sampled from a text file instead of written by a model
-(000 App. F).
+(Wu et al., App. F).
 
-000 App. F compares model-written perturbations with "random web-sourced noise of
+Wu et al., App. F compares model-written perturbations with "random web-sourced noise of
 approximately the same length sampled from RedPajama": snippets that need no inference
 and, being drawn independently of the question, carry no answer-specific information,
 at the cost of topic alignment. Here the user gives the text (``perturbation.corpus``):

@@ -1,10 +1,10 @@
-"""Meaning-preserving paraphrases of a question (Portillo Wightman et al. 2023; 000 App. J).
+"""Meaning-preserving paraphrases of a question (Portillo Wightman et al. 2023; Wu et al., App. J).
 
 An LLM rephrases the question stem (options of a multiple-choice item are kept as they
 are); candidates are drawn at T = 1 as consecutive samples of one cached request and
 kept in sample order when they are usable: not empty, not the question itself, not a
 duplicate, and carrying exactly the numbers of the question (a paraphrase that changes
-a number changes the problem; 000 §2 warns that LLM paraphrases drift in meaning).
+a number changes the problem; Wu et al., §2 warns that LLM paraphrases drift in meaning).
 """
 
 from __future__ import annotations
@@ -92,7 +92,7 @@ def plan_paraphrases(
 
 
 class ParaphraseStage(Stage):
-    """The paraphrase baseline's writer as a planned stage (issue 31): per item,
+    """The paraphrase baseline's writer as a planned stage: per item,
     ``candidates`` (default 2 x ``count``) samples of its paraphrasing request
     (:func:`plan_paraphrases`), asked of the paraphraser role; ``read`` keeps up to
     ``count`` distinct usable paraphrases per complete item (:func:`clean_paraphrase`)."""

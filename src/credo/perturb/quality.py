@@ -1,4 +1,4 @@
-"""Quality checks of context perturbations (000 App. A.2-A.4).
+"""Quality checks of context perturbations (Wu et al., App. A.2-A.4).
 
 * **Neutrality** (A.3) is a statistic of correctness flags and lives in
   :mod:`credo.evaluate.neutrality`.
@@ -30,7 +30,7 @@ from credo.types import GenerationRequest, Message, SamplingParams
 
 
 def pairwise_similarities(groups: Sequence[Sequence[str]], embedder: Embedder) -> np.ndarray:
-    """All within-group pairwise cosine similarities, pooled over groups (000 App. A.2).
+    """All within-group pairwise cosine similarities, pooled over groups (Wu et al., App. A.2).
 
     Each group contributes its C(g, 2) pairs ``cos(e_i, e_j), i < j`` (the embedder's
     rows are L2-normalised, so the cosine is the dot product). Groups of fewer than 2
@@ -54,7 +54,7 @@ def pairwise_similarities(groups: Sequence[Sequence[str]], embedder: Embedder) -
 def similarity_record(
     groups: Sequence[Sequence[str]], embedder: Embedder, threshold: float | None
 ) -> dict[str, Any]:
-    """The run folder's ``perturbation_similarity.json`` (000 App. A.2 / Fig. 5).
+    """The run folder's ``perturbation_similarity.json`` (Wu et al., App. A.2 / Fig. 5).
 
     ``groups`` are the kept perturbations of each item; groups of fewer than 2 texts are
     left out. Returns ``{"embedder", "threshold", "items", "similarities"}``: the
@@ -119,7 +119,7 @@ class ThresholdCalibration:
 
 
 def threshold_from_similarities(similarities: Sequence[float], percentile: float = 5.0) -> float:
-    """k = the ``percentile``-th percentile of paraphrase similarities (000 App. A.2: 5th).
+    """k = the ``percentile``-th percentile of paraphrase similarities (Wu et al., App. A.2: 5th).
 
     At α = 0.05, at most 5% of paraphrase pairs fall below k, so a candidate kept for
     being below k is a semantically redundant paraphrase with probability at most 5%.
@@ -134,7 +134,7 @@ def threshold_from_similarities(similarities: Sequence[float], percentile: float
 
 
 def paraphrase_messages(premise: str) -> tuple[Message, ...]:
-    """The chat prompt asking for one paraphrase of ``premise`` (000 App. D.2 is missing)."""
+    """The chat prompt asking for one paraphrase of ``premise`` (Wu et al., App. D.2 is missing)."""
     return (
         Message(role="system", content=PARAPHRASE_SYSTEM_PROMPT),
         Message(role="user", content=premise),
@@ -150,7 +150,7 @@ def calibrate_threshold(
     percentile: float = 5.0,
     sampling: SamplingParams | None = None,
 ) -> ThresholdCalibration:
-    """000 App. A.2: paraphrase each premise ``n_paraphrases`` times, pool the pairwise
+    """Wu et al., App. A.2: paraphrase each premise ``n_paraphrases`` times, pool the pairwise
     cosine similarities within each premise's paraphrases, return their percentile as k.
 
     The paper used 30 premises × 50 paraphrases by GPT-4.1 embedded with
@@ -213,7 +213,7 @@ TOPIC_DOMAINS: tuple[str, ...] = (
     "long-form factual or biographical generation",
     "code generation",
 )
-"""The broad benchmark-level domains of 000 App. A.4."""
+"""The broad benchmark-level domains of Wu et al., App. A.4."""
 
 TOPIC_SYSTEM_PROMPT = (
     "You classify a short piece of text by the broad domain of questions it would "
@@ -222,7 +222,7 @@ TOPIC_SYSTEM_PROMPT = (
 
 
 def topic_messages(text: str, domains: Sequence[str]) -> tuple[Message, ...]:
-    """The judge's prompt: only the perturbation and the numbered domains (000 App. A.4)."""
+    """The judge's prompt: only the perturbation and the numbered domains (Wu et al., App. A.4)."""
     listing = "\n".join(f"{i + 1}. {d}" for i, d in enumerate(domains))
     return (
         Message(role="system", content=TOPIC_SYSTEM_PROMPT),
@@ -243,7 +243,7 @@ def parse_domain(reply: str, domains: Sequence[str]) -> str | None:
 
 @dataclass(frozen=True)
 class TopicCheck:
-    """The judge's domain for every perturbation and the aligned fraction (000 App. A.4)."""
+    """The judge's domain for every perturbation and the aligned fraction (Wu et al., App. A.4)."""
 
     expected: str
     domains: tuple[str, ...]

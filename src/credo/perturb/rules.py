@@ -1,15 +1,15 @@
-"""The neutrality rules a context prefix must pass, each a named check (000 §3, App. A.1).
+"""The neutrality rules a context prefix must pass, each a named check (Wu et al., §3, App. A.1).
 
-C3 means something only if the prefixes are topic-aligned and content-neutral: paper 000
+C3 means something only if the prefixes are topic-aligned and content-neutral: Wu et al.
 App. A.3 checks that Δ = #correct perturbed − #correct original is centred at 0. Each rule
 below rejects one way a candidate fails that; a candidate is kept only if it breaks none,
 and the run counts the rejections per rule (``perturbations.jsonl``, the report).
 
 Two rule sets:
 
-* ``basic`` (before issue 16): not empty, not a question, 4 to 40 words, not a restatement
-  contained in (or containing) the question, no talk about the prompt, no digit, no name
-  of the question's people or places (or of the writer's examples).
+* ``basic`` (the rules before the strict ones): not empty, not a question, 4 to 40 words,
+  not a restatement contained in (or containing) the question, no talk about the prompt,
+  no digit, no name of the question's people or places (or of the writer's examples).
 * ``strict`` (the default): ``basic`` with the prompt's own minimum length (6 words,
   :data:`MIN_WORDS`), plus
   ``restates_question`` (most of the question's content words, whatever is appended),

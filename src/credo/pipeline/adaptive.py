@@ -1,4 +1,4 @@
-"""Adaptive sampling in the runner (issue 24): an item's sets drawn in rounds, each item
+"""Adaptive sampling in the runner: an item's sets drawn in rounds, each item
 stopped once its stopping rule (:mod:`credo.plan.adaptive`) holds.
 
 Stage 1, the original samples: every unsettled item gets its next round (``min``, then

@@ -1,5 +1,5 @@
-"""A certificate for the adaptive decision procedure, made as it runs (issue 32, item 2;
-``credo certify RUN_DIR --adaptive decision``).
+"""A certificate for the adaptive decision procedure, made as it runs (``credo certify RUN_DIR
+--adaptive decision``).
 
 The decision rule (:mod:`credo.plan.adaptive`) stops sampling an item once the side of
 the threshold ``t`` its score falls on is settled, and accepts the item when the final

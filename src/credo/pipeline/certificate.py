@@ -1,4 +1,4 @@
-"""A certificate bound to the run that made it (issue 23, item 3; issue 34).
+"""A certificate bound to the run that made it.
 
 :func:`credo.evaluate.certify.certify` picks a threshold with a guarantee that holds for
 new items *of the same task, answered by the same model and pipeline*. A
@@ -13,7 +13,7 @@ run that differs, naming the first field that does (:func:`mismatch`).
 
 A certificate file is checked when it is read (:meth:`RunCertificate.read`): one that
 names no task (an older credo wrote it) cannot be checked and is refused, as is one whose
-threshold, α or δ is not a number in its range (issue 34, item 3).
+threshold, α or δ is not a number in its range.
 """
 
 from __future__ import annotations
@@ -39,7 +39,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "TASK_FIELDS",
+    "CertificateUse",
     "RunCertificate",
+    "accepts",
     "check_claim_settings",
     "claim_settings",
     "credo_version",
@@ -69,7 +71,7 @@ def credo_version() -> str:
 
 
 def task_settings(task: Task, config: RunConfig) -> dict[str, str]:
-    """The task a run's items come from, as a certificate records it (issue 34, item 1):
+    """The task a run's items come from, as a certificate records it:
     its family (:attr:`~credo.tasks.base.Task.family`, else its name: ``gsm8k``,
     ``mmlu:high_school_statistics``, ``file:gsm8k`` for any file of the GSM8K layout,
     ``lm-eval:<task>``), the answer format, the writer's topic (the domain), the prompt
@@ -136,7 +138,7 @@ def run_settings(
 ) -> dict[str, Any]:
     """What a certificate's guarantee depends on besides the data: the task (``task``:
     :func:`task_settings`) and every setting that changes a sample or a score of
-    ``method`` (issue 23, item 3), as JSON values."""
+    ``method``, as JSON values."""
     dump = config.model_dump(mode="json")
     return {
         "command": RUN,
@@ -160,7 +162,7 @@ def run_settings(
 def given_settings(
     config: RunConfig, method: str, task: dict[str, str], sampling: dict[str, Any]
 ) -> dict[str, Any]:
-    """:func:`run_settings` of a ``credo score`` run (issue 34, item 2): the generations
+    """:func:`run_settings` of a ``credo score`` run: the generations
     are given, so credo's prompt style, writer and perturbation settings made none of
     them and are not recorded; the model is the file's layout and the model it names
     (``config.model``: :attr:`~credo.importers.base.Generations.model_label`), the
@@ -232,8 +234,8 @@ def refuse_mismatch(expected: dict[str, Any], actual: dict[str, Any], what: str)
 
 
 def procedure_settings(adaptive: AdaptiveConfig | None) -> dict[str, Any] | None:
-    """What a certificate of the adaptive decision procedure records of it (issue 32,
-    item 2: ``settings["adaptive"]``, written by ``credo certify --adaptive decision``):
+    """What a certificate of the adaptive decision procedure records of it
+    (``settings["adaptive"]``, written by ``credo certify --adaptive decision``):
     the rule, its rounds, minimum, confidence and the scores it reads. None for the full
     recipe. The threshold is not recorded: it is the certificate's own, and the procedure
     differs for every threshold, which is why it is certified as it runs."""
@@ -244,7 +246,7 @@ def procedure_settings(adaptive: AdaptiveConfig | None) -> dict[str, Any] | None
 
 
 def _current_names(settings: dict[str, Any]) -> dict[str, Any]:
-    """A certificate's settings with the paraphraser under its name since issue 31
+    """A certificate's settings with the paraphraser under its current name
     (``baselines.paraphrase_generator`` before), so a certificate made earlier still
     holds for the same settings."""
     baselines = settings.get("baselines")
@@ -277,16 +279,29 @@ class RunCertificate:
     certificate: Certificate
     settings: dict[str, Any]
     source: str = ""
+    incomplete: dict[str, Any] | None = None
+    """Where the calibration folder was incomplete and certified all the same
+    (``--allow-incomplete``): its status and how many items it left out; None for a
+    complete one."""
 
     @property
     def method(self) -> str:
         """The scoring method whose scores the threshold applies to."""
         return str(self.settings["method"])
 
+    @property
+    def id(self) -> str:
+        """``sha256:`` and 12 hex digits of the certificate's content (its canonical
+        JSON): the same file gives the same id on every machine, the id the gateway
+        logs with each decision."""
+        text = json.dumps(self.to_json(), sort_keys=True, separators=(",", ":"))
+        return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
+
     def to_json(self) -> dict[str, Any]:
-        """The certificate file's content."""
-        return {"certificate": self.certificate.to_dict(), "settings": self.settings,
-                "source": self.source}
+        """The certificate file's content (``incomplete`` only where it is set)."""
+        out = {"certificate": self.certificate.to_dict(), "settings": self.settings,
+               "source": self.source}
+        return out if self.incomplete is None else {**out, "incomplete": self.incomplete}
 
     @classmethod
     def read(cls, path: str | Path) -> RunCertificate:
@@ -320,18 +335,72 @@ class RunCertificate:
                             f"{settings.get('method')!r}")
         cert = _checked(data["certificate"], p)
         _check_threshold(cert, settings["method"], p)
-        return cls(cert, settings, str(data.get("source", "")))
+        incomplete = data.get("incomplete")
+        return cls(cert, settings, str(data.get("source", "")),
+                   incomplete if isinstance(incomplete, dict) else None)
 
     def check(self, actual: dict[str, Any], methods: Sequence[str], what: str = "run") -> None:
         """Refuse a run whose settings (``actual``: :func:`run_settings` or
-        :func:`given_settings`) differ from the certificate's (issue 23, item 4; the
-        task, issue 34): a :class:`UserError` naming the field, before any model call.
+        :func:`given_settings`) differ from the certificate's (the
+        task): a :class:`UserError` naming the field, before any model call.
         ``methods``: the run's methods, which must score the certificate's; ``what``
-        names whose settings they are (``run``; the ``gateway``'s, issue 32)."""
+        names whose settings they are (``run``; the ``gateway``'s)."""
         if self.method not in methods:
             raise UserError(f"--certificate: the certificate is for method {self.method!r},"
                             f" which the {what} does not score (methods: {list(methods)})")
         refuse_mismatch(self.settings, actual, what)
+
+
+def accepts(cert: RunCertificate, score: float, answer: object) -> bool:
+    """Whether ``cert`` accepts an item's answer: it has one, its score under the
+    certified method is known and at or above the certified threshold (never when
+    nothing was certified)."""
+    threshold = cert.certificate.threshold
+    return (answer is not None and not math.isnan(score) and threshold is not None
+            and score >= threshold)
+
+
+@dataclass(frozen=True)
+class CertificateUse:
+    """A certificate as a run or score applied it: which one (``id``, the file's
+    ``source`` folder), what it certified (method, threshold, α, δ, procedure) and how
+    many of the items' answers it accepted."""
+
+    id: str
+    method: str
+    threshold: float | None
+    alpha: float
+    delta: float | None
+    procedure: str
+    accepted: int
+    items: int
+
+    @classmethod
+    def of(cls, cert: RunCertificate, items: Sequence[Any]) -> CertificateUse:
+        """``cert`` applied to ``items`` (:class:`~credo.methods.scoring.ItemResult`:
+        the certified method's score and the answer credo gives)."""
+        c = cert.certificate
+        taken = sum(accepts(cert, r.scores.get(cert.method, math.nan), r.answer)
+                    for r in items)
+        return cls(cert.id, cert.method, c.threshold, c.alpha, c.delta, c.method, taken,
+                   len(items))
+
+    def line(self) -> str:
+        """One line: the certificate, its rule and level, the answers accepted."""
+        level = f"alpha={self.alpha:g}" + ("" if self.delta is None else
+                                           f", delta={self.delta:g}")
+        if self.threshold is None:
+            return (f"certificate {self.id} ({self.method}, {level}, {self.procedure}): "
+                    f"it certified nothing, so none of the {self.items} answers is accepted")
+        return (f"certificate {self.id}: {self.method} >= {self.threshold:.4g} at {level} "
+                f"({self.procedure}): {self.accepted} of {self.items} answers accepted "
+                "(answers.jsonl)")
+
+    def to_dict(self) -> dict[str, Any]:
+        """As ``metrics.json["certificate"]`` records it."""
+        return {"id": self.id, "method": self.method, "threshold": self.threshold,
+                "alpha": self.alpha, "delta": self.delta, "procedure": self.procedure,
+                "accepted": self.accepted, "items": self.items}
 
 
 def _finite(x: Any) -> bool:
@@ -364,8 +433,8 @@ CERTIFICATE_RULES: tuple[tuple[str, Callable[[Any, str], bool], str], ...] = (
     ("n_needed", lambda x, _: x is None or _count(x), "a whole number or null"),
     ("message", lambda x, _: isinstance(x, str), "text"),
 )
-"""What each field of a certificate file's ``certificate`` section must hold (issue 34
-item 3: a NaN threshold compares false with every score, so it would silently accept
+"""What each field of a certificate file's ``certificate`` section must hold (a NaN threshold
+compares false with every score, so it would silently accept
 nothing; an α of 1.5 promises nothing): (field, test of (value, procedure), what)."""
 
 

@@ -1,5 +1,5 @@
-"""The checks a run makes before its first model call (issue 31 item 4: out of the
-runner), so a mistake costs seconds, not a run (issues 20 and 21).
+"""The checks a run makes before its first model call (out of the
+runner), so a mistake costs seconds, not a run.
 
 :func:`method_specs` resolves the method names where a pipeline starts (the config imports
 no method); :func:`check_static` checks what needs no model at all (items, planners,
@@ -48,7 +48,7 @@ __all__ = [
 
 def method_specs(names: Sequence[str]) -> list[MethodSpec]:
     """The registered methods ``names`` (``c3``, or ``c3@judge``: a method under a named
-    kernel), checked where a pipeline starts, before any model is built (issue 22: the
+    kernel), checked where a pipeline starts, before any model is built (the
     config imports no method). Raises :class:`~credo.errors.UserError` naming every
     unknown one."""
     specs, problems = [], []
@@ -76,7 +76,7 @@ def needs(specs: list[MethodSpec], task: Task, caps: Capabilities) -> set[str]:
 
 def check_static(config: RunConfig, task: Task, specs: list[MethodSpec]) -> None:
     """What a run can check with no model at all, before any model is built or any
-    server contacted (issue 20: a bad kernel is refused before the served model's
+    server contacted (a bad kernel is refused before the served model's
     probe): the task has items, every sample set of every method has a planner, every
     kernel resolves, the prompt style exists for the task's answer format and the corpus
     file exists. Raises :class:`~credo.errors.UserError` naming what is wrong."""
@@ -106,7 +106,7 @@ needs at least 10,240 tokens, far beyond any embedded slot."""
 
 
 def check_lengths(config: RunConfig, task: Task, model: object) -> None:
-    """Refuse an item whose prompt cannot fit the model's context (issue 21: a 10 MB
+    """Refuse an item whose prompt cannot fit the model's context (a 10 MB
     question was sent to the model): with a model that states ``context_tokens``, an
     item whose rendered prompt holds more than ``context_tokens - max_tokens`` tokens
     even at :data:`MAX_BYTES_PER_TOKEN` is a user error naming the item. The bound is

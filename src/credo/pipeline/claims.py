@@ -1,4 +1,4 @@
-"""The claim stage of a long-form run (issue 33; docs/claims.md "A run's claims").
+"""The claim stage of a long-form run (docs/claims.md "A run's claims").
 
 After grading, with ``config.claims`` set, every complete item's answer (the original
 sample credo gives, :attr:`~credo.methods.scoring.ItemResult.answer_index`) is split into

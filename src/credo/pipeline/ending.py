@@ -1,13 +1,13 @@
-"""One ending of a run (issue 22): evaluation, post-hoc calibration, the neutrality test
+"""One ending of a run: evaluation, post-hoc calibration, the neutrality test
 and the run's outcome, shared by ``credo run``, ``credo score``, ``credo study``,
 :func:`credo.run`, :func:`credo.api.score` and :func:`credo.api.study`.
 
 :func:`end_run` is what every pipeline ends in (strength's too: the outcome and the
 incomplete marker's fields); a pipeline whose items are scored gets the item-level
 and response-level metrics (with the config's ``calibrate``), why a method has no score
-on some items, 000 App. A.3's neutrality test when the run generated perturbed samples,
-the coverage at risk α of every method with its degenerate-score flags (issue 23 item 2:
-:mod:`credo.evaluate.coverage`, with the config's ``evaluation``), and the
+on some items, Wu et al., App. A.3's neutrality test when the run generated perturbed samples,
+the coverage at risk α of every method with its degenerate-score flags
+(:mod:`credo.evaluate.coverage`, with the config's ``evaluation``), and the
 :class:`Outcome`. :func:`decide_outcome` is the one rule for the outcome; the
 command line maps it to an exit status (:data:`EXIT_STATUS`), the Python API raises
 :class:`~credo.errors.NeutralityFailed` for :attr:`Outcome.NEUTRALITY_FAILED` once the
@@ -28,6 +28,7 @@ from credo.evaluate.coverage import coverage_table, degenerate_table
 from credo.evaluate.neutrality import neutrality_record
 from credo.evaluate.tables import evaluate_items, evaluate_responses, unavailable_reasons
 from credo.methods.scoring import ItemResult
+from credo.numbers import fmt_number
 from credo.plan.samples import ORIGINAL, PERTURBED
 
 log = logging.getLogger(__name__)
@@ -37,7 +38,7 @@ __all__ = ["EXIT_STATUS", "Ending", "Outcome", "decide_outcome", "end_run", "lab
 
 
 class Outcome(StrEnum):
-    """How a run ended (issue 22)."""
+    """How a run ended."""
 
     COMPLETE = "complete"
     """Every item scored; the prefixes passed the gate (or it is not ``fail``)."""
@@ -63,8 +64,8 @@ class Ending:
     """What :func:`end_run` computed. Every pipeline's: the outcome and ``status``, the
     fields of its incomplete marker (``run_status.json``: :func:`status_record`). A
     pipeline that scores items adds the metrics (``credo.evaluate.tables``), the
-    unavailable reasons, the neutrality record (empty when not tested) and (issue 23 item
-    2, :mod:`credo.evaluate.coverage`) the coverage at risk per method and α with the
+    unavailable reasons, the neutrality record (empty when not tested) and
+    (:mod:`credo.evaluate.coverage`) the coverage at risk per method and α with the
     degenerate methods' reasons (both empty without known correctness)."""
 
     outcome: Outcome
@@ -131,8 +132,8 @@ def status_record(
 
 
 def labelled(items: Sequence[ItemResult]) -> bool:
-    """Whether any item's correctness is known: a run on questions without gold answers
-    (issue 23) is scored, not evaluated (no metrics, no neutrality test)."""
+    """Whether any item's correctness is known: a run on questions without gold answers is scored,
+    not evaluated (no metrics, no neutrality test)."""
     return any(not math.isnan(r.performance) for r in items)
 
 
@@ -161,8 +162,9 @@ def neutrality_test(items: Sequence[ItemResult], config: RunConfig) -> dict[str,
     record = neutrality_record(rows, seed=config.seed)
     if record is not None and not record["neutral"]:
         log.info(
-            "the prefixes are not neutral for this model: mean Δ = %+.2f of %d samples, 95%% CI"
-            " [%+.2f, %+.2f] (000 App. A.3); C3 is confounded by them",
-            record["mean_delta"], record["samples_per_set"], record["low"], record["high"],
+            "the prefixes are not neutral for this model: mean Δ = %s of %d samples, 95%% CI"
+            " [%s, %s] (the neutrality test); C3 is confounded by them",
+            *(fmt_number(record[k], 2, sign=True) if k != "samples_per_set" else record[k]
+              for k in ("mean_delta", "samples_per_set", "low", "high")),
         )
     return record or {}

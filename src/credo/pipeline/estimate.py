@@ -5,8 +5,8 @@
 already, the backend calls the missing ones take, an estimate of their prompt tokens, a
 bound on their completion tokens, and their cost at the model's prices.
 
-The dry run is the plan without running (issue 22), and it is the stage driver's
-(issue 31: :class:`~credo.pipeline.stages.StageDriver` with ``dry_run``, as
+The dry run is the plan without running, and it is the stage driver's
+(:class:`~credo.pipeline.stages.StageDriver` with ``dry_run``, as
 ``credo strength run --dry-run``'s): the run's own stages (the sample sets'
 :class:`~credo.pipeline.stages.SampleSetStage`, the writer's
 :class:`~credo.perturb.context.WriterCallStage`, the
@@ -93,6 +93,10 @@ class RunEstimate:
     items: int
     model: str
     stages: list[StageEstimate] = field(default_factory=list)
+    task_size: int | None = None
+    """Items of the task before ``limit`` cut it."""
+    limit: int | None = None
+    """The run's ``limit`` (None: every item)."""
 
     def total(self) -> StageEstimate:
         """The stages added up (``unknown`` stages count nothing; the cost is None when
@@ -122,7 +126,8 @@ def estimate_run(config: RunConfig, pool: ModelPool, task: Task | None = None) -
     task, needs = prepared.task, prepared.needs
     ctx = _dummy_context(task, config, prepared.capabilities.logprobs,
                          prepared.capabilities.grammar)
-    est = RunEstimate(task.name, len(task.items), pool.model(MODEL).identity)
+    est = RunEstimate(task.name, len(task.items), pool.model(MODEL).identity,
+                      task_size=prepared.task_size, limit=config.limit)
     out: SetOut = {}
     items = list(task.items)
     _dry(driver, SampleSetStage(ORIGINAL, out), items, ctx, PLANNED)
@@ -247,7 +252,7 @@ def _claim_checks(driver: StageDriver, task: Task, config: RunConfig) -> None:
 
 
 def _claim_stages(pool: ModelPool, task: Task, config: RunConfig) -> list[StageEstimate]:
-    """The claim stage (issue 33), planned by the run's own function
+    """The claim stage, planned by the run's own function
     (:func:`credo.pipeline.claims.plan_claims`) through a dry stage driver on placeholder
     answers: each item's answer of ``max_tokens`` tokens in sentences of
     :data:`CLAIM_TOKENS` tokens, its n - 1 other original samples and m perturbed ones

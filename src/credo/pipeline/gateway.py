@@ -1,4 +1,4 @@
-"""The gateway's sampling (issue 32): a batch of questions answered under a certificate's
+"""The gateway's sampling: a batch of questions answered under a certificate's
 recipe, with the credibility score and the certified accept decision of each.
 
 ``credo serve`` and :class:`credo.Guard` (:mod:`credo.serve`) hold the batching, the
@@ -176,7 +176,7 @@ def _model_spec(identity: str) -> tuple[str, dict[str, Any]]:
 
 def procedure_of(cert: RunCertificate) -> AdaptiveConfig | None:
     """The adaptive decision procedure a certificate was made for, at its threshold
-    (``settings["adaptive"]``, issue 32); None for a certificate of the full recipe."""
+    (``settings["adaptive"]``); None for a certificate of the full recipe."""
     recorded = cert.settings.get("adaptive")
     if not isinstance(recorded, dict):
         return None

@@ -40,7 +40,7 @@ from credo.perturb.corpus import corpus_perturbations, load_corpus
 from credo.perturb.paraphrase import PARAPHRASE_STAGE, ParaphraseSet, ParaphraseStage
 from credo.perturb.quality import similarity_record
 from credo.pipeline.adaptive import adaptive_originals, adaptive_perturbed
-from credo.pipeline.certificate import task_settings
+from credo.pipeline.certificate import CertificateUse, task_settings
 from credo.pipeline.checks import (
     check_lengths,
     check_static,
@@ -82,8 +82,8 @@ ANSWER_SETS = (ORIGINAL, PERTURBED, PARAPHRASED)
 class RunResult:
     """The outcome of a run: per-item results, metrics per method, run statistics.
 
-    ``metrics`` are item-level (score vs p̄, 000 App. E.2) with bootstrap CIs as
-    ``<metric>_low`` / ``<metric>_high``; ``response_metrics`` are 002's response-level
+    ``metrics`` are item-level (score vs p̄, Wu et al., App. E.2) with bootstrap CIs as
+    ``<metric>_low`` / ``<metric>_high``; ``response_metrics`` are Müller et al.'s response-level
     figures (each generation's confidence vs its own correctness) for the methods that
     score generations; ``unavailable`` says why a method has no score on some items.
     """
@@ -98,7 +98,7 @@ class RunResult:
     response_metrics: dict[str, dict[str, float]] = field(default_factory=dict)
     unavailable: dict[str, str] = field(default_factory=dict)
     paraphrase_sets: dict[str, ParaphraseSet] = field(default_factory=dict)
-    #: Pairwise cosine similarities of each item's kept prefixes (000 App. A.2), computed
+    #: Pairwise cosine similarities of each item's kept prefixes (Wu et al., App. A.2), computed
     #: by the perturbation stage with its embedder; the run folder keeps them for the report.
     perturbation_similarity: dict[str, Any] = field(default_factory=dict)
     #: Items left out because some of their requests failed after the backend's retries
@@ -106,23 +106,30 @@ class RunResult:
     incomplete: dict[str, str] = field(default_factory=dict)
     #: Where the generations came from when they were given, not sampled (``credo score``).
     source: str = ""
-    #: 000 App. A.3's neutrality test of the prefixes (mean Δ with its CI, ``neutral``);
+    #: Wu et al., App. A.3's neutrality test of the prefixes (mean Δ with its CI, ``neutral``);
     #: empty when it was not run (``perturbation.neutrality: off``, or no perturbed set).
     neutrality: dict[str, Any] = field(default_factory=dict)
     #: Requests, samples, reported tokens and cost per stage: the pool's ledger
     #: (:meth:`credo.generation.ledger.Ledger.to_dict`; a pool that ran several runs
     #: counts them all); ``metrics.json`` keeps it as ``stats.ledger``.
     ledger: dict[str, Any] = field(default_factory=dict)
-    #: Coverage at risk α per method and α, and the degenerate methods' reasons (issue 23
-    #: item 2: :mod:`credo.evaluate.coverage`); empty without known correctness.
+    #: Coverage at risk α per method and α, and the degenerate methods' reasons
+    #: (:mod:`credo.evaluate.coverage`); empty without known correctness.
     coverage: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
     degenerate: dict[str, str] = field(default_factory=dict)
-    #: The task the items come from as a certificate records it (issue 34:
-    #: :func:`credo.pipeline.certificate.task_settings`); ``metrics.json["task_identity"]``.
+    #: The task the items come from as a certificate records it
+    #: (:func:`credo.pipeline.certificate.task_settings`); ``metrics.json["task_identity"]``.
     task_identity: dict[str, str] = field(default_factory=dict)
-    #: The claim stage of a long-form run with ``config.claims`` (issue 33:
-    #: :class:`credo.pipeline.claims.ClaimRun`); None without it.
+    #: The claim stage of a long-form run with ``config.claims``
+    #: (:class:`credo.pipeline.claims.ClaimRun`); None without it.
     claims: ClaimRun | None = None
+    #: The certificate the run applied (``--certificate``): its id, rule and how many
+    #: answers it accepted (:class:`credo.pipeline.certificate.CertificateUse`); None
+    #: without one.
+    certificate: CertificateUse | None = None
+    #: Items the task holds before ``config.limit`` cut it (None: generations given, not
+    #: sampled); the terminal's title says "20 of 1319 items" when the limit cut it.
+    task_size: int | None = None
 
     @property
     def stopped_by_budget(self) -> bool:
@@ -131,7 +138,7 @@ class RunResult:
 
     @property
     def outcome(self) -> Outcome:
-        """How the run ended (issue 22: :func:`credo.pipeline.ending.decide_outcome`)."""
+        """How the run ended (:func:`credo.pipeline.ending.decide_outcome`)."""
         return decide_outcome(self.incomplete, self.stopped_by_budget, self.neutrality,
                               self.config.perturbation.neutrality)
 
@@ -177,7 +184,7 @@ def _run_pipeline(
     ctx = PlanContext(task, config, caps.logprobs, caps.grammar)
     driver = StageDriver(pool, incomplete)
     out: GeneratedOut = {it.id: {} for it in task.items}
-    # the original answers first: a prefix must not name one (strict rules, issue 16)
+    # the original answers first: a prefix must not name one (strict rules)
     if config.adaptive is not None:
         adaptive_originals(task, ctx, driver, out, config.adaptive)
     else:
@@ -208,6 +215,7 @@ def _run_pipeline(
         prefixes={it.id: tuple(psets[it.id].prefixes(_perturbed_size(generated[it.id], config)))
                   for it in task.items if it.id in psets},
         options=config.baselines.method_options(),
+        show_progress=pool.show_progress,
     )
     claim_run = run_claims(config, task, items, driver) if config.claims is not None else None
     ledger = pool.ledger.to_dict()
@@ -243,7 +251,7 @@ def _run_pipeline(
         ending.response_metrics, ending.unavailable, paras, similarity,
         incomplete, neutrality=ending.neutrality, ledger=ledger,
         coverage=ending.coverage, degenerate=ending.degenerate, task_identity=identity,
-        claims=claim_run,
+        claims=claim_run, task_size=prepared.task_size,
     )
 
 
@@ -256,6 +264,8 @@ class PreparedRun:
     specs: list[MethodSpec]
     capabilities: Capabilities
     needs: set[str]
+    task_size: int | None = None
+    """Items of the task before ``limit`` cut it."""
 
 
 def prepare_run(
@@ -274,18 +284,19 @@ def prepare_run(
     answer; the unpriced models named under a budget). With ``reach`` False no server
     is contacted (the models are built, which loads nothing); ``driver`` is the driver
     whose preflight it is (a dry run's counts the probes)."""
-    task = (task or configured_task(config)).head(config.limit)
+    full = task or configured_task(config)
+    task = full.head(config.limit)
     specs = method_specs(config.methods)
     check_static(config, task, specs)
     assign_roles(pool, config)
-    # built, not probed: every role is checked before any server is contacted (issue 20)
+    # built, not probed: every role is checked before any server is contacted
     caps = pool.model(MODEL, probe=False).capabilities
     check_lengths(config, task, pool.model(MODEL, probe=False))
     (driver or StageDriver(pool)).preflight(
         run_roles(config, task, specs, needs_of(specs, task, caps)), reach=reach,
         max_cost_usd=config.max_cost_usd)
     caps = pool.model(MODEL).capabilities  # a served model's probe may have changed them
-    return PreparedRun(task, specs, caps, needs_of(specs, task, caps))
+    return PreparedRun(task, specs, caps, needs_of(specs, task, caps), len(full.items))
 
 
 def configured_task(config: RunConfig) -> Task:
@@ -300,7 +311,7 @@ def configured_task(config: RunConfig) -> Task:
 
 
 def _recorded(config: RunConfig, task: Task) -> RunConfig:
-    """``config`` with the dataset revision of an lm-eval task (issue 25: the run's
+    """``config`` with the dataset revision of an lm-eval task (the run's
     config names the data its items came from)."""
     revision = task.items[0].meta.get("lm_eval_revision") if task.items else None
     if not revision or config.lm_eval.revision == revision:
@@ -347,7 +358,7 @@ def _prefix_sets(
     answers: dict[str, list[object]],
     adaptive: _Drawn | None,
 ) -> dict[str, PerturbationSet]:
-    """The context prefixes (000 §3; or corpus snippets, App. F, when
+    """The context prefixes (Wu et al., §3; or corpus snippets, App. F, when
     ``perturbation.corpus`` is set); in an adaptive run, with the perturbed samples drawn
     round by round (:func:`credo.pipeline.adaptive.adaptive_perturbed`)."""
     embedder = pool.embedder(config.perturbation.embedder)
@@ -508,7 +519,7 @@ def build_kernels(
     stats: dict[str, int | float | str],
     incomplete: dict[str, str],
 ) -> dict[str, ItemKernels]:
-    """Every kernel the selected methods name, built for this run (000 App. H). A kernel
+    """Every kernel the selected methods name, built for this run (Wu et al., App. H). A kernel
     gets what it needs (the judge role's executor, built on first use; the embedder),
     not the config or the pool."""
     ctx = KernelContext(
@@ -534,7 +545,7 @@ def grade_items(
 ) -> dict[str, tuple[bool | float, ...]]:
     """The grading stage: correctness of every original sample (``config.grader``, or
     the judge, grades what needs a judge). An item without a gold answer (a question a
-    user wants answered, issue 23) is not graded: its correctness is unknown (NaN), and
+    user wants answered) is not graded: its correctness is unknown (NaN), and
     the evaluation leaves it out."""
     # no gold and no grader of its own (FActScore grades against a knowledge source)
     unknown = {it.id for it in task.items if not it.gold and not it.meta.get("grader")}

@@ -43,6 +43,7 @@ from credo.tasks.base import AnswerFormat, Item, Task
 __all__ = [
     "FIRST_METHODS",
     "check_given",
+    "check_sample_sets",
     "default_methods",
     "given_answer",
     "given_config",
@@ -69,6 +70,7 @@ def score_generations(
     item's gold answer (``--recompute-correctness``).
     """
     t0 = time.perf_counter()
+    check_sample_sets(generations)
     task = _task(generations, fmt)
     check_given(generations, config.methods)
     assign_roles(pool, score_roles(config))  # no model under test: judges only
@@ -103,9 +105,10 @@ def score_generations(
         options=config.baselines.method_options(),
         available_sets=present,
         item_scores={it.id: it.scores for it in generations.items if it.scores},
+        show_progress=pool.show_progress,
     )
     ledger = pool.ledger.to_dict()
-    # the given prefixes are not tested for neutrality (as before issue 22)
+    # the given prefixes are not tested for neutrality
     ending = end_run(items, config, incomplete=incomplete,
                      stopped_by_budget=bool(ledger.get("stopped_by_budget")),
                      test_neutrality=False)
@@ -165,8 +168,7 @@ def check_given(generations: Generations, methods: Sequence[str]) -> None:
         if any(name in s.scores for s in generations.samples):
             lacking = [s for s in originals if s.scores.get(name) is None]
             if lacking:
-                where = f"{generations.source}:{lacking[0].line}" if lacking[0].line \
-                    else f"{generations.source}: item {lacking[0].item!r}"
+                where = lacking[0].where or f"{generations.source}: item {lacking[0].item!r}"
                 raise UserError(
                     f"{where}: no {name!r} score ({generations.score_fields[name]}) for this "
                     f"original sample ({len(lacking)} of {len(originals)} lack one); credo "
@@ -176,8 +178,7 @@ def check_given(generations: Generations, methods: Sequence[str]) -> None:
             lacking_items = [it for it in generations.items if it.scores.get(name) is None]
             if lacking_items:
                 first = lacking_items[0]
-                where = f"{generations.source}:{first.line}" if first.line \
-                    else generations.source
+                where = first.where or generations.source
                 raise UserError(
                     f"{where}: item {first.id!r} has no {name!r} item score "
                     f"({generations.score_fields[name]}; {len(lacking_items)} of "
@@ -215,13 +216,26 @@ def _not_read(generations: Generations) -> str:
     return f"{fields}; a score of your own goes {where}"
 
 
+def check_sample_sets(generations: Generations) -> None:
+    """A :class:`UserError` naming the file and line of the first sample whose ``set`` is
+    no registered sample set (``"wibble"``): no method would read it, so it would be
+    dropped without a word; the known sets are listed."""
+    from credo.plan.sample_sets import SAMPLE_SETS
+
+    known = set(SAMPLE_SETS.names())
+    for s in generations.samples:
+        if s.set not in known:
+            raise UserError(f"{s.where or generations.source}: 'set' {s.set!r} is no sample "
+                            f"set credo reads (known: {', '.join(SAMPLE_SETS.names())})")
+
+
 FIRST_METHODS = ("c3", "c3_cross", "self_consistency")
 """The methods ``credo score`` lists first when it scores every method the input allows;
 the other registered methods follow in the registry's order."""
 
 
 def default_methods(generations: Generations, fmt: AnswerFormat) -> list[str]:
-    """Every registered method the input allows (issue 34 item 13: the README's promise):
+    """Every registered method the input allows (the README's promise):
     defined for ``fmt``, its sample sets (and logprobs) given, and, for those comparing
     samples, 2 or more of each set on some item; self-consistency when none is (it is
     then reported not available, with the reason). Original samples alone allow SC,
@@ -262,7 +276,7 @@ SAMPLING_KEYS = ("temperature", "top_p", "top_k", "max_tokens")
 
 
 def _roles(pool: ModelPool, config: RunConfig, specs: list) -> list[str]:
-    """The roles scoring may ask (issue 20: checked before the first call): the judge when
+    """The roles scoring may ask (checked before the first call): the judge when
     a method's kernel is the judge, the grader when one is named."""
     judged = "judge" in {spec.kernel or config.kernel for spec in specs}
     return [r for r, used in ((JUDGE, judged), (GRADER, True)) if used and pool.has(r)]
@@ -273,7 +287,7 @@ def _check_originals(
 ) -> None:
     """A :class:`UserError` naming the file unless every item has an original sample.
     One is enough: the methods that compare samples are not available for an item with
-    fewer than 2 of a set (issue 25 item 4: one sample per item is both tools' default),
+    fewer than 2 of a set (one sample per item is both tools' default),
     and the others score it."""
     lacking = [it for it in items if not by_item[it].get(ORIGINAL)]
     if lacking:
@@ -285,7 +299,7 @@ def _check_originals(
 
 def _lost(generations: Generations) -> list[tuple[dict[str, int], str]]:
     """The samples a log holds no generation for, by why: errored, cancelled, never
-    started (issue 34 item 13: never-started samples did not fail)."""
+    started (never-started samples did not fail)."""
     return [(generations.failed, "errored"), (generations.cancelled, "cancelled"),
             (generations.not_started, "never started")]
 
@@ -369,6 +383,9 @@ def given_stats(
         out["given_log_status"] = generations.status or "success"
     if generations.answers:
         out["answers"] = generations.answers
+    if generations.tool_accuracy is not None:
+        out["tool_accuracy"] = generations.tool_accuracy
+        out["tool_accuracy_is"] = generations.tool_accuracy_is
     return out
 
 
@@ -419,7 +436,7 @@ def _given_or_graded(
     """The given correctness of every original sample; items that give none and have a
     gold answer are graded as a run grades them; the rest are unknown (NaN). Code is
     graded by running an item's tests, which a given file does not hold: a code item
-    that gives no correctness is a :class:`UserError` (issue 21)."""
+    that gives no correctness is a :class:`UserError`."""
     out: dict[str, tuple[bool | float, ...]] = {}
     to_grade = []
     for it, its in zip(task.items, answers, strict=True):

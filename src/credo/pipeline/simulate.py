@@ -1,5 +1,5 @@
 """What adaptive sampling would have drawn and scored, replayed from a full run's cache
-(issue 24, ``credo adaptive RUN_DIR``).
+(``credo adaptive RUN_DIR``).
 
 The full run is replayed from the cache (every sample is there: nothing is asked of a
 model), then the same config with ``adaptive`` set, once per rule and ε, through the
@@ -17,13 +17,13 @@ the full run's, and per method the change of AUROC, ECE and PRR with paired boot
 CIs (:func:`credo.evaluate.paired.paired_bootstrap`), both runs scored against the full
 run's p̄ (the better estimate of each item's accuracy: an adaptive item's own p̄ rests
 on fewer samples). And the change of coverage at risk α for each α of the run's
-``evaluation.alphas`` (:func:`credo.evaluate.certify.coverage_at_risk`, issue 23): each
+``evaluation.alphas`` (:func:`credo.evaluate.certify.coverage_at_risk`): each
 run with its own answers' correctness (an adaptive run may give another modal answer:
 what a user of it would act on), on the same calibration/test splits of the same items,
 so the difference is paired split by split; its interval is the central 95% of the
 per-split differences (the spread of one split's estimate, not a CI of the mean).
 
-Generations a user gave (a ``credo score`` folder, issue 34 item 2) are replayed the same
+Generations a user gave (a ``credo score`` folder) are replayed the same
 way without a cache: an item's given samples, in file order, are the samples it drew,
 and :func:`simulate_given` keeps, per rule, the first ones of each set up to the first
 size of the schedule at which the rule holds (:func:`given_drawn`), then scores both
@@ -186,7 +186,7 @@ def simulate(
     config of ``points`` replayed and compared with it. ``pool`` must be a replay pool
     (``ModelPool(replay=True)``) for the claim "no model call" to hold. ``check_full`` is
     called with the full replay before any point is replayed (``credo adaptive`` checks
-    it against the run folder: issue 34, a cache short of items is an error)."""
+    it against the run folder: a cache short of items is an error)."""
     full = run_pipeline(config.model_copy(update={"adaptive": None}), pool, task)
     if check_full is not None:
         check_full(full)
@@ -286,7 +286,7 @@ def simulate_orders(
     recompute: bool = False,
 ) -> tuple[RunResult, list[AdaptivePoint]]:
     """:func:`simulate_given` over ``orders`` random orders of each item's samples
-    (issue 32, item 5: samples a user drew from any API come in an order of no meaning,
+    (samples a user drew from any API come in an order of no meaning,
     and where a rule stops depends on it): the full set scored once (its scores do not
     depend on the order), each point replayed on each order (:func:`reorder`, seeded by
     ``seed`` and the order's number) and averaged (:func:`mean_point`). ``orders`` 1 is

@@ -1,4 +1,4 @@
-"""Stages and the one driver that runs them (issue 31 item 1; design.md "A stage").
+"""Stages and the one driver that runs them (design.md "A stage").
 
 A :class:`Stage` is the unit every command is built from: a ``name`` (its ledger stage),
 the pool ``role`` it asks, ``plan(items, context)`` (the requests of every unit: an

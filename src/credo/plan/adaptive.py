@@ -1,4 +1,4 @@
-"""Stopping rules of adaptive sampling (issue 24): pure functions of the answers drawn so far.
+"""Stopping rules of adaptive sampling: pure functions of the answers drawn so far.
 
 An adaptive run (``adaptive:`` in the run config, ``credo run --adaptive RULE``) draws an
 item's samples in rounds instead of all at once, and stops drawing for an item once its
@@ -14,7 +14,7 @@ Two stages are settled in turn:
                item's self-consistency score (Wang et al. 2023).
 ``perturbed``  the context prefixes and the m perturbed samples, with the original
                samples fixed. The rules read the C3 score, ``1 − MMD²/2`` under the
-               indicator kernel on the answers (000 App. H).
+               indicator kernel on the answers (Wu et al., App. H).
 
 The originals come first because the strict prefix rules read the original answers (a
 prefix must not name one, :mod:`credo.perturb.rules`): the prefixes are written once the
@@ -320,13 +320,13 @@ def _complete(counts: np.ndarray, singles: int, remaining: int, draws: int) -> n
 
 def _pair_agreement(counts: np.ndarray, total: int) -> np.ndarray:
     """Σ c(c − 1) / (N(N − 1)) over the last axis: the share of ordered pairs of distinct
-    answers that agree (000 eq. 2 under the indicator kernel)."""
+    answers that agree (Wu et al., eq. 2 under the indicator kernel)."""
     return (counts * (counts - 1)).sum(axis=-1) / (total * (total - 1))
 
 
 def original_statistics(counts: np.ndarray, total: int) -> dict[str, np.ndarray]:
     """The original stage's scores from counts (last axis: parsed categories; the rest of
-    the ``total`` answers are singletons): self-consistency (000 eq. 2) and semantic
+    the ``total`` answers are singletons): self-consistency (Wu et al., eq. 2) and semantic
     entropy's confidence 1 − SE/ln N (Farquhar et al. 2024; singletons add 0)."""
     c = np.asarray(counts, dtype=float)
     log_c = np.log(np.where(c > 0, c, 1.0))
@@ -337,8 +337,8 @@ def original_statistics(counts: np.ndarray, total: int) -> dict[str, np.ndarray]
 def perturbed_statistics(x: np.ndarray, n: int, y: np.ndarray, m: int) -> dict[str, np.ndarray]:
     """The perturbed stage's scores from the originals' counts ``x`` (of n) and the
     perturbed ones' ``y`` (of m) over the same parsed categories: C3 = 1 − MMD²/2 with
-    the unbiased MMD² (000 App. H eq. 1, clipped to [0, 1]) and the cross agreement
-    (000 App. G) under the indicator kernel."""
+    the unbiased MMD² (Wu et al., App. H eq. 1, clipped to [0, 1]) and the cross agreement
+    (Wu et al., App. G) under the indicator kernel."""
     xy = (np.asarray(y, dtype=float) * x).sum(axis=-1) / (n * m)
     mmd2 = _pair_agreement(x, n) + _pair_agreement(np.asarray(y, dtype=float), m) - 2 * xy
     return {"c3": np.clip(1.0 - mmd2 / 2.0, 0.0, 1.0), "c3_cross": xy}

@@ -1,4 +1,4 @@
-"""Which token alternatives CCP's NLI step judges (Fadeeva et al. 2024; 002 App. A.11.3).
+"""Which token alternatives CCP's NLI step judges (Fadeeva et al. 2024; Müller et al., App. A.11.3).
 
 The plan of the ``nli`` sample set and the CCP method both read this rule: every top
 alternative at least ``min_prob`` likely whose text is not the sampled token's word.

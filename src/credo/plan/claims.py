@@ -1,4 +1,4 @@
-"""Claims of long answers as planned stages (issue 33 item 1).
+"""Claims of long answers as planned stages.
 
 A long-form run's answer to each item (the original sample credo gives,
 :attr:`credo.methods.scoring.ItemResult.answer_index`) is split into atomic claims, and

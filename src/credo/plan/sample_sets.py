@@ -7,7 +7,7 @@ that builds the set's :class:`Sample` objects from the returned generations. Pha
 sets depend only on the item; phase 2 sets (follow-ups) read the original samples. The
 runner executes all plans of one phase and one model in a single executor call, so the
 backend batches across items and sets, and every set is generated once per run and
-reused by every method that reads it (002 §3.1).
+reused by every method that reads it (Müller et al., §3.1).
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ class PlanContext:
     perturbations: dict[str, PerturbationSet] = field(default_factory=dict)
     paraphrases: dict[str, ParaphraseSet] = field(default_factory=dict)
     originals: dict[str, tuple[Sample, ...]] = field(default_factory=dict)
-    #: Adaptive sampling (issue 24): the samples an item's set holds so far, by
+    #: Adaptive sampling: the samples an item's set holds so far, by
     #: ``(item id, set name)``; a set not named holds the configured n (or m).
     sizes: dict[tuple[str, str], int] = field(default_factory=dict)
 
@@ -149,7 +149,7 @@ def _answer_correct(item: Item, fmt: AnswerFormat) -> Callable[[Sample], bool | 
         # a judge decides (SimpleQA grades, FActScore support): the grading stage of
         # grading stage (credo.tasks.grading), after sampling; no answer of its own here
         return lambda s: None
-    if not item.gold:  # a question without gold (issue 23): its correctness is unknown
+    if not item.gold:  # a question without gold: its correctness is unknown
         return lambda s: None
     return lambda s: is_correct(s.answer, item, fmt)
 
@@ -184,7 +184,7 @@ def plan_original(item: Item, ctx: PlanContext) -> ItemPlan:
 @sample_set(PERTURBED)
 def plan_perturbed(item: Item, ctx: PlanContext) -> ItemPlan:
     """m samples (an adaptive run's size so far), sample j under the j-th context prefix
-    (000 §3); a prefix reused k times is one request of k samples."""
+    (Wu et al., §3); a prefix reused k times is one request of k samples."""
     cfg = ctx.config
     fmt = ctx.task.format
     prefixes = ctx.perturbations[item.id].prefixes(ctx.size(item, PERTURBED, cfg.m))
@@ -241,14 +241,14 @@ def plan_paraphrased(item: Item, ctx: PlanContext) -> ItemPlan:
 
 @sample_set(LABEL)
 def plan_label(item: Item, ctx: PlanContext) -> ItemPlan:
-    """One greedy letter-only answer with the top logprobs of its tokens (002 §3.4),
+    """One greedy letter-only answer with the top logprobs of its tokens (Müller et al., §3.4),
     restricted to the option letters by a grammar where the backend supports one."""
     fmt = ctx.task.format
     if fmt != AnswerFormat.CHOICE or not ctx.logprobs:
         return ItemPlan([], lambda gens: ())
     params = _greedy(4, ctx.config.baselines.label_top_logprobs)
     if ctx.grammar:
-        # Structured decoding (002 §3.6): the reply is one option letter. The logprobs
+        # Structured decoding (Müller et al., §3.6): the reply is one option letter. The logprobs
         # are still those of the unrestricted distribution, so the label mass shows
         # how much probability the letters get on their own (task comprehension).
         letters = " | ".join(f'"{c}"' for c in LETTERS[: len(item.choices)])
@@ -263,7 +263,8 @@ def plan_label(item: Item, ctx: PlanContext) -> ItemPlan:
 
 @sample_set(APRICOT)
 def plan_apricot(item: Item, ctx: PlanContext) -> ItemPlan:
-    """Per option, k sampled chain-of-thought verdicts on whether it is correct (002 §3.6)."""
+    """Per option, k sampled chain-of-thought verdicts on whether it is correct (Müller et
+    al., §3.6)."""
     cfg = ctx.config
     if ctx.task.format != AnswerFormat.CHOICE:
         return ItemPlan([], lambda gens: ())
@@ -289,7 +290,7 @@ def plan_apricot(item: Item, ctx: PlanContext) -> ItemPlan:
 
     def correct(s: Sample) -> bool | None:
         # A verdict is right when it calls the gold option correct and any other one
-        # incorrect; an unparsable verdict is wrong (002 App. A.11.3).
+        # incorrect; an unparsable verdict is wrong (Müller et al., App. A.11.3).
         if s.answer.value is None:
             return False
         return bool(s.answer.value) == (LETTERS[s.ref[0]] == item.gold)

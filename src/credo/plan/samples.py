@@ -4,10 +4,12 @@ answer, grouped by item and sample set (design.md, the plan layer).
 Sample sets (what ``needs`` may name):
 
 ``original``     n samples of the task prompt, with top-k token logprobs where available
-``perturbed``    m samples under context prefixes (000 §3)
+``perturbed``    m samples under context prefixes (Wu et al., §3)
 ``paraphrased``  samples of LLM paraphrases of the question (Portillo Wightman et al.)
-``label``        one greedy first-letter answer with top logprobs (002 §3.4), choice tasks
-``apricot``      per option, samples of a CoT verdict "is this option correct?" (002 §3.6)
+``label``        one greedy first-letter answer with top logprobs (Müller et al., §3.4),
+                 choice tasks
+``apricot``      per option, samples of a CoT verdict "is this option correct?" (Müller et
+                 al., §3.6)
 ``verbalized``   per original sample, a follow-up asking for its probability of being right
 ``p_true``       per original sample, the follow-up "(A) True / (B) False" (Kadavath et al.)
 ``nli``          per original sample and token alternative, an entail/contradict verdict

@@ -1,4 +1,4 @@
-"""``credo adaptive``'s files (issue 24): the samples each rule saves against the change in
+"""``credo adaptive``'s files: the samples each rule saves against the change in
 every metric, as a table (``adaptive.md``), as data (``adaptive.json``) and as a figure
 (``adaptive.png``: samples saved vs ΔAUROC of one method, one point per rule and ε, with
 the paired bootstrap CI as an error bar)."""
@@ -13,13 +13,22 @@ from typing import Any
 import numpy as np
 
 from credo import jsonio
+from credo.numbers import fmt_number
 from credo.pipeline.simulate import METRICS, STAGES, AdaptivePoint
 
 __all__ = ["adaptive_table", "point_record", "write_adaptive"]
 
 
 def _f(x: float, digits: int = 3) -> str:
-    return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:+.{digits}f}"
+    return fmt_number(x, digits, sign=True)
+
+
+def _delta_cell(d: Any) -> str:
+    """A Δ with its CI; without a bootstrap (``--bootstrap 0``) the point estimate and
+    ``no CI``."""
+    if d.n_resamples == 0:
+        return f"{_f(d.delta)} [no CI]"
+    return f"{_f(d.delta)} [{_f(d.low)}, {_f(d.high)}]"
 
 
 def _eps(p: AdaptivePoint) -> str:
@@ -41,8 +50,7 @@ def adaptive_table(points: Sequence[AdaptivePoint], method: str) -> str:
                   for s in STAGES]
         cells.append(f"{p.saved:.0%}" if not math.isnan(p.saved) else "n/a")
         d = p.deltas.get(method, {})
-        cells += [f"{_f(d[m].delta)} [{_f(d[m].low)}, {_f(d[m].high)}]" if m in d else "n/a"
-                  for m in METRICS]
+        cells += [_delta_cell(d[m]) if m in d else "n/a" for m in METRICS]
         cov = p.coverage.get(method, {})
         cells += [f"{_f(cov[a][0])} [{_f(cov[a][1])}, {_f(cov[a][2])}]" if a in cov else "n/a"
                   for a in alphas]

@@ -28,7 +28,7 @@ from credo.report.figures import discrete_levels
 from credo.report.rundata import SIMILARITY_FILE, RunData
 
 #: ``name -> header`` of the item-level metrics of the report's tables: the metrics
-#: registered per item (:mod:`credo.evaluate.registry`, issue 22 item 4), a live view.
+#: registered per item (:mod:`credo.evaluate.registry`), a live view.
 CI_METRICS = registry.headers("item")
 
 
@@ -52,7 +52,7 @@ class MethodSummary:
     levels: np.ndarray | None = None
     note: str = ""
     #: Items in the smaller class of 1[p̄ ≥ 0.5]: ranking metrics on fewer than
-    #: FEW_IN_CLASS are marked (issue 16).
+    #: FEW_IN_CLASS are marked.
     smaller_class: int = -1
 
     @property
@@ -66,11 +66,11 @@ def method_summaries(
 ) -> list[MethodSummary]:
     """The metrics of :data:`CI_METRICS` with bootstrap CIs for every method of ``run``.
 
-    Recomputed from scores.jsonl (000 App. E.2: targets p̄ for ECE, MCE, AUARC and PRR,
+    Recomputed from scores.jsonl (Wu et al., App. E.2: targets p̄ for ECE, MCE, AUARC and PRR,
     labels 1[p̄ ≥ 0.5] for the rest, as registered; ECE and MCE with the run's
     ``ece_bins`` equal-width bins) so point and interval come from the same data; points
     from each registered metric's row function (:mod:`credo.evaluate.registry`), CIs from
-    :func:`~credo.evaluate.bootstrap.bootstrap_cis` (002 §3.7: 95%, 1000 resamples; all
+    :func:`~credo.evaluate.bootstrap.bootstrap_cis` (Müller et al., §3.7: 95%, 1000 resamples; all
     metrics of a method from the same resamples, as in metrics.json). Other numeric
     entries of metrics.json (Pearson calibration correlation, polarisation, mean score,
     calibrated ECE, ...) are carried as ``extra``.
@@ -161,13 +161,13 @@ def quadrant_inputs(run: RunData, c3_method: str = "c3") -> dict[str, tuple[floa
 
 
 def quadrants_for(runs: Sequence[RunData], c3_method: str = "c3") -> Quadrants | None:
-    """Quadrants of the items of runs of one task, averaged over the runs (000 Fig. 4)."""
+    """Quadrants of the items of runs of one task, averaged over the runs (Wu et al., Fig. 4)."""
     inputs = [q for q in (quadrant_inputs(r, c3_method) for r in runs) if q]
     return diagnose(inputs) if inputs else None
 
 
 def neutrality_of(run: RunData, seed: int = 0) -> Neutrality | str:
-    """Δ per item from samples.jsonl (000 App. A.3), or why it cannot be computed."""
+    """Δ per item from samples.jsonl (Wu et al., App. A.3), or why it cannot be computed."""
     groups = grouped_samples(run)
     orig: dict[str, list[bool]] = {}
     pert: dict[str, list[bool]] = {}
@@ -192,7 +192,7 @@ def neutrality_of(run: RunData, seed: int = 0) -> Neutrality | str:
 
 
 def convergence_of(run: RunData) -> Convergence | str:
-    """Trial-count convergence from samples.jsonl (000 App. B), or why not."""
+    """Trial-count convergence from samples.jsonl (Wu et al., App. B), or why not."""
     kernel = str(run.config.get("kernel") or "indicator")
     if kernel != "indicator":
         return f"convergence is recomputed with the indicator kernel only (run kernel: {kernel})"
@@ -230,7 +230,7 @@ def grouped_samples(run: RunData) -> dict[tuple[str, str], list[dict[str, Any]]]
 
 
 def similarity_of(run: RunData) -> dict[str, Any] | str:
-    """Pairwise cosine similarities of the kept perturbations of each item (000 App. A.2),
+    """Pairwise cosine similarities of the kept perturbations of each item (Wu et al., App. A.2),
     as ``perturbation_similarity.json`` of the run folder records them, or why there are none.
 
     The record is ``{"embedder", "threshold", "items", "similarities"}``

@@ -1,4 +1,4 @@
-"""The claim section of a run's reports (issue 33 item 4), from the run folder's files:
+"""The claim section of a run's reports, from the run folder's files:
 ``claims.jsonl`` (per answer its claims, labels and scores) and ``claim_metrics.json``
 (the claim methods' metrics with CIs, the calibrated thresholds per alpha, the
 unavailable methods). report.md gets :func:`claim_markdown`; report.html the same
@@ -155,7 +155,7 @@ def claim_markdown(rows: Sequence[Mapping[str, Any]], summary: Mapping[str, Any]
     n_claims = sum(len(r.get("claims") or []) for r in rows)
     per = f"{n_claims / n_items:.1f} per answer; " if n_items else ""
     empty = nothing_to_split(rows, run_stats)
-    head = "## Claims (issue 33: claim-level credibility, conformal factuality)"
+    head = "## Claims (claim-level credibility, conformal factuality)"
     if empty is not None:
         return [head, "", empty, ""]
     lines = [

@@ -1,4 +1,4 @@
-"""Coverage at risk α in the reports (issue 23, item 2): the headline lines, the table
+"""Coverage at risk α in the reports: the headline lines, the table
 cells and the detail rows, from metrics.json's ``coverage_at_risk`` and ``degenerate``
 (:mod:`credo.evaluate.coverage`), shared by report.md, the terminal and report.html.
 
@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from credo.evaluate.coverage import most_answers
+from credo.numbers import fmt_number
 
 __all__ = ["alphas_of", "coverage_cell", "coverage_detail_rows", "coverage_headers",
            "headline_lines"]
@@ -36,8 +37,8 @@ def coverage_cell(entry: Mapping[str, Any] | None, compact: bool = False) -> str
         return "n/a"
     if "coverage_mean" not in entry:
         return "too few" if compact else "too few items"
-    mean = f"{entry['coverage_mean']:.2f}"
-    return mean if compact else f"{mean} ± {entry['coverage_std']:.2f}"
+    mean = fmt_number(entry["coverage_mean"], 2)
+    return mean if compact else f"{mean} ± {fmt_number(entry['coverage_std'], 2)}"
 
 
 def headline_lines(coverage: Coverage, degenerate: Mapping[str, str]) -> list[str]:
@@ -80,6 +81,6 @@ def coverage_detail_rows(coverage: Coverage) -> list[list[str]]:
                 method, a, str(e["n_items"]), coverage_cell(e),
                 f"{e['coverage_q05']:.2f}–{e['coverage_q95']:.2f}",
                 f"{e['exceed_rate']:.0%}", f"{e['certified_rate']:.0%}",
-                "n/a" if risk is None else f"{risk:.3f}",
+                fmt_number(risk),
             ])
     return rows

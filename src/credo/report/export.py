@@ -38,7 +38,7 @@ def write_parquet(run_dir: str | Path) -> tuple[Path, Path]:
     samples_path = run.path / "samples.parquet"
     scores = _table(score_rows)
     samples = _table([flatten_row(r) for r in run.samples])
-    # atomic: a run killed mid-way leaves the old file or none (issue 34 item 10)
+    # atomic: a run killed mid-way leaves the old file or none
     jsonio.write_with(scores_path, lambda tmp: pq.write_table(scores, tmp))
     jsonio.write_with(samples_path, lambda tmp: pq.write_table(samples, tmp))
     return scores_path, samples_path

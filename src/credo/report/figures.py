@@ -62,7 +62,7 @@ def discrete_levels(scores: np.ndarray, max_levels: int = MAX_DISCRETE_LEVELS) -
     Scores count as discrete when they take at most ``max_levels`` distinct values and at
     least two items share a value, e.g. answer consistency with n samples (levels k/n) or
     self-consistency with few samples; their reliability diagram and ECE then use one bin
-    per level (002 App. A.11.3) instead of equal-width bins.
+    per level (Müller et al., App. A.11.3) instead of equal-width bins.
     """
     s = np.asarray(scores, dtype=float)
     s = s[~np.isnan(s)]
@@ -105,7 +105,7 @@ def plot_reliability(
 
     Bars show the mean performance of the items in each bin (equal-width bins, or one bin
     per discrete level), dots the (mean score, mean p̄) of the bin with a 95% bootstrap
-    interval of the bin's mean p̄ (002 §3.7: CIs over calibration curves), the numbers
+    interval of the bin's mean p̄ (Müller et al., §3.7: CIs over calibration curves), the numbers
     above the bars the item counts. The dashed diagonal is perfect calibration.
     """
     s = np.asarray(scores, dtype=float)
@@ -144,7 +144,8 @@ def plot_score_histogram(
     levels: np.ndarray | None = None, polarisation: float | None = None,
 ) -> None:
     """Histogram of a method's scores with the normalised entropy of its bin counts
-    (polarisation, 002 §3.7 and §6.1; :func:`credo.evaluate.bootstrap.polarisation_entropy`)."""
+    (polarisation, Müller et al., §3.7 and §6.1;
+    :func:`credo.evaluate.bootstrap.polarisation_entropy`)."""
     s = np.asarray(scores, dtype=float)
     s = s[~np.isnan(s)]
     if s.size:
@@ -198,8 +199,8 @@ def plot_roc_pr(
 def plot_risk_coverage(
     ax: Axes, curves: Mapping[str, tuple[np.ndarray, np.ndarray]], alphas: Sequence[float]
 ) -> None:
-    """Selective risk against coverage per method (Geifman & El-Yaniv 2017; issue 23 item
-    2): each point answers the items scored at or above one threshold. ``curves`` maps
+    """Selective risk against coverage per method (Geifman & El-Yaniv 2017): each point answers the
+    items scored at or above one threshold. ``curves`` maps
     method -> (coverage, risk) from :func:`credo.evaluate.coverage.risk_coverage_curve`;
     each ``alpha`` is a dotted horizontal line: points below it keep the risk at α on
     this run (a certificate also needs the margin of finite calibration)."""
@@ -221,7 +222,7 @@ def plot_risk_coverage(
 
 
 def plot_quadrants(ax: Axes, q: Quadrants, title: str, *, jitter: float = 0.01) -> None:
-    """000 Fig. 4: mean performance (x) against mean C3 (y) per item, median splits.
+    """Wu et al., Fig. 4: mean performance (x) against mean C3 (y) per item, median splits.
 
     Shaded regions: mastered (green, top right), brittle (yellow, bottom right), biased
     (red, top left), unlearned (gray, bottom left); counts in the corners. Points get a
@@ -256,7 +257,7 @@ def plot_quadrants(ax: Axes, q: Quadrants, title: str, *, jitter: float = 0.01) 
 
 
 def plot_convergence(ax_mean: Axes, ax_change: Axes, conv: Convergence) -> None:
-    """000 App. B / Fig. 7: mean estimate and mean |estimate_k − estimate_K| against k."""
+    """Wu et al., App. B / Fig. 7: mean estimate and mean |estimate_k − estimate_K| against k."""
     for name, y in conv.mean.items():
         ax_mean.plot(conv.k, y, marker="o", ms=3, label=name)
         ax_change.plot(conv.k, conv.abs_change[name], marker="o", ms=3, label=name)
@@ -272,7 +273,7 @@ def plot_convergence(ax_mean: Axes, ax_change: Axes, conv: Convergence) -> None:
 
 def plot_neutrality(ax: Axes, delta: np.ndarray, mean: float, low: float, high: float,
                     k: int, title: str) -> None:
-    """000 App. A.3 / Fig. 6: histogram of Δ = #correct perturbed − #correct original."""
+    """Wu et al., App. A.3 / Fig. 6: histogram of Δ = #correct perturbed − #correct original."""
     d = np.asarray(delta, dtype=float)
     lo_edge = math.floor(min(d.min(), 0)) - 0.5 if d.size else -0.5
     hi_edge = math.ceil(max(d.max(), 0)) + 0.5 if d.size else 0.5
@@ -292,7 +293,7 @@ def plot_neutrality(ax: Axes, delta: np.ndarray, mean: float, low: float, high: 
 
 def plot_similarity_histogram(ax: Axes, sims: np.ndarray, title: str, *,
                               threshold: float | None = None, threshold_label: str = "k") -> None:
-    """Distribution of pairwise cosine similarities (000 App. A.2 / Fig. 5)."""
+    """Distribution of pairwise cosine similarities (Wu et al., App. A.2 / Fig. 5)."""
     s = np.asarray(sims, dtype=float)
     if s.size:
         ax.hist(s, bins=np.linspace(min(-0.1, s.min()), 1.0, 41), color="#8172b3", alpha=0.85,
@@ -309,7 +310,7 @@ def plot_similarity_histogram(ax: Axes, sims: np.ndarray, title: str, *,
 def plot_flip_rates(ax: Axes, rows: Sequence[Mapping[str, Any]], title: str) -> None:
     """Flip rate against perturbation strength with its CI, one line per (model, type).
 
-    ``rows`` come from a strength run's ``flip_rates.csv`` (003: flip rate by strength).
+    ``rows`` come from a strength run's ``flip_rates.csv`` (Le et al.: flip rate by strength).
     Non-numeric strengths are placed in order of first appearance.
     """
     groups: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
@@ -343,7 +344,7 @@ def plot_flip_rates(ax: Axes, rows: Sequence[Mapping[str, Any]], title: str) -> 
 
 
 def plot_flip_rate_bars(ax: Axes, rows: Sequence[Mapping[str, Any]], title: str) -> None:
-    """003 Fig. 6: FR(s) in percent as grouped bars, a group per strength and a bar per
+    """Le et al., Fig. 6: FR(s) in percent as grouped bars, a group per strength and a bar per
     perturbation type (input vs CoT), Wilson intervals as error bars, ``n`` at each bar.
 
     ``rows`` are one model's rows of a strength run's ``flip_rates.csv`` (keys

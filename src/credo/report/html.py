@@ -9,7 +9,7 @@ from the folder's ``perturbation_similarity.json``; the page explains their abse
 * :func:`write_run_report` writes ``report.html`` (and the Parquet exports) into a run
   folder; :func:`credo.report.writer.write_run` calls it at the end of every run.
 * :func:`write_report` is ``credo report RUN_DIR [RUN_DIR ...] --out DIR``: a comparison
-  page ``index.html`` (000 Table 1-style method × metric table with bootstrap CIs, paired
+  page ``index.html`` (Wu et al., Table 1-style method × metric table with bootstrap CIs, paired
   tests, reliability diagrams, diagnosis quadrants per task, neutrality) and one page per run.
 
 This module prepares the data (analyses, figures as ``data:`` URIs, rows of the tables);
@@ -37,6 +37,7 @@ from credo.evaluate import registry
 from credo.evaluate.metrics import FEW_IN_CLASS, ece, ece_discrete
 from credo.evaluate.paired import PairedDifference
 from credo.evaluate.quadrants import REGION_COLORS, REGIONS, Quadrants
+from credo.numbers import fmt_number
 from credo.report import analysis as an
 from credo.report import figures as fg
 from credo.report.coverage import (
@@ -48,7 +49,7 @@ from credo.report.coverage import (
 )
 from credo.report.export import write_parquet
 from credo.report.ledger import ledger_notes, ledger_table_rows
-from credo.report.md_pieces import answer_summary
+from credo.report.md_pieces import answer_summary, m_text
 from credo.report.phrases import ABOVE_STATS, incomplete_note, report_title
 from credo.report.rundata import STATUS_FILE, RunData, load_run, read_flip_rates
 
@@ -59,7 +60,7 @@ RUN_PAGE = "report.html"
 
 class ReportOptions(BaseModel):
     """Knobs of a report (``credo report`` flags, validated here); the defaults follow
-    002 §3.7 (95%, 1000 resamples)."""
+    Müller et al., §3.7 (95%, 1000 resamples)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -95,7 +96,7 @@ def write_run_report(
 ) -> Path:
     """Write ``report.html`` (or ``out``) and the Parquet exports for one run folder, each
     atomically; ``status`` stands for the folder's ``run_status.json`` (the run writer's,
-    which writes the marker after the page: issue 34 item 10)."""
+    which writes the marker after the page)."""
     opts = options or ReportOptions()
     run = load_run(run_dir)
     if status is not None:
@@ -185,7 +186,8 @@ def _run_figures(a: RunAnalysis, opts: ReportOptions) -> dict[str, str]:
 
 
 def _method_figures(run: RunData, ms: Sequence[an.MethodSummary], seed: int) -> dict[str, str]:
-    """Reliability diagrams, score histograms (002 §3.7) and ROC/PR curves of the methods."""
+    """Reliability diagrams, score histograms (Müller et al., §3.7) and ROC/PR curves of the
+    methods."""
     if not ms:
         return {}
     perf = run.performance
@@ -216,7 +218,7 @@ def _method_figures(run: RunData, ms: Sequence[an.MethodSummary], seed: int) -> 
 
 
 def _coverage_figure(run: RunData) -> dict[str, str]:
-    """The risk–coverage curve of every method (issue 23 item 2) with each α of the run's
+    """The risk–coverage curve of every method with each α of the run's
     coverage at risk marked; none for a run without it (no known correctness)."""
     from credo.evaluate.coverage import risk_coverage_curve
 
@@ -235,7 +237,7 @@ def _coverage_figure(run: RunData) -> dict[str, str]:
 
 
 def _diagnosis_figures(a: RunAnalysis) -> dict[str, str]:
-    """Quadrants (000 Fig. 4), trial-count convergence (App. B), neutrality (App. A.3)."""
+    """Quadrants (Wu et al., Fig. 4), trial-count convergence (App. B), neutrality (App. A.3)."""
     figs: dict[str, str] = {}
     if a.quadrants is not None:
         figs["quadrants"] = _quadrant_figure(
@@ -254,7 +256,7 @@ def _diagnosis_figures(a: RunAnalysis) -> dict[str, str]:
 
 
 def _perturbation_figures(run: RunData, similarity: dict[str, Any] | str) -> dict[str, str]:
-    """Diversity of the kept perturbations and the threshold calibration (000 App. A.2)."""
+    """Diversity of the kept perturbations and the threshold calibration (Wu et al., App. A.2)."""
     figs: dict[str, str] = {}
     if isinstance(similarity, dict):
         fig, axes = fg.new_figure(5.2, 3.4)
@@ -279,7 +281,7 @@ def _quadrant_figure(q: Quadrants, title: str) -> str:
 
 
 def _flip_rate_figure(flips: Sequence[tuple[str, list[dict[str, Any]]]]) -> str:
-    """One panel per strength run: flip rate against strength (003)."""
+    """One panel per strength run: flip rate against strength (Le et al.)."""
     fig, axes = fg.new_figure(5.6 * len(flips), 3.6, 1, len(flips))
     for k, (src, rows) in enumerate(flips):
         fg.plot_flip_rates(axes[0][k], rows, f"flip rate vs strength: {Path(src).parent.name}")
@@ -315,7 +317,7 @@ def render_run_page(a: RunAnalysis, opts: ReportOptions) -> str:
 
 
 def _claims(run: RunData) -> dict[str, Any] | None:
-    """The claim section (issue 33): the method table and each answer's claims marked
+    """The claim section: the method table and each answer's claims marked
     retained or removed (:mod:`credo.report.claims`); None for a run without claims."""
     from credo.report.claims import claim_answers, claim_table, nothing_to_split
     from credo.report.rundata import CLAIM_METRICS_FILE
@@ -324,7 +326,7 @@ def _claims(run: RunData) -> dict[str, Any] | None:
     if summary is None:
         return None
     empty = nothing_to_split(run.claims, run.metrics.get("stats"))
-    if empty is not None:  # the stage was on and made nothing: say why (issue 33)
+    if empty is not None:  # the stage was on and made nothing: say why
         return {"empty": empty}
     table = claim_table(summary)
     return {"header": table[0], "rows": table[1:], "unavailable": summary.get("unavailable")
@@ -334,11 +336,11 @@ def _claims(run: RunData) -> dict[str, Any] | None:
 def render_comparison_page(
     analyses: Sequence[RunAnalysis], names: Sequence[str], opts: ReportOptions
 ) -> str:
-    """The comparison page across runs (000 Table 1 layout: methods × run metrics;
+    """The comparison page across runs (Wu et al., Table 1 layout: methods × run metrics;
     ``templates/comparison.html.j2``)."""
     runs = [
         {"name": name, "label": marked_label(a.run), "n_items": len(a.run.scores),
-         "n": a.run.config.get("n", "?"), "m": a.run.config.get("m", "?"),
+         "n": a.run.config.get("n", "?"), "m": _m_shown(a.run),
          "accuracy": a.run.metrics.get("accuracy"), "path": str(a.run.path)}
         for a, name in zip(analyses, names, strict=True)
     ]
@@ -360,6 +362,14 @@ def render_comparison_page(
 # --------------------------------------------------------------------------- page data
 
 
+def _m_shown(run: RunData) -> str:
+    """``m = <drawn> perturbed`` (:func:`~credo.report.md_pieces.m_text`): the perturbed
+    samples the folder holds, the config's m beside it where they differ."""
+    configured = run.config.get("m", "?")
+    drawn = run.m_drawn
+    return m_text(drawn, configured) if drawn is not None else f"m = {configured} perturbed"
+
+
 def _run_facts(run: RunData) -> dict[str, Any]:
     """The run's configuration and statistics for the facts table."""
     c, m = run.config, run.metrics
@@ -371,13 +381,13 @@ def _run_facts(run: RunData) -> dict[str, Any]:
         "accuracy": m.get("accuracy"),
         "correctness": m.get("correctness"),
         "n": c.get("n", "?"),
-        "m": c.get("m", "?"),
+        "m": _m_shown(run),
         "sampling": c.get("sampling") or {},
         "prompt_style": c.get("prompt_style"),
         "kernel": c.get("kernel"),
         "writer": (f"none (snippets of the corpus {Path(pert['corpus']).name})"
                    if pert.get("corpus")
-                   # a folder written before issue 31 names the writer "generator"
+                   # an older run folder names the writer "generator"
                    else pert.get("writer") or pert.get("generator") or c.get("model")),
         "threshold": pert.get("threshold"),
         "embedder": pert.get("embedder"),
@@ -425,7 +435,7 @@ def _method_table(
     summaries: Sequence[an.MethodSummary], coverage: dict[str, Any] | None = None
 ) -> dict[str, Any]:
     """Method × metric with CIs; extra metrics.json columns; the best method per metric;
-    the coverage at risk α beside AUROC (issue 23 item 2: headers and, per method, one
+    the coverage at risk α beside AUROC (headers and, per method, one
     cell per α; none without coverage)."""
     coverage = coverage or {}
     alphas = alphas_of(coverage)
@@ -464,8 +474,7 @@ def _comparison_table(analyses: Sequence[RunAnalysis]) -> dict[str, Any]:
 
 def marked_label(run: RunData) -> str:
     """The run's label, with its status after it unless it is complete
-    (``"gsm8k · m (incomplete)"``): a comparison never shows a cut-short run unmarked
-    (issue 21)."""
+    (``"gsm8k · m (incomplete)"``): a comparison never shows a cut-short run unmarked."""
     return run.label if run.status == "complete" else f"{run.label} ({run.status})"
 
 
@@ -505,7 +514,7 @@ def _responses(run: RunData) -> dict[str, Any]:
 
 
 def _similarity_summary(similarity: dict[str, Any] | str) -> dict[str, Any] | None:
-    """The diversity caption's numbers (000 App. A.2) when the run folder has them."""
+    """The diversity caption's numbers (Wu et al., App. A.2) when the run folder has them."""
     if not isinstance(similarity, dict):
         return None
     s = np.array(similarity["similarities"])
@@ -554,7 +563,7 @@ def _item_rows(a: RunAnalysis) -> list[dict[str, Any]]:
 
 
 def _task_quadrants(analyses: Sequence[RunAnalysis], c3_method: str) -> list[dict[str, Any]]:
-    """Per task: the quadrants of its items averaged over its runs (000 Fig. 4), or None."""
+    """Per task: the quadrants of its items averaged over its runs (Wu et al., Fig. 4), or None."""
     by_task: dict[str, list[RunAnalysis]] = {}
     for a in analyses:
         by_task.setdefault(a.run.task, []).append(a)
@@ -595,6 +604,8 @@ def _environment() -> Environment:
         keep_trailing_newline=True,
     )
     env.filters["fmt"] = _fmt
+    env.filters["num"] = lambda x, digits=3: fmt_number(x, digits)
+    env.filters["signed"] = lambda x, digits=3: fmt_number(x, digits, sign=True)
     env.tests["nan"] = _is_nan
     env.globals.update(ci_metrics=an.CI_METRICS, metric_labels=registry.headers(),
                        regions=REGIONS, region_colors=REGION_COLORS,
@@ -610,7 +621,7 @@ def _fmt(x: Any) -> str:
         v = float(x)
     except (TypeError, ValueError):
         return str(x)
-    return "n/a" if math.isnan(v) else f"{v:.3f}"
+    return fmt_number(v)
 
 
 def _is_nan(x: Any) -> bool:

@@ -1,4 +1,4 @@
-"""The run folder's ``report.md``, rendered (issue 31: the folder writer,
+"""The run folder's ``report.md``, rendered (the folder writer,
 :mod:`credo.report.writer`, writes it; this module only renders Markdown), and the
 Markdown pieces the strength folder's ``report.md`` shares.
 
@@ -33,7 +33,15 @@ from credo.report.coverage import (
     headline_lines,
 )
 from credo.report.ledger import ledger_notes, ledger_table_rows
-from credo.report.md_pieces import answer_summary, cut_text, fmt_number, md_cell, md_table
+from credo.report.md_pieces import (
+    answer_summary,
+    cut_text,
+    drawn_m,
+    fmt_number,
+    m_text,
+    md_cell,
+    md_table,
+)
 from credo.report.phrases import ABOVE_STATS, incomplete_note, report_title
 
 if TYPE_CHECKING:
@@ -42,6 +50,7 @@ if TYPE_CHECKING:
 __all__ = [
     "FEW_NOTE",
     "UNLABELLED_NOTE",
+    "accuracy_line",
     "answer_summary",
     "correctness_of",
     "cut_text",
@@ -53,12 +62,13 @@ __all__ = [
     "neutrality_line",
     "render_markdown",
     "response_table_rows",
+    "result_m",
     "with_coverage",
 ]
 
 #: Table headers by metrics.json key: the registered metrics' (``ECE ↓``), their
 #: calibrated forms' (``ECE cal. ↓``) and the mean score's; live views of
-#: :mod:`credo.evaluate.registry` (issue 22 item 4).
+#: :mod:`credo.evaluate.registry`.
 METRIC_LABELS = ChainMap(registry.headers(), registry.headers(calibrated=True),
                          {"mean_score": "mean score"})
 
@@ -69,7 +79,7 @@ def metrics_table_rows(result: RunResult, compact: bool = False) -> list[list[st
     calibrated ECE and Brier when the run calibrates, Pearson calibration correlation,
     polarisation, mean score. ``compact`` (the terminal): the headline metrics
     (:data:`COMPACT_METRICS`) without CIs, which report.md and report.html carry. Beside
-    AUROC, the coverage at risk α per α of a labelled run (issue 23 item 2: mean ± sd over
+    AUROC, the coverage at risk α per α of a labelled run (mean ± sd over
     the splits; the mean alone when ``compact``)."""
     rows = _table_rows(result.metrics, "items", "n_items", "item", compact=compact)
     return with_coverage(rows, result.coverage, compact)
@@ -94,14 +104,14 @@ def with_coverage(rows: list[list[str]], coverage: dict[str, dict[str, dict[str,
 
 
 def response_table_rows(result: RunResult, compact: bool = False) -> list[list[str]]:
-    """002-style rows: each generation's confidence against its own correctness (the
+    """Müller et al.-style rows: each generation's confidence against its own correctness (the
     metrics of :func:`metrics_table_rows`, plus the accuracy)."""
     return _table_rows(result.response_metrics, "responses", "n_responses", "generation",
                        accuracy=True, compact=compact)
 
 
 COMPACT_METRICS = registry.names(headline=True)
-"""What the terminal table shows: the metrics registered ``headline`` (issue 22 item 4):
+"""What the terminal table shows: the metrics registered ``headline``:
 calibration (ECE, Brier), ranking (AUROC, AUPRC-P/N) and LM-Polygraph's PRR."""
 
 
@@ -186,11 +196,11 @@ def _with_ci(d: dict[str, float], key: str) -> str:
     lo, hi = d.get(f"{key}_low"), d.get(f"{key}_high")
     if lo is None or hi is None or value == "n/a" or math.isnan(lo) or math.isnan(hi):
         return value
-    return f"{value} [{lo:.2f}, {hi:.2f}]"
+    return f"{value} [{fmt_number(lo, 2)}, {fmt_number(hi, 2)}]"
 
 
 def correctness_of(result: RunResult) -> str:
-    """How the run's correctness was decided (issue 25 item 3: metrics.json and the
+    """How the run's correctness was decided (metrics.json and the
     reports name it): :func:`credo.tasks.grading.describe_correctness`, with the grader
     model of a grader that asks one, and what the grading stage said of it on this run
     (e.g. FActScore without a knowledge source: unavailable for every item), then the
@@ -208,6 +218,25 @@ def correctness_of(result: RunResult) -> str:
     return f"{rule}; answers compared as {answer_rule(result.task.format)}"
 
 
+def accuracy_line(result: RunResult) -> str:
+    """credo's accuracy and what it averages; for generations a tool wrote, the tool's
+    own accuracy beside it with what that averages (lm-eval: the one response its filter
+    keeps per document; inspect_ai: its log's metric), so the two numbers are read as
+    what they are rather than as a disagreement."""
+    own = f"accuracy (mean p̄ over items): {fmt_number(result.accuracy)}"
+    tool = result.stats.get("tool_accuracy")
+    if not isinstance(tool, int | float) or isinstance(tool, bool):
+        return own
+    return (f"{own}, p̄ the share of correct answers among every response of an item; "
+            f"{result.stats.get('tool_accuracy_is', 'the tool')}: {fmt_number(tool)}")
+
+
+def result_m(result: RunResult) -> int:
+    """m as the run drew it (:func:`~credo.report.md_pieces.drawn_m`): the most perturbed
+    samples of a scored item."""
+    return drawn_m([len(r.perturbed) for r in result.items])
+
+
 def render_markdown(result: RunResult) -> str:
     """The run report as Markdown."""
     c = result.config
@@ -217,7 +246,8 @@ def render_markdown(result: RunResult) -> str:
         origin = [
             f"- generations: given in `{result.source}`, scored without a model"
             f" ({result.stats.get('given_samples', '?')} samples)",
-            f"- samples per item: {result.stats.get('given_samples_per_item', '?')}; sampling:"
+            f"- samples per item: {result.stats.get('given_samples_per_item', '?')} original,"
+            f" {m_text(result_m(result), c.m)}; sampling:"
             f" {result.stats.get('given_sampling', '?')}",
             *([f"- answers: {result.stats['answers']}"] if result.stats.get("answers") else []),
             *([f"- given scores: {result.stats['given_scores']}"]
@@ -226,13 +256,16 @@ def render_markdown(result: RunResult) -> str:
         ]
     else:
         origin = [
-            f"- samples per item: n = {c.n} original, m = {c.m} perturbed (one per perturbation),"
+            f"- samples per item: n = {c.n} original, {m_text(result_m(result), c.m)} (one per"
+            " perturbation),"
             f" T = {c.sampling.temperature}, top_p = {c.sampling.top_p},"
             f" top_k = {c.sampling.top_k}, min_p = {c.sampling.min_p},"
             f" max_tokens = {c.sampling.max_tokens}",
             f"- prompt style: {c.prompt_style}; kernel: {c.kernel}; seed: {c.seed}",
         ]
     first = headline_lines(result.coverage, result.degenerate)
+    if result.certificate is not None:  # which answers a certificate let through
+        first = [result.certificate.line(), *first]
     lines = [
         f"# {report_title(result.task.name, c.model, result.stats.get('given_layout'))}",
         "",
@@ -241,18 +274,18 @@ def render_markdown(result: RunResult) -> str:
         *([] if result.source else [f"- model: `{result.model_identity}`"]),
         f"- items: {len(result.items)} (label 1 = p̄ ≥ 0.5: {sum(labels)} items)",
         *origin,
-        f"- accuracy (mean p̄ over items): {fmt_number(result.accuracy)}",
+        f"- {accuracy_line(result)}",
         f"- correctness: {correctness_of(result)}",
         *([f"- {UNLABELLED_NOTE}"] if not result.metrics and result.items else []),
         "",
-        "## Calibration and ranking (000 App. E.2)",
+        "## Calibration and ranking (Wu et al., App. E.2)",
         "",
         f"Scores against per-item performance p̄ (ECE and MCE, {c.ece_bins} equal-width bins)",
         "and against the label 1[p̄ ≥ 0.5] (Brier, AUROC, AUPRC-P; AUPRC-N with labels 1 − y",
         "and scores 1 − s). AUARC: mean of p̄ over the items kept when rejecting the",
         "lowest-scored first, averaged over rejection levels; PRR = (AUARC − random) /",
         "(oracle − random) (LM-Polygraph).",
-        f"Brackets: 95% bootstrap CIs over items ({c.bootstrap} resamples, 002 §3.7).",
+        f"Brackets: 95% bootstrap CIs over items ({c.bootstrap} resamples, Müller et al., §3.7).",
         *_calibration_note(c.calibrate),
         "n/a: undefined (all items share one label) or not available (see below).",
         "",
@@ -279,13 +312,13 @@ def render_markdown(result: RunResult) -> str:
         sim = sum(p.rejected_similar for p in result.perturbation_sets.values())
         lines += [
             "",
-            "## Perturbations (000 §3, App. A)",
+            "## Perturbations (Wu et al., §3, App. A)",
             "",
             f"- candidates drawn: {cand}; rejected by the rules: {inval}; rejected as too"
             f" similar (cosine ≥ {c.perturbation.threshold}): {sim}",
             f"- rejections per rule ({c.perturbation.rules} rules, writer prompt"
             f" {c.perturbation.prompt}): " + _rule_counts(result),
-            f"- kept per item: min {min(kept)}, max {max(kept)} (m = {c.m})",
+            f"- kept per item: min {min(kept)}, max {max(kept)} ({m_text(result_m(result), c.m)})",
             "",
             "Examples (first item):",
             "",
@@ -332,16 +365,17 @@ def _calibration_note(method: str) -> list[str]:
 
 
 def neutrality_line(record: dict[str, Any]) -> str:
-    """000 App. A.3's verdict on the run's prefixes in one line."""
+    """Wu et al., App. A.3's verdict on the run's prefixes in one line."""
     stated = (
-        f"mean Δ = {record['mean_delta']:+.2f} of {record['samples_per_set']} samples per item,"
-        f" {int(record['confidence'] * 100)}% CI [{record['low']:+.2f}, {record['high']:+.2f}]"
+        f"mean Δ = {fmt_number(record['mean_delta'], 2, sign=True)} of "
+        f"{record['samples_per_set']} samples per item, {int(record['confidence'] * 100)}% CI "
+        f"[{fmt_number(record['low'], 2, sign=True)}, {fmt_number(record['high'], 2, sign=True)}]"
         f" over {record['items']} items"
     )
     if record["neutral"]:
-        return f"The prefixes pass the neutrality test (000 App. A.3): {stated}."
+        return f"The prefixes pass the neutrality test (Wu et al., App. A.3): {stated}."
     return (
-        f"The prefixes are not neutral for this model (000 App. A.3): {stated}; C3 is"
+        f"The prefixes are not neutral for this model (Wu et al., App. A.3): {stated}; C3 is"
         " confounded by non-neutral prefixes (a stronger writer, stricter rules or corpus"
         " noise may help)."
     )
@@ -356,12 +390,12 @@ def _rule_counts(result: RunResult) -> str:
 
 
 def _coverage_section(result: RunResult) -> list[str]:
-    """Coverage at risk α per method (issue 23 item 2), with how it was estimated."""
+    """Coverage at risk α per method, with how it was estimated."""
     if not result.coverage:
         return []
     ev = result.config.evaluation
     return [
-        "## Coverage at risk α (issue 23)",
+        "## Coverage at risk α",
         "",
         "The share of items a method lets you answer when a threshold on its scores is",
         f"certified (Learn then Test, δ = {ev.delta:g}) to keep the error rate among the",
@@ -381,7 +415,7 @@ def _coverage_section(result: RunResult) -> list[str]:
 def _neutrality_section(result: RunResult) -> list[str]:
     if not result.neutrality:
         return []
-    return ["## Neutrality of the prefixes (000 App. A.3)", "",
+    return ["## Neutrality of the prefixes (Wu et al., App. A.3)", "",
             "Δ = #correct under a prefix − #correct without, per item; neutral prefixes keep it"
             " centred at 0.", "", neutrality_line(result.neutrality), ""]
 
@@ -390,12 +424,13 @@ def _response_section(result: RunResult) -> list[str]:
     if not result.response_metrics:
         return []
     return [
-        "## Per generation (002 §3.5–3.7)",
+        "## Per generation (Müller et al., §3.5–3.7)",
         "",
         "Each generation's confidence against that generation's own correctness, for the",
         "methods that score generations. Answer Consistency uses one ECE bin per discrete",
-        "value (002 App. A.11.3); its choice-task responses are APriCoT verdicts. Pearson:",
-        "correlation of bin confidence and bin accuracy over the calibration plot (002",
+        "value (Müller et al., App. A.11.3); its choice-task responses are APriCoT verdicts.",
+        "Pearson:",
+        "correlation of bin confidence and bin accuracy over the calibration plot (Müller et al.",
         "Fig. 4). Polarisation: normalised entropy of the bin counts (0 = all in one bin).",
         "",
         *md_table(response_table_rows(result)),
@@ -404,7 +439,7 @@ def _response_section(result: RunResult) -> list[str]:
 
 
 def _histogram_section(result: RunResult) -> list[str]:
-    """Bin counts of each method's item scores: the polarisation picture of 002 §4."""
+    """Bin counts of each method's item scores: the polarisation picture of Müller et al., §4."""
     from credo.evaluate.bootstrap import calibration_curve
 
     bins = result.config.ece_bins
@@ -417,7 +452,7 @@ def _histogram_section(result: RunResult) -> list[str]:
         _, _, counts = calibration_curve(s, np.zeros_like(s), bins)
         rows.append([name, *(str(int(c)) for c in counts)])
     return [
-        "## Score histograms (002 §4)",
+        "## Score histograms (Müller et al., §4)",
         "",
         f"Item scores per method in {bins} equal-width bins from 0 to 1 (counts); a",
         "polarised method piles its items into one bin.",
@@ -432,8 +467,8 @@ def _unavailable_section(result: RunResult) -> list[str]:
     mass = result.metrics.get("label_prob", {}).get("label_mass")
     if mass is not None:
         lines += [
-            f"Task comprehension (002 §3.6): mean probability mass on the option letters at"
-            f" the answer token, before normalisation: {fmt_number(mass)}.",
+            f"Task comprehension (Müller et al., §3.6): mean probability mass on the option "
+            f"letters at the answer token, before normalisation: {fmt_number(mass)}.",
             "",
         ]
     if result.unavailable:
@@ -467,6 +502,6 @@ def _incomplete_why(result: RunResult) -> str:
 
 UNLABELLED_NOTE = (
     "no item has a gold answer: every method's score and the answer credo gives are in "
-    "scores.jsonl; nothing is evaluated (issue 23)"
+    "scores.jsonl; nothing is evaluated"
 )
 """What a run on questions without gold answers says instead of its metrics."""

@@ -1,12 +1,14 @@
 """Markdown pieces every report.md shares (the run folder's, the strength folder's, the
 claim section's): GitHub-flavoured pipe tables (:func:`md_table`), table cells that stay
 on one line (:func:`md_cell`, :func:`cut_text`), numbers with a fixed number of decimals
-(:func:`fmt_number`) and an item's answers in one cell (:func:`answer_summary`)."""
+(:func:`fmt_number`, :mod:`credo.numbers`'s) and an item's answers in one cell
+(:func:`answer_summary`)."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
+
+from credo.numbers import fmt_number
 
 __all__ = ["answer_summary", "cut_text", "fmt_number", "md_cell", "md_table"]
 
@@ -36,22 +38,11 @@ def cut_text(text: str, limit: int) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
 
 
-def fmt_number(x: float | None, digits: int = 3, missing: str = "n/a") -> str:
-    """``x`` with ``digits`` decimals; ``missing`` for None and NaN.
-
-    >>> fmt_number(0.12345), fmt_number(None), fmt_number(float("nan"), 2, "–")
-    ('0.123', 'n/a', '–')
-    """
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return missing
-    return f"{x:.{digits}f}"
-
-
 def answer_summary(values: Sequence[object], correct: Sequence[object] = (), top: int = 3,
                    width: int = 40) -> str:
     """An item's original answers grouped, commonest first (ties in order of first
     appearance), as ``answer×count``: the ``top`` commonest and, after them, every group
-    holding a correct sample, so the right answer is never hidden (issue 34 item 13);
+    holding a correct sample, so the right answer is never hidden;
     groups with a correct sample are marked ✓ (when ``correct`` is given, one value per
     answer), unparsed answers are ∅, each answer is cut to ``width`` characters, and
     ``… +k more (j samples)`` counts the groups left out.
@@ -76,3 +67,18 @@ def answer_summary(values: Sequence[object], correct: Sequence[object] = (), top
         n = sum(counts[a] for a in hidden)
         parts.append(f"… +{len(hidden)} more ({n} sample{'' if n == 1 else 's'})")
     return ", ".join(parts)
+
+
+def drawn_m(perturbed_per_item: Sequence[int]) -> int:
+    """m as drawn: the most perturbed samples any item holds (0 when none holds one: a
+    run whose methods read original samples only draws none, whatever its config's m)."""
+    return max(perturbed_per_item, default=0)
+
+
+def m_text(drawn: int, configured: object) -> str:
+    """``m = <drawn> perturbed``, with the config's m beside it where the two differ
+    (``m = 0 perturbed (config m = 30)``: no method read perturbed samples, or an
+    adaptive run's items stopped before drawing them all)."""
+    if drawn == configured or configured in (None, "?"):
+        return f"m = {drawn} perturbed"
+    return f"m = {drawn} perturbed (config m = {configured})"

@@ -1,5 +1,5 @@
 """Sentences report.md and report.html say alike: the title, what an incomplete run's
-items are, which stats stand above the tables (issue 34 item 13)."""
+items are, which stats stand above the tables."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ def report_title(task: str, model: str, given: object = None) -> str:
 def incomplete_note(left_out: int, partial: int, why: str, *, given: bool = False) -> str:
     """What an incomplete run's report says of its incomplete items: how many are left out
     of every table (no sample) and how many are scored on the samples that finished
-    (issue 34 item 13: the counts are those of the tables), and why; for generations
+    (the counts are those of the tables), and why; for generations
     scored without a model (``given``) what completes them (a rerun of credo would not)."""
     counts = [f"{left_out} item{'' if left_out == 1 else 's'}"
               f" {'is' if left_out == 1 else 'are'} left out of every table"] if left_out else []

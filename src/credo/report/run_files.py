@@ -1,4 +1,4 @@
-"""The files of a run folder and their fields, declared once (issue 30, item 2).
+"""The files of a run folder and their fields, declared once.
 
 :data:`RUN_FILES` is what the documentation's run-folder reference is generated from, and
 ``tests/test_docs_reference.py`` checks it against a real run folder: a scripted run
@@ -107,11 +107,11 @@ RUN_FILES: tuple[RunFile, ...] = (
                               "answer format, domain, prompt-template digest, correctness rule"),
             ("methods", "method → metric → value, item level (ECE, MCE, Brier, AUROC, "
                         "AUPRC-P, AUPRC-N, AUARC, PRR, mean score, Pearson, polarisation, ...)"),
-            ("responses", "the same per generation (paper 002), for per-generation methods"),
+            ("responses", "the same per generation (Müller et al.), for per-generation methods"),
             ("unavailable", "method → why it has no score"),
             ("stats", "the run's counters; `stats.ledger`: requests, samples, tokens and "
                       "cost per stage"),
-            ("neutrality", "paper 000 App. A.3's test of the prefixes (when the run "
+            ("neutrality", "Wu et al. App. A.3's test of the prefixes (when the run "
                            "generated perturbed samples)"),
             ("coverage_at_risk", "method → α → coverage at selective risk α over random "
                                  "calibration/test splits (labelled runs)"),
@@ -119,13 +119,16 @@ RUN_FILES: tuple[RunFile, ...] = (
                            "is)"),
             ("incomplete", "item id → why it is incomplete (when requests failed or the "
                            "budget was reached)"),
+            ("certificate", "the certificate applied (`--certificate`): its id, method, "
+                            "threshold, α, δ, procedure, and how many of the items' answers "
+                            "it accepted"),
         ),
         optional_fields=frozenset({"neutrality", "coverage_at_risk", "degenerate",
-                                   "incomplete"}),
+                                   "incomplete", "certificate"}),
     ),
     RunFile(
         "perturbation_similarity.json",
-        "the pairwise cosine similarities of each item's kept prefixes (paper 000 App. "
+        "the pairwise cosine similarities of each item's kept prefixes (Wu et al. App. "
         "A.2's diversity check), which the report's Diversity section reads",
         when="when the run wrote context prefixes with an embedder",
         fields=(
@@ -180,12 +183,12 @@ RUN_FILES: tuple[RunFile, ...] = (
     ),
     RunFile(
         "topic_check.json",
-        "paper 000 App. A.4: the domain a judge gives each kept prefix",
+        "Wu et al. App. A.4: the domain a judge gives each kept prefix",
         written_by="credo perturb topic-check", when="after `credo perturb topic-check`",
     ),
     RunFile(
         "threshold_calibration.json",
-        "paper 000 App. A.2: the diversity threshold k from paraphrase similarities",
+        "Wu et al. App. A.2: the diversity threshold k from paraphrase similarities",
         written_by="credo perturb calibrate-threshold",
         when="after `credo perturb calibrate-threshold --run RUN_DIR`",
     ),

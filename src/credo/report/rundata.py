@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
 
 from credo.errors import UserError
 from credo.ties import settle_scores
@@ -30,7 +29,7 @@ SIMILARITY_FILE = "perturbation_similarity.json"
 STATUS_FILE = "run_status.json"
 """Written last by the run writer: ``{"status": "complete" | "incomplete", ...}``."""
 CLAIMS_FILE = "claims.jsonl"
-"""A long-form run's claims (issue 33): one row per item in the claim-file layout
+"""A long-form run's claims: one row per item in the claim-file layout
 (:func:`credo.tasks.claims.read_claims`): id, prompt, answer, claims (text, label, scores)."""
 CLAIM_METRICS_FILE = "claim_metrics.json"
 """The claim methods' metrics, the retained shares per alpha, the unavailable methods."""
@@ -38,6 +37,9 @@ OPTIONAL_JSON = (
     "topic_check.json", "threshold_calibration.json", SIMILARITY_FILE, CLAIM_METRICS_FILE,
     STATUS_FILE
 )
+READ_FILES = ("config.yaml", "metrics.json", "scores.jsonl", "samples.jsonl",
+              "perturbations.jsonl", CLAIMS_FILE, *OPTIONAL_JSON)
+"""The files :func:`load_run` reads: what no command may write over while it reads them."""
 FLIP_RATE_COLUMNS = ("model", "perturbation_type", "strength", "n", "flips", "rate", "low", "high")
 
 
@@ -56,7 +58,7 @@ class RunData:
     samples: list[dict[str, Any]]
     perturbations: list[dict[str, Any]]
     extras: dict[str, Any] = field(default_factory=dict)
-    #: ``claims.jsonl`` rows (issue 33); empty for a run without claims.
+    #: ``claims.jsonl`` rows; empty for a run without claims.
     claims: list[dict[str, Any]] = field(default_factory=list)
 
     @property
@@ -69,7 +71,7 @@ class RunData:
 
     @property
     def missing_files(self) -> list[str]:
-        """The files the status marker lists (``files``, issue 34 item 10) that the folder
+        """The files the status marker lists (``files``) that the folder
         lacks: empty for a whole folder and for a marker without the list."""
         marker = self.extras.get(STATUS_FILE)
         listed = marker.get("files") if isinstance(marker, dict) else None
@@ -128,12 +130,12 @@ class RunData:
     @property
     def answer_correct(self) -> np.ndarray:
         """Whether the answer credo gives each item is correct (1, 0, a grade in between;
-        NaN when unknown): scores.jsonl's ``answer_correct`` (issue 23)."""
+        NaN when unknown): scores.jsonl's ``answer_correct``."""
         return np.array([_num(r.get("answer_correct")) for r in self.scores], dtype=float)
 
     @property
     def coverage(self) -> dict[str, dict[str, dict[str, Any]]]:
-        """metrics.json's ``coverage_at_risk`` (issue 23 item 2); empty when absent."""
+        """metrics.json's ``coverage_at_risk``; empty when absent."""
         found = self.metrics.get("coverage_at_risk")
         return found if isinstance(found, dict) else {}
 
@@ -155,6 +157,18 @@ class RunData:
         if not isinstance(d, dict):
             return str(d)
         return "; ".join(f"{k}: {v}" for k, v in d.items() if isinstance(v, str))
+
+    @property
+    def m_drawn(self) -> int | None:
+        """The most perturbed samples an item holds in samples.jsonl (0 when none does);
+        None for a folder without samples.jsonl (the config's m is all it says)."""
+        if not self.samples:
+            return None
+        counts: dict[str, int] = {}
+        for s in self.samples:
+            if s.get("set") == "perturbed":
+                counts[str(s.get("id"))] = counts.get(str(s.get("id")), 0) + 1
+        return max(counts.values(), default=0)
 
     def sample_sets(self) -> list[str]:
         """The sample-set names present in samples.jsonl (original, perturbed, ...)."""
@@ -194,7 +208,7 @@ def load_run(path: str | Path) -> RunData:
 def read_flip_rates(path: str | Path) -> list[dict[str, Any]]:
     """Rows of a strength run's ``flip_rates.csv``.
 
-    Columns: model, perturbation_type, strength, n, flips, rate, low, high (003's flip
+    Columns: model, perturbation_type, strength, n, flips, rate, low, high (Le et al.'s flip
     rate per strength bin with its CI). ``strength`` stays a string when it is not a
     number (a judge's level name); the numeric columns must parse.
     """
@@ -231,13 +245,17 @@ def read_flip_rates(path: str | Path) -> list[dict[str, Any]]:
 
 
 def _read_config(path: Path) -> dict[str, Any]:
-    """``config.yaml`` as a dict; empty when the folder has none."""
+    """``config.yaml`` as a dict; empty when the folder has none. A file that is not a
+    YAML mapping is one line naming it and the line
+    (:func:`credo.config.read_yaml_mapping`, as ``credo run --config`` reads one)."""
+    from credo.config import read_yaml_mapping
+
     if not path.is_file():
         return {}
     try:
-        return yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except yaml.YAMLError as e:
-        raise RunFolderError(f"{path}: not valid YAML: {e}") from e
+        return read_yaml_mapping(path)
+    except UserError as e:
+        raise RunFolderError(str(e)) from None
 
 
 def _read_extras(p: Path) -> dict[str, Any]:

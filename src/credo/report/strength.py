@@ -1,4 +1,5 @@
-"""The strength run folder of 003's pipeline (read by the HTML report; keep the layout stable).
+"""The strength run folder of Le et al.'s pipeline (read by the HTML report; keep the
+layout stable).
 
 ``<out>/strengths.jsonl``
     One row per (model, item, perturbation): ``model``, ``item_id``,
@@ -10,12 +11,12 @@
     ``surprisal_after``, ``surprisal_change`` (bits), ``answer_before``, ``answer_after``,
     ``answer_source``, ``flipped``, ``correct_before``, ``correct_after``.
 ``<out>/flip_rates.csv``
-    ``model,perturbation_type,strength,n,flips,rate,low,high``: FR(s) of 003 eq. 2 over
+    ``model,perturbation_type,strength,n,flips,rate,low,high``: FR(s) of Le et al., eq. 2 over
     rows with a judge rating and both answers; ``low``/``high`` the 95% Wilson interval;
     ``nan`` where ``n = 0``.
 ``<out>/flip_rates.png``
     FR against strength, one panel per model, a bar group per strength, one bar per
-    perturbation type (input vs CoT, as 003 Fig. 6), Wilson intervals as error bars.
+    perturbation type (input vs CoT, as Le et al., Fig. 6), Wilson intervals as error bars.
 ``<out>/summary.json``
     Per model and type: responsive FR(3), robust FR(0), overall FR(3) - FR(0), counts;
     plus the configuration and model identities.
@@ -77,7 +78,7 @@ def write_strength_run(result: StrengthResult, out: str | Path) -> Path:
 
 def strength_summary(result: StrengthResult) -> dict[str, Any]:
     """What ``summary.json`` holds for ``result`` (FR(3), FR(0), counts per model and
-    type), without writing it: the command line prints it (issue 22 item 5)."""
+    type), without writing it: the command line prints it."""
     rows = [r.as_dict() for r in result.rows]
     return summarise(rows, flip_tables(rows), _meta(result))
 
@@ -117,7 +118,7 @@ def write_outputs(rows: Sequence[dict[str, Any]], out: str | Path, meta: dict[st
 
 def flip_rate_rows(tables: dict[tuple[str, str], list[FlipRate]]) -> list[dict[str, Any]]:
     """The rows of ``flip_rates.csv`` (columns :data:`CSV_COLUMNS`), one per strength level
-    of each (model, perturbation type): FR(s) of 003 eq. 2 with its Wilson interval."""
+    of each (model, perturbation type): FR(s) of Le et al., eq. 2 with its Wilson interval."""
     return [
         {"model": model, "perturbation_type": kind, "strength": fr.strength, "n": fr.n,
          "flips": fr.flips, "rate": fr.rate, "low": fr.low, "high": fr.high}
@@ -172,7 +173,7 @@ def summarise(
 
 def save_flip_rate_figure(tables: dict[tuple[str, str], list[FlipRate]], path: Path) -> Path:
     """``flip_rates.png``: one panel per model of FR(s) by strength, a bar per perturbation
-    type (003 Fig. 6; :func:`credo.report.figures.plot_flip_rate_bars`)."""
+    type (Le et al., Fig. 6; :func:`credo.report.figures.plot_flip_rate_bars`)."""
     rows = flip_rate_rows(tables)
     models = list(dict.fromkeys(m for m, _ in tables))
     fig, axes = fg.new_figure(4.6 * max(1, len(models)), 3.6, 1, max(1, len(models)))
@@ -195,7 +196,7 @@ def render_report(summary: dict[str, Any], tables: dict[tuple[str, str], list]) 
         f"CoT perturbations: {cfg.get('cot_mode', '')} · {summary.get('seconds', '?')} s",
         "",
         *(_incomplete_lines(summary.get("incomplete") or {})),
-        "## Flip rate by strength (003 eq. 2), 95% Wilson intervals",
+        "## Flip rate by strength (Le et al., eq. 2), 95% Wilson intervals",
         "",
         *md_table(_flip_rate_table_rows(summary, tables)),
         "",
@@ -205,8 +206,8 @@ def render_report(summary: dict[str, Any], tables: dict[tuple[str, str], list]) 
         "",
         "![flip rates](flip_rates.png)",
         "",
-        "Notes: strengths are the LLM judge's 0-3 ratings (003 Fig. 17 guide, one example per "
-        "level, T = 0); rows with an unparsable rating or an unreadable answer are left out of "
+        "Notes: strengths are the LLM judge's 0-3 ratings (Le et al., Fig. 17 guide, one example "
+        "per level, T = 0); rows with an unparsable rating or an unreadable answer are left out of "
         "FR(s) and counted above. Input perturbations compare direct answers (App. H); CoT "
         "perturbations compare answers after the original and the perturbed CoT. "
         "`paraphrase` rows are App. D's x = 0 case (every CoT step paraphrased).",

@@ -1,4 +1,4 @@
-"""The run's table for a terminal (issue 20): method names whole at any width.
+"""The run's table for a terminal: method names whole at any width.
 
 A terminal of 80 columns cannot hold every headline column of a run with long method
 names (``c3_cross``, ``semantic_entropy``, ``answer_consistency``); rich would cut every

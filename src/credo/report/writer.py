@@ -1,5 +1,5 @@
-"""Write a run folder: config, per-item scores, metrics, samples and the reports (issue
-31: this module writes files; report.md is rendered by :mod:`credo.report.markdown`,
+"""Write a run folder: config, per-item scores, metrics, samples and the reports (this module
+writes files; report.md is rendered by :mod:`credo.report.markdown`,
 report.html by :mod:`credo.report.html`).
 
 Files
@@ -11,10 +11,10 @@ Files
                         Pearson calibration correlation, polarisation, mean score, items
                         scored, and with ``calibrate`` the cross-fitted ``ece_calibrated``
                         and ``brier_calibrated``; ``responses``: the same per generation
-                        (002 §3.5-3.7); ``unavailable``: why a method has no score;
+                        (Müller et al., §3.5-3.7); ``unavailable``: why a method has no score;
                         ``stats``: the run's counters, with ``stats.ledger``: requests,
                         samples, reported tokens and cost per stage (credo.generation.ledger);
-                        ``coverage_at_risk[method][alpha]`` (issue 23 item 2; alpha as
+                        ``coverage_at_risk[method][alpha]`` (alpha as
                         ``"0.1"``, credo.evaluate.coverage): the share of items answered at
                         selective risk alpha, over ``evaluation.splits`` calibration/test
                         halves: ``coverage_mean``, ``coverage_std``, ``coverage_q05``,
@@ -24,26 +24,26 @@ Files
                         items to split; ``degenerate[method]``: why its scores are
                         degenerate on this run. Both absent without known correctness;
                         ``task_identity``: the task as a certificate records it (family,
-                        format, domain, prompt digest, correctness; issue 34)
+                        format, domain, prompt digest, correctness)
 ``samples.jsonl``       every sample of every set (set, index, ref, prefix, text, extracted
                         answer, correctness, the method confidences given to it; the
                         scores a file gave it, ``scores``, and its item, ``item_scores``)
 ``perturbations.jsonl`` the kept context prefixes per item and the filter's counts
 ``perturbation_similarity.json``  pairwise cosine similarities of the kept perturbations
-                        (000 App. A.2), when the result carries them
+                        (Wu et al., App. A.2), when the result carries them
 ``report.md``           the tables a reader wants first
-``answers.jsonl``       with a certificate (issue 23): per item the answer, the certified
+``answers.jsonl``       with a certificate: per item the answer, the certified
                         method's score and whether it is accepted at the certificate's risk;
-                        with a claim certificate (issue 33) the retained and removed claims
+                        with a claim certificate the retained and removed claims
                         and the filtered answer
-``claims.jsonl``        a run with ``claims`` (issue 33): per item its answer and claims
+``claims.jsonl``        a run with ``claims``: per item its answer and claims
                         (text, label where known, every claim method's finite score), in
                         the layout ``credo certify RUN_DIR --claims`` and ``read_claims`` read
 ``claim_metrics.json``  the claim methods' metrics per claim with CIs, the conformal
                         threshold and retained share per method and alpha, unavailable ones
 ``report.html``         the self-contained HTML report with figures (credo.report.html)
 ``scores.parquet``, ``samples.parquet``  the same tables for pandas / polars
-``run_status.json``     written last (issue 34 item 10): complete, or incomplete (items
+``run_status.json``     written last: complete, or incomplete (items
                         whose requests failed; a rerun completes them), with the run's
                         outcome (complete, incomplete-budget, incomplete-failures,
                         neutrality-failed) and ``files``, every other file written;
@@ -95,12 +95,12 @@ def write_run(result: RunResult, out: str | Path,
     """Write every file of the run folder ``out`` and return its path.
 
     Each file is written atomically (:func:`credo.jsonio.write_text`). The status marker
-    ``run_status.json`` is removed first and written last (issue 34 item 10), after the
+    ``run_status.json`` is removed first and written last, after the
     run's data, report.md, ``answers.jsonl`` (with a ``certificate``: :func:`write_answers`),
     report.html and the Parquet exports, and it lists those files (``files``): a folder
     without it was interrupted while being written (or comes from a credo before the
     marker), and ``credo report`` says which listed file is missing. A run owns its
-    folder (issue 21): the files a previous run into ``out`` wrote and this one may not
+    folder: the files a previous run into ``out`` wrote and this one may not
     (:data:`PREVIOUS_RUN_FILES`: its ``perturbation_similarity.json``, whose "Diversity"
     section would describe the old perturbations, its report.html, …) are removed
     first; files credo never writes are left alone.
@@ -108,7 +108,7 @@ def write_run(result: RunResult, out: str | Path,
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     (out / STATUS_FILE).unlink(missing_ok=True)
-    for name in PREVIOUS_RUN_FILES:  # a run owns its folder (issue 21)
+    for name in PREVIOUS_RUN_FILES:  # a run owns its folder
         (out / name).unlink(missing_ok=True)
     cfg = _without_credentials(result.config.model_dump(mode="json"))
     cfg["cache"] = str(result.config.cache_path)
@@ -139,7 +139,7 @@ def write_run(result: RunResult, out: str | Path,
         "items": len(result.items),
         "accuracy": result.accuracy,
         "correctness": correctness_of(result),
-        "task_identity": result.task_identity,  # what a certificate records (issue 34)
+        "task_identity": result.task_identity,  # what a certificate records
         "methods": result.metrics,
         "responses": result.response_metrics,
         "unavailable": result.unavailable,
@@ -153,6 +153,8 @@ def write_run(result: RunResult, out: str | Path,
         metrics["coverage_at_risk"] = result.coverage
     if result.degenerate:
         metrics["degenerate"] = result.degenerate
+    if result.certificate is not None:
+        metrics["certificate"] = result.certificate.to_dict()
     files.append(jsonio.write_text(out / "metrics.json", jsonio.dumps(metrics, indent=2)))
     if result.perturbation_similarity:
         files.append(jsonio.write_text(out / SIMILARITY_FILE,
@@ -160,7 +162,7 @@ def write_run(result: RunResult, out: str | Path,
     files += _claim_files(result, out)
     files.append(jsonio.write_text(out / "report.md", render_markdown(result)))
     files += _answers(result, certificate, out)
-    # issue 22: the marker every pipeline's ending fills (credo.pipeline.ending)
+    # the marker every pipeline's ending fills (credo.pipeline.ending)
     marker = status_record(result.outcome, result.incomplete, result.stopped_by_budget)
     status = {
         "status": marker["status"], "outcome": marker["outcome"], "items": len(result.items),
@@ -190,7 +192,7 @@ def write_study_config(config: StudyConfig, out: str | Path) -> Path:
 def _without_credentials(value: Any) -> Any:
     """``value`` (a config dump) with the userinfo and the credential query parameters of
     every URL in it removed (``http://user:KEY@host/v1?api_key=K`` -> ``http://host/v1``,
-    :func:`credo.models.urls.redact_url`): no secret is written to a file (issue 21).
+    :func:`credo.models.urls.redact_url`): no secret is written to a file.
     A rerun from that config.yaml needs the credentials again (an environment variable
     named by ``model_options.api_key_env``, or the URL given on the command line)."""
     if isinstance(value, dict):
@@ -203,7 +205,7 @@ def _without_credentials(value: Any) -> Any:
 
 
 def _write_html_report(out: Path, status: dict[str, Any]) -> list[Path] | None:
-    """report.html and the Parquet exports (issue 6), from the files just written, the
+    """report.html and the Parquet exports, from the files just written, the
     page showing ``status`` (the marker written after it); the files written.
 
     A failure here is logged, never raised (None): the run's data are already on disk;
@@ -228,17 +230,18 @@ def write_answers(result: RunResult, cert: RunCertificate, out: str | Path) -> P
     """``out/answers.jsonl``: per item its id, question, the answer credo gives (the modal
     original answer), the certified method's score, ``accept`` (score at or above the
     certified threshold; never when nothing was certified or the item has no answer) and
-    the certificate's α, δ and procedure (issue 23, item 4)."""
+    the certificate's α, δ and procedure."""
+    from credo.pipeline.certificate import accepts
+
     c = cert.certificate
     path = Path(out) / ANSWERS_FILE
     rows = []
     for r in result.items:
         score = r.scores.get(cert.method, math.nan)
-        known = r.answer is not None and not math.isnan(score)
         rows.append({
             "id": r.item.id, "question": r.item.question, "answer": r.answer,
             "score": None if math.isnan(score) else score,
-            "accept": bool(known and c.threshold is not None and score >= c.threshold),
+            "accept": accepts(cert, score, r.answer),
             "method": cert.method, "alpha": c.alpha, "delta": c.delta,
             "procedure": c.method,
         })
@@ -254,7 +257,7 @@ def _score_rows(result: RunResult):
             "p_bar": r.performance,  # NaN (null in the file) when correctness is unknown
             "label": None if math.isnan(r.performance) else int(r.performance >= 0.5),
             # the answer credo gives (the modal original answer) and its correctness, what
-            # a certificate's selective risk counts (issue 23); null when unknown
+            # a certificate's selective risk counts; null when unknown
             "answer": r.answer,
             "answer_correct": r.answer_correct,
             "scores": r.scores,
@@ -292,7 +295,7 @@ def _sample_rows(result: RunResult):
 
 
 def _claim_files(result: RunResult, out: Path) -> list[Path]:
-    """``claims.jsonl`` and ``claim_metrics.json`` of a run with claims (issue 33)."""
+    """``claims.jsonl`` and ``claim_metrics.json`` of a run with claims."""
     if result.claims is None:
         return []
     return [jsonio.write_jsonl(out / CLAIMS_FILE, claim_file_rows(result.claims)),
@@ -310,7 +313,7 @@ def _answers(result: RunResult, certificate: Any, out: Path) -> list[Path]:
 
 
 def write_claim_answers(result: RunResult, cert: ClaimCertificate, out: str | Path) -> Path:
-    """``out/answers.jsonl`` under a claim certificate (issue 33): per item its id,
+    """``out/answers.jsonl`` under a claim certificate: per item its id,
     question, the answer, the filtered answer (the retained claims joined by spaces),
     the retained and removed claims (text and the certificate's score), and the
     certificate's score, threshold, alpha, a and delta. An item whose claims lack the

@@ -1,4 +1,4 @@
-"""The gateway (issue 32): a certified accept/abstain decision in front of a model.
+"""The gateway: a certified accept/abstain decision in front of a model.
 
 - :class:`credo.serve.guard.Guard` (``credo.Guard``): the Python form. Questions asked
   together (``ask`` from several threads, ``ask_many``) are batched into the same rounds

@@ -45,8 +45,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import hashlib
-import json
 import logging
 import math
 import threading
@@ -291,10 +289,9 @@ class _Pending:
 
 
 def certificate_id(cert: RunCertificate) -> str:
-    """``sha256:`` and 12 hex digits of the certificate's content (its canonical JSON):
-    the same file gives the same id on every machine."""
-    text = json.dumps(cert.to_json(), sort_keys=True, separators=(",", ":"))
-    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
+    """The certificate's id (:attr:`RunCertificate.id`: ``sha256:`` and 12 hex digits of
+    its canonical JSON, the same on every machine)."""
+    return cert.id
 
 
 class Guard:
@@ -340,13 +337,14 @@ class Guard:
         batch_window: float | None = None,
     ) -> None:
         if max_batch is not None:
-            warnings.warn("Guard(max_batch=...) is now max_concurrent=...; max_batch will "
-                          "be removed in 0.3", DeprecationWarning, stacklevel=2)
+            warnings.warn("Guard(max_batch=...) is now max_concurrent=...; max_batch is "
+                          "deprecated since credo 0.1.0 and goes in 0.2.0",
+                          DeprecationWarning, stacklevel=2)
             max_concurrent = max_batch
         if batch_window is not None:
             warnings.warn("Guard(batch_window=...) has no effect: questions are scheduled "
-                          "one by one; it will be removed in 0.3", DeprecationWarning,
-                          stacklevel=2)
+                          "one by one; deprecated since credo 0.1.0, it goes in 0.2.0",
+                          DeprecationWarning, stacklevel=2)
         _check_limits(on_reject, max_concurrent, max_queue, timeout, max_question_chars)
         self.cert = certificate if isinstance(certificate, RunCertificate) else \
             RunCertificate.read(certificate)
@@ -354,7 +352,7 @@ class Guard:
         base = _base_config(self.cert, certificate, config)
         self.config = gateway_config(self.cert, base, overrides)
         self.template = gateway_task(self.cert)
-        self.id = certificate_id(self.cert)
+        self.id = self.cert.id
         self.on_reject, self.abstention = on_reject, abstention
         self.max_concurrent, self.max_queue = max_concurrent, max_queue
         self.timeout, self.max_question_chars = timeout, max_question_chars

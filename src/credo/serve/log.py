@@ -1,4 +1,4 @@
-"""The gateway's decision log (issue 32, item 4): one JSON object per line, per decision.
+"""The gateway's decision log: one JSON object per line, per decision.
 
 Each line is written whole with one ``write(2)`` on a file opened ``O_APPEND`` under a
 lock, so lines from concurrent writers never interleave, none is half-written while the

@@ -1,4 +1,4 @@
-"""Perturbation strength and flip rates (paper 003): how strong a perturbation is, and
+"""Perturbation strength and flip rates (Le et al.): how strong a perturbation is, and
 whether a model changes its answer when, and only when, it should.
 
 - :func:`flip_rates`, :func:`flip_rate_table`, :func:`flip_rate_summary`: FR(s) (eq. 2),

@@ -1,4 +1,4 @@
-"""Agreement of a strength measure with human strength labels (003 §3.4, Table 2).
+"""Agreement of a strength measure with human strength labels (Le et al., §3.4, Table 2).
 
 Pearson and Spearman correlations for every measure; Cohen's linearly weighted kappa
 (Cohen 1968) only for a measure on the labels' own 0-3 scale (the LLM judge), as in the
@@ -72,7 +72,7 @@ def agreement(
     categorical: bool | None = None,
     scale: Sequence[int] = (0, 1, 2, 3),
 ) -> Agreement:
-    """Agreement between a measure's values and the human labels (003 §3.4).
+    """Agreement between a measure's values and the human labels (Le et al., §3.4).
 
     Pairs whose predicted value is ``None`` or NaN (an unparsable judge reply, a backend
     without logprobs) are skipped and counted in ``skipped``. ``categorical`` (default:

@@ -1,10 +1,10 @@
-"""The model's answers before and after a perturbation (003 App. H, Fig. 18, Fig. 23).
+"""The model's answers before and after a perturbation (Le et al., App. H, Fig. 18, Fig. 23).
 
 Direct answer: the prompt ``Question: ... Choices: ...`` with the assistant turn started
 as "The single, most likely answer is (" (Tutek et al. 2025); the answer is the option
 letter with the highest probability at the first generated token (summing a letter's
 variants, "B" and " B", by :func:`credo.methods.label_prob.letter_distribution`, the
-reading 002's label probability uses too). After a chain of thought the assistant turn
+reading Müller et al.'s label probability uses too). After a chain of thought the assistant turn
 is the CoT followed by the same prefix. Where a backend reports no log-probabilities the
 first generated letter is read instead (``source="text"``); no letter gives ``None``
 (unparsable).
@@ -69,10 +69,10 @@ def letter_answer(gen: Generation, n_choices: int) -> LetterAnswer:
     """The option letter a one-token generation after the prefix chooses (App. H).
 
     From log-probabilities: the letters' distribution at the *first* token
-    (:func:`~credo.methods.label_prob.letter_distribution`, shared with 002's label
+    (:func:`~credo.methods.label_prob.letter_distribution`, shared with Müller et al.'s label
     probability); the answer is the most probable letter (the first in letter order on a
-    tie), ``None`` when no letter is among the alternatives. Two differences from 002's
-    :func:`~credo.methods.label_prob.label_probabilities`, both 003's: the first token
+    tie), ``None`` when no letter is among the alternatives. Two differences from Müller et al.'s
+    :func:`~credo.methods.label_prob.label_probabilities`, both Le et al.'s: the first token
     is read even when the generated token itself is not a letter (App. H reads the
     probabilities right after the prefix, one token), and without log-probabilities the
     first character after the prefix is read, if it is a valid letter.

@@ -1,4 +1,4 @@
-"""Flip rates by perturbation strength (003 §4.1 eq. 2, §4.3).
+"""Flip rates by perturbation strength (Le et al., §4.1 eq. 2, §4.3).
 
 A perturbation *flips* an instance when the model's answer after it differs from the
 answer before it. Eq. 2 counts flips among the instances of one strength level:
@@ -18,13 +18,14 @@ from dataclasses import asdict, dataclass
 from scipy.stats import binomtest
 
 STRENGTH_LEVELS: tuple[int, ...] = (0, 1, 2, 3)
-"""The rubric's levels (003 Table 1): 0 no/minimal, 1 small, 2 moderately strong, 3 strong."""
+"""The rubric's levels (Le et al., Table 1): 0 no/minimal, 1 small, 2 moderately strong,
+3 strong."""
 
 
 def flip_rates(
     strengths: Sequence[int | None], flipped: Sequence[bool | None]
 ) -> dict[int, float]:
-    """FR(s) of 003 eq. 2 for every strength level ``s`` that occurs, in increasing order.
+    """FR(s) of Le et al., eq. 2 for every strength level ``s`` that occurs, in increasing order.
 
     ``strengths[i]`` is instance ``i``'s perturbation strength and ``flipped[i]`` whether
     its answer changed (``y_i != y'_i``). Instances whose strength or flip is ``None``
@@ -92,10 +93,10 @@ def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[f
 def flip_rate_summary(
     rates: dict[int, float] | Sequence[FlipRate],
 ) -> dict[str, float | None]:
-    """FR(3), FR(0) and FR(3) - FR(0): what 003 §4.4 calls responsive, robust and overall
+    """FR(3), FR(0) and FR(3) - FR(0): what Le et al., §4.4 calls responsive, robust and overall
     self-consistency (keys ``responsive_fr3``, ``robust_fr0``, ``overall``).
 
-    Not :func:`credo.self_consistency` (agreement among n samples, 000 App. J). A level
+    Not :func:`credo.self_consistency` (agreement among n samples, Wu et al., App. J). A level
     without instances gives ``None`` (and so does the overall difference).
     """
     if isinstance(rates, dict):

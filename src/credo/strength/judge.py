@@ -1,4 +1,4 @@
-"""The LLM judge of perturbation strength (003 §3.3, App. E.1 Fig. 11, App. F.3 Figs. 15-17).
+"""The LLM judge of perturbation strength (Le et al., §3.3, App. E.1 Fig. 11, App. F.3 Figs. 15-17).
 
 The judge sees the original question, the original chain of thought (the "reasoning
 path") and the perturbed question or CoT, with the strength guide as its system

@@ -1,4 +1,4 @@
-"""Human strength labels and ``credo strength agree`` (003 §3.4).
+"""Human strength labels and ``credo strength agree`` (Le et al., §3.4).
 
 A labels file is JSON Lines, one perturbation a line, with the fields of
 ``strengths.jsonl`` that the measures need plus the human ``label``:
@@ -149,7 +149,7 @@ def measure_in_pool(
     if measure == "judge":
         opts = DEFAULT_MODEL_OPTIONS if model_options is None else model_options
         assign_roles(pool, agree_role(JUDGE, judge, opts))
-        pool.preflight([JUDGE])  # issue 20: the judge is there before the first call
+        pool.preflight([JUDGE])  # the judge is there before the first call
         return measure_strengths(measure, rows, judge=pool.executor(JUDGE))
     if measure == "surprisal":
         forced = surprisal_spec(surprisal_model)

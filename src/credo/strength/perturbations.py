@@ -1,4 +1,4 @@
-"""Input and chain-of-thought perturbations for strength analysis (003 §3.2.2, App. B, D).
+"""Input and chain-of-thought perturbations for strength analysis (Le et al., §3.2.2, App. B, D).
 
 * Input mistake (Fig. 8): the writer model sees the question, its options and the
   original CoT and writes an edited question with at least one mistake, options unchanged.

@@ -1,4 +1,5 @@
-"""``credo strength run``: perturb, rate strength, read answers, compute flip rates (003 §3-4).
+"""``credo strength run``: perturb, rate strength, read answers, compute flip rates (Le et
+al., §3-4).
 
 For each model under test and each item of a multiple-choice task:
 
@@ -16,7 +17,7 @@ For each model under test and each item of a multiple-choice task:
 
 Every model comes from one :class:`~credo.generation.pool.ModelPool` (roles: each model
 under test, its writer and its judge, the surprisal scorer; see :func:`assign_roles`).
-Each model call is a planned stage (issue 31: :class:`~credo.strength.answers.CotStage`,
+Each model call is a planned stage (:class:`~credo.strength.answers.CotStage`,
 :class:`~credo.strength.perturbations.InputWriterStage` and
 :class:`~credo.strength.perturbations.CotWriterStage`,
 :class:`~credo.strength.answers.LetterStage`, :class:`~credo.strength.judge.JudgeStage`,
@@ -134,7 +135,7 @@ class StrengthResult:
 def run_strength_pipeline(
     config: StrengthConfig, pool: ModelPool, task: Task | None = None
 ) -> StrengthResult:
-    """The stages of 003's pipeline for every model under test, models from ``pool``.
+    """The stages of Le et al.'s pipeline for every model under test, models from ``pool``.
 
     Roles already assigned in ``pool`` stay (models handed in); the others come from
     ``config`` (:func:`assign_roles`). Writes nothing; closes nothing.
@@ -237,7 +238,7 @@ def assign_roles(
 
 
 def preflight_roles(pool: ModelPool, config: StrengthConfig) -> list[str]:
-    """Every role a strength run asks, in stage order (issue 20: the preflight's list)."""
+    """Every role a strength run asks, in stage order (the preflight's list)."""
     roles = [r for spec in config.specs
              for r in (model_role(spec), writer_role(spec), judge_role(spec))]
     return roles + ([SURPRISAL] if pool.has(SURPRISAL) else [])

@@ -1,4 +1,4 @@
-"""Change in mean surprisal, Δh = |h(x) - h(x')| (003 §3.3, eq. 1, App. F.2).
+"""Change in mean surprisal, Δh = |h(x) - h(x')| (Le et al., §3.3, eq. 1, App. F.2).
 
 Surprisal of a token is -log2 P(w_i | w_<i); the mean surprisal of a text of n tokens is
 h(x) = I(x) / n with I(x) = -sum_i log2 P(w_i | w_<i). The paper takes the token

@@ -85,7 +85,7 @@ _ITEM_EXTRACTORS: Registry[ItemExtractor] = Registry("item extractor")
 def item_extractor(name: str) -> Callable[[ItemExtractor], ItemExtractor]:
     """Register the decorated function as extractor ``name``, which items naming it in
     ``meta["extractor"]`` are read with instead of their format's (an lm-eval task's
-    answers are what its own filter keeps: issue 34 item 12)."""
+    answers are what its own filter keeps)."""
     return _ITEM_EXTRACTORS.register(name)
 
 

@@ -42,7 +42,7 @@ class Task:
     ``family`` names the distribution the questions are drawn from when that is not
     ``name``: a task read from a file is named after the file, and its family is the
     layout (``file:gsm8k``, ``file:number``) or what the user declares it holds; a
-    certificate is bound to the family, not to the file (issue 34, item 1). Empty: the
+    certificate is bound to the family, not to the file. Empty: the
     family is the name (a built-in task's spec, ``mmlu:high_school_statistics``).
     """
 

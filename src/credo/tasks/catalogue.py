@@ -1,4 +1,4 @@
-"""What each registered task is, for ``credo tasks`` (issue 20): where its items come
+"""What each registered task is, for ``credo tasks``: where its items come
 from, how many there are, their answer format, how correctness is decided and whether
 they are multiple choice.
 

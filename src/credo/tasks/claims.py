@@ -1,10 +1,10 @@
-"""Claims of long answers: the typed records and the reader of annotated claim files (issue 33).
+"""Claims of long answers: the typed records and the reader of annotated claim files.
 
 An :class:`ClaimItem` is one long answer split into :class:`Claim` s; each claim carries
 its text, zero or more named scores (higher = more credible) and its label: correct,
 wrong, or unknown (``None``, an unlabelled claim). The conformal procedures of
 :mod:`credo.evaluate.claims` take these items; the claim-splitting stage and the claim
-scoring methods (later work of issue 33) build them. They live in the tasks layer, the
+scoring methods (later work) build them. They live in the tasks layer, the
 lowest layer that needs them (the reader below returns them; ``credo.evaluate`` imports
 them and re-exports them).
 

@@ -1,4 +1,5 @@
-"""Short factual QA graded SimpleQA-style: correct / incorrect / not attempted (000 §4, App. I).
+"""Short factual QA graded SimpleQA-style: correct / incorrect / not attempted (Wu et al.,
+§4, App. I).
 
 Tasks (answer format SHORT_TEXT; every item carries ``meta["grader"] = "simpleqa"`` and
 its acceptable answers as a JSON list in ``meta["gold_answers"]``):
@@ -12,7 +13,7 @@ its acceptable answers as a JSON list in ``meta["gold_answers"]``):
   for a rebuttal, not a short answer. ``freshqa:all`` keeps the false-premise ones (445).
 * ``simpleqa:<path>``: SimpleQA's ``simple_qa_test_set.csv`` (``metadata, problem,
   answer``) and ``simpleqa_verified:<path>``: SimpleQA Verified's CSV (``original_index,
-  problem, answer, topic, answer_type, ...``; 000's benchmark), for users who have them.
+  problem, answer, topic, answer_type, ...``; Wu et al.'s benchmark), for users who have them.
   Re-exports with ``question`` and ``true_answer`` columns are read too.
 
 Grading asks a model: :func:`grading_messages` writes the grader's prompt,
@@ -345,7 +346,7 @@ def plan_simpleqa(
 
 
 class SimpleQAStage(Stage):
-    """SimpleQA's grading as a planned stage (issue 31): ``plan(originals, items)`` is
+    """SimpleQA's grading as a planned stage: ``plan(originals, items)`` is
     :func:`plan_simpleqa` per item (each distinct answer text once, the ones
     :func:`pregrade` decides asking nothing), asked of the grader role; ``read`` gives
     the grade of every (item id, answer text) of the complete items."""

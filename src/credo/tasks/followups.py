@@ -1,8 +1,8 @@
-"""Prompts and reply parsers of the 002 baselines: follow-ups about a generated answer,
+"""Prompts and reply parsers of Müller et al.'s baselines: follow-ups about a generated answer,
 APriCoT option verdicts, label-only answers and the NLI step of CCP.
 
-The prompts of 002's repository are not in our copy of the paper; these are written from
-the descriptions in 002 §3.4–3.6 and App. A.11.3 and from the original papers (Tian et
+The prompts of Müller et al.'s repository are not in our copy of the paper; these are written from
+the descriptions in Müller et al., §3.4–3.6 and App. A.11.3 and from the original papers (Tian et
 al. 2023 for verbalized confidence, Kadavath et al. 2022 for P(True), Moore et al. for
 APriCoT, Fadeeva et al. 2024 for CCP). Every parser returns None for a reply it cannot
 read, so an unparsable reply is recorded as such and never becomes a 0.
@@ -50,7 +50,7 @@ NLI_SYSTEM = (
 
 def verbalized_messages(original: tuple[Message, ...], sample_text: str) -> tuple[Message, ...]:
     """The original conversation, the sampled answer, then the request for a probability
-    that the answer is correct (Tian et al. 2023; 002 §3.5 "post-generation")."""
+    that the answer is correct (Tian et al. 2023; Müller et al., §3.5 "post-generation")."""
     return (
         *original,
         Message(role="assistant", content=sample_text.strip() or "(no answer)"),
@@ -59,7 +59,7 @@ def verbalized_messages(original: tuple[Message, ...], sample_text: str) -> tupl
 
 
 def p_true_messages(item: Item, sample_text: str) -> tuple[Message, ...]:
-    """Kadavath et al. (2022)'s P(True) prompt on one proposed answer (002 §3.5)."""
+    """Kadavath et al. (2022)'s P(True) prompt on one proposed answer (Müller et al., §3.5)."""
     return (
         Message(role="system", content=P_TRUE_SYSTEM),
         Message(
@@ -72,7 +72,7 @@ def p_true_messages(item: Item, sample_text: str) -> tuple[Message, ...]:
 
 
 def label_messages(item: Item) -> tuple[Message, ...]:
-    """The label-only prompt of 002 §3.4: the reply's first token is an option letter."""
+    """The label-only prompt of Müller et al., §3.4: the reply's first token is an option letter."""
     return (
         Message(role="system", content=LABEL_SYSTEM),
         Message(role="user", content=question_text(item)),
@@ -80,7 +80,7 @@ def label_messages(item: Item) -> tuple[Message, ...]:
 
 
 def apricot_messages(item: Item, option: int) -> tuple[Message, ...]:
-    """APriCoT (002 §3.6): one chain-of-thought prompt per option, asking whether that
+    """APriCoT (Müller et al., §3.6): one chain-of-thought prompt per option, asking whether that
     option alone is correct."""
     letter = LETTERS[option]
     return (

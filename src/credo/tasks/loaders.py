@@ -149,7 +149,7 @@ def parse_json(text: str | bytes, path: str | Path, line: int | str | None = Non
     """``text`` parsed as JSON, or a :class:`DatasetError` naming ``path`` and ``line`` (for
     a whole file: the line of a syntax error). Besides invalid JSON, Python's parser
     refuses an integer of more than 4,300 digits (a ValueError) and nesting deeper than its
-    recursion limit (a RecursionError); both are malformed input too (issue 21)."""
+    recursion limit (a RecursionError); both are malformed input too."""
     where = f"{path}:{line}" if line is not None else str(path)
     try:
         return json.loads(text)
@@ -221,8 +221,8 @@ def _iter_csv(
 def _first_non_utf8(path: Path) -> tuple[int, str]:
     """The line of the first byte of ``path`` (decompressed) that is not UTF-8, and why.
 
-    The CSV reader decodes in blocks, so its error locates the block, not the line
-    (issue 21); the bytes are read again to find it."""
+    The CSV reader decodes in blocks, so its error locates the block, not the line; the bytes are
+    read again to find it."""
     with _open_binary(path) as fh:
         data = fh.read()
     try:
@@ -385,7 +385,7 @@ def _item(
     if not item_id:
         item_id = f"{path.name.split('.', 1)[0]}-{line_no}"
     question = _question(row, m, where)
-    if m.gold not in row:  # a question without a gold answer (issue 23): unknown
+    if m.gold not in row:  # a question without a gold answer: unknown
         return _unlabelled(item_id, question, row, fmt, m, where)
     try:
         gold = m.transform(_scalar(row, m.gold, where))

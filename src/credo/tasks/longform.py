@@ -1,4 +1,5 @@
-"""Long-form factuality: biographies scored FActScore-style (Min et al. 2023; 000 §4, App. I, J).
+"""Long-form factuality: biographies scored FActScore-style (Min et al. 2023; Wu et al., §4,
+App. I, J).
 
 Task ``factscore:<file>[,knowledge=<folder>]`` (format LONG_FORM): one item per entity,
 asking FActScore's question "Tell me a bio of <entity>." ``<file>`` is either a list of
@@ -317,7 +318,7 @@ def grade_factscore(ctx: GradingContext, originals: Mapping[str, Sequence[Graded
 
 
 class ClaimCheckStage(Stage):
-    """FActScore's claim checks as a planned stage (issue 31): per item with a knowledge
+    """FActScore's claim checks as a planned stage: per item with a knowledge
     source, one request per distinct claim of its original samples (FActScore's
     retrieve-then-verify prompt, T = 0 at ``params``), asked of the grader role under
     ledger stage :data:`~credo.tasks.grading.CLAIMS_STAGE`; so the dry run counts them.

@@ -1,5 +1,5 @@
-"""Loaders for the multiple-choice benchmarks of paper 003 (§3.1): ARC-Challenge,
-OpenBookQA, StrategyQA and BIG-Bench(-Hard) sports understanding, and paper 000's
+"""Loaders for the multiple-choice benchmarks of Le et al. (§3.1): ARC-Challenge,
+OpenBookQA, StrategyQA and BIG-Bench(-Hard) sports understanding, and Wu et al.'s
 CommonsenseQA (§4, App. I), from users' files.
 
 Registered as tasks that take the file path as argument (``load_task("strategyqa:/data/
@@ -12,7 +12,7 @@ hold one object per line are read as JSON Lines too):
   ``label`` (gold index); or the AI2 layout ``id``, ``question {stem, choices}``,
   ``answerKey``.
 * ``strategyqa``: ``id`` or ``qid``, ``question``, ``answer`` (bool) → options A) Yes
-  B) No, as in 003 Fig. 4.
+  B) No, as in Le et al., Fig. 4.
 * ``bbh_sports``: ``id``, ``question`` (a sentence), ``answer`` (1/0, or
   ``target`` "yes"/"no" in the BBH file) → "Is the following sentence plausible?"
   with options A) plausible B) implausible.
@@ -38,7 +38,7 @@ from credo.tasks.registry import TaskSpecError, task_loader
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 SPORTS_PROMPT = "Is the following sentence plausible? "
 COMMONSENSE_DOMAIN = "commonsense reasoning"
-"""CommonsenseQA's perturbation domain: 000 App. A.4's name for the benchmark's domain."""
+"""CommonsenseQA's perturbation domain: Wu et al., App. A.4's name for the benchmark's domain."""
 
 RowParser = Callable[[Mapping[str, Any], str], tuple[str, str, tuple[str, ...], str]]
 """``parse(row, where) -> (id, question, choices, gold letter)``."""
@@ -211,7 +211,7 @@ _file_task("arc_challenge", parse_arc, "grade-school science",
 _file_task("openbookqa", parse_openbookqa, "elementary science",
            "OpenBookQA from a SWAG-style or AI2-layout JSON Lines file.")
 _file_task("commonsenseqa", parse_commonsenseqa, COMMONSENSE_DOMAIN,
-           "CommonsenseQA (000 §4) from a Hugging Face- or original-layout JSON Lines file.")
+           "CommonsenseQA (Wu et al., §4) from a Hugging Face- or original-layout JSON Lines file.")
 _file_task("strategyqa", parse_strategyqa, "implicit multi-step reasoning",
            "StrategyQA yes/no questions as two-option multiple choice.")
 _file_task("bbh_sports", parse_sports, "sports understanding",

@@ -1,5 +1,5 @@
-"""Named tasks for the seeds' and peers' benchmarks that no installed package ships
-(issue 25 item 2): SVAMP and PopQA, read from the user's copy of the public file (no
+"""Named tasks for the seeds' and peers' benchmarks that no installed package ships: SVAMP and
+PopQA, read from the user's copy of the public file (no
 download). TriviaQA and NQ-Open are lm-eval's tasks (:mod:`credo.tasks.lm_eval`).
 
 * ``svamp:<path>``: SVAMP.json (a list of ``{ID, Body, Question, Answer, ...}``;

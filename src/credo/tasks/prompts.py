@@ -1,9 +1,9 @@
 """Prompt templates: item (+ optional context prefix) -> chat messages.
 
-The paper's benchmark prompts (000 App. D.4) are missing from our copy; these are
+The paper's benchmark prompts (Wu et al., App. D.4) are missing from our copy; these are
 written from its description. What every sample of a task shares (the instruction) goes
 first, in the system message, so backends reuse its prompt evaluation; the perturbation
-is prefixed to the question separated by a single space (000 §5: "The noise was
+is prefixed to the question separated by a single space (Wu et al., §5: "The noise was
 prefixed to each prompt, separated by a single space").
 """
 

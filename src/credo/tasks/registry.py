@@ -60,13 +60,13 @@ def task_loader(
 class TaskSpecError(UserError):
     """A task spec that names no task, or gives a task an argument it does not take
     (``gsm8k:foo``, ``mmlu:underwater_basketry``, ``file:PATH`` without a preset); the
-    message lists what is known (issue 21: exit 2 and one line, found before any model
+    message lists what is known (exit 2 and one line, found before any model
     is built)."""
 
 
 def check_argument(name: str, arg: str | None, allowed: Sequence[str] = ()) -> None:
     """Raise :class:`TaskSpecError` unless ``arg`` (what follows ``name:``) is empty or
-    one of ``allowed``; the message lists every spec the task accepts (issue 21)."""
+    one of ``allowed``; the message lists every spec the task accepts."""
     if not arg or arg in allowed:
         return
     takes = "takes no argument" + (f" or one of {list(allowed)}" if allowed else "")

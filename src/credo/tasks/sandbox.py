@@ -1,7 +1,7 @@
 """Run untrusted Python (a model's code) in a sandbox the operating system holds (HumanEval).
 
 Correctness of a code answer is a pure function of its text: run the problem's tests on
-it (HumanEval, Chen et al. 2021; 000 App. I). The code comes from a model, so it runs in
+it (HumanEval, Chen et al. 2021; Wu et al., App. I). The code comes from a model, so it runs in
 a separate process (``python -I``, a minimal environment, standard input closed, its
 output going to files) started by :mod:`credo.tasks._sandbox_child`, under these layers.
 
