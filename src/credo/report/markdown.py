@@ -432,6 +432,8 @@ def _response_section(result: RunResult) -> list[str]:
         "Pearson:",
         "correlation of bin confidence and bin accuracy over the calibration plot (Müller et al.",
         "Fig. 4). Polarisation: normalised entropy of the bin counts (0 = all in one bin).",
+        "Brackets: 95% bootstrap CIs resampling questions (all of a question's generations",
+        "together: they are not independent).",
         "",
         *md_table(response_table_rows(result)),
         "",
