@@ -128,6 +128,13 @@ def test_credo_certify_certifies_a_given_score_and_a_new_file_applies_it(scored,
     answers = [json.loads(line) for line in (applied / "answers.jsonl").open()]
     assert len(answers) == 30
     assert all(a["accept"] == (a["score"] >= t) for a in answers)
+    # given scores lie in [0, 1]: a certificate whose threshold does not is refused
+    edited = json.loads(cert_path.read_text())
+    edited["certificate"]["threshold"] = 1.5
+    bad = tmp_path / "edited.json"
+    bad.write_text(json.dumps(edited))
+    with pytest.raises(UserError, match=r"outside the scores of given:reward \(\[0, 1\]\)"):
+        RunCertificate.read(bad)
 
 
 def test_a_folder_s_samples_score_again_with_their_given_scores(scored, tmp_path):
