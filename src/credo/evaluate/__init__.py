@@ -8,7 +8,6 @@ import sys
 import types
 from typing import Any
 
-from credo.evaluate.arrays import evaluate as _evaluate_arrays
 from credo.evaluate.bootstrap import (
     bootstrap_ci,
     bootstrap_distribution,
@@ -54,11 +53,21 @@ __all__ = [
 
 class _CallablePackage(types.ModuleType):
     """``credo.evaluate`` itself: the package of the evaluation modules, and, called,
-    :func:`credo.evaluate.arrays.evaluate`."""
+    :func:`credo.evaluate.arrays.evaluate` (imported on the first call: the tables it
+    reads are not loaded with the package)."""
 
     def __call__(self, scores: Any, correct: Any, **options: Any) -> dict[str, float]:
-        return _evaluate_arrays(scores, correct, **options)
+        from credo.evaluate.arrays import evaluate
+
+        return evaluate(scores, correct, **options)
 
 
-__wrapped__ = _evaluate_arrays  # what the package does when called (inspect.signature)
+def __getattr__(name: str) -> Any:
+    if name == "__wrapped__":  # what the package does when called (inspect.signature)
+        from credo.evaluate.arrays import evaluate
+
+        return evaluate
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 sys.modules[__name__].__class__ = _CallablePackage
