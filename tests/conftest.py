@@ -144,3 +144,27 @@ def _library_log_streams_follow_the_test():
             if type(handler) is logging.StreamHandler:
                 handler.stream = sys.stderr  # not setStream: it flushes the closed one
     yield
+
+
+# ------------------------------------------------------------------ the gateway's tests
+
+
+@pytest.fixture(scope="module")
+def scripted(tmp_path_factory):
+    """A scripted calibration run and its certificates
+    (:func:`serve_helpers.calibrate_scripted`), once per test module that uses it."""
+    from serve_helpers import calibrate_scripted
+
+    return calibrate_scripted(tmp_path_factory.mktemp("scripted"))
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    """A fault server for the whole module and a calibration run against it
+    (:func:`serve_helpers.calibrate_served`)."""
+    from fault_server import FaultServer
+    from serve_helpers import SERVED_ANSWERS, calibrate_served
+
+    with FaultServer(answers=SERVED_ANSWERS) as server:
+        yield server, calibrate_served(tmp_path_factory.mktemp("served"), server.url)
+

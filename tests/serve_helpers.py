@@ -57,6 +57,7 @@ SERVED_ANSWERS = ("Answer: 18", "Answer: 18", "Answer: 18", "Answer: 17")
 """The fault server's replies in the served tests: most answers right."""
 
 
+
 def calibrate_served(tmp: Path, url: str, items: int = 60, n: int = 8) -> dict[str, Path]:
     """The same through ``credo run --model openai:toy`` against a fault server at ``url``
     and ``credo certify`` (full and ``--adaptive decision``)."""

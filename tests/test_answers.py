@@ -50,7 +50,7 @@ NUMBER_CASES: list[tuple[str, str | None]] = [
     ("\\boxed{\\frac12}", "0.5"),
     ("\\boxed{-\\frac{1}{2}}", "-0.5"),
     ("\\boxed{3\\frac{1}{2}}", "3.5"),
-    ("\\boxed{\\dfrac{1}{3}}", "0.3333333333333333"),
+    ("\\boxed{\\dfrac{1}{3}}", "1/3"),  # exact: 1/3 is not 0.3333333333333333
     ("\\boxed{x = 18}", "18"),
     ("\\boxed{1{,}234}", "1234"),
     ("\\(\\boxed{45^\\circ}\\)", "45"),
@@ -87,6 +87,9 @@ NUMBER_CASES: list[tuple[str, str | None]] = [
     ("It is .5 of the cake", "0.5"),
     ("Step 1: 3 × 4 = 12\nStep 2: 12 + 6 = 18\nSo 18.", "18"),
     ("H2O has 3 atoms", "3"),  # digits glued to a word are not numbers
+    ("The answer is 6.4e1.", "64"),  # scientific notation, by value
+    ("Light travels 3E+8 m/s", "300000000"),
+    ("Answer: 2e", "2"),  # no exponent digits: no exponent
     # nothing to read
     ("I have no idea.", None),
     ("", None),
@@ -207,7 +210,10 @@ def test_extract_accepts_format_value_string() -> None:
         ("1,000", "1000"),
         ("-3.0", "-3"),
         ("3/4", "0.75"),
-        ("1/3", "0.3333333333333333"),
+        ("1/3", "1/3"),
+        ("2/6", "1/3"),
+        ("6.4e1", "64"),
+        ("1E-3", "0.001"),
         ("$1,234.00", "1234"),
         ("50%", "50"),
         ("+7", "7"),

@@ -115,7 +115,7 @@ def _subparser(*path: str):
 
 # options that set no config field: the file itself, output and the parser's own
 _NOT_CONFIG = {"help", "config", "quiet", "dry_run", "samples", "format", "lm_eval_filter",
-               "recompute_correctness"}  # an argument of credo.api.score, not a config field
+               "recompute_correctness", "given", "columns"}  # credo.api.score's arguments
 
 
 @pytest.mark.parametrize("command, table", [

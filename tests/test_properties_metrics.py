@@ -58,6 +58,7 @@ from credo.methods import Score
 from credo.methods.scoring import ItemResult
 from credo.plan.samples import ORIGINAL
 from credo.tasks.base import Item
+from credo.ties import settle_scores
 
 # scipy warns that Pearson r of bin means that barely differ is inaccurate; r stays in range
 pytestmark = pytest.mark.filterwarnings("ignore::scipy.stats.NearConstantInputWarning")
@@ -79,13 +80,15 @@ _PERF = st.one_of(
 
 @st.composite
 def scored_items(draw, min_size: int = 1, max_size: int = 60):
-    """(scores, p̄) of n items; some draws constant scores, constant p̄ or one class."""
+    """(scores, p̄) of n items; some draws constant scores, constant p̄ or one class. The
+    scores are settled as every metric reads them (:func:`credo.ties.settle`: 5e-324 is
+    0), so that the references below see the same numbers."""
     n = draw(st.integers(min_size, max_size))
     mode = draw(st.sampled_from(["free", "few values", "constant scores", "constant p",
                                  "one class", "0/1 correctness"]))
     score = st.sampled_from(draw(st.lists(_SCORE, min_size=1, max_size=3))) \
         if mode == "few values" else _SCORE
-    s = np.array(draw(st.lists(score, min_size=n, max_size=n)))
+    s = settle_scores(draw(st.lists(score, min_size=n, max_size=n)))
     p = np.array(draw(st.lists(_PERF, min_size=n, max_size=n)))
     if mode == "constant scores":
         s[:] = s[0]

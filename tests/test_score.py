@@ -189,7 +189,8 @@ def test_inspect_logs_json_and_eval(tmp_path):
     for path in (log, archive):
         res = credo.api.score(path, cfg, show_progress=False)
         by = {r.item.id: r for r in res.items}
-        assert [s.answer.value for s in by["q1"].original] == ["Paris", "Paris", "Lyon"]
+        # compared as short text (the default --format): SQuAD-normalised
+        assert [s.answer.value for s in by["q1"].original] == ["paris", "paris", "lyon"]
         assert by["q1"].performance == pytest.approx(2 / 3) and by["q2"].performance == 0.0
         assert by["q2"].scores["self_consistency"] == 1.0
 
@@ -276,11 +277,13 @@ def test_a_score_report_without_methods(tmp_path, capsys):
         printed = " ".join(capsys.readouterr().out.split())
         metrics = json.loads((out / "metrics.json").read_text())
         assert set(metrics["methods"]) == want
-        assert metrics["correctness"] == "given (the file's 'correct')"
+        line = ("given (the file's 'correct'); answers compared as text after SQuAD"
+                " normalisation (case, punctuation, articles)")
+        assert metrics["correctness"] == line
         report = (out / "report.md").read_text()
         assert report.startswith(f"# credo score: {path} (credo generations)")
         assert [ln for ln in report.splitlines() if "correctness:" in ln] == [
-            "- correctness: given (the file's 'correct')"]
+            f"- correctness: {line}"]
         html = (out / "report.html").read_text()
         assert f"<h1>credo score: {path} (credo generations)</h1>" in html
         assert ("m = 0 perturbed" in html) is not perturbed

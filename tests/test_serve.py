@@ -32,24 +32,9 @@ from serve_helpers import (
     SERVED_ANSWERS,
     ServeProcess,
     answerer,
-    calibrate_scripted,
-    calibrate_served,
     coins,
     question,
 )
-
-
-@pytest.fixture(scope="module")
-def scripted(tmp_path_factory):
-    return calibrate_scripted(tmp_path_factory.mktemp("scripted"))
-
-
-@pytest.fixture(scope="module")
-def served(tmp_path_factory):
-    """A fault server for the whole module and a calibration run against it."""
-    with FaultServer(answers=SERVED_ANSWERS) as server:
-        made = calibrate_served(tmp_path_factory.mktemp("served"), server.url)
-        yield server, made
 
 
 def _client(url: str, key: str = "none") -> openai.OpenAI:

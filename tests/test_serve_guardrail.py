@@ -34,16 +34,11 @@ from credo.serve.guardrail import (
 )
 from credo.serve.server import Gateway
 from fault_server import FaultServer
-from serve_helpers import ROOT, answerer, calibrate_scripted, question
+from serve_helpers import ROOT, answerer, question
 
 KEY = "sk-guardrail-test"
 LITELLM = ROOT / ".venv-litellm" / "bin" / "litellm"
 """The LiteLLM proxy of the project's own virtual environment (``make litellm``)."""
-
-
-@pytest.fixture(scope="module")
-def scripted(tmp_path_factory):
-    return calibrate_scripted(tmp_path_factory.mktemp("scripted"))
 
 
 @pytest.fixture(scope="module")

@@ -30,21 +30,8 @@ from serve_helpers import (
     SERVED_ANSWERS,
     ServeProcess,
     answerer,
-    calibrate_scripted,
-    calibrate_served,
     question,
 )
-
-
-@pytest.fixture(scope="module")
-def scripted(tmp_path_factory):
-    return calibrate_scripted(tmp_path_factory.mktemp("scripted"))
-
-
-@pytest.fixture(scope="module")
-def served(tmp_path_factory):
-    with FaultServer(answers=SERVED_ANSWERS) as server:
-        yield server, calibrate_served(tmp_path_factory.mktemp("served"), server.url)
 
 
 def _lines(path: Path) -> list[dict]:

@@ -109,14 +109,13 @@ _METRICS = re.compile(r"(?m)^<!--\s*credo:metrics\s*-->[ \t]*$")
 """Placeholders stand alone on their line (in a code span they are text)."""
 
 
-SEARCH_BOOST = {"reference/not-executed": 1.0, "reference/api/": 1.0,
+SEARCH_BOOST = {"reference/api/": 1.0, "reference/not-executed": 1.0,
                 "tutorials/": 2.0, "reference/": 2.0, "install.md": 2.0, "faq.md": 2.0,
                 "results/": 0.5, "benchmarks/": 0.5}
 """Search weight of a page by where it lives (the first prefix that matches): the pages
 that teach and define rank above the measured results, which mention every name in
-passing; the command line's and the configuration's reference, which define the flags
-and fields, above the list of examples not executed (every command, in passing) and the
-Python API's pages (a flag there is in a docstring)."""
+passing; the API pages and the list of blocks not run keep the plain weight (a module's
+table of other tools' flags is not where a flag is defined)."""
 
 
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:

@@ -125,6 +125,8 @@ def api_names(names: Iterable[str] | None = None,
     for full in written:
         head, _, name = full.rpartition(".")
         obj = getattr(importlib.import_module(head), name)
+        if isinstance(obj, types.ModuleType) and callable(obj):  # a callable package
+            obj = inspect.unwrap(obj)  # (credo.evaluate): the function it calls
         module = getattr(obj, "__module__", None) or head
         qual = getattr(obj, "__qualname__", name)
         path = f"{module}.{qual}" if inspect.isclass(obj) or callable(obj) else full

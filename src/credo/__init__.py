@@ -14,6 +14,10 @@ Public API (Wu et al. = Cross-Contextual Consistency paper):
   estimated by calibration/test splits; :func:`certify_claims`: which claims of a long
   answer to keep (conformal factuality, Mohri & Hashimoto 2024), on :class:`ClaimItem` s
   of :class:`Claim` s, returning a :class:`ClaimCertificate`.
+- :func:`evaluate`: those metrics, with their intervals, on any scores and
+  correctness (two arrays; with ``questions``, per generation, intervals resampling
+  questions); :func:`score`: credo's methods on generations a file already holds, with
+  the scores the file gives (``given:<name>``) beside them.
 - :func:`run`: the whole pipeline from a :class:`RunConfig`; :func:`study`: every task
   with every model from a :class:`StudyConfig`, one run folder each and one comparison
   report; :class:`ExecutorConfig`: where samples are generated (locally or on Ray).
@@ -34,7 +38,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from credo.api import run, study
+    from credo.api import run, score, study
     from credo.config import ExecutorConfig, PerturbationConfig, RunConfig, StudyConfig
     from credo.evaluate.bootstrap import bootstrap_ci
     from credo.evaluate.certify import Certificate, certify, coverage_at_risk
@@ -92,6 +96,7 @@ _EXPORTS = {
     "mmd2_unbiased": "credo.methods",
     "prr": "credo.evaluate.metrics",
     "run": "credo.api",
+    "score": "credo.api",
     "self_consistency": "credo.methods",
     "semantic_entropy": "credo.methods",
     "study": "credo.api",
@@ -127,6 +132,7 @@ __all__ = [
     "eccentricity",
     "ece",
     "eigv",
+    "evaluate",
     "flip_rates",
     "kle",
     "linear_kappa",
@@ -134,6 +140,7 @@ __all__ = [
     "mmd2_unbiased",
     "prr",
     "run",
+    "score",
     "self_consistency",
     "semantic_entropy",
     "study",
@@ -157,6 +164,8 @@ __version__ = _installed_version()
 
 
 def __getattr__(name: str) -> Any:
+    if name == "evaluate":  # the package itself, callable: credo.evaluate(scores, correct)
+        return importlib.import_module("credo.evaluate")
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'credo' has no attribute {name!r}")
@@ -166,4 +175,4 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted([*globals(), *_EXPORTS])
+    return sorted({*globals(), *_EXPORTS, "evaluate"})

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -595,13 +595,15 @@ def score(
     show_progress: bool = True,
     write: bool = True,
     certificate: RunCertificate | str | Path | None = None,
+    given: Sequence[str] | None = None,
+    columns: Mapping[str, str] | None = None,
     scorer: str | None = None,
 ) -> RunResult:
     """Score generations a user already has (``credo score``) and write the run folder.
 
-    ``samples`` is credo's JSONL (a run folder's ``samples.jsonl`` too), an
-    lm-evaluation-harness ``--log_samples`` file or an inspect_ai eval log
-    (:mod:`credo.importers`); ``config`` gives the methods, kernel, bootstrap,
+    ``samples`` is credo's JSONL (a run folder's ``samples.jsonl`` too), a CSV table of
+    the same fields, an lm-evaluation-harness ``--log_samples`` file or an inspect_ai
+    eval log (:mod:`credo.importers`); ``config`` gives the methods, kernel, bootstrap,
     ``out`` and the judge/grader models (no model is called for methods that read only
     samples); ``answer_format`` says how gold answers grade and which methods apply.
 
@@ -614,6 +616,13 @@ def score(
     the config written says what the file holds (samples per item, its sampling
     settings), not credo's defaults for a run.
 
+    Scores the file gives (``scores: {name: value}`` per sample, ``item_scores`` per
+    item; CSV columns ``scores.<name>``) are evaluated beside credo's methods as methods
+    ``given:<name>`` (:mod:`credo.methods.given`): every one by default, those named in
+    ``given`` (``[]``: none). A given score outside [0, 1] or with a missing value is
+    refused, naming the line; the report says where each came from. ``columns`` maps a
+    CSV table's columns to credo's fields (``{"item": "qid", "scores.judge": "p"}``).
+
     ``certificate`` (default ``config.certificate``): one ``credo certify`` made on a
     ``credo score`` folder decides which of these answers to act on, as in :func:`run`:
     refused before anything is scored when the file's layout, format, correctness, n or
@@ -625,7 +634,12 @@ def score(
     from credo.generation.pool import JUDGE
     from credo.importers import read_generations
     from credo.pipeline.checks import method_specs
-    from credo.pipeline.score import default_methods, given_config, score_generations
+    from credo.pipeline.score import (
+        default_methods,
+        given_config,
+        given_methods,
+        score_generations,
+    )
     from credo.tasks.base import AnswerFormat
 
     config = config or RunConfig()
@@ -640,10 +654,14 @@ def score(
             f"unknown answer format {answer_format!r} (--format); known: {known}"
         ) from None
     generations = read_generations(samples, lm_eval_filter=lm_eval_filter,
-                                   recompute=recompute_correctness, scorer=scorer)
+                                   recompute=recompute_correctness, columns=columns,
+                                   scorer=scorer)
     update = given_config(config, generations)
-    if "methods" not in config.model_fields_set:
-        update["methods"] = default_methods(generations, fmt)
+    methods = (list(config.methods) if "methods" in config.model_fields_set
+               else default_methods(generations, fmt))
+    scored = [m for m in given_methods(generations, given) if m not in methods]
+    if scored or "methods" not in config.model_fields_set:
+        update["methods"] = [*methods, *scored]
     config = config.model_copy(
         update={"task": str(samples), "model": generations.model_label, **update}
     )

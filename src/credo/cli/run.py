@@ -222,6 +222,10 @@ def print_result(result: Any, *, quiet: bool = False) -> int:
         _print_tables(result)
     from credo.cli.held import folded
 
+    not_read = result.stats.get("given_fields_not_read")
+    if not_read and not brief:  # a score under a name credo does not read is said
+        err.print(f"warning: {result.source}: fields credo does not read: {not_read}",
+                  markup=False, highlight=False, soft_wrap=True)
     if outcome is Outcome.INCOMPLETE_BUDGET:
         from credo.report.ledger import fmt_usd
 

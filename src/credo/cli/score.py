@@ -27,6 +27,13 @@ def _score_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scorer", help="the inspect_ai scorer whose values and answers are read "
                    "from a log with several (default: the log's first; the report names "
                    "the others)")
+    p.add_argument("--given", metavar="NAME[,NAME]",
+                   help="the scores the file gives (scores: {NAME: value} per sample, "
+                   "item_scores per item) to evaluate beside credo's methods, as methods "
+                   "given:NAME; default every one the file gives, 'none' for none")
+    p.add_argument("--columns", metavar="FIELD=COLUMN[,...]",
+                   help="for a CSV table: which column holds each field, e.g. "
+                   "item=question_id,answer=prediction,scores.judge=judge_prob")
     p.add_argument(
         "--recompute-correctness", action="store_true",
         help="grade every answer against its item's gold answer (--format) instead of using"
@@ -51,10 +58,14 @@ def _score_flags(p: argparse.ArgumentParser) -> None:
         "Score existing generations with credo's methods and write the run folder "
         "`credo run` writes (so `credo report` works on it). SAMPLES is credo's JSONL "
         "(one object per sample: item, set, answer, correct; a run's samples.jsonl too), "
-        "an lm-evaluation-harness --log_samples file, or an inspect_ai eval log (.json or "
-        ".eval). Correctness is the file's own (lm-eval's metric per response, inspect's "
-        "scorer) unless --recompute-correctness; without --methods, the methods its sample "
-        "sets allow are scored. No model is called unless a method needs a judge."
+        "a CSV table of the same columns (comma or semicolon separated; --columns maps "
+        "other names), an lm-evaluation-harness --log_samples file, or an inspect_ai eval "
+        "log (.json or .eval). Correctness is the file's own (lm-eval's metric per "
+        "response, inspect's scorer) unless --recompute-correctness; without --methods, the "
+        "methods its sample sets allow are scored. Scores the file gives (a reward model's, "
+        "a judge's, a confidence from another tool) are evaluated beside them as methods "
+        "given:NAME, and can be certified (credo certify DIR --method given:NAME). No model "
+        "is called unless a method needs a judge."
     ),
     flags=_score_flags,
 )
@@ -70,5 +81,30 @@ def cmd_score(args: argparse.Namespace) -> int:
     result = score(args.samples, config, answer_format=args.format,
                    lm_eval_filter=args.lm_eval_filter,
                    recompute_correctness=args.recompute_correctness,
-                   show_progress=not args.quiet, scorer=args.scorer)
+                   show_progress=not args.quiet, given=_names(args.given),
+                   columns=_columns(args.columns), scorer=args.scorer)
     return print_result(result, quiet=args.quiet)
+
+
+def _names(flag: str | None) -> list[str] | None:
+    """``--given``: None (every score the file gives), [] for ``none``, else the names."""
+    if flag is None:
+        return None
+    names = [n.strip() for n in flag.split(",") if n.strip()]
+    return [] if names == ["none"] else names
+
+
+def _columns(flag: str | None) -> dict[str, str] | None:
+    """``--columns field=column,...`` as a mapping; a malformed one is a user error."""
+    if not flag:
+        return None
+    from credo.errors import UserError
+
+    out = {}
+    for part in flag.split(","):
+        field, sep, column = part.partition("=")
+        if not sep or not field.strip() or not column.strip():
+            raise UserError(f"--columns: {part!r} is not FIELD=COLUMN (e.g. "
+                            "item=question_id,scores.judge=judge_prob)")
+        out[field.strip()] = column.strip()
+    return out

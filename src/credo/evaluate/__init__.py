@@ -1,4 +1,12 @@
-"""Evaluation: join scores with correctness (design.md, ``evaluate/``)."""
+"""Evaluation: join scores with correctness (design.md, ``evaluate/``).
+
+The package is callable: ``credo.evaluate(scores, correct)`` is
+:func:`credo.evaluate.arrays.evaluate`, credo's metrics and intervals on any two arrays.
+"""
+
+import sys
+import types
+from typing import Any
 
 from credo.evaluate.bootstrap import (
     bootstrap_ci,
@@ -41,3 +49,25 @@ __all__ = [
     "polarisation_entropy",
     "prr",
 ]
+
+
+class _CallablePackage(types.ModuleType):
+    """``credo.evaluate`` itself: the package of the evaluation modules, and, called,
+    :func:`credo.evaluate.arrays.evaluate` (imported on the first call: the tables it
+    reads are not loaded with the package)."""
+
+    def __call__(self, scores: Any, correct: Any, **options: Any) -> dict[str, float]:
+        from credo.evaluate.arrays import evaluate
+
+        return evaluate(scores, correct, **options)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "__wrapped__":  # what the package does when called (inspect.signature)
+        from credo.evaluate.arrays import evaluate
+
+        return evaluate
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+sys.modules[__name__].__class__ = _CallablePackage

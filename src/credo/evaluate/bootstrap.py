@@ -34,6 +34,7 @@ from credo.evaluate.weighted import (
     resample_indices,
     weighted_bootstrap,
 )
+from credo.ties import settle_scores
 
 ArrayLike = Sequence[float] | np.ndarray
 Metric = Callable[[np.ndarray, np.ndarray], float]
@@ -112,6 +113,7 @@ def bootstrap_cis(
     n_resamples: int = 1000,
     confidence: float = 0.95,
     seed: int = 0,
+    clusters: ArrayLike | None = None,
 ) -> dict[str, tuple[float, float]]:
     """Percentile bootstrap CIs of several metrics of one method, from the same resamples.
 
@@ -122,6 +124,12 @@ def bootstrap_cis(
     (0/1) that of the ``label`` metrics (Brier, AUROC, AUPRC-P/N), by default ``quality``
     itself. ECE and MCE use ``n_bins`` equal-width bins or one per discrete
     level. A metric undefined on more than half of the resamples gets ``(nan, nan)``.
+
+    ``clusters``: one cluster id per row (the question a generation answers). Each
+    resample then draws clusters with replacement and keeps all their rows (the cluster
+    bootstrap of :mod:`credo.evaluate.weighted`): rows of one question are not
+    independent, and resampling them one by one gives intervals too narrow. Fewer than
+    2 clusters: ``(nan, nan)``.
     """
     s, q = _paired(scores, quality, "quality")
     if labels is None:
@@ -131,9 +139,11 @@ def bootstrap_cis(
     unknown = set(metrics) - set(CI_METRICS)
     if unknown:
         raise ValueError(f"unknown metrics {sorted(unknown)}; known: {list(CI_METRICS)}")
-    if s.size < 2:
+    units = s.size if clusters is None else np.unique(_clusters(clusters, s)).size
+    if units < 2:
         return {m: (math.nan, math.nan) for m in metrics}
-    dist = registry_bootstrap(s, q, y, metrics, n_resamples, seed, n_bins=n_bins, levels=levels)
+    dist = registry_bootstrap(s, q, y, metrics, n_resamples, seed, n_bins=n_bins,
+                              levels=levels, clusters=clusters)
     return {m: percentile_interval(dist[m], confidence) for m in metrics}
 
 
@@ -147,6 +157,7 @@ def registry_bootstrap(
     *,
     n_bins: int = 10,
     levels: ArrayLike | None = None,
+    clusters: ArrayLike | None = None,
 ) -> dict[str, np.ndarray]:
     """The ``n_resamples`` values of each registered metric of ``metrics`` on the resamples
     of :func:`credo.evaluate.weighted.resample_indices` (Müller et al., §3.7).
@@ -155,19 +166,33 @@ def registry_bootstrap(
     (:func:`~credo.evaluate.weighted.weighted_bootstrap`); any other gets its row function
     on the resampled (batch, N) matrices, batch by batch, on the same indices. Targets:
     ``labels`` for label metrics (required for them), ``quality`` for the rest.
+    ``clusters``: the cluster of each row; a resample draws clusters (with all their
+    rows) instead of rows (:func:`bootstrap_cis`).
     """
     chosen = [registry.get(m) for m in metrics]
     fast = [m.name for m in chosen if m.weighted]
     out: dict[str, np.ndarray] = {}
+    ids = None if clusters is None else _clusters(clusters, scores)
     if fast:
-        sample = WeightedSample(scores, quality, labels, n_bins=n_bins, levels=levels)
+        sample = WeightedSample(scores, quality, labels, n_bins=n_bins, levels=levels,
+                                clusters=ids)
         out.update(weighted_bootstrap(sample, fast, n_resamples, seed))
     rest = [m for m in chosen if not m.weighted]
     if rest:
         if labels is None and any(m.target == "label" for m in rest):
             raise ValueError(f"{[m.name for m in rest if m.target == 'label']} need labels")
         parts: dict[str, list[np.ndarray]] = {m.name: [] for m in rest}
-        for idx in resample_indices(scores.size, n_resamples, seed):
+        members = _members(ids) if ids is not None else None
+        units = scores.size if members is None else len(members)
+        for idx in resample_indices(units, n_resamples, seed):
+            if members is not None:  # rows of each drawn cluster: one resample at a time
+                for draw in idx:
+                    rows = np.concatenate([members[c] for c in draw])
+                    for m in rest:
+                        t = m.target_of(quality, labels)  # type: ignore[arg-type]
+                        parts[m.name].append(m.values(scores[rows][None, :],
+                                                      t[rows][None, :], n_bins, levels))
+                continue
             for m in rest:
                 t = m.target_of(quality, labels)  # type: ignore[arg-type]
                 parts[m.name].append(m.values(scores[idx], t[idx], n_bins, levels))
@@ -306,8 +331,26 @@ def row_metrics(n_bins: int = 10) -> dict[str, RowMetric]:
     }
 
 
+def _clusters(clusters: ArrayLike, scores: np.ndarray) -> np.ndarray:
+    """The cluster ids as an array of the scores' shape, or a ValueError."""
+    ids = np.asarray(clusters)
+    if ids.shape != np.shape(scores):
+        raise ValueError(f"clusters must give one cluster per score, got shape {ids.shape} "
+                         f"for {np.shape(scores)}")
+    return ids
+
+
+def _members(ids: np.ndarray) -> list[np.ndarray]:
+    """The rows of each cluster, clusters in the order of their sorted ids (the order
+    :class:`~credo.evaluate.weighted.WeightedSample` numbers them)."""
+    _, inverse = np.unique(ids, return_inverse=True)
+    return [np.flatnonzero(inverse == c) for c in range(int(inverse.max()) + 1)]
+
+
 def _paired(a: ArrayLike, b: ArrayLike, name: str) -> tuple[np.ndarray, np.ndarray]:
-    s = np.asarray(a, dtype=float)
+    """The scores ``a`` (settled: :func:`credo.ties.settle`) and ``b``, both 1-d of one
+    length."""
+    s = settle_scores(np.asarray(a, dtype=float))
     t = np.asarray(b, dtype=float)
     if s.ndim != 1 or t.ndim != 1 or s.shape != t.shape:
         raise ValueError(f"scores and {name} must be 1-d of equal length, got {s.shape}, "

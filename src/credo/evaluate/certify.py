@@ -61,6 +61,8 @@ import numpy as np
 from scipy.special import betainc
 from scipy.stats import binom, norm
 
+from credo.ties import settle_scores
+
 __all__ = ["METHODS", "PROCEDURE_METHODS", "Certificate", "CoverageAtRisk", "Decide", "certify",
            "certify_procedure", "coverage_at_risk"]
 
@@ -618,12 +620,14 @@ def _n_needed(s, wrong, alpha, delta, method, select_fraction,
 
 
 def _as_scores(scores: ArrayLike) -> np.ndarray:
+    """The scores as a checked float array, settled (:func:`credo.ties.settle`: scores
+    equal within rounding are one score, so a threshold accepts both or neither)."""
     s = np.asarray(scores, dtype=float)
     if s.ndim != 1:
         raise ValueError(f"scores must be one-dimensional; got shape {s.shape}")
     if not np.all(np.isfinite(s)):
         raise ValueError("scores must be finite (no NaN or infinity)")
-    return s
+    return settle_scores(s)
 
 
 def _check_inputs(scores: ArrayLike, correct: ArrayLike) -> tuple[np.ndarray, np.ndarray]:

@@ -8,7 +8,9 @@ independent (one answer, one set of samples), so the confidence intervals are a
 *cluster* bootstrap: each resample draws the items (answers) with replacement and keeps
 all their claims (Field & Welsh 2007), percentile intervals over ``n_resamples`` draws
 of :func:`credo.evaluate.weighted.resample_indices` (a resample on which a metric is
-undefined is left out; more than half undefined: NaN).
+undefined is left out; more than half undefined: NaN), on the weighted engine that every
+per-generation interval uses (:func:`~credo.evaluate.bootstrap.bootstrap_cis` with
+``clusters``).
 """
 
 from __future__ import annotations
@@ -20,9 +22,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from credo.evaluate import registry
-from credo.evaluate.bootstrap import percentile_interval
+from credo.evaluate.bootstrap import bootstrap_cis
 from credo.evaluate.tables import _metrics
-from credo.evaluate.weighted import resample_indices
 from credo.tasks.claims import ClaimItem
 
 __all__ = ["claim_rows", "evaluate_claim_methods"]
@@ -69,27 +70,10 @@ def evaluate_claim_methods(
             d["n_claims"] = int(s.size)
             d["n_items"] = int(np.unique(owner).size)
             if n_resamples > 0:
-                d.update(_cluster_cis(s, y, owner, chosen, n_bins, n_resamples, seed,
-                                      confidence))
+                cis = bootstrap_cis(s, y.astype(float), y, [m.name for m in chosen],
+                                    n_bins=n_bins, n_resamples=n_resamples,
+                                    confidence=confidence, seed=seed, clusters=owner)
+                for metric, (lo, hi) in cis.items():
+                    d[f"{metric}_low"], d[f"{metric}_high"] = lo, hi
             out[name] = d
-    return out
-
-
-def _cluster_cis(s, y, owner, chosen, n_bins, n_resamples, seed, confidence):
-    groups = [np.nonzero(owner == g)[0] for g in np.unique(owner)]
-    dist: dict[str, list[float]] = {m.name: [] for m in chosen}
-    for draw in resample_indices(len(groups), n_resamples, seed):
-        for row in np.atleast_2d(draw):
-            idx = np.concatenate([groups[g] for g in row])
-            ss, yy = s[idx], y[idx]
-            for m in chosen:
-                try:
-                    value = m(ss, m.target_of(yy.astype(float), yy), n_bins, None)
-                except ValueError:  # a resample on which the metric is undefined
-                    value = math.nan
-                dist[m.name].append(value)
-    out = {}
-    for name, values in dist.items():
-        lo, hi = percentile_interval(np.array(values, dtype=float), confidence)
-        out[f"{name}_low"], out[f"{name}_high"] = lo, hi
     return out

@@ -86,6 +86,7 @@ import numpy as np
 
 from credo.evaluate.certify import _check_level, _first_run, binomial_p_value, items_needed
 from credo.tasks.claims import Claim, ClaimItem, score_names
+from credo.ties import settle_scores
 
 __all__ = [
     "PROCEDURES",
@@ -418,7 +419,7 @@ def _scores(item: ClaimItem, score: str | None, tie_break: str | None) -> np.nda
         out[j] = claim.scores[score] + (0.0 if tie_break is None else claim.scores[tie_break])
     if not np.all(np.isfinite(out)):
         raise ValueError(f"{item.source or f'item {item.id!r}'}: scores must be finite")
-    return out
+    return settle_scores(out)  # claims scored equal within rounding tie at the threshold
 
 
 def _labelled(item: ClaimItem, score: str | None, tie_break: str | None):

@@ -33,6 +33,7 @@ from sklearn import config_context
 from sklearn.metrics import average_precision_score, brier_score_loss, roc_auc_score
 
 from credo.evaluate.binning import bin_index, number_of_bins
+from credo.ties import settle_scores
 
 ArrayLike = Sequence[float] | np.ndarray
 
@@ -394,9 +395,10 @@ def metric_inputs(
     ``"p_bar"`` target (p̄, or a quality) lies in [0, 1], a ``"label"`` target is 0 or 1
     (so every value is finite). ``name`` is the target's name in messages (default
     ``performance``, or ``labels``). Returns the scores as floats and the target (labels
-    as ints); a ValueError says what is wrong. The row functions check nothing: their
-    callers checked here."""
-    s = _as_unit_interval(scores, "scores")
+    as ints); a ValueError says what is wrong. The scores are settled
+    (:func:`credo.ties.settle`: equal within rounding, equal). The row functions check
+    nothing: their callers checked here."""
+    s = settle_scores(_as_unit_interval(scores, "scores"))
     if kind == "label":
         what = name or "labels"
         y = np.asarray(target)

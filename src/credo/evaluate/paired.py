@@ -6,6 +6,10 @@ one set of resampled item indices per replicate and evaluates *both* methods on 
 the replicate difference ``Δ* = M(A[idx]) − M(B[idx])`` keeps the pairing (Efron and
 Tibshirani 1993, §16; the same resampling as Müller et al., §3.7's 1000-resample CIs).
 
+Per-generation comparisons (``clusters``: the question of each generation) draw
+questions instead of generations, all of a question's generations together (the cluster
+bootstrap of :mod:`credo.evaluate.weighted`), for both methods from the same draws.
+
 The two-sided p-value is the smallest α for which the percentile interval of ``Δ*``
 excludes 0, ``p = min(1, 2 · min(P(Δ* ≤ 0), P(Δ* ≥ 0)))``, with the usual ``(k+1)/(B+1)``
 correction so that it is never exactly 0. A method compared with itself gives Δ* = 0 in
@@ -40,6 +44,7 @@ from credo.evaluate.metrics import (
     smaller_class,
 )
 from credo.evaluate.weighted import WeightedSample
+from credo.ties import settle_scores
 
 __all__ = [
     "PAIRED_METRICS",
@@ -74,6 +79,9 @@ class PairedDifference:
     #: Items in the smaller class of the labels 1[p̄ ≥ 0.5] (-1: not counted). A ΔAUROC on
     #: fewer than :data:`~credo.evaluate.metrics.FEW_IN_CLASS` is decided by those items.
     smaller_class: int = -1
+    #: The clusters (questions) the resamples drew, for a per-generation comparison;
+    #: -1: the rows themselves were drawn.
+    n_clusters: int = -1
 
     @property
     def significant(self) -> bool:
@@ -100,6 +108,7 @@ def paired_bootstrap(
     n_bins: int = 10,
     levels_a: ArrayLike | None = None,
     levels_b: ArrayLike | None = None,
+    clusters: ArrayLike | None = None,
 ) -> dict[str, PairedDifference]:
     """Paired bootstrap of ΔAUROC and ΔECE between methods A and B on the same N items.
 
@@ -116,6 +125,11 @@ def paired_bootstrap(
         B = 0: the point estimates Δ alone (CI and p NaN, ``n_valid`` 0).
     n_bins : equal-width ECE bins; ``levels_a`` / ``levels_b`` switch a method to
         discrete-level ECE (Müller et al., App. A.11.3).
+    clusters : shape (N,), optional
+        The cluster of each row (the question of a generation, for per-generation
+        scores against each generation's correctness): each replicate draws the C
+        clusters with replacement, ``default_rng(seed).integers(0, C, (B, C))``, and keeps
+        all their rows, for both methods alike.
 
     Returns
     -------
@@ -123,8 +137,8 @@ def paired_bootstrap(
     resample with one class) are dropped and counted in ``n_valid``; with none left the
     difference is NaN.
     """
-    a = _as_unit_interval(scores_a, "scores_a")
-    b = _as_unit_interval(scores_b, "scores_b")
+    a = settle_scores(_as_unit_interval(scores_a, "scores_a"))  # equal within rounding: tied
+    b = settle_scores(_as_unit_interval(scores_b, "scores_b"))
     p = _as_unit_interval(performance, "performance")
     if not (a.size == b.size == p.size):
         raise ValueError(
@@ -138,10 +152,18 @@ def paired_bootstrap(
     if unknown:
         raise ValueError(f"unknown metrics {sorted(unknown)}; known: auroc, ece, prr")
     y = labels_from_performance(p)
+    ids = None
+    units = a.size
+    if clusters is not None:
+        ids = np.asarray(clusters)
+        if ids.shape != a.shape:
+            raise ValueError(f"clusters must give one cluster per score, got shape {ids.shape}"
+                             f" for {a.shape}")
+        units = np.unique(ids).size
     rng = np.random.default_rng(seed)
-    idx = rng.integers(0, a.size, size=(n_resamples, a.size)) if a.size else np.zeros((0, 0), int)
-    reps = _replicates(a, b, p, y, idx, metrics, n_bins, levels_a, levels_b) if n_resamples \
-        else {m: np.zeros(0) for m in metrics}
+    idx = rng.integers(0, units, size=(n_resamples, units)) if units else np.zeros((0, 0), int)
+    reps = _replicates(a, b, p, y, idx, metrics, n_bins, levels_a, levels_b, ids) \
+        if n_resamples else {m: np.zeros(0) for m in metrics}
     out: dict[str, PairedDifference] = {}
     for name in metrics:
         if name == "auroc":
@@ -156,7 +178,7 @@ def paired_bootstrap(
         out[name] = replace(
             _summarise(name, method_a, method_b, full_a - full_b, reps[name], a.size,
                        n_resamples, confidence),
-            smaller_class=smaller_class(y),
+            smaller_class=smaller_class(y), n_clusters=-1 if ids is None else units,
         )
     return out
 
@@ -171,12 +193,14 @@ def _replicates(
     n_bins: int,
     levels_a: ArrayLike | None,
     levels_b: ArrayLike | None,
+    clusters: np.ndarray | None = None,
 ) -> dict[str, np.ndarray]:
-    """``M(A[idx]) − M(B[idx])`` for every row of ``idx`` and every metric."""
+    """``M(A[idx]) − M(B[idx])`` for every row of ``idx`` (row or cluster draws) and every
+    metric."""
     if a.size == 0:
         return {m: np.zeros(0) for m in metrics}
-    wa = WeightedSample(a, p, y, n_bins=n_bins, levels=levels_a)
-    wb = WeightedSample(b, p, y, n_bins=n_bins, levels=levels_b)
+    wa = WeightedSample(a, p, y, n_bins=n_bins, levels=levels_a, clusters=clusters)
+    wb = WeightedSample(b, p, y, n_bins=n_bins, levels=levels_b, clusters=clusters)
     va = wa.evaluate(wa.weights(idx), list(metrics))
     vb = wb.evaluate(wb.weights(idx), list(metrics))
     return {m: va[m] - vb[m] for m in metrics}

@@ -101,7 +101,10 @@ def evaluate_responses(
 
     The metrics of :func:`evaluate_items` with the 0/1 correctness as target, label and
     quality. Discrete-valued scores (Answer Consistency) use one ECE/MCE bin per value
-    (Müller et al., App. A.11.3). Bootstrap CIs resample responses. Calibrated ECE and Brier
+    (Müller et al., App. A.11.3). Bootstrap CIs resample questions: each resample draws items with
+    replacement and keeps all their generations (the cluster bootstrap,
+    :func:`~credo.evaluate.bootstrap.bootstrap_cis` with ``clusters``), since the
+    generations of one question are not independent. Calibrated ECE and Brier
     (``calibrate``) are cross-fitted over items: all generations of an item are held out
     together; their ECE uses ``n_bins`` equal-width bins (the calibrated scores leave the
     discrete levels).
@@ -129,10 +132,11 @@ def evaluate_responses(
             s, c = np.array(conf), np.array(corr)
             d = _metrics(s, c, c.astype(int), n_bins, levels, "generation")
             d["n_responses"] = len(conf)
+            d["n_items"] = len(set(owner))
             d["accuracy"] = float(c.mean())
             if n_resamples and len(conf) >= 2:
                 cis = bootstrap_cis(s, c, c, RESPONSE_CI_METRICS, n_bins=n_bins, levels=levels,
-                                    n_resamples=n_resamples, seed=seed)
+                                    n_resamples=n_resamples, seed=seed, clusters=owner)
                 _add_cis(d, cis)
             if calibrate != "none":
                 d.update(_calibrated(s, c, c, n_bins, calibrate, seed, np.array(owner),

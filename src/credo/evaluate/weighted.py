@@ -29,6 +29,13 @@ to the plain functions evaluated on every resample (ties, one class, equal score
 The resample indices are numpy's ``default_rng(seed).integers(0, N, (B, N))``, the draw
 of :func:`scipy.stats.bootstrap` with ``random_state=default_rng(seed)``, generated in
 batches (the stream is the same) so that memory stays at a few (batch, N) matrices.
+
+**Clusters.** Rows that are not independent (the generations of one question, the claims
+of one answer) are resampled together: with ``clusters`` (one cluster id per row) a
+resample draws C of the C clusters with replacement, ``default_rng(seed).integers(0, C,
+(B, C))``, and every row of a cluster drawn ``k`` times gets weight ``k`` (the cluster
+bootstrap; Davison & Hinkley 1997 §3.8, Field & Welsh 2007). The metrics are the same
+functions of the weights.
 """
 
 from __future__ import annotations
@@ -67,15 +74,19 @@ THREADS = 2
 """Worker threads of :func:`weighted_bootstrap` on jobs of more than one batch."""
 
 
-def resample_indices(n: int, n_resamples: int, seed: int = 0) -> Iterator[np.ndarray]:
+def resample_indices(
+    n: int, n_resamples: int, seed: int = 0, *, row_size: int | None = None
+) -> Iterator[np.ndarray]:
     """The bootstrap's (batch, n) index matrices, ``n_resamples`` rows in all.
 
     Row ``b`` is row ``b`` of ``default_rng(seed).integers(0, n, (n_resamples, n))``,
     the indices :func:`scipy.stats.bootstrap` draws; drawn a batch at a time (numpy's
-    stream does not depend on how the draw is split).
+    stream does not depend on how the draw is split). ``row_size``: the length of the
+    weight rows a batch becomes (the rows of a cluster resample, more than its ``n``
+    clusters; default ``n``), which sizes the batches.
     """
     rng = np.random.default_rng(seed)
-    batch = max(1, _BATCH_ELEMENTS // max(n, 1))
+    batch = max(1, _BATCH_ELEMENTS // max(n, row_size or 0, 1))
     for start in range(0, n_resamples, batch):
         yield rng.integers(0, n, (min(batch, n_resamples - start), n))
 
@@ -96,7 +107,7 @@ def weighted_bootstrap(
         for m in metrics:
             parts[m].append(values[m])
 
-    batches = resample_indices(sample.n, n_resamples, seed)
+    batches = resample_indices(sample.n_units, n_resamples, seed, row_size=sample.n)
     if THREADS < 2 or sample.n * n_resamples < _BATCH_ELEMENTS:
         for idx in batches:
             collect(sample.evaluate(sample.weights(idx), metrics))
@@ -130,6 +141,10 @@ class WeightedSample:
         Labels of Brier, AUROC and AUPRC; required for those metrics.
     n_bins, levels
         The ECE/MCE bins (:func:`credo.evaluate.binning.bin_index`).
+    clusters : shape (N,), optional
+        The cluster of each row (any integer ids): :meth:`weights` then reads cluster
+        draws, and every row of a drawn cluster is weighted by its draws (module
+        docstring). ``n_units`` is the number of clusters (N without them).
 
     Inputs are not checked beyond their shapes: callers validate at their door.
     """
@@ -142,6 +157,7 @@ class WeightedSample:
         *,
         n_bins: int = 10,
         levels: ArrayLike | None = None,
+        clusters: ArrayLike | None = None,
     ) -> None:
         s = np.asarray(scores, dtype=float)
         q = np.asarray(quality, dtype=float)
@@ -153,6 +169,15 @@ class WeightedSample:
         order = np.argsort(-s, kind="stable")  # descending score: the one sort
         self.rank = np.empty(self.n, dtype=np.intp)
         self.rank[order] = np.arange(self.n)
+        self.cluster: np.ndarray | None = None  # each sorted row's cluster, 0..C-1
+        self.n_units = self.n
+        if clusters is not None:
+            ids = np.asarray(clusters)
+            if ids.shape != s.shape:
+                raise ValueError(f"clusters must have the shape of scores, got {ids.shape}")
+            _, inverse = np.unique(ids, return_inverse=True)
+            self.cluster = inverse.reshape(-1)[order]
+            self.n_units = int(inverse.max()) + 1 if inverse.size else 0
         s_sorted = s[order]
         self.starts = _group_starts(s_sorted)
         self.singletons = self.starts.size == self.n  # no tied scores
@@ -170,7 +195,10 @@ class WeightedSample:
         )
         # AUPRC-N ranks by 1 − s: groups of equal 1 − s, ascending s (unions of s-groups).
         self.neg_starts = _group_starts(1.0 - self.score[::-1])
-        self.harmonic = np.concatenate(([0.0], np.cumsum(1.0 / np.arange(1, self.n + 1))))
+        # the most rows a resample can hold: N, or with clusters C times the largest
+        most = self.n if self.cluster is None else self.n_units * int(
+            np.bincount(self.cluster).max(initial=0))
+        self.harmonic = np.concatenate(([0.0], np.cumsum(1.0 / np.arange(1, most + 1))))
         self._linear_columns(n_bins, levels)
 
     def _linear_columns(self, n_bins: int, levels: ArrayLike | None) -> None:
@@ -202,9 +230,15 @@ class WeightedSample:
         self.n_bins = n_b
 
     def weights(self, idx: np.ndarray) -> np.ndarray:
-        """The (b, N) multiplicities, in sorted order, of the (b, N) resample indices."""
+        """The (b, N) multiplicities, in sorted order, of the (b, N) resample indices; with
+        clusters, of the (b, C) cluster draws (each row weighted by its cluster's)."""
         idx = np.atleast_2d(idx)
         b = idx.shape[0]
+        if self.cluster is not None:
+            c = self.n_units
+            flat = idx + (np.arange(b) * c)[:, None]
+            counts = np.bincount(flat.ravel(), minlength=b * c).reshape(b, c)
+            return counts[:, self.cluster]
         flat = self.rank[idx]
         flat += (np.arange(b) * self.n)[:, None]
         return np.bincount(flat.ravel(), minlength=b * self.n).reshape(b, self.n)

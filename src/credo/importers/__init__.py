@@ -2,14 +2,20 @@
 score`` scores. They are not tasks: a task asks questions, an importer reads answers
 someone else's tool (or an earlier credo run) already gave.
 
-Four layouts, told apart by the file (:func:`read_generations`):
+Five layouts, told apart by the file (:func:`read_generations`):
 
 * **credo's own** JSON Lines, one object per sample: ``{"item": str, "set": "original" |
   "perturbed" | "paraphrased" | <any sample set>, "answer": str | null, "correct": true |
   false | null}``, optional ``text``, ``gold``, ``question``, ``choices``, ``ref``,
-  ``prefix`` and ``logprobs`` (``[{"token", "logprob", "top": [[token, logprob], ...]}]``).
-  A run folder's ``samples.jsonl`` is read as it is (``id`` for ``item``), so a finished
-  run's samples score again without a model.
+  ``prefix``, ``logprobs`` (``[{"token", "logprob", "top": [[token, logprob], ...]}]``),
+  and scores the user already has: ``scores: {name: value}`` per sample,
+  ``item_scores: {name: value}`` per item, each in [0, 1] (``credo score`` evaluates them
+  as methods ``given:<name>``). A run folder's ``samples.jsonl`` is read as it is (``id``
+  for ``item``), so a finished run's samples score again without a model. Fields credo
+  does not read are counted (:attr:`Generations.not_read`), not dropped without a word.
+* a **CSV table** (``.csv``), one row per sample, the same fields as columns, scores in
+  ``scores.<name>`` / ``item_scores.<name>`` columns, another table's names mapped by
+  ``columns``; comma or semicolon separated (:mod:`credo.importers.csv_table`).
 * **lm-evaluation-harness** ``--log_samples`` output (``samples_<task>_<date>.jsonl``): one
   row per document and filter; the sampled generations of a document are ``resps[0]`` (a
   task with ``repeats: n`` has n of them). Correctness is lm-eval's own: the task's first
@@ -43,6 +49,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from credo.errors import UserError
 from credo.importers import base
 from credo.importers.base import *  # noqa: F403 (re-exported: base's __all__)
 from credo.tasks.loaders import DataFileNotFound, DatasetError, read_jsonl
@@ -51,7 +58,11 @@ __all__ = [*base.__all__, "read_generations"]
 
 
 def read_generations(
-    path: str | Path, *, lm_eval_filter: str | None = None, recompute: bool = False,
+    path: str | Path,
+    *,
+    lm_eval_filter: str | None = None,
+    recompute: bool = False,
+    columns: Mapping[str, str] | None = None,
     scorer: str | None = None,
 ) -> base.Generations:
     """Read generations from ``path`` in whichever layout it has (module docstring): the
@@ -59,14 +70,18 @@ def read_generations(
     file, the one that claims its first row.
 
     ``recompute``: the file's own correctness is not wanted (credo grades the answers),
-    so lm-eval's metric is not rebuilt. ``scorer``: the inspect_ai scorer whose scores
-    are read (default: the log's first); refused for a file of another layout."""
+    so lm-eval's metric is not rebuilt. ``columns``: for a CSV table, which column holds
+    each field (``{"item": "question_id", "scores.judge": "judge_prob"}``). ``scorer``:
+    the inspect_ai scorer whose scores are read (default: the log's first); refused for a
+    file of another layout."""
     p = Path(path)
     if not p.is_file():
         raise DataFileNotFound(f"{p}: no such file")
-    options = base.ReadOptions(lm_eval_filter, recompute, scorer)
+    options = base.ReadOptions(lm_eval_filter, recompute, dict(columns or {}), scorer)
     registered = list(base.IMPORTERS.values())
-    whole = [imp for imp in registered if p.suffix in imp.suffixes]
+    whole = [imp for imp in registered if p.suffix.lower() in imp.suffixes]
+    if columns and not any(".csv" in imp.suffixes for imp in whole):
+        raise UserError(f"--columns maps the columns of a CSV table; {p} is not one (.csv)")
     if whole:
         return whole[0].read(p, None, options)
     rows = read_jsonl(p)

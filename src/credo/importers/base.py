@@ -5,12 +5,14 @@ correctness and sampling)."""
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from credo.registry import Registry
+from credo.tasks.loaders import DatasetError
 from credo.types import TokenLogprob
 
 __all__ = [
@@ -21,8 +23,9 @@ __all__ = [
     "Importer",
     "ReadOptions",
 ]
-"""What :mod:`credo.importers` re-exports; :data:`Rows` and :func:`finite_number` are the
-importer modules' (and a new importer's) helpers."""
+"""What :mod:`credo.importers` re-exports; :data:`Rows`, :func:`finite_number`,
+:func:`score_name` and :func:`score_value` are the importer modules' (and a new
+importer's) helpers."""
 
 Rows = Iterator[tuple[int, Mapping[str, Any]]]
 """``(line, row)`` for each row of a JSON Lines file."""
@@ -42,6 +45,9 @@ class GivenSample:
     logprobs: tuple[TokenLogprob, ...] | None = None
     where: str = field(default="", compare=False, repr=False)
     """The file and line (or log member) it was read from, for a message naming it."""
+    scores: Mapping[str, float | None] = field(default_factory=dict)
+    """The scores the file gives this sample, by name (a reward model's, a judge's, a
+    confidence computed elsewhere), each in [0, 1]; None where the file says null."""
 
 
 @dataclass(frozen=True)
@@ -52,6 +58,10 @@ class GivenItem:
     question: str = ""
     gold: str = ""
     choices: tuple[str, ...] = ()
+    scores: Mapping[str, float | None] = field(default_factory=dict)
+    """The scores the file gives the item as a whole, by name, each in [0, 1]."""
+    where: str = field(default="", compare=False, repr=False)
+    """The file and line of the item's first row, for a message naming it."""
 
 
 @dataclass
@@ -92,6 +102,19 @@ class Generations:
     the file holds none."""
     tool_accuracy_is: str = ""
     """What :attr:`tool_accuracy` averages, in words (which metric, over what)."""
+    compared: str = ""
+    """How the file's own tool compares its answers, when the answers are already in that
+    form (lm-eval: what its filter keeps, normalised as the task's ``exact_match``
+    compares): credo then compares them as given instead of by ``--format``'s rule, as
+    ``credo run`` of the same task does; empty: by ``--format``'s rule."""
+    not_read: dict[str, int] = field(default_factory=dict)
+    """Fields of the file's rows that credo does not read, with the rows holding each
+    (a ``confidence`` number that is not under ``scores`` is no score: it is said, not
+    dropped without a word)."""
+    score_fields: dict[str, str] = field(default_factory=dict)
+    """Where in the file each given score is read, by name (``scores.conf``, ``column
+    'p_true'``), per sample or per item (the name is in :attr:`GivenSample.scores` or
+    :attr:`GivenItem.scores`)."""
     scorers: tuple[str, ...] = ()
     """The scorers whose scores the file holds (inspect_ai: every scorer of the task;
     the one read is named in :attr:`correctness`); empty where it names none."""
@@ -114,15 +137,47 @@ def finite_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
+SCORE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]*")
+"""A given score's name: letters, digits, ``_``, ``.`` and ``-`` (it becomes method
+``given:<name>``, and ``--given`` lists names with commas)."""
+
+
+def score_name(name: Any, where: str) -> str:
+    """``name`` when it is a valid given score's name (:data:`SCORE_NAME`), else a
+    :class:`DatasetError` naming ``where``."""
+    if not isinstance(name, str) or not SCORE_NAME.fullmatch(name):
+        raise DatasetError(f"{where}: score name {name!r} must be letters, digits, '_', '.' or"
+                           " '-' (it becomes method given:<name>)")
+    return name
+
+
+def score_value(value: Any, where: str) -> float | None:
+    """A given score: a finite number in [0, 1], or None for null; anything else is a
+    :class:`DatasetError` naming ``where`` (credo does not guess a map into [0, 1]: a
+    logit, a log-probability or an unbounded reward is the user's to map, and to name)."""
+    if value is None:
+        return None
+    if not finite_number(value):
+        raise DatasetError(f"{where} must be a number in [0, 1] or null, got {value!r}")
+    if not 0.0 <= value <= 1.0:
+        raise DatasetError(
+            f"{where} = {value!r} lies outside [0, 1]: credo refuses it rather than guess a "
+            "map; map the score into [0, 1] yourself (a logistic for a logit, exp for a "
+            "log-probability, 1 - x/max for an entropy) and give the result")
+    return float(value)
+
+
 @dataclass(frozen=True)
 class ReadOptions:
     """What ``credo score`` is told of a file: the lm-eval filter to read (None: each
     document's first), ``recompute`` (credo grades the answers, so the file's own
-    correctness is not rebuilt) and the inspect_ai scorer whose scores to read (None:
-    the log's first)."""
+    correctness is not rebuilt), for a CSV file, ``columns``: which column holds each
+    field (``{"item": "question_id", "scores.conf": "p_true"}``), and the inspect_ai
+    scorer whose scores to read (None: the log's first)."""
 
     lm_eval_filter: str | None = None
     recompute: bool = False
+    columns: Mapping[str, str] = field(default_factory=dict)
     scorer: str | None = None
 
 
@@ -140,7 +195,7 @@ class Importer:
 
 
 IMPORTERS: Registry[Importer] = Registry(
-    "importer", load=("credo.importers.credo_jsonl", "credo.importers.lm_eval",
-                      "credo.importers.inspect_log"),
+    "importer", load=("credo.importers.credo_jsonl", "credo.importers.csv_table",
+                      "credo.importers.lm_eval", "credo.importers.inspect_log"),
 )
 """Every layout :func:`credo.importers.read_generations` reads, by name."""

@@ -1,10 +1,18 @@
 """credo's own JSON Lines of generations (a run folder's ``samples.jsonl`` too): one
-object per sample (:mod:`credo.importers`)."""
+object per sample (:mod:`credo.importers`).
+
+Scores a user already has ride along: ``scores: {name: value}`` on a sample row gives
+that sample's score ``name`` (a reward model's, a judge's, token probabilities computed
+elsewhere), ``item_scores: {name: value}`` on any row of an item gives the item's (the
+rows of one item that give it must agree). Each value is a number in [0, 1] or null;
+a value outside [0, 1] is refused, naming the line (:func:`~credo.importers.base.score_value`).
+``credo score`` evaluates them as methods ``given:<name>``."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -16,11 +24,18 @@ from credo.importers.base import (
     Importer,
     ReadOptions,
     Rows,
+    score_name,
+    score_value,
 )
 from credo.tasks.loaders import DatasetError
 from credo.types import TokenLogprob
 
-__all__ = ["read_credo"]
+__all__ = ["FIELDS", "read_credo"]
+
+FIELDS = frozenset({"item", "id", "set", "answer", "correct", "text", "gold", "question",
+                    "choices", "ref", "prefix", "logprobs", "scores", "item_scores", "index"})
+"""The fields of a row credo reads (a run folder's ``index`` and its per-method
+``confidence`` object are its own bookkeeping: known, not read)."""
 
 
 def read_credo(path: Path, rows: Rows) -> Generations:
@@ -33,27 +48,71 @@ def read_credo(path: Path, rows: Rows) -> Generations:
         if not isinstance(item, str | int) or isinstance(item, bool) or str(item) == "":
             raise DatasetError(f"{where}: 'item' (or 'id') must be a non-empty string")
         item = str(item)
-        sample_set = row.get("set", "original")
-        if not isinstance(sample_set, str) or not sample_set:
-            raise DatasetError(f"{where}: 'set' must be a sample set name, got {sample_set!r}")
-        answer = _answer(row.get("answer"), where)
-        text = row.get("text")
-        if text is not None and not isinstance(text, str):
-            raise DatasetError(f"{where}: 'text' must be a string")
-        out.samples.append(
-            GivenSample(
-                item, sample_set, text if text is not None else _text(answer), answer,
-                _correct(row.get("correct"), where), _ref(row.get("ref"), where),
-                row.get("prefix") if isinstance(row.get("prefix"), str) else None,
-                _logprobs(row.get("logprobs"), where), where,
-            )
-        )
-        if item not in items or not items[item].question:
-            items[item] = _item(item, row, where)
+        _count_not_read(out, row)
+        sample = _sample(item, row, where)
+        out.samples.append(sample)
+        for name in sample.scores:
+            out.score_fields.setdefault(name, f"scores.{name}")
+        given = _scores(row.get("item_scores"), "item_scores", where)
+        for name in given:
+            out.score_fields.setdefault(name, f"item_scores.{name}")
+        before = items.get(item)
+        if before is None or not before.question:
+            new = _item(item, row, where)
+            items[item] = replace(new, scores=dict(before.scores) if before else {},
+                                  where=before.where if before else where)
+        items[item] = _with_item_scores(items[item], given, where)
     out.items = list(items.values())
     if any(s.correct is not None for s in out.samples):
         out.correctness = "given (the file's 'correct')"
     return out
+
+
+def _sample(item: str, row: Mapping[str, Any], where: str) -> GivenSample:
+    sample_set = row.get("set", "original")
+    if not isinstance(sample_set, str) or not sample_set:
+        raise DatasetError(f"{where}: 'set' must be a sample set name, got {sample_set!r}")
+    answer = _answer(row.get("answer"), where)
+    text = row.get("text")
+    if text is not None and not isinstance(text, str):
+        raise DatasetError(f"{where}: 'text' must be a string")
+    return GivenSample(
+        item, sample_set, text if text is not None else _text(answer), answer,
+        _correct(row.get("correct"), where), _ref(row.get("ref"), where),
+        row.get("prefix") if isinstance(row.get("prefix"), str) else None,
+        _logprobs(row.get("logprobs"), where), where,
+        _scores(row.get("scores"), "scores", where),
+    )
+
+
+def _count_not_read(out: Generations, row: Mapping[str, Any]) -> None:
+    """Count the fields of ``row`` credo does not read (:data:`FIELDS`)."""
+    for key in row:
+        if key not in FIELDS and not (key == "confidence" and isinstance(row[key], Mapping)):
+            out.not_read[key] = out.not_read.get(key, 0) + 1
+
+
+def _scores(value: Any, key: str, where: str) -> dict[str, float | None]:
+    """A row's ``scores`` or ``item_scores`` object: names to values in [0, 1] or null."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise DatasetError(f"{where}: '{key}' must be an object of score names to numbers in "
+                           f"[0, 1], got {type(value).__name__}")
+    return {score_name(k, f"{where}: '{key}'"): score_value(v, f"{where}: {key}.{k}")
+            for k, v in value.items()}
+
+
+def _with_item_scores(item: GivenItem, given: dict[str, float | None], where: str) -> GivenItem:
+    """``item`` with the item scores of one more row; a value that differs from the one
+    an earlier row gave is a :class:`DatasetError`."""
+    merged = dict(item.scores)
+    for name, value in given.items():
+        if name in merged and merged[name] != value:
+            raise DatasetError(f"{where}: item_scores.{name} = {value!r}, but an earlier row "
+                               f"of item {item.id!r} gives {merged[name]!r}")
+        merged[name] = value
+    return replace(item, scores=merged) if given else item
 
 
 def _item(item: str, row: Mapping[str, Any], where: str) -> GivenItem:

@@ -54,6 +54,7 @@ def read_lm_eval(
     read = read_lm_eval_rows(path, kept, texts, flt, recompute=recompute)
     out.correctness = read.correctness
     out.answers = read.answered
+    out.compared = "lm-eval's filtered answers, as the task's exact_match compares them"
     for (_, row), doc, its_texts, answers, scores in zip(
         kept, read.ids, texts, read.answers, read.scores, strict=True
     ):

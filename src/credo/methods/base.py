@@ -35,6 +35,7 @@ from credo.plan.samples import (
 )
 from credo.registry import Registry
 from credo.tasks.base import AnswerFormat
+from credo.ties import settle
 
 __all__ = [
     "APRICOT",
@@ -45,6 +46,7 @@ __all__ = [
     "ORIGINAL",
     "PARAPHRASED",
     "PERTURBED",
+    "PREFIXED",
     "P_TRUE",
     "SCORE_RANGE",
     "VERBALIZED",
@@ -56,6 +58,7 @@ __all__ = [
     "mean_confidence",
     "method",
     "sample_set_method",
+    "settled",
 ]
 
 
@@ -82,6 +85,17 @@ class Score:
     def not_available(cls, reason: str) -> Score:
         """A NaN score that says why."""
         return cls(math.nan, unavailable=reason)
+
+
+def settled(score: Score) -> Score:
+    """``score`` with its value, response scores and levels settled
+    (:func:`credo.ties.settle`; None responses kept)."""
+    return replace(
+        score,
+        value=settle(score.value),
+        responses=tuple(None if r is None else settle(r) for r in score.responses),
+        levels=None if score.levels is None else tuple(settle(v) for v in score.levels),
+    )
 
 
 def mean_confidence(values: Sequence[float]) -> float:
@@ -130,6 +144,9 @@ class MethodSpec:
     score_range: tuple[float, float] = SCORE_RANGE
     """The lowest and highest score the method gives: a threshold outside it accepts
     every answer or none, so a certificate holding one is refused."""
+    compares: bool = True
+    """Whether the method compares the samples of the sets it reads with one another (so
+    an item needs 2 of each: :meth:`short_sets`); a given score reads one sample alone."""
 
     def needs_for(self, fmt: AnswerFormat | None) -> tuple[str, ...]:
         """The sample sets this method reads on a task of format ``fmt`` (None: a format
@@ -142,7 +159,7 @@ class MethodSpec:
         paraphrased) compares their samples, so it needs 2 of each (one given
         sample per item makes it not available for that item, not a crash)."""
         needs = self.needs_for(fmt)
-        if not needs or not set(needs) <= set(COMPARED_SETS):
+        if not self.compares or not needs or not set(needs) <= set(COMPARED_SETS):
             return ()
         return tuple(name for name in needs if len(sets.get(name, ())) < 2)
 
@@ -153,12 +170,14 @@ class MethodSpec:
     def score(self, samples: ItemSamples, kernel: Kernel) -> Score:
         """Run the scorer and wrap a bare float as a :class:`Score`; an item without a
         sample set the method reads, or with fewer samples than ``min_samples``, is not
-        available (the scorer is not called)."""
+        available (the scorer is not called). The value, the response scores and the
+        levels are settled (:func:`credo.ties.settle`): scores equal within rounding are
+        one score for every metric, threshold and certificate that reads them."""
         lacking = self.lacking(samples)
         if lacking:
             return Score.not_available(lacking)
         out = self.scorer(samples, kernel)
-        return out if isinstance(out, Score) else Score(float(out))
+        return settled(out if isinstance(out, Score) else Score(float(out)))
 
     def lacking(self, samples: ItemSamples) -> str:
         """Why the method cannot score ``samples`` ("" when it can): a sample set it reads
@@ -175,6 +194,11 @@ class MethodSpec:
 
 METHODS: Registry[MethodSpec] = Registry("method")
 """Every scoring method by name (:func:`method` registers one)."""
+
+PREFIXED: dict[str, Callable[[str], MethodSpec]] = {}
+"""Families of methods named by a prefix, each with the function that builds a member
+from its full name (``"given:"``: :func:`credo.methods.given.given_method`, registered
+there); :func:`get_method` reads them before the registry."""
 
 
 def method(
@@ -233,7 +257,12 @@ def get_method(name: str) -> MethodSpec:
     ``"<method>@<kernel>"`` (``c3@embedding``, ``self_consistency@judge``) is the method
     scored with that kernel instead of the run's, so one run can report one method under
     several kernels (Wu et al., App. H: the kernel is a choice of the task's answer format).
+    A name with a prefix of :data:`PREFIXED` is that family's method: ``"given:<name>"``
+    is a score the input file gives (:mod:`credo.methods.given`).
     """
+    for prefix, build in PREFIXED.items():
+        if name.startswith(prefix):
+            return build(name)
     base, sep, kernel_name = name.partition("@")
     spec = METHODS[base]
     if not sep:

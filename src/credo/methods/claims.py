@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 from credo.plan.claims import ClaimEvidence
 from credo.registry import Registry
+from credo.ties import settle
 
 __all__ = [
     "CLAIM_METHODS",
@@ -117,12 +118,13 @@ def ordinal(ev: ClaimEvidence) -> list[float]:
 
 
 def score_claims(ev: ClaimEvidence, methods: Sequence[str]) -> dict[str, list[float]]:
-    """Every method of ``methods`` on ``ev``: name -> one score per claim."""
+    """Every method of ``methods`` on ``ev``: name -> one score per claim, settled
+    (:func:`credo.ties.settle`: claims scored equal within rounding tie)."""
     out = {}
     for name in methods:
         scores = CLAIM_METHODS[name].score(ev)
         if len(scores) != len(ev.claims):
             raise ValueError(f"claim method {name!r} gave {len(scores)} scores for "
                              f"{len(ev.claims)} claims")
-        out[name] = scores
+        out[name] = [settle(float(v)) for v in scores]
     return out

@@ -42,6 +42,8 @@ from scipy.sparse.csgraph import connected_components
 
 from credo.kernels.distinct import DistinctAnswers, distinct_answers
 from credo.kernels.registry import Kernel, get_kernel
+from credo.ties import DECIMALS
+from credo.ties import settle as settle_value
 
 __all__ = [
     "MAX_DISTINCT",
@@ -212,12 +214,14 @@ def normalized_laplacian(w: np.ndarray) -> np.ndarray:
     return (lap + lap.T) / 2.0  # exactly symmetric for eigh
 
 
-SPECTRAL_DECIMALS = 12
-"""Decimals the spectral estimators keep (:func:`settle`)."""
+SPECTRAL_DECIMALS = DECIMALS
+"""Decimals the spectral estimators keep of a value near no small fraction (:func:`settle`)."""
 
 
 def settle(x: np.ndarray | float) -> np.ndarray | float:
-    """``x`` rounded to :data:`SPECTRAL_DECIMALS` decimals.
+    """``x`` settled by credo's one rule for scores equal within rounding
+    (:func:`credo.ties.settle`: the nearest fraction of denominator at most 10,000 within
+    1e-12, else :data:`SPECTRAL_DECIMALS` decimals).
 
     ``eigh`` returns an exact eigenvalue such as 1 as 1 ± a few 1e-16, and the error
     differs with the order of the answers. Left as is, two items whose answers form the
@@ -227,9 +231,7 @@ def settle(x: np.ndarray | float) -> np.ndarray | float:
     for that count itself. Rounding the spectral quantities well above ``eigh``'s error
     (~K·1e-16) and far below any difference between distinct graphs restores the ties.
     """
-    return np.round(x, SPECTRAL_DECIMALS) if isinstance(x, np.ndarray) else round(
-        float(x), SPECTRAL_DECIMALS
-    )
+    return settle_value(x)
 
 
 def _check(answers: Sequence[Hashable | None]) -> int:

@@ -55,6 +55,8 @@ class ItemResult:
     #: The original sample whose answer credo gives, as :func:`score_items` chose it under
     #: the run's kernel (:func:`central_sample`); :data:`MODAL`: not chosen by a kernel.
     chosen: int | None = MODAL
+    #: Scores a file gave the item as a whole (``credo score``), by name.
+    item_scores: Mapping[str, float | None] = field(default_factory=dict)
 
     @property
     def performance(self) -> float:
@@ -102,6 +104,7 @@ def score_items(
     prefixes: Mapping[str, tuple[str, ...]],
     options: Mapping[str, Any],
     available_sets: set[str] | None = None,
+    item_scores: Mapping[str, Mapping[str, float | None]] | None = None,
     show_progress: bool = False,
 ) -> list[ItemResult]:
     """One :class:`ItemResult` per task item (see the module docstring).
@@ -111,6 +114,8 @@ def score_items(
     perturbed sample; ``options`` the run settings some methods read (``followups``,
     ``ccp_min_prob``, ``kle_t``). ``available_sets`` (given generations) limits the sample sets
     there are: a method that needs another one is not available, with the reason.
+    ``item_scores``: per item id, the scores a file gives the item as a whole (read by
+    the given-score methods, :mod:`credo.methods.given`).
     ``show_progress``: a progress bar of the (item, method) scores done, on stderr.
     """
     results = []
@@ -119,7 +124,8 @@ def score_items(
         for it in task.items:
             results.append(_score_item(it, task, generated, graded, specs, kernels,
                                        default_kernel, logprobs, prefixes, options,
-                                       available_sets, built, progress))
+                                       available_sets, built, progress,
+                                       (item_scores or {}).get(it.id, {})))
     return results
 
 
@@ -137,12 +143,15 @@ def _score_item(
     available_sets: set[str] | None,
     built: ItemKernels | None,
     progress: _ScoringProgress,
+    item_scores: Mapping[str, float | None] | None = None,
 ) -> ItemResult:
-    """The :class:`ItemResult` of one item: every method's score, its answer."""
+    """The :class:`ItemResult` of one item: every method's score, its answer;
+    ``item_scores``: the scores a file gives the item as a whole."""
     sets = {name: samples for name, (samples, _) in generated[it.id].items()}
     correct = {name: c for name, (_, c) in generated[it.id].items()}
     correct[ORIGINAL] = tuple(None if _nan(c) else c for c in graded[it.id])
-    samples = ItemSamples(it.id, sets, task.format, len(it.choices), options)
+    samples = ItemSamples(it.id, sets, task.format, len(it.choices), options,
+                          dict(item_scores or {}))
     scores = {}
     for spec in specs:
         progress.now(it.id, spec.name)
@@ -161,6 +170,7 @@ def _score_item(
         scores,
         MODAL if built is None else central_sample(
             samples.answers(ORIGINAL), built.kernel_for(it.id)),
+        dict(samples.scores),
     )
 
 
@@ -169,6 +179,7 @@ class _ScoringProgress:
     item and method at work, on stderr; nothing when disabled."""
 
     def __init__(self, total: int, show: bool) -> None:
+        from rich.console import Console
         from rich.progress import (
             BarColumn,
             MofNCompleteColumn,
@@ -177,9 +188,12 @@ class _ScoringProgress:
             TimeElapsedColumn,
         )
 
+        # a console of its own on the stderr of now (rich's shared one keeps the stream
+        # of when it was first made)
         self._progress = Progress(TextColumn("[bold]scoring"), BarColumn(),
                                   MofNCompleteColumn(), TimeElapsedColumn(),
-                                  TextColumn("{task.fields[at]}"), disable=not show)
+                                  TextColumn("{task.fields[at]}"), disable=not show,
+                                  console=Console(stderr=True))
         self._task = self._progress.add_task("scoring", total=total, at="")
 
     def __enter__(self) -> _ScoringProgress:

@@ -82,6 +82,10 @@ def check_static(config: RunConfig, task: Task, specs: list[MethodSpec]) -> None
     file exists. Raises :class:`~credo.errors.UserError` naming what is wrong."""
     if not task.items:
         raise UserError(f"task {task.name!r} has no items (task / limit)")
+    given = [spec.name for spec in specs if spec.name.startswith("given:")]
+    if given:
+        raise UserError(f"method {given[0]!r} reads a score a file gives, and a run "
+                        "generates its samples: score the file with credo score FILE")
     needs = {s for spec in specs for s in spec.needs_for(task.format)}
     for name in needs:
         get_sample_set(name)

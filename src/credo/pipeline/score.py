@@ -7,6 +7,11 @@ judge kernel asks the pool's judge), correctness is the given one (or, for items
 samples carry none, the grading stage's from the item's gold answer), and the scoring and
 evaluation stages are the run's. No model is called for methods that read only samples.
 A method whose sample sets the input lacks is reported as not available, not guessed.
+
+Scores the file gives (``scores`` per sample, ``item_scores`` per item) are methods
+``given:<name>`` (:mod:`credo.methods.given`), scored and evaluated beside credo's own:
+:func:`given_methods` names them, :func:`check_given` refuses one with a missing value
+(credo imputes nothing), and the report says where each came from (``given_scores``).
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from __future__ import annotations
 import math
 import time
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -23,6 +29,7 @@ from credo.generation.pool import GRADER, JUDGE, ModelPool
 from credo.generation.roles import assign_roles, score_roles
 from credo.importers import Generations, GivenSample
 from credo.methods import METHODS
+from credo.methods.given import GIVEN, given_score_name, is_given
 from credo.methods.scoring import score_items
 from credo.pipeline.certificate import given_task_settings
 from credo.pipeline.checks import method_specs
@@ -30,16 +37,20 @@ from credo.pipeline.ending import end_run
 from credo.pipeline.runner import ANSWER_SETS, RunResult, build_kernels, grade_items
 from credo.pipeline.stages import StageDriver
 from credo.plan.samples import ORIGINAL, PERTURBED, ItemSamples, Sample
-from credo.tasks.answers import Answer
+from credo.tasks.answers import Answer, answer_rule, canonical_answer
 from credo.tasks.base import AnswerFormat, Item, Task
 
 __all__ = [
     "FIRST_METHODS",
+    "check_given",
     "check_sample_sets",
     "default_methods",
+    "given_answer",
     "given_config",
     "given_incomplete",
     "given_incomplete_line",
+    "given_methods",
+    "given_sources",
     "identical_repeats_line",
     "score_generations",
 ]
@@ -62,6 +73,7 @@ def score_generations(
     t0 = time.perf_counter()
     check_sample_sets(generations)
     task = _task(generations, fmt)
+    check_given(generations, config.methods)
     assign_roles(pool, score_roles(config))  # no model under test: judges only
     specs = method_specs(config.methods)
     StageDriver(pool).preflight(_roles(pool, config, specs))
@@ -69,8 +81,9 @@ def score_generations(
     for s in generations.samples:
         by_item[s.item][s.set].append(s if not recompute else replace(s, correct=None))
     _check_originals(generations.source, [it.id for it in task.items], by_item)
+    as_given = bool(generations.compared)
     generated = {
-        it.id: {name: _set(it, rows, fmt) for name, rows in by_item[it.id].items()}
+        it.id: {name: _set(it, rows, fmt, as_given) for name, rows in by_item[it.id].items()}
         for it in task.items
     }
     answers = [
@@ -92,6 +105,7 @@ def score_generations(
                   for i, sets in by_item.items()},
         options=config.baselines.method_options(),
         available_sets=present,
+        item_scores={it.id: it.scores for it in generations.items if it.scores},
         show_progress=pool.show_progress,
     )
     ledger = pool.ledger.to_dict()
@@ -105,6 +119,9 @@ def score_generations(
         "given_samples": len(generations.samples),
         "given_layout": generations.layout,
         **given_stats(generations, stats, recompute, fmt),
+        **({"given_scores": given_sources(generations, config.methods)}
+           if any(is_given(m) for m in config.methods) else {}),
+        **({"given_fields_not_read": _not_read(generations)} if generations.not_read else {}),
         "unparsable_answers": sum(
             1 for r in items for s in (*r.original, *r.perturbed) if not s.answer.parsed
         ),
@@ -117,6 +134,87 @@ def score_generations(
         coverage=ending.coverage, degenerate=ending.degenerate,
         task_identity=given_task_settings(generations, fmt, recompute),
     )
+
+
+def given_methods(generations: Generations, names: Sequence[str] | None = None) -> list[str]:
+    """The methods ``given:<name>`` of the scores the file gives: every one (``names``
+    None, the default of ``credo score``), or those ``names`` (``--given``); a name the
+    file does not give is a :class:`UserError` listing those it does."""
+    known = list(generations.score_fields)
+    if names is None:
+        return [f"{GIVEN}{n}" for n in known]
+    chosen = [n.removeprefix(GIVEN) for n in names]
+    missing = [n for n in chosen if n not in known]
+    if missing:
+        gives = (f"it gives {', '.join(known)}" if known else
+                 "it gives none: put them under 'scores': {name: value} (per sample) or "
+                 "'item_scores' (per item)")
+        raise UserError(f"--given {','.join(missing)}: {generations.source} gives no score "
+                        f"{missing[0]!r}; {gives}")
+    return [f"{GIVEN}{n}" for n in chosen]
+
+
+def check_given(generations: Generations, methods: Sequence[str]) -> None:
+    """Refuse, before anything is scored, a given score of ``methods`` that the file does
+    not give or gives with a missing value: one given per sample must be on every
+    original sample, one given per item on every item (null is missing). credo imputes
+    nothing (a missing confidence is not 0.5, and not the mean of the others): drop the
+    rows or give the value. The message names the first row that lacks it."""
+    wanted = [given_score_name(m) for m in methods if is_given(m)]
+    if not wanted:
+        return
+    given_methods(generations, wanted)
+    originals = [s for s in generations.samples if s.set == ORIGINAL]
+    for name in wanted:
+        if any(name in s.scores for s in generations.samples):
+            lacking = [s for s in originals if s.scores.get(name) is None]
+            if lacking:
+                where = lacking[0].where or f"{generations.source}: item {lacking[0].item!r}"
+                raise UserError(
+                    f"{where}: no {name!r} score ({generations.score_fields[name]}) for this "
+                    f"original sample ({len(lacking)} of {len(originals)} lack one); credo "
+                    "imputes no missing score: give every original sample one, or drop "
+                    f"them, or score without it (--given)")
+        if any(name in it.scores for it in generations.items):
+            lacking_items = [it for it in generations.items if it.scores.get(name) is None]
+            if lacking_items:
+                first = lacking_items[0]
+                where = first.where or generations.source
+                raise UserError(
+                    f"{where}: item {first.id!r} has no {name!r} item score "
+                    f"({generations.score_fields[name]}; {len(lacking_items)} of "
+                    f"{len(generations.items)} items lack one); credo imputes no missing "
+                    "score: give every item one, or drop them, or score without it (--given)")
+
+
+def given_sources(generations: Generations, methods: Sequence[str]) -> str:
+    """Where each given score of ``methods`` comes from, for the report: per sample or
+    per item, the file's field or column, and how an item's value is made."""
+    parts = []
+    for method in methods:
+        if not is_given(method):
+            continue
+        name = given_score_name(method)
+        per_item = any(name in it.scores for it in generations.items)
+        per_sample = any(name in s.scores for s in generations.samples)
+        where = generations.score_fields.get(name, "?")
+        if per_item:
+            how = "per item" + (", with a score per sample for the per-generation tables"
+                                if per_sample else "")
+            value = "the item's own"
+        else:
+            how, value = "per sample", "the mean of its original samples'"
+        parts.append(f"{method}: {how}, read from {where} of {generations.source} (an "
+                     f"item's value: {value})")
+    return "; ".join(parts)
+
+
+def _not_read(generations: Generations) -> str:
+    """The fields credo did not read, with their row counts, and where a score goes."""
+    fields = ", ".join(f"{k} ({v} rows)" for k, v in generations.not_read.items())
+    where = ("in a column scores.<name>" if generations.layout == "csv"
+             else "under 'scores': {name: value}")
+    return f"{fields}; a score of your own goes {where}"
 
 
 def check_sample_sets(generations: Generations) -> None:
@@ -256,7 +354,8 @@ def given_stats(
     fmt: AnswerFormat,
 ) -> dict[str, int | float | str]:
     """What the file holds, for the report: the correctness used (the tool's own metric or
-    scorer, 'given', or credo's grading), the samples per item, the sampling settings it
+    scorer, 'given', or credo's grading) with the rule by which two answers are one
+    (:func:`~credo.tasks.answers.answer_rule`), the samples per item, the sampling settings it
     records, how its answers were read, and the samples it lacks (errored, cancelled,
     never started)."""
     counts: dict[str, int] = defaultdict(int)
@@ -272,6 +371,7 @@ def given_stats(
             f"; items without it {graded}" if stats.get("graded_items") else "")
     else:
         correctness = graded if stats.get("graded_items") else "none (no gold answers)"
+    correctness += f"; answers compared as {generations.compared or answer_rule(fmt)}"
     settings = ", ".join(f"{k}={v}" for k, v in generations.settings.items())
     out: dict[str, int | float | str] = {
         "correctness": correctness,
@@ -345,10 +445,30 @@ def _task(generations: Generations, fmt: AnswerFormat) -> Task:
 
 
 def _set(
-    item: Item, rows: list[GivenSample], fmt: AnswerFormat
+    item: Item, rows: list[GivenSample], fmt: AnswerFormat, as_given: bool = False
 ) -> tuple[tuple[Sample, ...], tuple[bool | float | None, ...]]:
-    samples = tuple(Sample(r.text, Answer(r.answer, r.text), r.logprobs, r.ref) for r in rows)
+    samples = tuple(
+        Sample(r.text, given_answer(r, fmt, len(item.choices), as_given=as_given), r.logprobs,
+               r.ref, tuple(sorted(r.scores.items())))
+        for r in rows
+    )
     return samples, tuple(r.correct for r in rows)
+
+
+def given_answer(
+    sample: GivenSample, fmt: AnswerFormat, n_choices: int = 0, *, as_given: bool = False
+) -> Answer:
+    """The answer of a given sample as credo compares it: in an answer set (original,
+    perturbed, paraphrased), the file's answer in the format's normalised form
+    (:func:`~credo.tasks.answers.canonical_answer`: "64", "64.0" and "6.4e1" are one
+    answer under ``--format number``); a follow-up's answer (a verbalized confidence, a
+    P(True) token, a verdict) as given, and any answer with ``as_given`` (the file's tool
+    already put its answers in the form it compares: :attr:`Generations.compared
+    <credo.importers.base.Generations.compared>`)."""
+    value = sample.answer
+    if sample.set in ANSWER_SETS and not as_given:
+        value = canonical_answer(value, fmt, n_choices)
+    return Answer(value, sample.text)
 
 
 def _given_or_graded(

@@ -49,10 +49,9 @@ from credo.evaluate.paired import PAIRED_METRICS, PairedDifference, paired_boots
 from credo.generation.pool import ModelPool
 from credo.importers import Generations, GivenSample
 from credo.pipeline.runner import RunResult, run_pipeline
-from credo.pipeline.score import score_generations
+from credo.pipeline.score import given_answer, score_generations
 from credo.plan.adaptive import next_size, settled, tolerance
 from credo.plan.samples import FOLLOW_UP_SETS, ORIGINAL, PERTURBED
-from credo.tasks.answers import Answer
 from credo.tasks.base import AnswerFormat, Task
 
 __all__ = ["STAGES", "AdaptivePoint", "compare", "given_drawn", "mean_point", "reorder",
@@ -199,22 +198,30 @@ def simulate(
     return full, out
 
 
-def given_drawn(generations: Generations, point: AdaptiveConfig) -> Generations:
+def given_drawn(
+    generations: Generations, point: AdaptiveConfig, fmt: AnswerFormat
+) -> Generations:
     """The given samples an adaptive run under ``point`` would have drawn (module
     docstring): per item, the first k of its original samples, k the first size of the
     schedule (:func:`~credo.plan.adaptive.next_size`) at which
     :func:`~credo.plan.adaptive.settled` holds on their answers, the item's own count
     being the full size; then the same for its perturbed samples with those originals
-    fixed. Other sets are kept whole (a live adaptive run draws them in full)."""
+    fixed. Other sets are kept whole (a live adaptive run draws them in full). The rules
+    read the answers as ``credo score`` compares them under ``fmt``
+    (:func:`~credo.pipeline.score.given_answer`)."""
+    choices = {it.id: len(it.choices) for it in generations.items}
+    as_given = bool(generations.compared)
     sets: dict[str, dict[str, list[GivenSample]]] = defaultdict(lambda: defaultdict(list))
     for s in generations.samples:
         sets[s.item][s.set].append(s)
     keep: dict[tuple[str, str], int] = {}
     for item, its in sets.items():
-        originals = [_key(s) for s in its.get(ORIGINAL, ())]
+        originals = [given_answer(s, fmt, choices.get(item, 0), as_given=as_given).value
+                     for s in its.get(ORIGINAL, ())]
         k = _stop(point, originals, None)
         keep[item, ORIGINAL] = k
-        perturbed = [_key(s) for s in its.get(PERTURBED, ())]
+        perturbed = [given_answer(s, fmt, choices.get(item, 0), as_given=as_given).value
+                     for s in its.get(PERTURBED, ())]
         if perturbed:
             keep[item, PERTURBED] = _stop(point, originals[:k], perturbed)
     seen: dict[tuple[str, str], int] = defaultdict(int)
@@ -225,12 +232,6 @@ def given_drawn(generations: Generations, point: AdaptiveConfig) -> Generations:
         if at < keep.get((s.item, s.set), at + 1):
             drawn.append(s)
     return dataclasses.replace(generations, samples=drawn)
-
-
-def _key(sample: GivenSample) -> Any:
-    """The answer the rules read, as :func:`~credo.pipeline.score.score_generations`
-    builds it (the indicator kernel's key)."""
-    return Answer(sample.answer, sample.text).value
 
 
 def _stop(point: AdaptiveConfig, originals: list[Any], perturbed: list[Any] | None) -> int:
@@ -266,7 +267,7 @@ def simulate_given(
     full = score_generations(config, generations, pool, fmt)
     out = []
     for point in points:
-        result = score_generations(config, given_drawn(generations, point), pool, fmt)
+        result = score_generations(config, given_drawn(generations, point, fmt), pool, fmt)
         out.append((compare(result, full, point.rule, tolerance(point),
                             n_resamples=n_resamples), result))
     return full, out
@@ -304,7 +305,7 @@ def simulate_orders(
     for r in range(orders):
         given = generations if orders == 1 else reorder(generations, seed, r)
         for j, point in enumerate(points):
-            result = score_generations(config, given_drawn(given, point), pool, fmt,
+            result = score_generations(config, given_drawn(given, point, fmt), pool, fmt,
                                        recompute=recompute)
             found[j].append(compare(result, full, point.rule, tolerance(point),
                                    n_resamples=n_resamples))

@@ -49,11 +49,18 @@ class Sample:
     #: What the sample refers to: ``(i,)`` the original sample a follow-up asks about,
     #: ``(option,)`` an APriCoT verdict's option, ``(i, position, rank)`` an NLI verdict.
     ref: tuple[int, ...] = ()
+    #: Scores a file gives this sample (``credo score``: a reward model's, a judge's), as
+    #: ``(name, value)`` pairs, each value in [0, 1] or None where the file gives null.
+    scores: tuple[tuple[str, float | None], ...] = ()
 
     @property
     def key(self) -> Hashable | None:
         """The normalised answer for the indicator kernel; None when unparsable."""
         return self.answer.value
+
+    def score(self, name: str) -> float | None:
+        """The given score ``name`` of this sample; None when the file gives none."""
+        return dict(self.scores).get(name)
 
 
 @dataclass(frozen=True)
@@ -67,6 +74,8 @@ class ItemSamples:
     #: Run-level settings some methods read (``followups``, ``ccp_min_prob``, ``kle_t``:
     #: :meth:`credo.config.BaselineConfig.method_options`).
     options: Mapping[str, Any] = field(default_factory=dict)
+    #: Scores a file gives the item as a whole, by name (``credo score``), in [0, 1].
+    scores: Mapping[str, float | None] = field(default_factory=dict)
 
     def answers(self, name: str) -> list[Hashable | None]:
         """Normalised answers of sample set ``name`` in sample order."""

@@ -399,6 +399,7 @@ def _run_facts(run: RunData) -> dict[str, Any]:
         "title": report_title(run.task, run.model, run.given),
         "given": run.given,
         "answers": (m.get("stats") or {}).get("answers"),
+        "given_scores": (m.get("stats") or {}).get("given_scores"),
         "incomplete_note": _incomplete_note(run),
     }
 

@@ -203,15 +203,19 @@ def correctness_of(result: RunResult) -> str:
     """How the run's correctness was decided (metrics.json and the
     reports name it): :func:`credo.tasks.grading.describe_correctness`, with the grader
     model of a grader that asks one, and what the grading stage said of it on this run
-    (e.g. FActScore without a knowledge source: unavailable for every item)."""
+    (e.g. FActScore without a knowledge source: unavailable for every item), then the
+    rule by which two answers are one answer (:func:`~credo.tasks.answers.answer_rule`:
+    numbers by exact value under the number format)."""
+    from credo.tasks.answers import answer_rule
     from credo.tasks.grading import describe_correctness
 
     c = result.config
     said = result.stats.get("correctness")
-    if result.source:  # a score run: the file's own, or credo's grading (given_stats)
+    if result.source:  # a score run: the file's own, or credo's grading, and the rule
         return str(said or "none")
     rule = describe_correctness(result.task, (c.grader or c.judge).model or c.model)
-    return f"{rule}; {said}" if said else rule
+    rule = f"{rule}; {said}" if said else rule
+    return f"{rule}; answers compared as {answer_rule(result.task.format)}"
 
 
 def accuracy_line(result: RunResult) -> str:
@@ -246,6 +250,8 @@ def render_markdown(result: RunResult) -> str:
             f" {m_text(result_m(result), c.m)}; sampling:"
             f" {result.stats.get('given_sampling', '?')}",
             *([f"- answers: {result.stats['answers']}"] if result.stats.get("answers") else []),
+            *([f"- given scores: {result.stats['given_scores']}"]
+              if result.stats.get("given_scores") else []),
             f"- kernel: {c.kernel}; seed: {c.seed}",
         ]
     else:
@@ -428,6 +434,8 @@ def _response_section(result: RunResult) -> list[str]:
         "Pearson:",
         "correlation of bin confidence and bin accuracy over the calibration plot (Müller et al.",
         "Fig. 4). Polarisation: normalised entropy of the bin counts (0 = all in one bin).",
+        "Brackets: 95% bootstrap CIs resampling questions (all of a question's generations",
+        "together: they are not independent).",
         "",
         *md_table(response_table_rows(result)),
         "",

@@ -74,7 +74,12 @@ RUN_FILES: tuple[RunFile, ...] = (
             ("correct", "whether the answer is correct (null when unknown)"),
             ("confidence", "method name → the confidence it gives this sample "
                            "(per-generation methods)"),
+            ("scores", "credo score only, where the file gave them: score name → the "
+                       "score the file gave this sample (read again as given:NAME)"),
+            ("item_scores", "credo score only, on original samples, where the file gave "
+                            "them: score name → the score the file gave the item"),
         ),
+        optional_fields=frozenset({"scores", "item_scores"}),
     ),
     RunFile(
         "perturbations.jsonl",

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from credo.errors import UserError
+from credo.ties import settle_scores
 
 SIMILARITY_FILE = "perturbation_similarity.json"
 STATUS_FILE = "run_status.json"
@@ -145,8 +146,10 @@ class RunData:
         return found if isinstance(found, dict) else {}
 
     def score(self, method: str) -> np.ndarray:
-        """The method's score per item; NaN where it has none."""
-        return np.array([_num((r.get("scores") or {}).get(method)) for r in self.scores])
+        """The method's score per item, settled (:func:`credo.ties.settle`); NaN where it
+        has none."""
+        return settle_scores(
+            np.array([_num((r.get("scores") or {}).get(method)) for r in self.scores]))
 
     def method_note(self, method: str) -> str:
         """Non-numeric entries of metrics.json for ``method`` (e.g. why it is not available)."""

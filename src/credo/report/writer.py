@@ -26,7 +26,8 @@ Files
                         ``task_identity``: the task as a certificate records it (family,
                         format, domain, prompt digest, correctness)
 ``samples.jsonl``       every sample of every set (set, index, ref, prefix, text, extracted
-                        answer, correctness, the method confidences given to it)
+                        answer, correctness, the method confidences given to it; the
+                        scores a file gave it, ``scores``, and its item, ``item_scores``)
 ``perturbations.jsonl`` the kept context prefixes per item and the filter's counts
 ``perturbation_similarity.json``  pairwise cosine similarities of the kept perturbations
                         (Wu et al., App. A.2), when the result carries them
@@ -274,7 +275,7 @@ def _sample_rows(result: RunResult):
         for set_name, samples in r.sets.items():
             correct = r.set_correct.get(set_name, ())
             for i, s in enumerate(samples):
-                yield {
+                row = {
                     "id": r.item.id,
                     "set": set_name,
                     "index": i,
@@ -285,6 +286,12 @@ def _sample_rows(result: RunResult):
                     "correct": correct[i] if i < len(correct) else None,
                     "confidence": confidences.get((set_name, i), {}),
                 }
+                # the scores a file gave (credo score): read again by credo score
+                if s.scores:
+                    row["scores"] = dict(s.scores)
+                if r.item_scores and set_name == "original":
+                    row["item_scores"] = dict(r.item_scores)
+                yield row
 
 
 def _claim_files(result: RunResult, out: Path) -> list[Path]:

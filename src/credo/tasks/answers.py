@@ -7,6 +7,13 @@ which :func:`credo.tasks.grading.is_correct` scores as wrong.
 
 Numbers are compared exactly when both sides are integers and with a relative tolerance
 otherwise (:func:`numbers_equal`); their canonical string form is :func:`normalise_number`.
+
+Answers are one answer when their normalised values are equal (what the indicator kernel,
+self-consistency's vote and the answer credo gives compare): under the number format the
+exact rational value ("64", "64.0", "6.4e1" and "128/2" are one answer, "64.00001" is
+another), option letters whatever their case and brackets, short text after SQuAD
+normalisation. :func:`canonical_answer` puts an answer given in a file (``credo score``)
+in that form; :func:`answer_rule` names the rule in a few words.
 """
 
 from __future__ import annotations
@@ -16,7 +23,6 @@ import re
 import string
 from collections.abc import Callable
 from dataclasses import dataclass
-from decimal import Decimal, localcontext
 from fractions import Fraction
 
 from credo.errors import UserError
@@ -27,6 +33,8 @@ from credo.tasks.base import AnswerFormat, Item
 __all__ = [
     "Answer",
     "answer_for",
+    "answer_rule",
+    "canonical_answer",
     "extract_answer",
     "extractor",
     "item_extractor",
@@ -113,8 +121,10 @@ def extract_answer(text: str, fmt: AnswerFormat, n_choices: int = 0) -> Answer:
 
 # --------------------------------------------------------------------------- numbers
 
-# An unsigned number: 1,234,567 (comma groups of exactly three), 12, 12.5, .5
-_UNSIGNED = r"(?:\d{1,3}(?:,\d{3})+(?!\d)|\d+)(?:\.\d+)?|\.\d+"
+# An unsigned number: 1,234,567 (comma groups of exactly three), 12, 12.5, .5; with an
+# exponent of at most three digits (6.4e1, 1E-3), not glued to a following word or decimal
+_UNSIGNED = (r"(?:(?:\d{1,3}(?:,\d{3})+(?!\d)|\d+)(?:\.\d+)?|\.\d+)"
+             r"(?:[eE][+-]?\d{1,3}(?!\w|\.\d))?")
 # A number in running text. It must not be glued to a preceding word or number
 # ("x2", "3-5" gives 5, "1.2.3" gives nothing); a minus sign must touch the digits
 # ("10 - 5" gives 5, "x = -5" gives -5); "3/4" is a fraction.
@@ -174,9 +184,10 @@ def _fraction_from_match(m: re.Match[str]) -> Fraction | None:
 def parse_number(text: str | int | float) -> Fraction | None:
     """The exact value of one number written as text, or None.
 
-    Accepts ``1,234``, ``-3.0``, ``12.50``, ``$5``, ``50%`` (read as 50), ``3/4``,
-    ``\\frac{3}{4}``, surrounding whitespace and a final full stop. Anything else
-    (words, several numbers, ``1, 2``) gives None.
+    Accepts ``1,234``, ``-3.0``, ``12.50``, ``6.4e1`` (an exponent of at most three
+    digits), ``$5``, ``50%`` (read as 50), ``3/4``, ``\\frac{3}{4}``, surrounding
+    whitespace and a final full stop. Anything else (words, several numbers, ``1, 2``)
+    gives None.
     """
     if isinstance(text, bool):
         return None
@@ -193,25 +204,28 @@ def parse_number(text: str | int | float) -> Fraction | None:
 
 
 def _format_fraction(value: Fraction) -> str:
-    """Canonical string of an exact value: integers bare, else the shortest decimal."""
+    """Canonical string of an exact value: integers bare, a terminating decimal in its
+    shortest decimal form, any other fraction as ``p/q`` in lowest terms (``1/3``), so
+    that two strings are equal exactly when their values are."""
     if value.denominator == 1:
         return str(value.numerator)
-    den = value.denominator
-    for p in (2, 5):
-        while den % p == 0:
-            den //= p
-    if den == 1:  # terminating decimal: exact
-        with localcontext() as ctx:
-            ctx.prec = 60
-            d = Decimal(value.numerator) / Decimal(value.denominator)
-        out = format(d, "f")
-        return out.rstrip("0").rstrip(".") if "." in out else out
-    return repr(float(value))
+    den, twos, fives = value.denominator, 0, 0
+    while den % 2 == 0:
+        den, twos = den // 2, twos + 1
+    while den % 5 == 0:
+        den, fives = den // 5, fives + 1
+    if den != 1:
+        return f"{value.numerator}/{value.denominator}"
+    # a terminating decimal, written exactly: n / 10^k with k = max(twos, fives)
+    k = max(twos, fives)
+    digits = str(abs(value.numerator) * 2 ** (k - twos) * 5 ** (k - fives)).rjust(k + 1, "0")
+    sign = "-" if value < 0 else ""
+    return f"{sign}{digits[:-k]}.{digits[-k:]}".rstrip("0").rstrip(".")
 
 
 def normalise_number(text: str | int | float) -> str:
     """Canonical form of a number: ``"12.50" -> "12.5"``, ``"1,000" -> "1000"``,
-    ``"-3.0" -> "-3"``, ``"3/4" -> "0.75"``.
+    ``"-3.0" -> "-3"``, ``"6.4e1" -> "64"``, ``"3/4" -> "0.75"``, ``"2/6" -> "1/3"``.
 
     Raises :class:`ValueError` when ``text`` is not a single number.
     """
@@ -477,3 +491,57 @@ def normalise_gold(gold: str, fmt: AnswerFormat) -> str:
         return normalise_text(str(gold))
     return str(gold).strip()
 
+
+
+# --------------------------------------------------------------------------- given answers
+
+_RULES: dict[AnswerFormat, str] = {
+    AnswerFormat.NUMBER: "numbers by exact value (64 = 64.0 = 6.4e1 = 128/2; 64.00001 differs)",
+    AnswerFormat.CHOICE: "option letters, case and brackets aside ((b) = B)",
+    AnswerFormat.SHORT_TEXT: "text after SQuAD normalisation (case, punctuation, articles)",
+    AnswerFormat.CODE: "program text as given",
+    AnswerFormat.LONG_FORM: "text as given, stripped",
+}
+
+
+def answer_rule(fmt: AnswerFormat) -> str:
+    """When two answers of format ``fmt`` are one answer, in a few words (the rule the
+    indicator kernel and the modal answer apply to the normalised values; the report's
+    correctness line names it)."""
+    return _RULES[AnswerFormat(fmt)]
+
+
+def canonical_answer(
+    value: str | float | bool | None, fmt: AnswerFormat, n_choices: int = 0
+) -> str | float | bool | None:
+    """An answer given in a file (``credo score``) in the normalised form the format's
+    extractor gives a generation, so that answers equal by :func:`answer_rule` are equal
+    values: a number's exact value as :func:`normalise_number` writes it (``"64.0"``,
+    ``"6.4e1"``, ``64.0`` and ``"128/2"`` all become ``"64"``; an answer that is not one
+    number, such as a whole reply, is read by the number extractor), an option letter in upper
+    case (``"(b)"``, ``"b"``, ``"B."`` become ``"B"``; else the choice extractor reads the
+    text), short text normalised (:func:`normalise_text`). What the format cannot read
+    (a word under the number format, empty text) is None: an unparsed answer, as a
+    generation's would be. Code and long-form answers are kept (stripped); None stays
+    None, and a bool stays a bool outside the number format."""
+    fmt = AnswerFormat(fmt)
+    if value is None:
+        return None
+    if fmt is AnswerFormat.NUMBER:
+        if isinstance(value, bool):
+            return None
+        exact = parse_number(value)
+        if exact is not None:
+            return _format_fraction(exact)
+        return _extract_number(value) if isinstance(value, str) else None
+    if isinstance(value, bool):
+        return value
+    text = value if isinstance(value, str) else str(value)
+    if fmt is AnswerFormat.CHOICE:
+        bare = text.strip().strip("()[]*_ ").rstrip(".:)").strip()
+        if len(bare) == 1 and bare.upper() in _allowed_letters(n_choices):
+            return bare.upper()
+        return _extract_choice(text, n_choices)
+    if fmt is AnswerFormat.SHORT_TEXT:
+        return normalise_text(text) or None
+    return text.strip() or None

@@ -192,10 +192,12 @@ def _iter_json(path: Path) -> Iterator[tuple[int, Any]]:
     yield from enumerate(rows, 1)
 
 
-def _iter_csv(path: Path, skip_lines: int = 0) -> Iterator[tuple[int, Any]]:
+def _iter_csv(
+    path: Path, skip_lines: int = 0, delimiter: str = ","
+) -> Iterator[tuple[int, Any]]:
     with _open_binary(path) as fb:
         text = io.TextIOWrapper(fb, encoding="utf-8-sig", newline="")
-        reader = csv.DictReader(text)
+        reader = csv.DictReader(text, delimiter=delimiter)
         try:
             for _ in range(skip_lines):
                 if not text.readline():
@@ -230,14 +232,17 @@ def _first_non_utf8(path: Path) -> tuple[int, str]:
     return 1, "undecodable"
 
 
-def read_csv(path: str | Path, skip_lines: int = 0) -> Iterator[tuple[int, dict[str, Any]]]:
+def read_csv(
+    path: str | Path, skip_lines: int = 0, delimiter: str = ","
+) -> Iterator[tuple[int, dict[str, Any]]]:
     """``(line_no, row)`` for every row of a CSV file (``.gz`` too) whose header follows
-    ``skip_lines`` banner lines (FreshQA has two); line numbers are the file's.
+    ``skip_lines`` banner lines (FreshQA has two), its fields separated by ``delimiter``;
+    line numbers are the file's.
 
     Raises :class:`DatasetError` naming the file and line for text that is not UTF-8,
     invalid CSV, or a row with more values than the header has columns.
     """
-    yield from _guarded(Path(path), _iter_csv(Path(path), skip_lines))
+    yield from _guarded(Path(path), _iter_csv(Path(path), skip_lines, delimiter))
 
 
 def read_jsonl(path: str | Path) -> Iterator[tuple[int, Mapping[str, Any]]]:
