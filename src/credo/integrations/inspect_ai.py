@@ -25,9 +25,12 @@ Metrics, for a scorer's or a task's ``metrics=[...]``:
   task and model the certificate was made on is yours to keep (certify a ``credo
   score`` of such a log).
 
-Each epoch's answer is what its scorer extracted (``Score.answer``, stripped); an epoch
-without one matches no other, as in ``credo score`` on the log, so the reduced score of
-a sample equals the score ``credo score`` gives its item.
+Each epoch's answer is what its scorer extracted (``Score.answer``), normalised as
+``credo score`` normalises a log's answers under its answer format (``answer_format``,
+default ``short_text``: SQuAD's normalisation of case, punctuation and articles); an
+epoch without one matches no other, so the reduced score of a sample equals the score
+``credo score --format answer_format`` gives its item (where the scorer extracted an
+answer: ``credo score`` falls back on the completion, which a reducer does not see).
 """
 
 from __future__ import annotations
@@ -50,6 +53,8 @@ from inspect_ai.scorer import (
 )
 
 from credo.integrations import SCORES, modal_answer, question_score
+from credo.tasks.answers import canonical_answer
+from credo.tasks.base import AnswerFormat
 
 __all__ = [
     "accept_rate",
@@ -67,9 +72,11 @@ _as_float = value_to_float()
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def _reducer(method: str) -> ScoreReducer:
+def _reducer(method: str, answer_format: str) -> ScoreReducer:
+    fmt = _format(answer_format)
+
     def reduce(scores: list[Score]) -> Score:
-        answers = [epoch_answer(s) for s in scores]
+        answers = [epoch_answer(s, fmt) for s in scores]
         value = question_score(method, answers)
         answer = modal_answer(answers)
         correct = [_as_float(s.value) for s in scores]
@@ -95,32 +102,47 @@ def _as_credos(register: Callable[[F], F]) -> Callable[[F], F]:
 
 
 @_as_credos(score_reducer(name=f"{NAMESPACE}/self_consistency"))
-def self_consistency() -> ScoreReducer:
+def self_consistency(answer_format: str = "short_text") -> ScoreReducer:
     """Each sample's epochs reduced to credo's self-consistency of their answers: the
-    share of pairs of epochs that agree (Wu et al. 2026, App. J eq. 2)."""
-    return _reducer("self_consistency")
+    share of pairs of epochs that agree (Wu et al. 2026, App. J eq. 2); the answers
+    compared as ``credo score --format answer_format`` compares them."""
+    return _reducer("self_consistency", answer_format)
 
 
 @_as_credos(score_reducer(name=f"{NAMESPACE}/semantic_entropy"))
-def semantic_entropy() -> ScoreReducer:
+def semantic_entropy(answer_format: str = "short_text") -> ScoreReducer:
     """Each sample's epochs reduced to credo's semantic-entropy confidence of their
-    answers, 1 − SE / ln K (Farquhar et al. 2024)."""
-    return _reducer("semantic_entropy")
+    answers, 1 − SE / ln K (Farquhar et al. 2024); the answers compared as in
+    :func:`self_consistency`."""
+    return _reducer("semantic_entropy", answer_format)
 
 
-def epoch_answer(score: Score) -> Hashable | None:
-    """One epoch's answer: its scorer's ``answer``, stripped; None when it gave none."""
+def epoch_answer(score: Score, fmt: AnswerFormat = AnswerFormat.SHORT_TEXT) -> Hashable | None:
+    """One epoch's answer: its scorer's ``answer`` in the normalised form of answer
+    format ``fmt`` (:func:`~credo.tasks.answers.canonical_answer`, as ``credo score``
+    reads a log's answers: short text by SQuAD's normalisation); None when it gave none
+    or the format cannot read it."""
     answer = score.answer
     if isinstance(answer, str) and answer.strip():
-        return answer.strip()
+        return canonical_answer(answer.strip(), fmt)
     return None
 
 
-def _mean_over_samples(method: str) -> Metric:
+def _format(answer_format: str) -> AnswerFormat:
+    try:
+        return AnswerFormat(answer_format)
+    except ValueError:
+        known = ", ".join(f.value for f in AnswerFormat)
+        raise ValueError(f"answer_format {answer_format!r}: one of {known}") from None
+
+
+def _mean_over_samples(method: str, answer_format: str) -> Metric:
+    fmt = _format(answer_format)
+
     def compute(scores: list[SampleScore]) -> float:
         by_sample: dict[Any, list[Hashable | None]] = defaultdict(list)
         for s in scores:
-            by_sample[s.sample_id].append(epoch_answer(s.score))
+            by_sample[s.sample_id].append(epoch_answer(s.score, fmt))
         values = [question_score(method, answers) for answers in by_sample.values()]
         known = [v for v in values if not math.isnan(v)]
         return sum(known) / len(known) if known else math.nan
@@ -129,17 +151,18 @@ def _mean_over_samples(method: str) -> Metric:
 
 
 @_as_credos(metric(name=f"{NAMESPACE}/self_consistency", scores="unreduced"))
-def self_consistency_metric() -> Metric:
+def self_consistency_metric(answer_format: str = "short_text") -> Metric:
     """The mean over samples of credo's self-consistency of each sample's epochs (NaN
-    when no sample has two)."""
-    return _mean_over_samples("self_consistency")
+    when no sample has two); the answers compared as in :func:`self_consistency`."""
+    return _mean_over_samples("self_consistency", answer_format)
 
 
 @_as_credos(metric(name=f"{NAMESPACE}/semantic_entropy", scores="unreduced"))
-def semantic_entropy_metric() -> Metric:
+def semantic_entropy_metric(answer_format: str = "short_text") -> Metric:
     """The mean over samples of credo's semantic-entropy confidence of each sample's
-    epochs (NaN when no sample has two)."""
-    return _mean_over_samples("semantic_entropy")
+    epochs (NaN when no sample has two); the answers compared as in
+    :func:`self_consistency`."""
+    return _mean_over_samples("semantic_entropy", answer_format)
 
 
 @_as_credos(metric(name=f"{NAMESPACE}/accept_rate", scores="reduced"))
