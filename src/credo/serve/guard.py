@@ -351,7 +351,7 @@ class Guard:
         check_servable(self.cert)
         base = _base_config(self.cert, certificate, config)
         self.config = gateway_config(self.cert, base, overrides)
-        self.template = gateway_task(self.cert)
+        self.template = gateway_task(self.cert, self.config)
         self.id = self.cert.id
         self.on_reject, self.abstention = on_reject, abstention
         self.max_concurrent, self.max_queue = max_concurrent, max_queue
@@ -736,7 +736,10 @@ class Guard:
             self.cert.check(gateway_settings(cfg, self.model_identity, self.cert,
                                              self.template), cfg.methods, "gateway")
             choices = ("yes", "no") if self.template.format.value == "choice" else ()
-            probe = Item("preflight", "What is the answer?", "", choices)
+            # an lm-eval task's own first document, rendered as the task renders it
+            probe = (dataclasses.replace(self.template.items[0], id="preflight")
+                     if self.template.items else
+                     Item("preflight", "What is the answer?", "", choices))
             prepare_run(cfg, pool, dataclasses.replace(self.template, items=(probe,)))
         except BaseException:
             pool.close()
