@@ -139,7 +139,8 @@ class MethodSpec:
     formats: tuple[AnswerFormat, ...] | None = None
     logprobs: bool = False
     kernel: str | None = None
-    """The kernel this method scores with; None = the run's ``kernel`` (``c3@judge``)."""
+    """The kernel this method scores with; None = the run's ``kernel`` (``c3@judge``).
+    A method registered with one scores with it only (``luq``: the embedding kernel)."""
     min_samples: Mapping[str, int] = field(default_factory=dict)
     score_range: tuple[float, float] = SCORE_RANGE
     """The lowest and highest score the method gives: a threshold outside it accepts
@@ -209,9 +210,11 @@ def method(
     formats: tuple[AnswerFormat, ...] | None = None,
     logprobs: bool = False,
     min_samples: Mapping[str, int] | None = None,
+    kernel: str | None = None,
 ) -> Callable[[Scorer], Scorer]:
     """Register ``scorer`` as method ``name`` needing the sample sets ``needs``, at least
-    ``min_samples[set]`` samples of a set (see :class:`MethodSpec`)."""
+    ``min_samples[set]`` samples of a set, scored with ``kernel`` (None: the run's; see
+    :class:`MethodSpec`)."""
 
     def spec(scorer: Scorer) -> MethodSpec:
         doc = (scorer.__doc__ or "").strip().splitlines()
@@ -222,6 +225,7 @@ def method(
             summary or (doc[0] if doc else ""),
             formats,
             logprobs,
+            kernel,
             min_samples=dict(min_samples or {}),
         )
 
@@ -271,4 +275,6 @@ def get_method(name: str) -> MethodSpec:
 
     if kernel_name not in KERNELS:
         raise UserError(f"method {name!r}: {KERNELS.unknown(kernel_name)}")
+    if spec.kernel is not None and kernel_name != spec.kernel:
+        raise UserError(f"method {name!r}: {base} scores with the {spec.kernel} kernel only")
     return replace(spec, name=name, kernel=kernel_name)

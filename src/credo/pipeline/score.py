@@ -240,7 +240,9 @@ def default_methods(generations: Generations, fmt: AnswerFormat) -> list[str]:
     samples, 2 or more of each set on some item; self-consistency when none is (it is
     then reported not available, with the reason). Original samples alone allow SC,
     semantic entropy, the graph methods (EigV, degree, eccentricity, KLE, the number of
-    semantic sets) and answer consistency outside multiple choice."""
+    semantic sets), lexical similarity and answer consistency outside multiple choice.
+    A method with a kernel of its own (LUQ's embedding kernel: an embedder to load) is
+    scored only when named."""
     sets: dict[str, dict[str, list[GivenSample]]] = defaultdict(lambda: defaultdict(list))
     for s in generations.samples:
         sets[s.item][s.set].append(s)
@@ -249,7 +251,8 @@ def default_methods(generations: Generations, fmt: AnswerFormat) -> list[str]:
     chosen = []
     for spec in method_specs(names):
         needs = spec.needs_for(fmt)
-        if not spec.applies_to(fmt) or (spec.logprobs and not logprobs):
+        if not spec.applies_to(fmt) or (spec.logprobs and not logprobs) \
+                or spec.kernel is not None:
             continue
         if any(all(its.get(n) for n in needs) and not spec.short_sets(fmt, its)
                for its in sets.values()):
