@@ -224,3 +224,42 @@ def test_the_new_methods_need_logprobs_where_their_papers_do():
         assert METHODS[name].logprobs, name
     for name in ("lexsim", "luq"):
         assert not METHODS[name].logprobs, name
+
+
+def test_the_four_estimators_score_a_file_through_credo_score(tmp_path, bow_embedder):
+    """A credo JSONL with texts and token logprobs: each estimator scored by ``credo
+    score`` (LUQ with the embedding kernel, here the bag-of-words embedder) equals the
+    function above on the item's samples."""
+    import credo
+    from credo.config import RunConfig
+    from credo.kernels.embedding import EmbeddingKernel
+    from credo.kernels.indicator import indicator_gram
+
+    rows = []
+    for item, answers in (("a", ["4", "4", "5"]), ("b", ["7", "8", "9"])):
+        for k, a in enumerate(answers):
+            text = f"The sum is {a}. I checked it twice."
+            rows.append({"item": item, "answer": a, "text": text, "correct": a in "47",
+                         "logprobs": [{"token": "x", "logprob": -0.1 * (k + 1), "top": []},
+                                      {"token": "y", "logprob": -0.2, "top": []}]})
+    path = tmp_path / "g.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    names = ["lexsim", "luq", "semantic_density", "cocoa", "cocoa_ppl"]
+    result = credo.score(path, RunConfig(methods=names, bootstrap=0, out=str(tmp_path / "o")),
+                         answer_format="number", embedder=bow_embedder, show_progress=False,
+                         write=False)
+    for r in result.items:
+        mine = [x for x in rows if x["item"] == r.item.id]
+        texts = [x["text"] for x in mine]
+        lps = [_lp([t["logprob"] for t in x["logprobs"]]) for x in mine]
+        keys = [x["answer"] for x in mine]
+        want = {
+            "lexsim": np.mean(lexical_similarity(texts)),
+            "luq": np.mean(luq_confidence(texts, EmbeddingKernel(bow_embedder))),
+            "semantic_density": np.mean(semantic_density(
+                keys, texts, [normalised_probability(x) for x in lps], indicator_gram)),
+            "cocoa": np.mean(cocoa(lps, mean_dissimilarity(keys, indicator_gram))),
+            "cocoa_ppl": np.mean(cocoa(lps, mean_dissimilarity(keys, indicator_gram), True)),
+        }
+        for name in names:
+            assert r.scores[name] == pytest.approx(want[name], abs=1e-11), (r.item.id, name)
