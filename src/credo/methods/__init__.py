@@ -7,6 +7,7 @@ from credo.methods import cocoa as _cocoa  # noqa: F401  (registers cocoa, cocoa
 from credo.methods import degree as _deg  # noqa: F401  (registers degree)
 from credo.methods import eccentricity as _ecc  # noqa: F401  (registers eccentricity)
 from credo.methods import eigv as _eigv  # noqa: F401  (registers eigv)
+from credo.methods import fitted as _fitted  # noqa: F401  (registers combined, calibrated:<m>)
 from credo.methods import given as _given  # noqa: F401  (registers the given:<name> family)
 from credo.methods import kle as _kle  # noqa: F401  (registers kle)
 from credo.methods import label_prob as _lp  # noqa: F401  (registers label_prob)

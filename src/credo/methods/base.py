@@ -148,6 +148,10 @@ class MethodSpec:
     compares: bool = True
     """Whether the method compares the samples of the sets it reads with one another (so
     an item needs 2 of each: :meth:`short_sets`); a given score reads one sample alone."""
+    fitted: bool = False
+    """Whether the score is fitted on the run's labelled items after every other method
+    scored them (``combined``, ``calibrated:<method>``: :mod:`credo.methods.fitted`), not
+    computed by the scorer from one item's samples."""
 
     def needs_for(self, fmt: AnswerFormat | None) -> tuple[str, ...]:
         """The sample sets this method reads on a task of format ``fmt`` (None: a format

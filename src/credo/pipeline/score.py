@@ -34,6 +34,7 @@ from credo.methods.scoring import score_items
 from credo.pipeline.certificate import given_task_settings
 from credo.pipeline.checks import method_specs
 from credo.pipeline.ending import end_run
+from credo.pipeline.fitted import fit_scores
 from credo.pipeline.runner import ANSWER_SETS, RunResult, build_kernels, grade_items
 from credo.pipeline.stages import StageDriver
 from credo.plan.samples import ORIGINAL, PERTURBED, ItemSamples, Sample
@@ -107,6 +108,7 @@ def score_generations(
         item_scores={it.id: it.scores for it in generations.items if it.scores},
         show_progress=pool.show_progress,
     )
+    items, fitted = fit_scores(items, config)
     ledger = pool.ledger.to_dict()
     # the given prefixes are not tested for neutrality
     ending = end_run(items, config, incomplete=incomplete,
@@ -131,7 +133,7 @@ def score_generations(
         ending.metrics, run_stats, {}, ending.response_metrics, ending.unavailable,
         incomplete=incomplete, source=generations.source, ledger=ledger,
         coverage=ending.coverage, degenerate=ending.degenerate,
-        task_identity=given_task_settings(generations, fmt, recompute),
+        task_identity=given_task_settings(generations, fmt, recompute), fitted=fitted,
     )
 
 
@@ -252,7 +254,7 @@ def default_methods(generations: Generations, fmt: AnswerFormat) -> list[str]:
     for spec in method_specs(names):
         needs = spec.needs_for(fmt)
         if not spec.applies_to(fmt) or (spec.logprobs and not logprobs) \
-                or spec.kernel is not None:
+                or spec.kernel is not None or spec.fitted:
             continue
         if any(all(its.get(n) for n in needs) and not spec.short_sets(fmt, its)
                for its in sets.values()):
