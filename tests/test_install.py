@@ -136,6 +136,12 @@ def test_a_built_wheel_installs_and_runs_in_a_fresh_virtual_environment(tmp_path
     unmet = run(str(python), "-c", _UNMET)
     assert unmet.returncode == 0, unmet.stderr
     assert json.loads(unmet.stdout) == []
+    if importlib.util.find_spec("inspect_ai") is not None:  # the interop extra
+        # inspect finds credo's reducer by name through the wheel's entry point
+        found = run(str(python), "-c", "from inspect_ai._util.registry import "
+                    "registry_lookup; print(registry_lookup('score_reducer', "
+                    "'credo/self_consistency') is not None)")
+        assert found.stdout.strip().splitlines()[-1:] == ["True"], found.stderr[-2000:]
 
     # a run against the toy model, all from the wheel: its report needs the templates
     (tmp_path / "sums.jsonl").write_text(

@@ -268,6 +268,6 @@ def test_scoring_shows_its_progress_unless_quiet(tmp_path, capsys):
             "--out", str(tmp_path / "o")]
     assert main(args) == 0
     shown = capsys.readouterr()
-    assert "scoring" in shown.err and "6/6" in shown.err, shown.err
+    assert "scoring" in shown.out and "6/6" in shown.out, shown.out
     assert main([*args, "--quiet"]) == 0
-    assert "6/6" not in capsys.readouterr().err
+    assert "6/6" not in capsys.readouterr().out

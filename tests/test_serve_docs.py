@@ -39,5 +39,6 @@ def test_the_worked_example_runs(tmp_path, monkeypatch, capsys) -> None:
             assert done.returncode == 0, done.stderr
     out = capsys.readouterr().out
     assert "exchangeable with its 80 calibration questions" in out
+    assert "7 1.0 True\n1023 0.571 True\n" in out  # the lm-eval task's certificate, served
     assert (tmp_path / "decisions.jsonl").read_text().count("\n") == 1
     assert (tmp_path / "runs" / "calib" / "samples-adaptive" / "adaptive.md").is_file()

@@ -608,6 +608,7 @@ def score(
     certificate: RunCertificate | str | Path | None = None,
     given: Sequence[str] | None = None,
     columns: Mapping[str, str] | None = None,
+    scorer: str | None = None,
 ) -> RunResult:
     """Score generations a user already has (``credo score``) and write the run folder.
 
@@ -619,7 +620,9 @@ def score(
 
     Correctness is the file's own (lm-eval's metric per response, inspect_ai's scorer
     value, credo's ``correct``) unless ``recompute_correctness``: then credo grades every
-    answer against its item's gold answer. Without ``methods`` in ``config``, the methods
+    answer against its item's gold answer; ``scorer`` names the inspect_ai scorer whose
+    values and answers are read from a log with several (default: its first; the report
+    names the one read and the others). Without ``methods`` in ``config``, the methods
     are those the file's sample sets allow (:func:`~credo.pipeline.score.default_methods`);
     the config written says what the file holds (samples per item, its sampling
     settings), not credo's defaults for a run.
@@ -662,7 +665,8 @@ def score(
             f"unknown answer format {answer_format!r} (--format); known: {known}"
         ) from None
     generations = read_generations(samples, lm_eval_filter=lm_eval_filter,
-                                   recompute=recompute_correctness, columns=columns)
+                                   recompute=recompute_correctness, columns=columns,
+                                   scorer=scorer)
     update = given_config(config, generations)
     methods = (list(config.methods) if "methods" in config.model_fields_set
                else default_methods(generations, fmt))

@@ -30,6 +30,7 @@ __all__ = [
     "config_from_flags",
     "item_limit",
     "merge_flags",
+    "served_at",
 ]
 
 SKIP: Any = object()
@@ -99,11 +100,13 @@ def config_from_flags(
     config: Path | None = None,
     prefix: str = "",
     where: str | None = None,
+    then: Callable[[dict[str, Any]], None] | None = None,
 ) -> C:
     """The config ``model`` from the YAML file ``config`` (if any) with the flags of
-    ``table`` written over it, validated once. A bad field is a
-    :class:`~credo.errors.UserError`: ``prefix`` then the field and ``where`` it came from
-    (default: the file, or ``options``)."""
+    ``table`` written over it, validated once. ``then`` changes the merged mapping in
+    place before it is validated (a flag that sets several fields, as
+    :func:`served_at`). A bad field is a :class:`~credo.errors.UserError`: ``prefix``
+    then the field and ``where`` it came from (default: the file, or ``options``)."""
     from pydantic import ValidationError
 
     from credo.config import read_yaml_mapping, validation_message
@@ -111,6 +114,8 @@ def config_from_flags(
 
     data: dict[str, Any] = read_yaml_mapping(config) if config else {}
     merge_flags(data, args, table)
+    if then is not None:
+        then(data)
     try:
         return model.model_validate(data)  # type: ignore[attr-defined]
     except ValidationError as e:
@@ -125,6 +130,43 @@ def base_url_option(values: list[str] | None) -> str | list[str] | None:
     if not urls:
         return None
     return urls[0] if len(urls) == 1 else urls
+
+
+SERVED_ROLES = ("models", "writer", "judge")
+"""The roles of a strength config that may be served models (``surprisal_model`` is an
+embedded one)."""
+
+
+def served_at(data: dict[str, Any], urls: str | list[str]) -> None:
+    """``--base-url`` of ``credo strength run``: every served model (an ``openai:`` spec)
+    among the strength config mapping ``data``'s models under test, writer and judge
+    that names no ``base_url`` of its own is served at ``urls`` (one URL, or replicas);
+    changed in place. A role given as a bare spec becomes a role mapping. A
+    :class:`~credo.errors.UserError` when no role takes it (the URL would be ignored)."""
+    from credo.errors import UserError
+
+    taken = 0
+
+    def at(role: Any) -> Any:
+        nonlocal taken
+        spec = role.get("model") if isinstance(role, dict) else role
+        if not (isinstance(spec, str) and spec.startswith("openai:")) or (
+                isinstance(role, dict) and role.get("base_url")):
+            return role
+        taken += 1
+        return {**role, "base_url": urls} if isinstance(role, dict) else \
+            {"model": spec, "base_url": urls}
+
+    for key in SERVED_ROLES:
+        value = data.get(key)
+        if isinstance(value, list):
+            data[key] = [at(role) for role in value]
+        elif value is not None:
+            data[key] = at(value)
+    if not taken:
+        raise UserError("--base-url: no served model (openai:<model>) without a base_url "
+                        "of its own among the models, the writer and the judge to serve "
+                        "from it")
 
 
 def _base_urls(values: list[str]) -> Any:

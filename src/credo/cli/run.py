@@ -311,6 +311,9 @@ def _print_tables(result: Any) -> None:
 
     for line in headline_lines(result.coverage, result.degenerate):
         console.print(line, markup=False, highlight=False)
+    if result.stats.get("identical_repeats"):  # why the scores say nothing
+        console.print(result.stats["identical_repeats"], markup=False, highlight=False,
+                      soft_wrap=True)
     if few_in_class(result.metrics) or few_in_class(result.response_metrics):
         console.print(FEW_NOTE, markup=False, highlight=False)
     if not result.metrics and result.items:
@@ -365,6 +368,7 @@ def print_estimate(estimate: Any) -> int:
     lines += _aligned(rows)
     lines.append("")
     lines += [f"{s.stage}: {s.model}{' · ' + s.note if s.note else ''}" for s in estimate.stages]
+    lines += estimate.notes
     lines += [
         "",
         "planned: the requests the run sends (cache counted); estimated: from n, m and the "

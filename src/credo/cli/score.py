@@ -24,6 +24,9 @@ def _score_flags(p: argparse.ArgumentParser) -> None:
                    help="answer format: number, choice, short_text, code, long_form")
     p.add_argument("--judge", help="judge model for the judge kernel or grading")
     p.add_argument("--lm-eval-filter", help="lm-eval filter to read (default: each doc's first)")
+    p.add_argument("--scorer", help="the inspect_ai scorer whose values and answers are read "
+                   "from a log with several (default: the log's first; the report names "
+                   "the others)")
     p.add_argument("--given", metavar="NAME[,NAME]",
                    help="the scores the file gives (scores: {NAME: value} per sample, "
                    "item_scores per item) to evaluate beside credo's methods, as methods "
@@ -79,7 +82,7 @@ def cmd_score(args: argparse.Namespace) -> int:
                    lm_eval_filter=args.lm_eval_filter,
                    recompute_correctness=args.recompute_correctness,
                    show_progress=not args.quiet, given=_names(args.given),
-                   columns=_columns(args.columns))
+                   columns=_columns(args.columns), scorer=args.scorer)
     return print_result(result, quiet=args.quiet)
 
 

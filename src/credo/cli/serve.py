@@ -36,6 +36,7 @@ SERVE_FLAGS: tuple[Flag, ...] = (
     Flag("m", "m"),
     Flag("max_tokens", "sampling.max_tokens"),
     Flag("prompt_style", "prompt_style"),
+    Flag("include_path", "lm_eval.include_path", lambda paths: [str(p) for p in paths]),
     Flag("writer", "perturbation.writer", old_names=("generator",)),
     Flag("adaptive", "adaptive"),
     Flag("adaptive_round", "adaptive_options.round"),
@@ -61,6 +62,9 @@ def _serve_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-tokens", type=int, help="generation length cap per answer")
     p.add_argument("--prompt-style", choices=["direct", "brief", "expression", "cot"],
                    help="the prompt template (must be the certificate's)")
+    p.add_argument("--include-path", type=Path, action="append",
+                   help="a certificate of an lm-eval:<task>: the folder of its custom task "
+                   "YAMLs (default: the calibration run's; repeatable)")
     p.add_argument("--writer", help="model writing the context prefixes")
     p.add_argument("--adaptive", choices=["decision", "off"],
                    help="decision: sample in rounds until the accept decision is settled; "

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+from functools import partial
 from pathlib import Path
 
 from rich.console import Console
@@ -23,24 +24,34 @@ group("strength", help="perturbation strength and flip rates",
 
 
 def _run_flags(r: argparse.ArgumentParser) -> None:
-    r.add_argument("--task", default="mmlu:high_school_statistics",
+    r.add_argument("--config", type=Path,
+                   help="YAML strength config (models with their base_url, label and "
+                   "prices; judge, writer, ...); the flags below override it")
+    r.add_argument("--task",
                    help="a multiple-choice task (mmlu:<subject>, truthfulqa_mc1, "
                         "arc_challenge:<path>, openbookqa:<path>, strategyqa:<path>, "
-                        "bbh_sports:<path>)")
-    r.add_argument("--limit", type=item_limit, default=30, metavar="N|all",
+                        "bbh_sports:<path>; default mmlu:high_school_statistics)")
+    r.add_argument("--limit", type=item_limit, metavar="N|all",
                    help="the first N items of the task, or all (default 30)")
-    r.add_argument("--model", default="qwen2.5-coder-1.5b",
-                   help="model(s) under test, comma-separated")
+    r.add_argument("--model",
+                   help="model(s) under test, comma-separated: embedded names, .gguf paths "
+                   "or openai:<model> (default qwen2.5-coder-1.5b)")
+    r.add_argument("--base-url", action="append",
+                   help="OpenAI-compatible server URL of the served models (openai:...) "
+                   "that name none of their own: the models under test, the writer and "
+                   "the judge; repeat it or separate URLs by commas for replicas")
     r.add_argument("--judge", help="strength judge model (default: each model itself)")
     r.add_argument("--writer", help="model writing perturbations (default: each model itself)")
-    r.add_argument("--surprisal-model", default="smollm2-135m",
-                   help="embedded model for the change in surprisal, or 'none'")
-    r.add_argument("--types", default="input,cot", help="perturbation types: input,cot")
-    r.add_argument("--cot-mode", choices=["combo", "single"], default="combo",
-                   help="App. D step combinations (one per item) or every single-step mistake")
-    r.add_argument("--seed", type=int, default=0,
+    r.add_argument("--surprisal-model",
+                   help="embedded model for the change in surprisal, or 'none' (default "
+                   "smollm2-135m)")
+    r.add_argument("--types", help="perturbation types: input,cot (default both)")
+    r.add_argument("--cot-mode", choices=["combo", "single"],
+                   help="App. D step combinations (one per item; the default) or every "
+                   "single-step mistake")
+    r.add_argument("--seed", type=int,
                    help="the run seed (default 0): part of every request's cache key")
-    r.add_argument("--out", type=Path, default=Path("runs/strength"),
+    r.add_argument("--out", type=Path,
                    help="the run folder (default runs/strength)")
     r.add_argument("--cache", type=Path, help="SQLite cache (default ~/.cache/credo)")
     r.add_argument("--quiet", action="store_true", help="no progress bars")
@@ -82,14 +93,21 @@ def cmd_strength_run(args: argparse.Namespace) -> int:
     the outcome's (:data:`credo.pipeline.ending.EXIT_STATUS`): 3 when items are
     incomplete (requests failed, or the cost budget), else 0."""
     from credo.api import dry_run_strength, run_strength
-    from credo.cli.flags import STRENGTH_RUN_FLAGS, config_from_flags
+    from credo.cli.flags import (
+        STRENGTH_RUN_FLAGS,
+        base_url_option,
+        config_from_flags,
+        served_at,
+    )
     from credo.cli.run import print_estimate
     from credo.config import StrengthConfig
     from credo.pipeline.ending import EXIT_STATUS, Outcome
     from credo.report.strength import strength_summary
 
-    cfg = config_from_flags(StrengthConfig, args, STRENGTH_RUN_FLAGS,
-                            prefix="invalid configuration: ")
+    urls = base_url_option(args.base_url)
+    cfg = config_from_flags(StrengthConfig, args, STRENGTH_RUN_FLAGS, config=args.config,
+                            prefix="invalid configuration: ",
+                            then=None if urls is None else partial(served_at, urls=urls))
     if args.dry_run:
         return print_estimate(dry_run_strength(cfg))
     result = run_strength(cfg, show_progress=not args.quiet)

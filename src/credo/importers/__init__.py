@@ -32,9 +32,10 @@ Five layouts, told apart by the file (:func:`read_generations`):
 * **inspect_ai** eval logs, ``.json`` (a ``samples`` list) or ``.eval`` (a zip of
   ``samples/<id>_epoch_<k>.json``, zstd-compressed by current inspect_ai: read through its
   own reader when it is installed, else with ``zstandard``): each epoch of a sample is one
-  generation of item ``id``; the answer is the first score's ``answer`` (else the
-  completion), correct when that scorer's value is ``C`` / ``1`` / true, wrong when ``I`` /
-  ``0`` / false. Samples the log marks errored (:attr:`Generations.failed`) or cancelled
+  generation of item ``id``; the answer is the first scorer's ``answer`` (else the
+  completion; ``scorer`` names another scorer of a log with several), correct when that
+  scorer's value is ``C`` / ``1`` / true, wrong when ``I`` / ``0`` / false. Samples the
+  log marks errored (:attr:`Generations.failed`) or cancelled
   (:attr:`Generations.cancelled`: inspect's cancellation error), and those an unfinished
   eval never started (:attr:`Generations.not_started`), are left out and counted.
 
@@ -62,6 +63,7 @@ def read_generations(
     lm_eval_filter: str | None = None,
     recompute: bool = False,
     columns: Mapping[str, str] | None = None,
+    scorer: str | None = None,
 ) -> base.Generations:
     """Read generations from ``path`` in whichever layout it has (module docstring): the
     importer of :data:`IMPORTERS` whose suffixes name the file's, else, for a JSON Lines
@@ -69,11 +71,13 @@ def read_generations(
 
     ``recompute``: the file's own correctness is not wanted (credo grades the answers),
     so lm-eval's metric is not rebuilt. ``columns``: for a CSV table, which column holds
-    each field (``{"item": "question_id", "scores.judge": "judge_prob"}``)."""
+    each field (``{"item": "question_id", "scores.judge": "judge_prob"}``). ``scorer``:
+    the inspect_ai scorer whose scores are read (default: the log's first); refused for a
+    file of another layout."""
     p = Path(path)
     if not p.is_file():
         raise DataFileNotFound(f"{p}: no such file")
-    options = base.ReadOptions(lm_eval_filter, recompute, dict(columns or {}))
+    options = base.ReadOptions(lm_eval_filter, recompute, dict(columns or {}), scorer)
     registered = list(base.IMPORTERS.values())
     whole = [imp for imp in registered if p.suffix.lower() in imp.suffixes]
     if columns and not any(".csv" in imp.suffixes for imp in whole):
@@ -89,6 +93,9 @@ def read_generations(
     if not claiming:
         raise DatasetError(f"{p}:{line_no}: no importer reads this layout (known: "
                            f"{', '.join(base.IMPORTERS)})")
+    if scorer is not None:
+        raise DatasetError(f"{p}: --scorer {scorer!r} names an inspect_ai scorer, and this "
+                           "is no inspect_ai log (.eval or .json)")
     return claiming[0].read(p, _chain((line_no, row), rows), options)
 
 

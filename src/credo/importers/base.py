@@ -115,6 +115,9 @@ class Generations:
     """Where in the file each given score is read, by name (``scores.conf``, ``column
     'p_true'``), per sample or per item (the name is in :attr:`GivenSample.scores` or
     :attr:`GivenItem.scores`)."""
+    scorers: tuple[str, ...] = ()
+    """The scorers whose scores the file holds (inspect_ai: every scorer of the task;
+    the one read is named in :attr:`correctness`); empty where it names none."""
 
     @property
     def family(self) -> str:
@@ -168,12 +171,14 @@ def score_value(value: Any, where: str) -> float | None:
 class ReadOptions:
     """What ``credo score`` is told of a file: the lm-eval filter to read (None: each
     document's first), ``recompute`` (credo grades the answers, so the file's own
-    correctness is not rebuilt) and, for a CSV file, ``columns``: which column holds each
-    field (``{"item": "question_id", "scores.conf": "p_true"}``)."""
+    correctness is not rebuilt), for a CSV file, ``columns``: which column holds each
+    field (``{"item": "question_id", "scores.conf": "p_true"}``), and the inspect_ai
+    scorer whose scores to read (None: the log's first)."""
 
     lm_eval_filter: str | None = None
     recompute: bool = False
     columns: Mapping[str, str] = field(default_factory=dict)
+    scorer: str | None = None
 
 
 @dataclass(frozen=True)

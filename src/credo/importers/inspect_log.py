@@ -30,10 +30,13 @@ Samples = Iterator[tuple[str, Mapping[str, Any]]]
 """``(where, sample)`` for each sample of an inspect_ai log."""
 
 
-def read_inspect(path: Path) -> Generations:
-    """The generations of an inspect_ai log: a ``.eval`` archive, else a ``.json`` log."""
+def read_inspect(path: Path, scorer: str | None = None) -> Generations:
+    """The generations of an inspect_ai log: a ``.eval`` archive, else a ``.json`` log.
+    Correctness and answers are scorer ``scorer``'s (None: the log's first scorer); a
+    scorer the log does not hold is a :class:`~credo.tasks.loaders.DatasetError` naming
+    those it does."""
     samples, header = _inspect_eval(path) if path.suffix == ".eval" else _inspect_json(path)
-    return _generations(path, samples, header)
+    return _generations(path, list(samples), header, scorer)
 
 
 def _inspect_json(path: Path) -> tuple[Samples, Mapping[str, Any]]:
@@ -177,11 +180,17 @@ _UNFINISHED = {"error", "cancelled", "started"}
 """The log statuses of an eval that did not finish."""
 
 
-def _generations(path: Path, samples: Samples, header: Mapping[str, Any]) -> Generations:
+def _generations(path: Path, samples: list[tuple[str, Mapping[str, Any]]],
+                 header: Mapping[str, Any], wanted: str | None) -> Generations:
     out = Generations(str(path), "inspect_ai")
     items: dict[str, GivenItem] = {}
     ordered: list[tuple[str, int, GivenSample]] = []
-    scorers: dict[str, None] = {}
+    scorers = _scorers(samples)
+    if wanted is not None and wanted not in scorers:
+        held = ", ".join(scorers) or "none: its samples hold no scores"
+        raise DatasetError(f"{path}: --scorer {wanted!r}: the log holds no score of it "
+                           f"(its scorers: {held})")
+    scorer = wanted if wanted is not None else next(iter(scorers), None)
     seen: dict[tuple[str, int], str] = {}  # (id, epoch) -> where it was first
     for where, sample in samples:
         if not isinstance(sample, Mapping) or "id" not in sample:
@@ -199,9 +208,7 @@ def _generations(path: Path, samples: Samples, header: Mapping[str, Any]) -> Gen
             lost[item] = lost.get(item, 0) + 1
             continue
         text = _attached(_inspect_completion(sample.get("output")), sample)
-        answer, correct = _inspect_score(sample.get("scores"), text, where)
-        if isinstance(sample.get("scores"), Mapping) and sample["scores"]:
-            scorers[str(next(iter(sample["scores"])))] = None
+        answer, correct = _inspect_score(sample.get("scores"), scorer, text, where)
         ordered.append((item, epoch, GivenSample(item, "original", text, answer, correct)))
         if item not in items:
             items[item] = _inspect_item(item, sample, where)
@@ -216,10 +223,25 @@ def _generations(path: Path, samples: Samples, header: Mapping[str, Any]) -> Gen
     order = {item: k for k, item in enumerate(natural)}
     out.samples = [s for _, _, s in sorted(ordered, key=lambda t: (order[t[0]], t[1]))]
     out.items = [items[item] for item in natural]
+    out.scorers = tuple(scorers)
     if any(s.correct is not None for s in out.samples):
-        out.correctness = f"inspect_ai scorer {', '.join(scorers) or '?'} (its value per sample)"
-    _tool_accuracy(out, header, next(iter(scorers), None))
+        others = [name for name in scorers if name != scorer]
+        out.correctness = f"inspect_ai scorer {scorer or '?'} (its value per sample)" + (
+            f"; the log's other scorers: {', '.join(others)} (credo score --scorer NAME)"
+            if others else "")
+    _tool_accuracy(out, header, scorer)
     return out
+
+
+def _scorers(samples: list[tuple[str, Mapping[str, Any]]]) -> dict[str, None]:
+    """The scorers whose scores the log's samples hold, in the order they first appear
+    (a task's scorers in its order)."""
+    found: dict[str, None] = {}
+    for _, sample in samples:
+        scores = sample.get("scores") if isinstance(sample, Mapping) else None
+        if isinstance(scores, Mapping):
+            found.update(dict.fromkeys(str(k) for k in scores))
+    return found
 
 
 def _tool_accuracy(out: Generations, header: Mapping[str, Any], scorer: str | None) -> None:
@@ -359,12 +381,13 @@ _WRONG = {"I", "INCORRECT", "0", "FALSE", "NO"}
 
 
 def _inspect_score(
-    scores: Any, text: str, where: str
+    scores: Any, scorer: str | None, text: str, where: str
 ) -> tuple[str | None, bool | float | None]:
-    """The first scorer's extracted answer and verdict (C/I, 1/0, true/false, a number)."""
-    if not isinstance(scores, Mapping) or not scores:
+    """Scorer ``scorer``'s extracted answer and verdict (C/I, 1/0, true/false, a
+    number); the completion and no verdict where the sample holds no score of it."""
+    if not isinstance(scores, Mapping) or scorer not in scores:
         return (text.strip() or None), None
-    score = next(iter(scores.values()))
+    score = scores[scorer]
     if not isinstance(score, Mapping):
         raise DatasetError(f"{where}: a score must be an object with a 'value'")
     given = score.get("answer")
@@ -379,7 +402,7 @@ def _inspect_score(
 
 
 def _read(path: Path, rows: Rows | None, options: ReadOptions) -> Generations:
-    return read_inspect(path)
+    return read_inspect(path, options.scorer)
 
 
 IMPORTERS.add("inspect", Importer(_read, suffixes=(".eval", ".json")))

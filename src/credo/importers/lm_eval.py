@@ -75,10 +75,11 @@ def _tool_accuracy(out: Generations, rows: list[tuple[int, Mapping[str, Any]]], 
     which it computed on the one response its filter keeps (the first, with
     ``take_first``; the commonest, with ``majority_vote``): what its results table
     reports for the task."""
-    from credo.tasks.lm_eval_scores import metric_of
+    from credo.tasks.lm_eval_scores import function_metrics, metric_of, task_config
 
+    found = task_config(Path(where))
     try:
-        metric = metric_of(rows, where)
+        metric = metric_of(rows, where, function_metrics(found[1] if found else None))
     except DatasetError:  # no per-document score in [0, 1]: nothing to compare with
         return
     out.tool_accuracy = sum(float(row[metric]) for _, row in rows) / len(rows)

@@ -176,7 +176,7 @@ def _score_item(
 
 class _ScoringProgress:
     """A rich progress bar of the scores computed (one per item and method), naming the
-    item and method at work, on stderr; nothing when disabled."""
+    item and method at work; nothing when disabled."""
 
     def __init__(self, total: int, show: bool) -> None:
         from rich.console import Console
@@ -188,12 +188,12 @@ class _ScoringProgress:
             TimeElapsedColumn,
         )
 
-        # a console of its own on the stderr of now (rich's shared one keeps the stream
-        # of when it was first made)
+        # a console of its own, on the terminal's output as the sampling bars (rich's
+        # shared console can be left pointing at a stream a caller swapped)
         self._progress = Progress(TextColumn("[bold]scoring"), BarColumn(),
                                   MofNCompleteColumn(), TimeElapsedColumn(),
                                   TextColumn("{task.fields[at]}"), disable=not show,
-                                  console=Console(stderr=True))
+                                  console=Console())
         self._task = self._progress.add_task("scoring", total=total, at="")
 
     def __enter__(self) -> _ScoringProgress:

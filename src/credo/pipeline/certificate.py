@@ -7,7 +7,8 @@ match when it is used: the command that scored the items (``credo run`` or ``cre
 score``), the model's identity, the task (:func:`task_settings`: its family, answer
 format, writer topic, prompt template and correctness rule), the prompt style, the
 sampling settings, n and m, the perturbation writer, the kernel, the method with its
-options and credo's version. ``credo run --certificate`` (and ``credo score
+options and credo's version; for an lm-eval task, its few-shot count and dataset revision
+too (what the gateway renders a question with). ``credo run --certificate`` (and ``credo score
 --certificate``) compares them with its own before the first model call and refuses a
 run that differs, naming the first field that does (:func:`mismatch`).
 
@@ -143,9 +144,10 @@ def run_settings(
 ) -> dict[str, Any]:
     """What a certificate's guarantee depends on besides the data: the task (``task``:
     :func:`task_settings`) and every setting that changes a sample or a score of
-    ``method``, as JSON values."""
+    ``method``, as JSON values; for an lm-eval task (``lm-eval:<task>``) also
+    ``lm_eval``: its few-shot count and dataset revision."""
     dump = config.model_dump(mode="json")
-    return {
+    out = {
         "command": RUN,
         "model": model_identity,
         "task": task,
@@ -163,6 +165,14 @@ def run_settings(
         "credo": credo_version(),
         **fitted_settings(config, method),
     }
+    if task.get("family", "").startswith(LM_EVAL_FAMILY):  # what renders a question
+        out["lm_eval"] = {"num_fewshot": config.lm_eval.num_fewshot,
+                          "revision": config.lm_eval.revision}
+    return out
+
+
+LM_EVAL_FAMILY = "lm-eval:"
+"""How the family of an lm-eval task begins (``lm-eval:<task>``)."""
 
 
 def given_settings(

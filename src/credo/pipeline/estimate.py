@@ -55,7 +55,12 @@ from credo.kernels.judge import JudgePairsStage
 from credo.perturb.context import PerturbationSet, WriterCallStage, more_candidates
 from credo.perturb.paraphrase import ParaphraseSet, ParaphraseStage
 from credo.pipeline.claims import plan_claims
-from credo.pipeline.runner import prepare_run
+from credo.pipeline.runner import (
+    configured_task,
+    prepare_run,
+    task_sampling_line,
+    with_task_sampling,
+)
 from credo.pipeline.stages import (
     CHARS_PER_TOKEN,
     ESTIMATED,
@@ -97,6 +102,9 @@ class RunEstimate:
     """Items of the task before ``limit`` cut it."""
     limit: int | None = None
     """The run's ``limit`` (None: every item)."""
+    notes: list[str] = field(default_factory=list)
+    """Lines about the run's settings the table rests on (the sampling settings taken
+    from the task's own tool)."""
 
     def total(self) -> StageEstimate:
         """The stages added up (``unknown`` stages count nothing; the cost is None when
@@ -122,12 +130,17 @@ def estimate_run(config: RunConfig, pool: ModelPool, task: Task | None = None) -
     and the cache; ``task`` replaces the configured one. Raises
     :class:`~credo.errors.UserError` for what a run would refuse before its first call."""
     driver = StageDriver(pool, dry_run=True)
+    task = task or configured_task(config)
+    config = with_task_sampling(config, task)
     prepared = prepare_run(config, pool, task, reach=False, driver=driver)
     task, needs = prepared.task, prepared.needs
     ctx = _dummy_context(task, config, prepared.capabilities.logprobs,
                          prepared.capabilities.grammar)
     est = RunEstimate(task.name, len(task.items), pool.model(MODEL).identity,
                       task_size=prepared.task_size, limit=config.limit)
+    own = task_sampling_line(config, task)
+    if own is not None:
+        est.notes.append(own)
     out: SetOut = {}
     items = list(task.items)
     _dry(driver, SampleSetStage(ORIGINAL, out), items, ctx, PLANNED)

@@ -43,6 +43,7 @@ from credo.errors import UserError
 from credo.generation.executor import CallHook, usage_scope
 from credo.generation.pool import ModelPool
 from credo.pipeline.certificate import (
+    LM_EVAL_FAMILY,
     RunCertificate,
     certified_fit,
     procedure_settings,
@@ -54,6 +55,7 @@ from credo.pipeline.runner import run_pipeline
 from credo.plan.adaptive import STAGE_SCORES
 from credo.plan.samples import PERTURBED
 from credo.tasks.base import AnswerFormat, Item, Task
+from credo.tasks.lm_eval import load_lm_eval, question_item
 
 __all__ = [
     "FULL",
@@ -63,8 +65,10 @@ __all__ = [
     "check_servable",
     "decide_question",
     "gateway_config",
+    "gateway_item",
     "gateway_settings",
     "gateway_task",
+    "given_recipe_missing",
     "procedure_of",
     "recipe_fields",
 ]
@@ -131,36 +135,72 @@ class Decision:
 
 def check_servable(cert: RunCertificate) -> None:
     """Refuse a certificate the gateway cannot apply, in one line naming why: one made on
-    generations a user gave (``credo score``: no recipe to sample), on an lm-eval task
-    rendered by lm-eval's own template (its few-shot context cannot be rebuilt from one
-    question), on a method the gateway cannot score from the samples it draws, or one that
-    certified nothing (every answer would be rejected)."""
+    generations a user gave (``credo score``) whose file does not record what the gateway
+    would need to ask a new question the same way (:func:`given_recipe_missing`), one
+    made on an lm-eval task by a credo that did not record the task's few-shot count and
+    dataset revision, or one that certified nothing (every answer would be rejected). A
+    certificate of ``credo run --task lm-eval:<task>`` is served: each question is
+    rendered by the task's own template and read by its filter
+    (:func:`~credo.tasks.lm_eval.question_item`)."""
     s = cert.settings
     if s.get("command") != "credo run":
+        missing = given_recipe_missing(cert)
+        family = str(s.get("task", {}).get("family", ""))
+        instead = (f"credo run --task lm-eval:{family.split(':', 2)[2]}"
+                   if family.startswith("given:lm-evaluation-harness:") else "credo run")
         raise UserError(f"--certificate {cert.source or ''}: made by {s.get('command')} on "
-                        "generations a user gave; the gateway samples a model under a "
-                        "recipe, so it needs a certificate made on a `credo run` folder")
-    if s["task"]["family"].startswith("lm-eval:"):
-        raise UserError("--certificate: made on an lm-eval task rendered by lm-eval's own "
-                        "template and few-shot context, which the gateway cannot rebuild "
-                        "from one question; certify a run of credo's own prompt instead")
+                        f"generations a user gave; it does not record {missing}, and the "
+                        "gateway must ask each question as those were asked: certify a "
+                        f"`{instead}` of the same model and task")
+    if s["task"]["family"].startswith(LM_EVAL_FAMILY) and "lm_eval" not in s:
+        raise UserError("--certificate: made on an lm-eval task by an older credo, which did "
+                        "not record the task's few-shot count and dataset revision the "
+                        "gateway renders a question with; certify the run again "
+                        f"(credo certify {cert.source or 'RUN_DIR'} --method {cert.method})")
     if cert.certificate.threshold is None:
         raise UserError(f"--certificate: it certified nothing ({cert.certificate.message}); "
                         "the gateway would reject every answer")
 
 
+def given_recipe_missing(cert: RunCertificate) -> str:
+    """What a certificate made on given generations (``credo score``) does not record for
+    the gateway to ask new questions the way they were asked: the prompt each question
+    was rendered with (the generating tool's own template and context: a score
+    certificate names it the tool's), how each answer was read from its response (an
+    inspect_ai scorer's own code; lm-eval's filter, which credo applied from the results
+    file but the certificate does not hold), and the sampling settings the file did not
+    record."""
+    s = cert.settings
+    missing = ["the prompt template each question was asked with"]
+    layout = str(s.get("task", {}).get("family", "")).split(":")[:2]
+    if layout[-1:] == ["inspect_ai"]:
+        missing.append("how inspect's scorer read each answer")
+    elif layout[-1:] == ["lm-evaluation-harness"]:
+        missing.append("the task's filter credo would read each answer with")
+    sampling = s.get("sampling") if isinstance(s.get("sampling"), dict) else {}
+    unrecorded = [k for k in ("temperature", "max_tokens") if k not in sampling]
+    if unrecorded:
+        missing.append(f"the sampling settings ({', '.join(unrecorded)})")
+    return ", ".join(missing[:-1]) + (" or " if len(missing) > 1 else "") + missing[-1]
+
+
 def recipe_fields(cert: RunCertificate) -> dict[str, Any]:
     """The run config mapping of a certificate's recipe (its settings): the model (its
     spec from its identity), prompt style, sampling, n, m, the writer and the
-    perturbation settings, kernel, baselines and judge."""
+    perturbation settings, kernel, baselines and judge; for an lm-eval task, the task
+    and its few-shot count and dataset revision (its folder of task YAMLs is the
+    calibration run's config's, or ``lm_eval.include_path`` given over it)."""
     s = cert.settings
     model, options = _model_spec(str(s["model"]))
-    return {
+    out = {
         "model": model, "model_options": options, "prompt_style": s["prompt_style"],
         "sampling": s["sampling"], "n": s["n"], "m": s["m"], "kernel": s["kernel"],
         "perturbation": {**s["perturbation"], "writer": s["writer"]},
         "baselines": s["baselines"], "judge": {"model": s["judge"]},
     }
+    if isinstance(s.get("lm_eval"), dict):
+        out |= {"task": s["task"]["family"], "lm_eval": dict(s["lm_eval"])}
+    return out
 
 
 def _model_spec(identity: str) -> tuple[str, dict[str, Any]]:
@@ -257,12 +297,33 @@ def _merge(data: dict[str, Any], over: Mapping[str, Any]) -> None:
             data[key] = value
 
 
-def gateway_task(cert: RunCertificate) -> Task:
-    """The task the gateway's questions belong to, without items: the certificate's
-    family, answer format and writer topic (the questions are the user's, unlabelled)."""
+def gateway_task(cert: RunCertificate, config: RunConfig | None = None) -> Task:
+    """The task the gateway's questions belong to: the certificate's family, answer
+    format and writer topic, without items (the questions are the user's, unlabelled).
+    For an lm-eval task (``config``: :func:`gateway_config`'s, naming its few-shot count,
+    task folders and dataset revision), the task as lm-eval loads it: its template and
+    filter render and read each question (:func:`gateway_item`); a task that cannot be
+    loaded, or whose dataset revision is not the certificate's, is a
+    :class:`~credo.errors.UserError`."""
     task = cert.settings["task"]
-    return Task(task["family"], (), AnswerFormat(task["format"]), domain=task["domain"],
-                family=task["family"])
+    family = task["family"]
+    if family.startswith(LM_EVAL_FAMILY) and config is not None:
+        opts = config.lm_eval
+        loaded = load_lm_eval(family, num_fewshot=opts.num_fewshot,
+                              include_path=opts.include_path, revision=opts.revision)
+        return dataclasses.replace(loaded, family=family)
+    return Task(family, (), AnswerFormat(task["format"]), domain=task["domain"],
+                family=family)
+
+
+def gateway_item(template: Task, question: Question, item_id: str = "q0") -> Item:
+    """The item of one question: for an lm-eval task, the document it stands for,
+    rendered and read as the task does (:func:`~credo.tasks.lm_eval.question_item`: a JSON
+    object of the task's fields, or the text of the one field it reads); else the
+    question's text and options, asked with the certificate's prompt."""
+    if template.family.startswith(LM_EVAL_FAMILY) and template.items:
+        return question_item(template, question.text, question.choices, item_id)
+    return Item(item_id, question.text, "", tuple(question.choices))
 
 
 def gateway_settings(
@@ -304,7 +365,7 @@ def decide_question(
     :class:`~credo.models.deadline.DeadlineExceeded`, with what was drawn cached.
     ``on_call`` is told of each executor call the question's sampling makes
     (:func:`~credo.generation.executor.usage_scope`)."""
-    item = Item("q0", question.text, "", tuple(question.choices))
+    item = gateway_item(template, question)
     with usage_scope(on_call) as used:
         result = run_pipeline(config, pool, dataclasses.replace(template, items=(item,)),
                               reach=reach)

@@ -73,6 +73,8 @@ __all__ = [
     "prepare_run",
     "run_pipeline",
     "run_roles",
+    "task_sampling_line",
+    "with_task_sampling",
 ]
 
 ANSWER_SETS = (ORIGINAL, PERTURBED, PARAPHRASED)
@@ -181,6 +183,8 @@ def _run_pipeline(
 ) -> RunResult:
     """:func:`run_pipeline`, its executor calls counted in ``own``."""
     t0 = time.perf_counter()
+    task = task or configured_task(config)
+    config = with_task_sampling(config, task)
     prepared = prepare_run(config, pool, task, reach=pool.reach if reach is None else reach)
     task, specs, caps, needs = prepared.task, prepared.specs, prepared.capabilities, prepared.needs
     identity = task_settings(task, config)
@@ -244,6 +248,9 @@ def _run_pipeline(
         ),
         **stats,
     }
+    own = task_sampling_line(config, task)
+    if own is not None:
+        run_stats["sampling_from_task"] = own
     for name in sorted(needs - {ORIGINAL}):
         run_stats[f"samples_{name}"] = sum(len(r.sets.get(name, ())) for r in items)
     if config.adaptive is not None:
@@ -314,6 +321,46 @@ def configured_task(config: RunConfig) -> Task:
         return load_lm_eval(config.task, num_fewshot=opts.num_fewshot,
                             include_path=opts.include_path, revision=opts.revision)
     return load_task(config.task)
+
+
+def with_task_sampling(config: RunConfig, task: Task) -> RunConfig:
+    """``config`` with the sampling settings ``task``'s own tool sets
+    (:attr:`Task.sampling <credo.tasks.base.Task.sampling>`: an lm-eval task's
+    ``generation_kwargs``) in every field of ``config.sampling`` the user did not set
+    (the file's ``sampling`` section, ``--max-tokens``); the run folder's config
+    records the result, so a certificate binds what was sent."""
+    own = task.sampling
+    if own is None or not own.settings:
+        return config
+    given = config.sampling.model_fields_set if "sampling" in config.model_fields_set \
+        else set()
+    taken = {k: v for k, v in own.settings.items() if k not in given}
+    if not taken:
+        return config
+    return config.model_copy(update={"sampling": config.sampling.model_copy(update=taken)})
+
+
+def task_sampling_line(config: RunConfig, task: Task) -> str | None:
+    """One line saying which of ``task``'s own sampling settings the run
+    (``config``, after :func:`with_task_sampling`) sends and which it does not take and
+    why; None for a task that sets none."""
+    own = task.sampling
+    if own is None:
+        return None
+    sent = config.sampling
+    used = [f"{k} {_shown(getattr(sent, k))}" for k, v in own.settings.items()
+            if getattr(sent, k) == v]
+    kept = [f"{k} {_shown(getattr(sent, k))} (yours)" for k, v in own.settings.items()
+            if getattr(sent, k) != v]
+    parts = [f"sampling from {own.source}: {', '.join(used) if used else 'none taken'}"]
+    if kept:
+        parts.append("set by you: " + ", ".join(kept))
+    parts += [f"not its {k}: {why}" for k, why in own.not_taken.items()]
+    return "; ".join(parts)
+
+
+def _shown(value: Any) -> str:
+    return repr(list(value)) if isinstance(value, tuple) else f"{value}"
 
 
 def _recorded(config: RunConfig, task: Task) -> RunConfig:

@@ -52,6 +52,7 @@ __all__ = [
     "given_incomplete_line",
     "given_methods",
     "given_sources",
+    "identical_repeats_line",
     "score_generations",
 ]
 
@@ -391,7 +392,53 @@ def given_stats(
     if generations.tool_accuracy is not None:
         out["tool_accuracy"] = generations.tool_accuracy
         out["tool_accuracy_is"] = generations.tool_accuracy_is
+    repeated = identical_repeats_line(generations)
+    if repeated is not None:
+        out["identical_repeats"] = repeated
     return out
+
+
+def identical_repeats_line(generations: Generations) -> str | None:
+    """One line when every item with two or more original samples holds the same text in
+    each (byte for byte): the scores that compare samples then say nothing. It names
+    the likely cause and its fix from what the file records: a greedy decoding
+    (temperature 0), a seed the log's generate config fixes (inspect_ai), or lm-eval's
+    API models, which send ``seed: 1234`` with every request, on a server that honours
+    seeds. None when some item's samples differ."""
+    texts: dict[str, list[str]] = defaultdict(list)
+    for s in generations.samples:
+        if s.set == ORIGINAL:
+            texts[s.item].append(s.text)
+    repeated = [ts for ts in texts.values() if len(ts) >= 2]
+    if not repeated or any(len(set(ts)) > 1 for ts in repeated):
+        return None
+    counts = sorted({len(ts) for ts in repeated})
+    each = str(counts[0]) if len(counts) == 1 else f"{counts[0]} to {counts[-1]}"
+    head = (f"identical repeats: on each of the {len(repeated)} items with several samples, "
+            f"its {each} samples are the same text, so the scores that compare them cannot "
+            "rank the questions; ")
+    settings = generations.settings
+    temperature = settings.get("temperature")
+    lm_eval = generations.layout == "lm-evaluation-harness"
+    if isinstance(temperature, int | float) and temperature <= 0:
+        fix = ("set do_sample: true and temperature: 1.0 in the task's generation_kwargs"
+               if lm_eval else "sample at a temperature above 0 (inspect eval "
+               "--temperature 1)")
+        return head + f"cause: greedy decoding (temperature {temperature:g}); fix: {fix}"
+    if lm_eval:
+        return head + ("cause: lm-eval's API models send seed 1234 with every request, and "
+                       "this server honours seeds, so every repeat is drawn alike; fix: "
+                       "seed: null in the task's generation_kwargs (or --gen_kwargs "
+                       "seed=None) so each request goes unseeded, or a server that ignores "
+                       "seeds")
+    seed = settings.get("seed")
+    if seed is not None and generations.layout == "inspect_ai":
+        return head + (f"cause: the log's generate config fixes seed {seed}, which a server "
+                       "that honours seeds answers alike in every epoch; fix: run inspect "
+                       "eval without --seed")
+    return head + ("cause: the server answered every repeat alike (it fixes a seed, or "
+                   "decodes greedily); fix: sample each repeat unseeded at a temperature "
+                   "above 0")
 
 
 def _task(generations: Generations, fmt: AnswerFormat) -> Task:

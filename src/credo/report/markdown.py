@@ -264,6 +264,8 @@ def render_markdown(result: RunResult) -> str:
             f"- prompt style: {c.prompt_style}; kernel: {c.kernel}; seed: {c.seed}",
         ]
     first = headline_lines(result.coverage, result.degenerate)
+    if result.stats.get("identical_repeats"):  # why the scores say nothing
+        first = [*first, str(result.stats["identical_repeats"])]
     if result.certificate is not None:  # which answers a certificate let through
         first = [result.certificate.line(), *first]
     lines = [

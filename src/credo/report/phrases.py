@@ -7,7 +7,7 @@ from credo.pipeline.score import GIVEN_RERUN
 
 __all__ = ["ABOVE_STATS", "incomplete_note", "report_title"]
 
-ABOVE_STATS = ("correctness", "answers", "given_scores")
+ABOVE_STATS = ("correctness", "answers", "given_scores", "identical_repeats")
 """Stats the report states above its tables, not again in its Run section."""
 
 

@@ -351,7 +351,7 @@ class Guard:
         check_servable(self.cert)
         base = _base_config(self.cert, certificate, config)
         self.config = gateway_config(self.cert, base, overrides)
-        self.template = gateway_task(self.cert)
+        self.template = gateway_task(self.cert, self.config)
         self.id = self.cert.id
         self.on_reject, self.abstention = on_reject, abstention
         self.max_concurrent, self.max_queue = max_concurrent, max_queue
@@ -415,16 +415,14 @@ class Guard:
                                                                        tuple(choices))
         rid = request_id or uuid.uuid4().hex
         t0 = time.monotonic()
+        limit = self.timeout if timeout is None else timeout
+        p = _Pending(rid, q, Future(), t0, Deadline(limit, "timeout"), limit)
         try:
             self.check_question(q)
-            self._take_room(wait)
+            self._take_room(p, wait)
         except GuardError as e:
             self.refused(rid, e.cause, str(e), question=q.text, seconds=time.monotonic() - t0)
             raise
-        limit = self.timeout if timeout is None else timeout
-        p = _Pending(rid, q, Future(), t0, Deadline(limit, "timeout"), limit)
-        with self._room:
-            self._live[id(p)] = p
         self._threads.submit(self._decide, p)
         return p.future
 
@@ -459,7 +457,8 @@ class Guard:
         """End the question of ``future`` now as :class:`TimedOut` (its caller stopped
         waiting: the HTTP layer at the request's timeout) unless it has ended; its model
         calls still running are cancelled. Logged once, as every question."""
-        p = next((p for p in list(self._live.values()) if p.future is future), None)
+        with self._room:
+            p = next((p for p in self._live.values() if p.future is future), None)
         if p is None:
             return
         p.deadline.cancel("timeout")
@@ -585,13 +584,15 @@ class Guard:
         self._write(record)
         self.observer.settled(request_id, Settled("failed", cause, seconds))
 
-    def _take_room(self, wait: bool) -> None:
-        """Count one more question pending, or raise :class:`Busy` / :class:`Closed`."""
+    def _take_room(self, p: _Pending, wait: bool) -> None:
+        """Hold ``p`` as pending (the check and the count under one lock), or raise
+        :class:`Busy` / :class:`Closed`."""
         with self._room:
             while True:
                 if self._closing:
                     raise Closed("the gateway is shutting down", retry_after=1)
                 if len(self._live) < self.max_concurrent + self.max_queue:
+                    self._live[id(p)] = p
                     return
                 if not wait:
                     raise Busy(f"{len(self._live)} questions are pending (--max-concurrent "
@@ -736,7 +737,10 @@ class Guard:
             self.cert.check(gateway_settings(cfg, self.model_identity, self.cert,
                                              self.template), cfg.methods, "gateway")
             choices = ("yes", "no") if self.template.format.value == "choice" else ()
-            probe = Item("preflight", "What is the answer?", "", choices)
+            # an lm-eval task's own first document, rendered as the task renders it
+            probe = (dataclasses.replace(self.template.items[0], id="preflight")
+                     if self.template.items else
+                     Item("preflight", "What is the answer?", "", choices))
             prepare_run(cfg, pool, dataclasses.replace(self.template, items=(probe,)))
         except BaseException:
             pool.close()

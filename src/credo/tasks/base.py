@@ -36,6 +36,23 @@ class Item:
 
 
 @dataclass(frozen=True)
+class ToolSampling:
+    """The sampling settings a task's own tool sets for its answers (lm-eval's
+    ``generation_kwargs``), as credo's sampling fields: a run takes each one its config
+    does not set (:func:`credo.pipeline.runner.with_task_sampling`).
+
+    ``source`` says where they come from (``lm-eval task gsm8k's generation_kwargs``);
+    ``settings`` maps :class:`~credo.types.SamplingParams` fields (``max_tokens``,
+    ``stop``, ``temperature``) to the tool's values; ``not_taken`` maps a field the tool
+    sets and credo does not take to why (a greedy decoding: credo samples to measure
+    agreement)."""
+
+    source: str
+    settings: dict[str, object] = field(default_factory=dict)
+    not_taken: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class Task:
     """A named list of items sharing one answer format and one prompt template.
 
@@ -44,6 +61,8 @@ class Task:
     layout (``file:gsm8k``, ``file:number``) or what the user declares it holds; a
     certificate is bound to the family, not to the file. Empty: the
     family is the name (a built-in task's spec, ``mmlu:high_school_statistics``).
+    ``sampling``: the sampling settings the task's own tool sets (:class:`ToolSampling`),
+    None for a task that sets none.
     """
 
     name: str
@@ -51,6 +70,7 @@ class Task:
     format: AnswerFormat
     domain: str = ""
     family: str = ""
+    sampling: ToolSampling | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         ids = [it.id for it in self.items]

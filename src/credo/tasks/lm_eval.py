@@ -38,7 +38,7 @@ from typing import Any
 
 from credo.errors import UserError
 from credo.tasks.answers import item_extractor
-from credo.tasks.base import AnswerFormat, Item, Task
+from credo.tasks.base import AnswerFormat, Item, Task, ToolSampling
 from credo.tasks.grading import Graded, GradeMap, GradingContext, grader
 from credo.tasks.lm_eval_scores import AnswerRule, filtered, pinned_revision
 from credo.tasks.prompts import LETTERS
@@ -50,7 +50,11 @@ __all__ = [
     "expand_lm_eval_specs",
     "lm_eval_answer",
     "load_lm_eval",
+    "question_doc",
+    "question_item",
     "score_responses",
+    "template_fields",
+    "tool_sampling",
 ]
 
 LM_EVAL = "lm-eval"
@@ -320,7 +324,52 @@ def _task_of(lm: Any, name: str, include: tuple[str, ...], shots: int, rev: str)
         _item(lm, name, doc_id, doc, rev, mc, shared) for doc_id, doc in enumerate(lm.eval_docs)
     )
     fmt = AnswerFormat.CHOICE if mc else AnswerFormat.SHORT_TEXT
-    return Task(f"{LM_EVAL}:{name}", items, fmt, "")
+    return Task(f"{LM_EVAL}:{name}", items, fmt, "",
+                sampling=None if mc else tool_sampling(lm, name))
+
+
+LM_EVAL_MAX_GEN_TOKS = 256
+"""lm-eval's generation cap when a task's ``generation_kwargs`` set none: every backend's
+default ``max_gen_toks`` (``lm_eval.models.api_models``, ``huggingface``, ``vllm``)."""
+
+
+def tool_sampling(lm: Any, name: str) -> ToolSampling:
+    """The sampling settings of lm-eval task ``name``'s ``generation_kwargs`` as credo's
+    fields: ``max_gen_toks`` (or ``max_tokens``; lm-eval's default
+    :data:`LM_EVAL_MAX_GEN_TOKS` when neither is set) is ``max_tokens``; ``until`` is
+    ``stop`` (its first four: the server stops there, and :func:`cut` applies them all);
+    ``temperature``, ``top_p`` and ``top_k`` are taken when the task samples
+    (``do_sample`` not false and ``temperature`` above 0). A greedy task's decoding is not
+    taken: n greedy answers are one answer n times, and credo samples to measure how
+    often they agree."""
+    gen = dict(lm.config.generation_kwargs or {})
+    source = f"lm-eval task {name}'s generation_kwargs"
+    settings: dict[str, object] = {}
+    not_taken: dict[str, str] = {}
+    cap = gen.get("max_tokens", gen.get("max_gen_toks"))
+    if isinstance(cap, int) and not isinstance(cap, bool) and cap >= 1:
+        settings["max_tokens"] = cap
+    else:
+        settings["max_tokens"] = LM_EVAL_MAX_GEN_TOKS
+        source += f" (max_gen_toks not set: lm-eval's default {LM_EVAL_MAX_GEN_TOKS})"
+    until = [str(u) for u in _until(lm) if u]
+    if until:  # the first four (OpenAI's limit, as lm-eval's chat backend sends them);
+        settings["stop"] = tuple(until[:4])  # every one of them still cuts the response
+    temperature = gen.get("temperature")
+    number = isinstance(temperature, int | float) and not isinstance(temperature, bool)
+    if gen.get("do_sample") is False or not number or temperature <= 0:
+        how = (f"temperature {temperature:g}" if number else
+               "no temperature: lm-eval's default 0") + (
+            ", do_sample false" if gen.get("do_sample") is False else "")
+        not_taken["temperature"] = (
+            f"greedy decoding ({how}): n greedy answers are one answer n times; credo "
+            "samples at sampling.temperature")
+    else:
+        for key in ("temperature", "top_p", "top_k"):
+            value = gen.get(key)
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                settings[key] = value
+    return ToolSampling(source, settings, not_taken)
 
 
 def _item(
@@ -348,6 +397,103 @@ def _item(
     meta |= {"grader": LM_EVAL, "extractor": LM_EVAL, "prompt": "rendered", "context": before,
              "suffix": after, "gold_answers": json.dumps(golds, ensure_ascii=False)}
     return Item(f"{name}@{rev}:{doc_id}", question, golds[0] if golds else "", (), meta, where)
+
+
+def question_item(task: Task, text: str, choices: Sequence[str] = (), item_id: str = "q0"
+                  ) -> Item:
+    """An item of lm-eval task ``task`` (loaded by :func:`load_lm_eval`) for a question
+    nobody labelled (the gateway's): the document it stands for, rendered as the task
+    renders its own (``doc_to_text``, its description and few-shot examples) and read
+    by its filter. ``text`` is the document as a JSON object of the task's fields
+    (``{"question": "..."}``), or the plain text of the one field the task's
+    ``doc_to_text`` reads (:func:`question_doc`); a multiple-choice task's options are
+    ``doc_to_choice``'s of that document, else ``choices``. No gold: the item is
+    unlabelled. A question the task cannot render is a :class:`LmEvalError`."""
+    first = task.items[0] if task.items else None
+    meta = first.meta if first is not None else {}
+    if "lm_eval_task" not in meta:
+        raise LmEvalError(f"task {task.name!r}: not an lm-eval task loaded with its items")
+    name = meta["lm_eval_task"]
+    include = tuple(json.loads(meta.get("lm_eval_include", "[]")))
+    shots = int(meta.get("lm_eval_fewshot", "0"))
+    lm = _lm_task(name, include, shots)
+    doc = question_doc(lm, name, text)
+    shared = {k: v for k, v in meta.items() if k in ("lm_eval_task", "lm_eval_include",
+                                                     "lm_eval_fewshot", "lm_eval_revision",
+                                                     "correctness")}
+    try:
+        question = lm.doc_to_text(doc)
+        # lm-eval reads the target while it builds the context, and renders none of it:
+        # an unlabelled document gets its target's fields empty for that call only
+        blank = {f: "" for f in _fields(lm, lm.config.doc_to_target) if f not in doc}
+        context = lm.fewshot_context({**blank, **doc}, shots,
+                                     gen_prefix=lm.doc_to_prefix(doc))
+    except Exception as e:  # the task's own template on a document it cannot render
+        raise LmEvalError(f"task 'lm-eval:{name}': cannot render the question "
+                          f"({type(e).__name__}: {str(e)[:160]})") from None
+    if not isinstance(question, str):
+        raise LmEvalError(f"task 'lm-eval:{name}': doc_to_text gives no text (multiple input)")
+    where = f"lm-eval:{name}:{item_id}"
+    meta_q = {**shared, "lm_eval_doc_json": json.dumps(doc, ensure_ascii=False)}
+    if lm.OUTPUT_TYPE == "multiple_choice":
+        try:
+            options = tuple(str(c) for c in lm.doc_to_choice(doc))
+        except Exception:  # the document lacks the fields its options come from
+            options = tuple(choices)
+        if len(options) < 2:
+            raise LmEvalError(f"task 'lm-eval:{name}': a multiple-choice question needs "
+                              "its options: the document's fields, or the request's choices")
+        return Item(item_id, question.strip(), "", options, meta_q, where)
+    at = context.rfind(question)
+    before, after = (context[:at], context[at + len(question):]) if at >= 0 else ("", "")
+    meta_q |= {"extractor": LM_EVAL, "prompt": "rendered", "context": before,
+               "suffix": after}  # no grader: nothing to grade it against
+    return Item(item_id, question, "", (), meta_q, where)
+
+
+def question_doc(lm: Any, name: str, text: str) -> dict[str, Any]:
+    """The document a question stands for: ``text`` itself when it is a JSON object,
+    else ``{field: text}`` for the one field the task's ``doc_to_text`` reads (a field
+    name, or the one variable of its Jinja template). A :class:`LmEvalError` names the
+    fields when there are several (send the document as a JSON object)."""
+    stripped = text.strip()
+    if stripped.startswith("{"):
+        try:
+            doc = json.loads(stripped)
+        except ValueError:
+            doc = None
+        if isinstance(doc, dict):
+            return doc
+    fields = template_fields(lm)
+    if len(fields) != 1:
+        named = ", ".join(fields) if fields else "none that credo can read"
+        raise LmEvalError(f"task 'lm-eval:{name}': its doc_to_text reads the fields "
+                          f"{named}; send the question as a JSON object of them")
+    return {fields[0]: text}
+
+
+def template_fields(lm: Any) -> list[str]:
+    """The document fields lm-eval task ``lm``'s ``doc_to_text`` reads: the field it
+    names, or the variables of its Jinja template (sorted); empty for a Python function
+    or a prompt template, which do not say."""
+    return _fields(lm, lm.config.doc_to_text)
+
+
+def _fields(lm: Any, spec: Any) -> list[str]:
+    """The document fields a task's ``doc_to_*`` setting ``spec`` reads, as
+    :func:`template_fields` says them."""
+    import jinja2
+    import jinja2.meta
+
+    if not isinstance(spec, str):
+        return []
+    if spec in getattr(lm, "features", ()):
+        return [spec]
+    try:
+        parsed = jinja2.Environment().parse(spec)
+    except jinja2.TemplateSyntaxError:
+        return []
+    return sorted(jinja2.meta.find_undeclared_variables(parsed))
 
 
 def _golds(lm: Any, doc: Any, target: Any) -> list[str]:
@@ -438,8 +584,15 @@ def lm_eval_answer(text: str, item: Item) -> str | None:
            int(meta.get("lm_eval_fewshot", "0")))
     lm = _lm_task(*key)
     ensemble, _ = _primary(lm)
-    doc = lm.eval_docs[int(meta["lm_eval_doc"])]
-    return _answer_rule(*key)(filtered(ensemble, doc, [cut(text, _until(lm))]))
+    return _answer_rule(*key)(filtered(ensemble, _doc(lm, meta), [cut(text, _until(lm))]))
+
+
+def _doc(lm: Any, meta: Mapping[str, str]) -> Any:
+    """The document an item stands for: the task's own (``lm_eval_doc``: its index), or
+    a question's (``lm_eval_doc_json``: :func:`question_item`)."""
+    if "lm_eval_doc" in meta:
+        return lm.eval_docs[int(meta["lm_eval_doc"])]
+    return json.loads(meta["lm_eval_doc_json"])
 
 
 def _unit(value: Any, task: str, metric: str) -> float:

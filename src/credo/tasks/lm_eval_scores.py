@@ -42,6 +42,7 @@ __all__ = [
     "LmEvalRead",
     "LmEvalScoring",
     "filtered",
+    "function_metrics",
     "item_ids",
     "kept_value",
     "metric_of",
@@ -250,16 +251,45 @@ def samples_origin(samples: Path) -> tuple[str, str]:
     return (named[0] if named else task), model
 
 
-def metric_of(rows: Sequence[tuple[int, Mapping[str, Any]]], where: str) -> str:
-    """The task's first metric whose logged value is a score in [0, 1] on every row."""
+def metric_of(rows: Sequence[tuple[int, Mapping[str, Any]]], where: str,
+              skip: frozenset[str] = frozenset()) -> str:
+    """The task's first metric whose logged value is a score in [0, 1] on every row,
+    other than those in ``skip`` (:func:`function_metrics`: no correctness)."""
     names = rows[0][1].get("metrics")
     for name in names if isinstance(names, list) else ():
-        if all(_unit(row.get(name)) for _, row in rows):
+        if name not in skip and all(_unit(row.get(name)) for _, row in rows):
             return str(name)
     raise DatasetError(
         f"{where}: none of lm-eval's metrics {names!r} is a per-sample score in [0, 1];"
         " pass --recompute-correctness to grade each answer against 'target'"
     )
+
+
+_DEF = re.compile(r"^\s*def\s+(\w+)\s*\(", re.M)
+
+
+def function_metrics(config: Mapping[str, Any] | None) -> frozenset[str]:
+    """The metrics of a task's results config given as Python functions (``metric:
+    !function module.fn`` in its YAML, which lm-eval's results file holds as the
+    function's source and logs under the function's name): credo's own scores of a
+    document's repeats (:mod:`credo.integrations.lm_eval`) and any user function. None
+    of them is a correctness credo can rebuild per response."""
+    names = set()
+    for m in (config or {}).get("metric_list") or ():
+        metric = m.get("metric") if isinstance(m, Mapping) else None
+        found = _DEF.search(metric) if isinstance(metric, str) else None
+        if found:
+            names.add(found.group(1))
+    return frozenset(names)
+
+
+def _named_metrics(config: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``config`` without the metrics it gives as a function's source (lm-eval cannot
+    look them up by that text; the metric credo reads is a named one)."""
+    kept = [m for m in config.get("metric_list") or ()
+            if not (isinstance(m, Mapping) and isinstance(m.get("metric"), str)
+                    and _DEF.search(m["metric"]))]
+    return {**config, "metric_list": kept} if "metric_list" in config else config
 
 
 def _unit(value: Any) -> bool:
@@ -352,13 +382,14 @@ def read_lm_eval_rows(
     found = task_config(path)
     config = found[1] if found else None
     ids = item_ids(rows, found)
+    skip = function_metrics(config)
     if recompute:
         try:
-            metric: str | None = metric_of(rows, str(path))
+            metric: str | None = metric_of(rows, str(path), skip)
         except DatasetError:
             metric = None
     else:
-        metric = metric_of(rows, str(path))
+        metric = metric_of(rows, str(path), skip)
     none: list[list[float | None]] = [[None] * len(r) for r in responses]
     if all(len(r) == 1 for r in responses):  # the logged metric is the response's own
         rule = AnswerRule.of(_ensemble(config, flt), metric, _metric_options(config, metric),
@@ -529,7 +560,7 @@ def _rebuilt_task(config: Mapping[str, Any], docs: list[Mapping[str, Any]]) -> A
                       self.config.training_split, self.config.fewshot_split)
             self.dataset = {s: dataset for s in splits if s} | {"test": dataset}
 
-    return _Logged(config={**config, "process_docs": None})
+    return _Logged(config={**_named_metrics(config), "process_docs": None})
 
 
 def documents_dataset(docs: Sequence[Mapping[str, Any]]) -> Any:
