@@ -169,12 +169,12 @@ def test_certified_combined_is_applied_to_a_new_file_as_fitted(tmp_path):
     broken = json.loads((tmp_path / "c.json").read_text())
     del broken["settings"]["fitted"]
     (tmp_path / "bad.json").write_text(json.dumps(broken))
-    with pytest.raises(UserError, match="settings.fitted"):
+    with pytest.raises(UserError, match=r"settings\.fitted"):
         RunCertificate.read(tmp_path / "bad.json")
 
 
 def test_combined_needs_the_methods_it_combines():
-    with pytest.raises(ValueError, match="combine.methods"):
+    with pytest.raises(ValueError, match=r"combine\.methods"):
         RunConfig(methods=["combined"])
     cfg = RunConfig(methods=["c3", "calibrated:verbalized"], combine={"methods": ["c3",
                                                                                 "degree"]})
@@ -190,12 +190,11 @@ def test_certified_combined_through_the_gateway(tmp_path):
     """``combined`` of self-consistency and semantic entropy certified on a scripted run;
     the gateway answers a new question with the certified function applied to the
     question's own scores, as ``credo run --certificate`` does."""
-    from serve_helpers import answerer, coins, question
-
     from credo import Guard, run
     from credo.api import certify_run
     from credo.models.scripted import ScriptedModel
     from credo.serve.server import Gateway
+    from serve_helpers import answerer, coins, question
 
     cfg = RunConfig(task="gsm8k", n=8, limit=None, bootstrap=0,
                     methods=["self_consistency"], combine={"methods": [
