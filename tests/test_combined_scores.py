@@ -222,3 +222,16 @@ def test_certified_combined_through_the_gateway(tmp_path):
         assert got[k]["score"] == pytest.approx(r.scores["combined"], abs=1e-11)
         assert got[k]["accept"] == (r.scores["combined"] >= cert.certificate.threshold)
     assert got[200]["accept"] and not got[201]["accept"]  # unanimous vs coin
+
+
+def test_groups_are_held_out_together():
+    """The claims of one answer: a group's scores come from a function fitted on none of
+    its rows (a whole group's labels changed, its scores do not move)."""
+    X, t = _data(90)
+    groups = np.repeat(np.arange(30), 3)
+    before, _ = cross_fit("logistic", ["a", "b"], X, t, groups=groups)
+    t2 = t.copy()
+    t2[groups == 7] = 1 - t2[groups == 7]
+    after, _ = cross_fit("logistic", ["a", "b"], X, t2, groups=groups)
+    assert np.array_equal(after[groups == 7], before[groups == 7])
+    assert not np.array_equal(after, before)

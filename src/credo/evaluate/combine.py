@@ -150,12 +150,15 @@ def cross_fit(
     *,
     k: int = DEFAULT_FOLDS,
     seed: int = 0,
+    groups: Sequence[object] | np.ndarray | None = None,
 ) -> tuple[np.ndarray, FittedScore | None]:
     """Each row's fitted score from a function fitted without it (module docstring), and
     the function fitted on every usable row (None when fewer than 2 are usable).
 
     ``scores`` (N, K) may hold NaN (that row gets NaN and enters no fit); ``targets``
-    (N,) NaN for an unlabelled row (scored by the full function, never fitted on)."""
+    (N,) NaN for an unlabelled row (scored by the full function, never fitted on).
+    ``groups`` (N,): rows of one group (the claims of one answer) are held out together,
+    the folds drawn over the groups in order of first appearance; None: each row alone."""
     s = np.asarray(scores, dtype=float).reshape(len(targets), len(inputs))
     t = np.asarray(targets, dtype=float)
     usable = ~np.isnan(s).any(axis=1) & ~np.isnan(t)
@@ -163,9 +166,16 @@ def cross_fit(
     out = np.full(t.size, np.nan)
     if rows.size < 2:
         return out, None
-    for train, test in calibration_folds(rows.size, k, seed):
-        f = fit_score(kind, inputs, s[rows[train]], t[rows[train]])
-        out[rows[test]] = f(s[rows[test]])
+    first: dict[object, int] = {}
+    group = (np.arange(rows.size) if groups is None else
+             np.array([first.setdefault(g, len(first)) for g in np.asarray(groups,
+                                                                         dtype=object)[rows]]))
+    if group.max() < 1:
+        return out, None
+    for train, test in calibration_folds(int(group.max()) + 1, k, seed):
+        fit_rows, held = rows[np.isin(group, train)], rows[np.isin(group, test)]
+        f = fit_score(kind, inputs, s[fit_rows], t[fit_rows])
+        out[held] = f(s[held])
     full = fit_score(kind, inputs, s[rows], t[rows])
     rest = ~usable & ~np.isnan(s).any(axis=1)
     if rest.any():
