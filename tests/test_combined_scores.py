@@ -235,3 +235,21 @@ def test_groups_are_held_out_together():
     after, _ = cross_fit("logistic", ["a", "b"], X, t2, groups=groups)
     assert np.array_equal(after[groups == 7], before[groups == 7])
     assert not np.array_equal(after, before)
+
+
+def test_the_same_fits_as_uqlms_score_calibrator():
+    """UQLM 0.6.7's ``ScoreCalibrator`` on the same scores (recorded by UQLM itself:
+    ``tests/data/peers/uqlm_reference.py``), fitted and applied in-sample as UQLM does:
+    its isotonic map is credo's; its Platt scaling keeps scikit-learn's default L2 penalty,
+    which is credo's logistic combination of one score (credo's own Platt scaling is
+    unpenalised, as Platt 1999)."""
+    peer = json.loads((Path(__file__).parent / "data" / "peers" / "uqlm_0.6.7.json")
+                      .read_text(encoding="utf-8"))
+    s = np.array(peer["scores"])[:, None]
+    y = np.array(peer["correct"], dtype=float)
+    np.testing.assert_allclose(fit_score("isotonic", ["judge"], s, y)(s), peer["isotonic"],
+                               atol=1e-12)
+    np.testing.assert_allclose(fit_score("logistic", ["judge"], s, y)(s), peer["platt"],
+                               atol=1e-6)
+    unpenalised = fit_score("platt", ["judge"], s, y)(s)
+    assert np.max(np.abs(unpenalised - peer["platt"])) > 1e-3
