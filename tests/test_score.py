@@ -263,7 +263,7 @@ def test_a_score_report_without_methods(tmp_path, capsys):
     and m is shown as the file holds it: 0 without perturbed samples, in the header
     printed and in the report alike."""
     only = {"self_consistency", "semantic_entropy", "num_semantic_sets", "eigv", "degree",
-            "eccentricity", "kle", "answer_consistency"}
+            "eccentricity", "kle", "answer_consistency", "lexsim"}
     rows = [{"item": i, "answer": a, "correct": a == "1", "gold": "1"}
             for i in ("a", "b") for a in ("1", "1", "2")]
     for perturbed, want in ((False, only), (True, only | {"c3", "c3_cross"})):

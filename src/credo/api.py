@@ -154,6 +154,10 @@ def run(
     given = certificate if certificate is not None else config.certificate
     claim_cert = _claim_certificate(given)
     cert = None if claim_cert is not None else read_certificate(given)
+    if cert is not None:
+        from credo.pipeline.certificate import with_certified_fit
+
+        config = with_certified_fit(config, cert)  # a certified fitted score: applied
     if claim_cert is not None:
         config = _with_claims(config, claim_cert, given)
     config = _decision_threshold(config, cert)
@@ -302,6 +306,7 @@ def certify_run(
     certificate's ``incomplete`` records it then)."""
     from credo.errors import UserError
     from credo.evaluate.certify import certify
+    from credo.methods.fitted import is_fitted
     from credo.pipeline.certificate import (
         RunCertificate,
         given_settings,
@@ -333,6 +338,12 @@ def certify_run(
     else:
         identity = str(data.metrics.get("model") or data.model)  # the identity, not the spec
         settings = run_settings(config, identity, method, task)
+    if is_fitted(method):  # the function the run fitted on all its labelled items
+        fitted = (data.metrics.get("fitted") or {}).get(method)
+        if not isinstance(fitted, dict):
+            raise UserError(f"{data.path}: the run fitted no {method} function (it needs 2 "
+                            "labelled items with the scores it reads); nothing to certify")
+        settings["fitted"] = fitted
     cert = RunCertificate(found, settings, str(data.path), incomplete)
     if out is not None:
         from credo import jsonio
@@ -630,7 +641,7 @@ def score(
     (:func:`~credo.pipeline.certificate.given_settings`); ``answers.jsonl``
     gives each item's answer, its score and whether it is accepted.
     """
-    from credo.config import RunConfig
+    from credo.config import RunConfig, with_fitted
     from credo.generation.pool import JUDGE
     from credo.importers import read_generations
     from credo.pipeline.checks import method_specs
@@ -661,13 +672,19 @@ def score(
                else default_methods(generations, fmt))
     scored = [m for m in given_methods(generations, given) if m not in methods]
     if scored or "methods" not in config.model_fields_set:
-        update["methods"] = [*methods, *scored]
+        update["methods"] = with_fitted([*methods, *scored], config.combine)
     config = config.model_copy(
         update={"task": str(samples), "model": generations.model_label, **update}
     )
     cert = read_certificate(certificate if certificate is not None else config.certificate)
     if cert is not None:
-        from credo.pipeline.certificate import given_settings, given_task_settings
+        from credo.pipeline.certificate import (
+            given_settings,
+            given_task_settings,
+            with_certified_fit,
+        )
+
+        config = with_certified_fit(config, cert)  # a certified fitted score: applied
 
         recorded = {k: v for k, v in config.model_dump(mode="json")["sampling"].items()
                     if k in generations.settings}  # what write_run records of sampling

@@ -577,6 +577,60 @@ class EvaluationConfig(BaseModel):
     splits: int = Field(100, ge=1, description="random calibration/test splits of the items")
 
 
+class CombineConfig(BaseModel):
+    """Scores fitted on the run's labelled items (:mod:`credo.evaluate.combine`), each
+    cross-fitted over ``folds`` folds of items so that no item is scored by a model that
+    saw its label: method ``combined``, a combination of the ``methods``' scores
+    (``model``: logistic regression, or isotonic regression on its linear score), and
+    methods ``calibrated:<method>``, one method's score mapped by ``calibration`` (Platt
+    scaling or isotonic regression). ``fitted``: functions to apply instead of fitting
+    (by method name, as a certificate records them: ``credo run --certificate`` and the
+    gateway fill it). Evaluation only, part of no request."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    methods: list[str] = Field(
+        default_factory=list, description="the methods whose scores `combined` combines "
+        "(--combine M1,M2); none: no combination",
+    )
+    model: Literal["logistic", "isotonic"] = Field(
+        "logistic", description="how the scores are combined: logistic regression, or "
+        "isotonic regression on its linear score",
+    )
+    calibration: Literal["platt", "isotonic"] = Field(
+        "platt", description="how a calibrated:<method> maps its method's score",
+    )
+    folds: int = Field(5, ge=2, description="folds of items the fits are cross-fitted over")
+    fitted: dict[str, dict[str, Any]] = Field(
+        default_factory=dict, description="fitted functions to apply instead of fitting, "
+        "by method (a certificate's: filled by --certificate)",
+    )
+
+
+def with_fitted(methods: list[str], combine: CombineConfig) -> list[str]:
+    """``methods`` with what its fitted scores need: ``combined`` when
+    ``combine.methods`` names scores to combine, and the methods a fitted score reads
+    (``combine.methods`` for ``combined``, ``m`` for ``calibrated:m``) placed before the
+    first fitted one where missing. A ValueError for ``combined`` without
+    ``combine.methods``."""
+    out = list(methods)
+    if combine.methods and "combined" not in out:
+        out.append("combined")
+    wanted: list[str] = []
+    for name in out:
+        if name == "combined":
+            wanted.extend(combine.methods)
+        elif name.startswith("calibrated:"):
+            wanted.append(name[len("calibrated:"):])
+    if "combined" in out and not combine.methods:
+        raise ValueError("method combined combines the scores of combine.methods "
+                         "(--combine M1,M2); name them")
+    extra = [m for m in dict.fromkeys(wanted) if m and m not in out]
+    first = next((i for i, m in enumerate(out)
+                  if m == "combined" or m.startswith("calibrated:")), len(out))
+    return [*out[:first], *extra, *out[first:]]
+
+
 class ClaimsConfig(BaseModel):
     """Claim-level credibility of long answers (docs/claims.md): each item's
     answer split into claims (``split``: ``model``, the judge role's atomic facts, or
@@ -758,6 +812,11 @@ class RunConfig(_Config):
         description="claim-level credibility of long answers: split, claim "
         "methods, labels; None = none; part of no request",
     )
+    combine: CombineConfig = Field(
+        default_factory=CombineConfig,
+        description="scores fitted on the labelled items, cross-fitted: combined (the "
+        "combine.methods' scores) and calibrated:<method>; part of no request",
+    )
     adaptive: AdaptiveConfig | None = Field(
         None,
         description="adaptive sampling: draw original samples, prefixes and "
@@ -805,6 +864,14 @@ class RunConfig(_Config):
         given = value.get("model_options")
         options = {**role.options(), **(given if isinstance(given, dict) else {})}
         return {**value, "model": role.model, "model_options": options}
+
+    @model_validator(mode="after")
+    def _fitted_methods_read_their_inputs(self) -> Self:
+        """The methods a fitted score reads are scored before it (:func:`with_fitted`)."""
+        methods = with_fitted(self.methods, self.combine)
+        if methods != self.methods:
+            self.methods = methods
+        return self
 
     @model_validator(mode="after")
     def _decision_needs_threshold(self) -> Self:

@@ -112,9 +112,13 @@ def cmd_methods(args: argparse.Namespace) -> int:
                 f"{f.value}: {', '.join(spec.needs_for(f))}"
                 for f in (AnswerFormat.CHOICE, AnswerFormat.NUMBER)
             )
+        elif spec.fitted:
+            needs = "the scores of the methods it reads, on labelled items"
         else:
             needs = ", ".join(spec.needs)
         notes = []
+        if spec.kernel:
+            notes.append(f"{spec.kernel} kernel")
         if spec.formats:
             notes.append("only " + "/".join(f.value for f in spec.formats))
         if spec.logprobs:

@@ -38,14 +38,31 @@ def add_executor_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def add_evaluation_flags(parser: argparse.ArgumentParser) -> None:
-    """``--bootstrap`` and ``--calibrate``: how ``credo run`` and ``credo score`` report
-    the metrics (the config's ``bootstrap`` and ``calibrate``)."""
+    """``--bootstrap``, ``--calibrate`` and the fitted scores (``--combine``,
+    ``--combine-model``, ``--calibrated-by``): how ``credo run`` and ``credo score``
+    report the metrics (the config's ``bootstrap``, ``calibrate`` and ``combine``)."""
     parser.add_argument("--bootstrap", type=int, help="bootstrap resamples for CIs (0 = none)")
     parser.add_argument(
         "--calibrate",
         metavar="{none,isotonic,platt}",
         help="also report ECE and Brier after a post-hoc calibration map cross-fitted over"
         " 5 folds of items (isotonic regression or Platt scaling)",
+    )
+    parser.add_argument(
+        "--combine", metavar="M1,M2,...",
+        help="also score method 'combined': these methods' scores combined by a model fitted "
+        "on the labelled items, each item scored by a model fitted on the other folds; "
+        "certifiable like any method",
+    )
+    parser.add_argument(
+        "--combine-model", choices=["logistic", "isotonic"],
+        help="how --combine fits: logistic regression (default), or isotonic regression "
+        "on its linear score",
+    )
+    parser.add_argument(
+        "--calibrated-by", choices=["platt", "isotonic"],
+        help="how a method calibrated:NAME (in --methods) maps NAME's score: Platt scaling "
+        "(default) or isotonic regression, cross-fitted",
     )
 
 

@@ -139,7 +139,8 @@ class MethodSpec:
     formats: tuple[AnswerFormat, ...] | None = None
     logprobs: bool = False
     kernel: str | None = None
-    """The kernel this method scores with; None = the run's ``kernel`` (``c3@judge``)."""
+    """The kernel this method scores with; None = the run's ``kernel`` (``c3@judge``).
+    A method registered with one scores with it only (``luq``: the embedding kernel)."""
     min_samples: Mapping[str, int] = field(default_factory=dict)
     score_range: tuple[float, float] = SCORE_RANGE
     """The lowest and highest score the method gives: a threshold outside it accepts
@@ -147,6 +148,10 @@ class MethodSpec:
     compares: bool = True
     """Whether the method compares the samples of the sets it reads with one another (so
     an item needs 2 of each: :meth:`short_sets`); a given score reads one sample alone."""
+    fitted: bool = False
+    """Whether the score is fitted on the run's labelled items after every other method
+    scored them (``combined``, ``calibrated:<method>``: :mod:`credo.methods.fitted`), not
+    computed by the scorer from one item's samples."""
 
     def needs_for(self, fmt: AnswerFormat | None) -> tuple[str, ...]:
         """The sample sets this method reads on a task of format ``fmt`` (None: a format
@@ -209,9 +214,11 @@ def method(
     formats: tuple[AnswerFormat, ...] | None = None,
     logprobs: bool = False,
     min_samples: Mapping[str, int] | None = None,
+    kernel: str | None = None,
 ) -> Callable[[Scorer], Scorer]:
     """Register ``scorer`` as method ``name`` needing the sample sets ``needs``, at least
-    ``min_samples[set]`` samples of a set (see :class:`MethodSpec`)."""
+    ``min_samples[set]`` samples of a set, scored with ``kernel`` (None: the run's; see
+    :class:`MethodSpec`)."""
 
     def spec(scorer: Scorer) -> MethodSpec:
         doc = (scorer.__doc__ or "").strip().splitlines()
@@ -222,6 +229,7 @@ def method(
             summary or (doc[0] if doc else ""),
             formats,
             logprobs,
+            kernel,
             min_samples=dict(min_samples or {}),
         )
 
@@ -271,4 +279,6 @@ def get_method(name: str) -> MethodSpec:
 
     if kernel_name not in KERNELS:
         raise UserError(f"method {name!r}: {KERNELS.unknown(kernel_name)}")
+    if spec.kernel is not None and kernel_name != spec.kernel:
+        raise UserError(f"method {name!r}: {base} scores with the {spec.kernel} kernel only")
     return replace(spec, name=name, kernel=kernel_name)

@@ -31,6 +31,8 @@ from typing import TYPE_CHECKING, Any
 from credo.config import AdaptiveConfig, ClaimsConfig, RunConfig
 from credo.errors import UserError
 from credo.evaluate.certify import METHODS, Certificate
+from credo.evaluate.combine import FittedScore
+from credo.methods.fitted import COMBINED, is_fitted
 from credo.tasks.base import AnswerFormat, Item, Task
 from credo.tasks.grading import REL_TOL, describe_correctness, describe_grader
 from credo.tasks.prompts import RENDERED, render_messages
@@ -43,9 +45,11 @@ __all__ = [
     "CertificateUse",
     "RunCertificate",
     "accepts",
+    "certified_fit",
     "check_claim_settings",
     "claim_settings",
     "credo_version",
+    "fitted_settings",
     "given_settings",
     "given_task_settings",
     "mismatch",
@@ -54,6 +58,7 @@ __all__ = [
     "refuse_mismatch",
     "run_settings",
     "task_settings",
+    "with_certified_fit",
 ]
 
 RUN, SCORE = "credo run", "credo score"
@@ -158,6 +163,7 @@ def run_settings(
         "baselines": dump["baselines"],
         "judge": dump["judge"]["model"],
         "credo": credo_version(),
+        **fitted_settings(config, method),
     }
     if task.get("family", "").startswith(LM_EVAL_FAMILY):  # what renders a question
         out["lm_eval"] = {"num_fewshot": config.lm_eval.num_fewshot,
@@ -191,7 +197,51 @@ def given_settings(
         "baselines": dump["baselines"],
         "judge": dump["judge"]["model"],
         "credo": credo_version(),
+        **fitted_settings(config, method),
     }
+
+
+def fitted_settings(config: RunConfig, method: str) -> dict[str, Any]:
+    """``{"fitted": function}`` where ``method`` is a fitted score (``combined``,
+    ``calibrated:<method>``) whose function the config applies
+    (``combine.fitted``, a certificate's): the function itself is part of what a
+    certificate holds for. Empty otherwise (a run that fits its own: ``credo certify``
+    records the function the run fitted)."""
+    if is_fitted(method) and method in config.combine.fitted:
+        return {"fitted": config.combine.fitted[method]}
+    return {}
+
+
+def certified_fit(cert: RunCertificate) -> dict[str, Any]:
+    """The run config fields that apply the fitted function of a certificate on a
+    fitted score (``combined``, ``calibrated:<method>``) instead of fitting one:
+    ``{"combine": {"fitted": {method: function}, "methods": its inputs}}`` (the inputs
+    for ``combined`` only); ``{}`` for a certificate on any other method."""
+    if not is_fitted(cert.method):
+        return {}
+    fitted = cert.settings["fitted"]
+    combine: dict[str, Any] = {"fitted": {cert.method: fitted}}
+    if cert.method == COMBINED:
+        combine["methods"] = list(fitted["inputs"])
+    return {"combine": combine}
+
+
+def with_certified_fit(config: RunConfig, cert: RunCertificate | None) -> RunConfig:
+    """``config`` applying a certificate's fitted function (:func:`certified_fit`), the
+    certificate's method and the methods it reads among its methods; ``config`` itself
+    for any other certificate."""
+    fields = {} if cert is None else certified_fit(cert)
+    if not fields:
+        return config
+    from credo.config import with_fitted
+
+    given = fields["combine"]
+    combine = config.combine.model_copy(update={
+        **given, "fitted": {**config.combine.fitted, **given["fitted"]}})
+    methods = list(config.methods) + ([cert.method] if cert.method not in config.methods
+                                      else [])
+    return config.model_copy(update={"combine": combine,
+                                     "methods": with_fitted(methods, combine)})
 
 
 def claim_settings(
@@ -345,6 +395,7 @@ class RunCertificate:
                             f"{settings.get('method')!r}")
         cert = _checked(data["certificate"], p)
         _check_threshold(cert, settings["method"], p)
+        _check_fitted(settings, p)
         incomplete = data.get("incomplete")
         return cls(cert, settings, str(data.get("source", "")),
                    incomplete if isinstance(incomplete, dict) else None)
@@ -483,6 +534,23 @@ def _check_threshold(cert: Certificate, method: str, path: Path) -> None:
         raise UserError(f"{path}: certificate.threshold {cert.threshold!r} lies outside the "
                         f"scores of {method} ([{low:g}, {high:g}]): it would accept every "
                         "answer or none; re-certify")
+
+
+def _check_fitted(settings: dict[str, Any], path: Path) -> None:
+    """A :class:`UserError` when a certificate on a fitted score (``combined``,
+    ``calibrated:<method>``) holds no readable fitted function, or one for other inputs
+    than its method reads: a new item could not be scored as the certified ones were."""
+    method = settings["method"]
+    if not is_fitted(method):
+        return
+    try:
+        fitted = FittedScore.from_dict(settings.get("fitted") or {})
+    except ValueError as e:
+        raise UserError(f"{path}: settings.fitted: the certificate on {method} must hold the "
+                        f"function it certified ({e}); re-certify") from None
+    if method != COMBINED and list(fitted.inputs) != [method.partition(":")[2]]:
+        raise UserError(f"{path}: settings.fitted reads {', '.join(fitted.inputs)}, not "
+                        f"{method.partition(':')[2]}; re-certify")
 
 
 def _at(data: dict[str, Any], dotted: str) -> Any:

@@ -45,6 +45,7 @@ from credo.generation.pool import ModelPool
 from credo.pipeline.certificate import (
     LM_EVAL_FAMILY,
     RunCertificate,
+    certified_fit,
     procedure_settings,
     prompt_digest,
     run_settings,
@@ -241,7 +242,8 @@ def gateway_config(
     certificate's. ``overrides["adaptive_options"]`` (``round``, ``min``,
     ``confidence``) go over the rule's. The decision rule's threshold is the
     certificate's, and it reads the certificate's method unless told otherwise; the
-    gateway scores that method alone."""
+    gateway scores that method alone (and, for a fitted score, the methods it reads, to
+    which it applies the certified function)."""
     data = dict(recipe_fields(cert) if base is None else base)
     over = dict(overrides or {})
     chosen = over.pop("adaptive", None)
@@ -270,6 +272,7 @@ def gateway_config(
                 "scores": rule.get("scores") or [cert.method]}
     data.update({"adaptive": rule, "methods": [cert.method], "bootstrap": 0, "limit": None,
                  "certificate": None, "task_file": None})
+    data.update(certified_fit(cert))  # a fitted score: the certified function, and its inputs
     try:
         config = RunConfig.model_validate(data)
     except ValidationError as e:
@@ -370,7 +373,8 @@ def decide_question(
                         used.stats.completion_tokens, used.stats.generated_samples,
                         used.cached, used.stats.retries,
                         tuple(f.kind for f in used.failures))
-    reads = method_specs([cert.method])[0].needs_for(template.format)
+    reads = {name for spec in method_specs(config.methods)
+             for name in spec.needs_for(template.format)}
     full = config.n + (config.m if PERTURBED in reads else 0)
     r = result.items[0] if result.items else None
     if r is None:

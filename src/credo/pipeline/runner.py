@@ -50,6 +50,7 @@ from credo.pipeline.checks import (
 from credo.pipeline.checks import needs as needs_of
 from credo.pipeline.claims import ClaimRun, run_claims
 from credo.pipeline.ending import Outcome, decide_outcome, end_run
+from credo.pipeline.fitted import fit_scores
 from credo.pipeline.stages import SampleSetStage, StageDriver
 from credo.plan.sample_sets import PlanContext, get_sample_set
 from credo.plan.samples import ORIGINAL, PARAPHRASED, PERTURBED, ItemSamples, Sample
@@ -132,6 +133,10 @@ class RunResult:
     #: Items the task holds before ``config.limit`` cut it (None: generations given, not
     #: sampled); the terminal's title says "20 of 1319 items" when the limit cut it.
     task_size: int | None = None
+    #: The fitted scores' functions fitted on all labelled items, by method
+    #: (:mod:`credo.pipeline.fitted`; :meth:`credo.evaluate.combine.FittedScore.to_dict`):
+    #: what ``credo certify --method combined`` records; ``metrics.json["fitted"]``.
+    fitted: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def stopped_by_budget(self) -> bool:
@@ -221,6 +226,7 @@ def _run_pipeline(
         options=config.baselines.method_options(),
         show_progress=pool.show_progress,
     )
+    items, fitted = fit_scores(items, config)
     claim_run = run_claims(config, task, items, driver) if config.claims is not None else None
     ledger = pool.ledger.to_dict()
     ending = end_run(items, config, incomplete=incomplete,
@@ -258,7 +264,7 @@ def _run_pipeline(
         ending.response_metrics, ending.unavailable, paras, similarity,
         incomplete, neutrality=ending.neutrality, ledger=ledger,
         coverage=ending.coverage, degenerate=ending.degenerate, task_identity=identity,
-        claims=claim_run, task_size=prepared.task_size,
+        claims=claim_run, task_size=prepared.task_size, fitted=fitted,
     )
 
 

@@ -34,6 +34,7 @@ from credo.methods.scoring import score_items
 from credo.pipeline.certificate import given_task_settings
 from credo.pipeline.checks import method_specs
 from credo.pipeline.ending import end_run
+from credo.pipeline.fitted import fit_scores
 from credo.pipeline.runner import ANSWER_SETS, RunResult, build_kernels, grade_items
 from credo.pipeline.stages import StageDriver
 from credo.plan.samples import ORIGINAL, PERTURBED, ItemSamples, Sample
@@ -108,6 +109,7 @@ def score_generations(
         item_scores={it.id: it.scores for it in generations.items if it.scores},
         show_progress=pool.show_progress,
     )
+    items, fitted = fit_scores(items, config)
     ledger = pool.ledger.to_dict()
     # the given prefixes are not tested for neutrality
     ending = end_run(items, config, incomplete=incomplete,
@@ -132,7 +134,7 @@ def score_generations(
         ending.metrics, run_stats, {}, ending.response_metrics, ending.unavailable,
         incomplete=incomplete, source=generations.source, ledger=ledger,
         coverage=ending.coverage, degenerate=ending.degenerate,
-        task_identity=given_task_settings(generations, fmt, recompute),
+        task_identity=given_task_settings(generations, fmt, recompute), fitted=fitted,
     )
 
 
@@ -241,7 +243,9 @@ def default_methods(generations: Generations, fmt: AnswerFormat) -> list[str]:
     samples, 2 or more of each set on some item; self-consistency when none is (it is
     then reported not available, with the reason). Original samples alone allow SC,
     semantic entropy, the graph methods (EigV, degree, eccentricity, KLE, the number of
-    semantic sets) and answer consistency outside multiple choice."""
+    semantic sets), lexical similarity and answer consistency outside multiple choice.
+    A method with a kernel of its own (LUQ's embedding kernel: an embedder to load) is
+    scored only when named."""
     sets: dict[str, dict[str, list[GivenSample]]] = defaultdict(lambda: defaultdict(list))
     for s in generations.samples:
         sets[s.item][s.set].append(s)
@@ -250,7 +254,8 @@ def default_methods(generations: Generations, fmt: AnswerFormat) -> list[str]:
     chosen = []
     for spec in method_specs(names):
         needs = spec.needs_for(fmt)
-        if not spec.applies_to(fmt) or (spec.logprobs and not logprobs):
+        if not spec.applies_to(fmt) or (spec.logprobs and not logprobs) \
+                or spec.kernel is not None or spec.fitted:
             continue
         if any(all(its.get(n) for n in needs) and not spec.short_sets(fmt, its)
                for its in sets.values()):

@@ -111,10 +111,13 @@ def method_summaries(
 
 
 def default_pairs(methods: Sequence[str], reference: str | None = None) -> list[tuple[str, str]]:
-    """(reference, other) for every other method; the reference is ``c3`` when present."""
+    """(reference, other) for every other method; the reference is ``combined`` when
+    present (a combination is tested against every score it combines, the best single one
+    among them), else ``c3`` when present, else the first method."""
     if not methods:
         return []
-    ref = reference if reference in methods else ("c3" if "c3" in methods else methods[0])
+    ref = reference if reference in methods else next(
+        (m for m in ("combined", "c3") if m in methods), methods[0])
     return [(ref, m) for m in methods if m != ref]
 
 

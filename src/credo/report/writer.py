@@ -24,7 +24,10 @@ Files
                         items to split; ``degenerate[method]``: why its scores are
                         degenerate on this run. Both absent without known correctness;
                         ``task_identity``: the task as a certificate records it (family,
-                        format, domain, prompt digest, correctness)
+                        format, domain, prompt digest, correctness); ``fitted``: the
+                        functions of the fitted scores (``combined``,
+                        ``calibrated:<method>``) fitted on all labelled items, which
+                        ``credo certify`` records
 ``samples.jsonl``       every sample of every set (set, index, ref, prefix, text, extracted
                         answer, correctness, the method confidences given to it; the
                         scores a file gave it, ``scores``, and its item, ``item_scores``)
@@ -145,16 +148,12 @@ def write_run(result: RunResult, out: str | Path,
         "unavailable": result.unavailable,
         "stats": {**result.stats, "ledger": result.ledger} if result.ledger else result.stats,
     }
-    if result.incomplete:
-        metrics["incomplete"] = result.incomplete
-    if result.neutrality:
-        metrics["neutrality"] = result.neutrality
-    if result.coverage:
-        metrics["coverage_at_risk"] = result.coverage
-    if result.degenerate:
-        metrics["degenerate"] = result.degenerate
-    if result.certificate is not None:
-        metrics["certificate"] = result.certificate.to_dict()
+    optional = {"incomplete": result.incomplete, "neutrality": result.neutrality,
+                "coverage_at_risk": result.coverage, "degenerate": result.degenerate,
+                "fitted": result.fitted,
+                "certificate": None if result.certificate is None
+                else result.certificate.to_dict()}
+    metrics.update({k: v for k, v in optional.items() if v})
     files.append(jsonio.write_text(out / "metrics.json", jsonio.dumps(metrics, indent=2)))
     if result.perturbation_similarity:
         files.append(jsonio.write_text(out / SIMILARITY_FILE,
