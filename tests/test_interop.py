@@ -125,10 +125,10 @@ def lm_eval_samples(lm_eval_out) -> Path:
 
 
 ORIGINALS_ONLY = {"self_consistency", "semantic_entropy", "num_semantic_sets", "eigv",
-                  "degree", "eccentricity", "kle", "answer_consistency"}
+                  "degree", "eccentricity", "kle", "lexsim", "answer_consistency"}
 """The methods that read only the original samples (outside multiple choice; listed in
 docs/how-to/own-generations.md):
-what ``credo score`` scores by default on one set of samples per item (issue 34 item 13)."""
+what ``credo score`` scores by default on one set of samples per item."""
 
 
 def _rows(path: Path) -> list[dict]:
