@@ -58,6 +58,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sys
 import threading
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -375,6 +376,14 @@ class _HTTPServer(ThreadingHTTPServer):
     def __init__(self, fault: FaultServer, port: int) -> None:
         self.fault = fault
         super().__init__(("127.0.0.1", port), _Handler)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that hung up (its timeout, a cancelled call) is ordinary traffic:
+        say nothing, so no traceback lands in the output of a process sharing stderr;
+        any other error is printed as socketserver does."""
+        if isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):
+            return
+        super().handle_error(request, client_address)
 
 
 class _Handler(BaseHTTPRequestHandler):

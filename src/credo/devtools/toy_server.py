@@ -37,6 +37,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import sys
 import threading
 from collections.abc import Mapping, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -201,6 +202,14 @@ class _HTTPServer(ThreadingHTTPServer):
     def __init__(self, toy: ToyModelServer, host: str, port: int) -> None:
         self.toy = toy
         super().__init__((host, port), _Handler)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that hung up (its timeout, a cancelled call) is ordinary traffic:
+        say nothing, so no traceback lands in the output of a process sharing stderr;
+        any other error is printed as socketserver does."""
+        if isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):
+            return
+        super().handle_error(request, client_address)
 
 
 class _Handler(BaseHTTPRequestHandler):
