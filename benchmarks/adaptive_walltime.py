@@ -1,4 +1,4 @@
-"""Wall time of a live adaptive run against the full run on the same items (issue 24).
+"""Wall time of a live adaptive run against the full run on the same items.
 
 Runs ``credo run`` twice back to back on the same machine, each on a fresh cache: the
 full run (every item n original and m perturbed samples) and the adaptive run

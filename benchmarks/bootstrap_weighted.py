@@ -8,7 +8,7 @@ resample indices:
 - **loop**: the plain one-sample metric of :mod:`credo.evaluate.metrics`
   (scikit-learn's ROC, average precision and Brier) called on every resample by
   :func:`scipy.stats.bootstrap` (``bootstrap_distribution`` with the function: what
-  ``bootstrap_ci("auroc", ...)`` did before issue 15); ``--loop rows`` hands scipy's
+  ``bootstrap_ci("auroc", ...)`` did before the weighted engine); ``--loop rows`` hands scipy's
   (B, N) matrix of resamples to the row functions instead (``RowMetric``, what the
   report's ``method_summaries`` did), which is far slower at this N for the
   scikit-learn metrics (AUROC: 607 s CPU);

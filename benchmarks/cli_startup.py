@@ -1,7 +1,7 @@
 """Start-up cost of the command line: ``credo --help`` and ``import credo.cli`` in a fresh
 interpreter, against a bare ``python -c pass``, each the median of ``--repeat`` runs.
 
-Issue 11 measured ``credo --help`` at 1.0 s before the redesign (``import credo.cli``
+We measured ``credo --help`` at 1.0 s before the redesign (``import credo.cli``
 loaded the runner, scikit-learn and scipy); the command line now imports heavy
 libraries only inside the commands that need them.
 

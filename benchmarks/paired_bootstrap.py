@@ -9,19 +9,19 @@ shared machine):
 (a) ``paired_bootstrap``  ΔAUROC and ΔECE of two methods on the same N items
     (:func:`credo.evaluate.paired.paired_bootstrap`), and each metric on its own;
 (b) ``method_summaries``  ECE, MCE, Brier, AUROC, AUPRC-P, AUPRC-N, AUARC and PRR
-    (ECE, AUROC, AUPRC-P, AUPRC-N before issue 15) with bootstrap CIs for every method of
+    (ECE, AUROC, AUPRC-P, AUPRC-N before the weighted engine) with bootstrap CIs for every method of
     an in-memory run folder (:func:`credo.report.analysis.method_summaries`),
     ``--methods`` methods.
 
 No model is loaded. Measured (docs/benchmarks.md, "Evaluation bootstrap"; 2 shared vCPUs,
-AMD EPYC, load average 4-5), CPU seconds, best of 5, before -> after issue 11 made
+AMD EPYC, load average 4-5), CPU seconds, best of 5, before -> after the change that made
 scikit-learn the one implementation of AUROC and average precision:
 
 - paired test, 1000 resamples of 200 items, ΔAUROC + ΔECE: 0.05 s -> 1.9 s
   (ΔAUROC 1.8 s: 2000 ``roc_auc_score`` evaluations at ~0.9 ms each; ΔECE 0.01 s);
 - ``method_summaries``, 2 methods x 4 metrics: 0.46 s -> 5.0 s.
 
-Issue 15 moved both onto the weighted bootstrap engine (:mod:`credo.evaluate.weighted`):
+The weighted engine moved both onto the weighted bootstrap engine (:mod:`credo.evaluate.weighted`):
 paired test 2.1 s -> 0.025 s, ``method_summaries`` (now 8 metrics) 5.0 s -> 0.056 s CPU
 (docs/benchmarks.md, "Bootstrap as multinomial weights over one sort").
 

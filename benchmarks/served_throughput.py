@@ -1,6 +1,6 @@
 """credo against a served model: its executor and OpenAI backend vs a plain async client.
 
-Issue 13.4's benchmark. llama.cpp's own OpenAI-compatible HTTP server (the engine credo
+llama.cpp's own OpenAI-compatible HTTP server (the engine credo
 embeds, listening on 127.0.0.1) serves one embedded model; the same workload (``--prompts``
 prompts x ``--samples`` samples of ``--max-tokens`` tokens at T = 1, no truncation) is
 sent three ways, each timed from the first request to the last reply:
