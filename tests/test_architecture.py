@@ -409,3 +409,14 @@ def test_the_private_name_check_sees_both_forms(tmp_path):
                      "binomial._approx"}
     own = {f.split(": ", 1)[1] for f in _private_uses("credo.evaluate.tables", path)}
     assert own == {"c._threshold", "binomial._approx"}  # its own private name is its own
+
+
+def test_every_claim_module_is_in_the_claims_table_on_its_layer():
+    """Claims stay cut by floor (docs/architecture.md, "Claims"): every module whose name
+    holds "claim" is in that table, and the layer the table gives it is its layer."""
+    rows = {re.findall(r"`([\w.]+)`", row[0])[0]: row[1] for row in _table("Claims")}
+    found = {m for m in MODULES if "claim" in m.rsplit(".", 1)[-1]}
+    assert found == set(rows), "docs/architecture.md's claims table and the code differ"
+    layers = [row[0] for row in _table("Layers")]
+    for module, layer in rows.items():
+        assert layers[_layer_of(module)] == layer, (module, layer)
