@@ -354,35 +354,42 @@ _MOVING_NOW = {
 }
 
 
-def _private_uses(module: str, path: Path) -> list[str]:
-    """Each ``from credo.x import _name`` in ``path`` with ``credo.x`` another module, and
-    each ``m._name`` with ``m`` a credo module it imported."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    aliases: dict[str, str] = {}  # local name -> credo module it stands for
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def _private_imports(module: str, tree: ast.Module) -> tuple[dict[str, str], list[str]]:
+    """The local names that stand for credo modules in ``tree``, and each
+    ``from credo.x import _name`` with ``credo.x`` not ``module``."""
+    aliases: dict[str, str] = {}
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            for a in node.names:
-                if a.name.split(".")[0] == "credo":
-                    aliases[a.asname or "credo"] = a.name if a.asname else "credo"
+            aliases.update((a.asname or "credo", a.name if a.asname else "credo")
+                           for a in node.names if a.name.split(".")[0] == "credo")
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0 \
                 and node.module.split(".")[0] == "credo":
             for a in node.names:
                 full = f"{node.module}.{a.name}"
                 if full in MODULES:
                     aliases[a.asname or a.name] = full
-                elif a.name.startswith("_") and not a.name.startswith("__") \
-                        and node.module != module:
+                elif _private(a.name) and node.module != module:
                     found.append(f"{node.lineno}: from {node.module} import {a.name}")
+    return aliases, found
+
+
+def _private_uses(module: str, path: Path) -> list[str]:
+    """Each ``from credo.x import _name`` in ``path`` with ``credo.x`` another module, and
+    each ``m._name`` with ``m`` a credo module it imported."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    aliases, found = _private_imports(module, tree)
     for node in ast.walk(tree):
-        if isinstance(node, ast.Attribute) and node.attr.startswith("_") \
-                and not node.attr.startswith("__"):
+        if isinstance(node, ast.Attribute) and _private(node.attr):
             chain = ast.unparse(node.value)
             root, _, rest = chain.partition(".")
-            if root in aliases:
-                target = ".".join(p for p in (aliases[root], rest) if p)
-                if target in MODULES and target != module:
-                    found.append(f"{node.lineno}: {chain}.{node.attr}")
+            target = ".".join(p for p in (aliases.get(root, ""), rest) if p)
+            if root in aliases and target in MODULES and target != module:
+                found.append(f"{node.lineno}: {chain}.{node.attr}")
     return found
 
 
