@@ -41,8 +41,9 @@ if TYPE_CHECKING:
     from credo.api import run, score, study
     from credo.config import ExecutorConfig, PerturbationConfig, RunConfig, StudyConfig
     from credo.evaluate.bootstrap import bootstrap_ci
-    from credo.evaluate.certify import Certificate, certify, coverage_at_risk
+    from credo.evaluate.certify import Certificate, certify
     from credo.evaluate.claims import Claim, ClaimCertificate, ClaimItem, certify_claims
+    from credo.evaluate.coverage import coverage_at_risk
     from credo.evaluate.metrics import auarc, auprc_neg, auprc_pos, auroc, brier, ece, mce, prr
     from credo.methods import (
         answer_consistency,
@@ -84,7 +85,7 @@ _EXPORTS = {
     "c3_cross": "credo.methods",
     "certify": "credo.evaluate.certify",
     "certify_claims": "credo.evaluate.claims",
-    "coverage_at_risk": "credo.evaluate.certify",
+    "coverage_at_risk": "credo.evaluate.coverage",
     "degree": "credo.methods",
     "eccentricity": "credo.methods",
     "eigv": "credo.methods",

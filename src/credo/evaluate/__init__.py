@@ -15,7 +15,8 @@ from credo.evaluate.bootstrap import (
     calibration_curve,
     polarisation_entropy,
 )
-from credo.evaluate.certify import Certificate, certify, coverage_at_risk
+from credo.evaluate.certify import Certificate, certify
+from credo.evaluate.coverage import coverage_at_risk
 from credo.evaluate.metrics import (
     auarc,
     auprc_neg,

@@ -20,7 +20,7 @@ import numpy as np
 from credo.evaluate import registry
 from credo.evaluate.bootstrap import bootstrap_cis
 from credo.evaluate.metrics import labels_from_performance, metric_inputs
-from credo.evaluate.tables import _metrics
+from credo.evaluate.tables import add_cis, metric_values
 
 __all__ = ["evaluate"]
 
@@ -73,7 +73,7 @@ def evaluate(
                              f"{ids.shape} for {s.shape}")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # one class: NaN, said by the value
-        out = _metrics(s, perf, labels, n_bins, None, level)
+        out = metric_values(s, perf, labels, n_bins, None, level)
     out["n"] = int(s.size)
     if ids is not None:
         out["n_questions"] = int(np.unique(ids).size)
@@ -81,6 +81,5 @@ def evaluate(
         names = registry.names(level, bootstrap=True)
         cis = bootstrap_cis(s, perf, labels, names, n_bins=n_bins, n_resamples=n_resamples,
                             confidence=confidence, seed=seed, clusters=ids)
-        for name, (low, high) in cis.items():
-            out[f"{name}_low"], out[f"{name}_high"] = low, high
+        add_cis(out, cis)
     return out

@@ -45,8 +45,9 @@ often), :func:`certify` returns a :class:`Certificate` with ``threshold=None``, 
 saying so, and ``n_needed``: about how many calibration items would be needed at the
 error rates observed. It never returns a threshold that was not certified.
 
-:func:`coverage_at_risk` estimates, from one run's labelled items, the coverage the
-procedure would certify on new data: repeated random calibration/test splits.
+:func:`credo.evaluate.coverage.coverage_at_risk` estimates, from one run's labelled
+items, the coverage the procedure would certify on new data: repeated random
+calibration/test splits.
 """
 
 from __future__ import annotations
@@ -58,15 +59,30 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
-from scipy.special import betainc
-from scipy.stats import binom, norm
 
-from credo.ties import settle_scores
+from credo.evaluate.binomial import (
+    binomial_p_value,
+    check_level,
+    items_needed,
+    projected_p_value,
+)
+from credo.evaluate.coverage import CoverageAtRisk, coverage_at_risk
+from credo.evaluate.thresholds import (
+    METHODS,
+    SELECT_FRACTION,
+    as_scores,
+    certified_threshold,
+    check_inputs,
+    check_method,
+    ladder,
+)
 
-__all__ = ["METHODS", "PROCEDURE_METHODS", "Certificate", "CoverageAtRisk", "Decide", "certify",
-           "certify_procedure", "coverage_at_risk"]
+__all__ = ["METHODS", "PROCEDURE_METHODS", "Certificate", "CoverageAtRisk", "Decide",
+           "binomial_p_value", "certify", "certify_procedure", "coverage_at_risk",
+           "items_needed"]
+# CoverageAtRisk and coverage_at_risk live in credo.evaluate.coverage, the binomial test in
+# credo.evaluate.binomial; their names stay importable from here, where they were first.
 
-METHODS = ("ltt", "sgr", "fixed-sequence", "crc")
 ArrayLike = Sequence[float] | np.ndarray
 
 Decide = Callable[[float, np.ndarray], tuple[np.ndarray, np.ndarray]]
@@ -75,9 +91,6 @@ a procedure run at threshold ``t`` accepts, and whether the answer it gives each
 
 PROCEDURE_METHODS = ("ltt", "fixed-sequence")
 """The procedures :func:`certify_procedure` runs (both test thresholds in a fixed order)."""
-
-SELECT_FRACTION = 0.3
-"""The share of calibration items that orders the thresholds in ``ltt``."""
 
 POWER_DRAWS = 40
 """Resampled calibration sets per size when estimating the items needed (:func:`_n_needed`)."""
@@ -120,7 +133,7 @@ class Certificate:
 
     def accept(self, scores: ArrayLike) -> np.ndarray:
         """Boolean array: which of ``scores`` are answered (``score >= threshold``)."""
-        s = _as_scores(scores)
+        s = as_scores(scores)
         if self.threshold is None:
             return np.zeros(s.shape, dtype=bool)
         return s >= self.threshold
@@ -140,38 +153,6 @@ class Certificate:
     @classmethod
     def from_json(cls, text: str) -> Certificate:
         return cls.from_dict(json.loads(text))
-
-
-@dataclass(frozen=True)
-class CoverageAtRisk:
-    """What :func:`coverage_at_risk` measured over ``splits`` calibration/test splits.
-
-    ``coverage_mean``, ``coverage_std``, ``coverage_q05``, ``coverage_q95``: the share of
-    test items accepted (0 where nothing was certified); ``exceed_rate``: share of splits
-    whose accepted test items erred more often than ``alpha`` (a finite test half is noisy,
-    so this can exceed ``delta`` somewhat even for a valid procedure); ``certified_rate``:
-    share of splits where a threshold was certified; ``risk_mean``: mean test error rate
-    among accepted items over the splits that accepted any; ``coverages``: each split's
-    test coverage, in split order (the same ``seed`` and item count give the same splits,
-    so two score vectors on the same items compare split by split).
-    """
-
-    coverage_mean: float
-    coverage_std: float
-    coverage_q05: float
-    coverage_q95: float
-    exceed_rate: float
-    certified_rate: float
-    risk_mean: float | None
-    alpha: float
-    delta: float | None
-    method: str
-    splits: int
-    calibration_fraction: float
-    coverages: tuple[float, ...] = ()
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def certify(
@@ -200,25 +181,13 @@ def certify(
 
     Assumes the calibration items and future items are exchangeable.
     """
-    s, wrong = _check_inputs(scores, correct)
-    alpha = _check_level(alpha, "alpha")
-    delta = _check_level(delta, "delta")
-    _check_method(method, select_fraction)
-    t, p = _threshold(s, wrong, alpha, delta, method, select_fraction, seed)
+    s, wrong = check_inputs(scores, correct)
+    alpha = check_level(alpha, "alpha")
+    delta = check_level(delta, "delta")
+    check_method(method, select_fraction)
+    t, p = certified_threshold(s, wrong, alpha, delta, method, select_fraction, seed)
     return _certificate(s, wrong, alpha, None if method == "crc" else delta, method, t, p,
                         select_fraction if needed else None)
-
-
-def _check_method(method: str, select_fraction: float) -> None:
-    if method not in METHODS:
-        raise ValueError(f"method must be one of {', '.join(METHODS)}; got {method!r}")
-    if method == "ltt" and not 0.0 < select_fraction < 1.0:
-        raise ValueError(f"select_fraction must lie in (0, 1); got {select_fraction!r}")
-
-
-def _threshold(s, wrong, alpha, delta, method, select_fraction, seed):
-    """``method``'s certified threshold and its p-value, or ``(None, None)``."""
-    return _PROCEDURES[method](s, wrong, alpha, delta, select_fraction, seed)
 
 
 def certify_procedure(
@@ -255,9 +224,9 @@ def certify_procedure(
     as far as the tests go; the certificate's coverage and risk are the procedure's at
     the certified threshold on all items. ``what`` names the procedure in the message.
     """
-    s, wrong_full = _check_inputs(scores, correct)
-    alpha = _check_level(alpha, "alpha")
-    delta = _check_level(delta, "delta")
+    s, wrong_full = check_inputs(scores, correct)
+    alpha = check_level(alpha, "alpha")
+    delta = check_level(delta, "delta")
     if method not in PROCEDURE_METHODS:
         raise ValueError(f"a procedure is certified by {' or '.join(PROCEDURE_METHODS)}; "
                          f"got {method!r}")
@@ -276,7 +245,7 @@ def certify_procedure(
         counts = [_counts(decide, float(t), sel) for t in grid]
         k1, m1 = (np.array(c, dtype=float) for c in zip(*counts, strict=True))
         scale = test.size / sel.size
-        start = int(np.argmin(_projected_p(k1 * scale, m1 * scale, alpha)))
+        start = int(np.argmin(projected_p_value(k1 * scale, m1 * scale, alpha)))
         grid = grid[start:]
     else:
         sel, test = everything[:0], everything
@@ -338,204 +307,6 @@ def _procedure_certificate(
     return Certificate(None, 0.0, alpha, delta, n, method, 0, None, None, needed, msg)
 
 
-def binomial_p_value(errors: ArrayLike, accepted: ArrayLike, alpha: float) -> np.ndarray:
-    """Exact p-value of ``H: risk > alpha`` given ``errors`` among ``accepted`` items.
-
-    ``P(Binom(m, alpha) <= k)``, the chance of so few errors if the risk were ``alpha``
-    (it is larger for any risk above ``alpha``: a valid p-value). 1 where ``m = 0``.
-    """
-    k = np.asarray(errors, dtype=float)
-    m = np.asarray(accepted, dtype=float)
-    return np.where(m > 0, binom.cdf(k, m, alpha), 1.0)
-
-
-def items_needed(error_rate: float, alpha: float, level: float, limit: int = 10**7) -> int | None:
-    """Fewest accepted items ``m`` with ``P(Binom(m, alpha) <= floor(error_rate * m)) <=
-    level``: how many items at this error rate a binomial test needs. None if none up to
-    ``limit`` (always when ``error_rate >= alpha``)."""
-    if error_rate >= alpha:
-        return None
-    m0 = _approx_needed(np.array([error_rate]), alpha, level)[0]
-    hi = int(min(limit, 4 * m0 + 200))
-    m = np.arange(1, hi + 1, dtype=float)
-    ok = np.nonzero(binom.cdf(np.floor(error_rate * m + 1e-9), m, alpha) <= level)[0]
-    return int(ok[0]) + 1 if ok.size else None
-
-
-def _approx_needed(rates: np.ndarray, alpha: float, level: float) -> np.ndarray:
-    """Normal approximation of :func:`items_needed`: ``(z sqrt(alpha (1 - alpha)) /
-    (alpha - r))^2`` with ``z`` the upper ``level`` quantile."""
-    z = float(norm.isf(level))
-    return (z * math.sqrt(alpha * (1.0 - alpha)) / (alpha - rates)) ** 2
-
-
-def coverage_at_risk(
-    scores: ArrayLike,
-    correct: ArrayLike,
-    alpha: float = 0.1,
-    delta: float = 0.1,
-    *,
-    method: str = "ltt",
-    splits: int = 100,
-    calibration_fraction: float = 0.5,
-    seed: int = 0,
-) -> CoverageAtRisk:
-    """Coverage a certified threshold reaches on new items, estimated by splitting a run.
-
-    ``splits`` times: a random ``calibration_fraction`` of the items calibrates
-    :func:`certify` (``method``, ``alpha``, ``delta``), the rest test it: the share of test
-    items accepted (0 when nothing was certified) and whether their error rate exceeded
-    ``alpha``. The items are assumed exchangeable; the calibration sets are smaller than
-    the whole run, so the coverage is a slight underestimate of what all items certify.
-    """
-    s, wrong = _check_inputs(scores, correct)
-    if not 0.0 < calibration_fraction < 1.0:
-        raise ValueError(f"calibration_fraction must lie in (0, 1); got {calibration_fraction!r}")
-    if splits < 1:
-        raise ValueError(f"splits must be at least 1; got {splits!r}")
-    n_cal = round(calibration_fraction * s.size)
-    if n_cal < 1 or n_cal >= s.size:
-        raise ValueError(f"{s.size} items cannot be split {calibration_fraction:g} / rest")
-    alpha = _check_level(alpha, "alpha")
-    delta = _check_level(delta, "delta")
-    _check_method(method, SELECT_FRACTION)
-    rng = np.random.default_rng(seed)
-    cov = np.zeros(splits)
-    risk = np.full(splits, np.nan)
-    certified = np.zeros(splits, dtype=bool)
-    for j in range(splits):  # certify's threshold on each split (not its message)
-        perm = rng.permutation(s.size)
-        cal, test = perm[:n_cal], perm[n_cal:]
-        t, _ = _threshold(s[cal], wrong[cal], alpha, delta, method, SELECT_FRACTION,
-                          int(rng.integers(2**31)))
-        acc = np.zeros(test.size, dtype=bool) if t is None else s[test] >= t
-        certified[j] = t is not None
-        cov[j] = acc.mean()
-        if acc.any():
-            risk[j] = wrong[test][acc].mean()
-    accepted_any = ~np.isnan(risk)
-    return CoverageAtRisk(
-        coverage_mean=float(cov.mean()),
-        coverage_std=float(cov.std(ddof=1)) if splits > 1 else 0.0,
-        coverage_q05=float(np.quantile(cov, 0.05)),
-        coverage_q95=float(np.quantile(cov, 0.95)),
-        exceed_rate=float(np.mean(accepted_any & (np.nan_to_num(risk) > alpha))),
-        certified_rate=float(certified.mean()),
-        risk_mean=float(np.nanmean(risk)) if accepted_any.any() else None,
-        alpha=alpha,
-        delta=None if method == "crc" else delta,
-        method=method,
-        splits=splits,
-        calibration_fraction=calibration_fraction,
-        coverages=tuple(float(x) for x in cov),
-    )
-
-
-# --- procedures: each returns (threshold or None, p-value or None) ------------------------
-
-
-def _ladder(s: np.ndarray, wrong: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Distinct scores from highest to lowest, with the number of items accepted (``m``)
-    and of errors among them (``k``) when the threshold is each score."""
-    order = np.argsort(-s, kind="stable")
-    ss = s[order]
-    last = np.r_[ss[1:] != ss[:-1], True]
-    m = np.arange(1, s.size + 1)[last]
-    k = np.cumsum(wrong[order])[last]
-    return ss[last], m, k
-
-
-def _first_run(passed: np.ndarray) -> int:
-    """Length of the leading run of True in ``passed`` (fixed-sequence: stop at a failure)."""
-    fails = np.nonzero(~passed)[0]
-    return int(fails[0]) if fails.size else int(passed.size)
-
-
-def _fixed_sequence(s, wrong, alpha, delta):
-    ts, m, k = _ladder(s, wrong)
-    p = binomial_p_value(k, m, alpha)
-    run = _first_run(p <= delta)
-    return (None, None) if run == 0 else (float(ts[run - 1]), float(p[run - 1]))
-
-
-def _sgr(s, wrong, alpha, delta):
-    """Geifman & El-Yaniv (2017) Algorithm 1 in accepted-count form: binary search over
-    the top-``z`` sets, ``ceil(log2 N)`` tests at ``delta / ceil(log2 N)``."""
-    ss = np.sort(s)[::-1]
-    tests = max(1, math.ceil(math.log2(s.size)))
-    level = delta / tests
-    lo, hi = 0, s.size  # accepted counts: lo always fails or is empty, search (lo, hi]
-    best: tuple[float | None, float | None] = (None, None)
-    best_m = 0
-    for _ in range(tests):
-        z = (lo + hi + 1) // 2
-        t = ss[z - 1]
-        acc = s >= t
-        p = float(binomial_p_value(wrong[acc].sum(), acc.sum(), alpha))
-        if p <= level:
-            lo = z
-            if acc.sum() > best_m:
-                best, best_m = (float(t), p), int(acc.sum())
-        else:
-            hi = z - 1
-        if lo >= hi:
-            break
-    return best
-
-
-def _ltt_split(s, wrong, alpha, delta, select_fraction, seed):
-    """Learn then Test with a selection split: order on one part, fixed-sequence on the
-    rest (module docstring)."""
-    if s.size < 2:
-        return None, None
-    n_sel = min(max(1, round(select_fraction * s.size)), s.size - 1)
-    perm = np.random.default_rng(seed).permutation(s.size)
-    sel, test = perm[:n_sel], perm[n_sel:]
-    ts, m1, k1 = _ladder(s[sel], wrong[sel])
-    scale = test.size / sel.size
-    p_hat = _projected_p(k1 * scale, m1 * scale, alpha)
-    grid = ts[int(np.argmin(p_hat)):]  # most promising first, then looser, in order
-    st = np.sort(s[test])
-    m2 = st.size - np.searchsorted(st, grid, side="left")
-    k2 = _errors_at(s[test], wrong[test], grid)
-    p = binomial_p_value(k2, m2, alpha)
-    run = _first_run(p <= delta)
-    return (None, None) if run == 0 else (float(grid[run - 1]), float(p[run - 1]))
-
-
-def _errors_at(s: np.ndarray, wrong: np.ndarray, grid: np.ndarray) -> np.ndarray:
-    """Errors among items with ``s >= t`` for each ``t`` of ``grid``."""
-    sw = np.sort(s[wrong])
-    return sw.size - np.searchsorted(sw, grid, side="left")
-
-
-def _projected_p(k: np.ndarray, m: np.ndarray, alpha: float) -> np.ndarray:
-    """The binomial p-value extended to real counts, ``I_{1-alpha}(m - k, k + 1)``."""
-    ok = m > k
-    out = np.ones_like(m, dtype=float)
-    out[ok] = betainc(m[ok] - k[ok], k[ok] + 1.0, 1.0 - alpha)
-    return out
-
-
-def _crc(s, wrong, alpha):
-    """Loosest distinct score with ``(k + 1) / (N + 1) <= alpha`` (Angelopoulos et al. 2022,
-    B = 1); None when even answering only the top group breaks it."""
-    ts, _, k = _ladder(s, wrong)
-    ok = (k + 1.0) / (s.size + 1.0) <= alpha
-    run = _first_run(ok)  # k only grows as the threshold loosens
-    return None if run == 0 else float(ts[run - 1])
-
-
-_PROCEDURES = {
-    "ltt": _ltt_split,
-    "sgr": lambda s, wrong, alpha, delta, _f, _seed: _sgr(s, wrong, alpha, delta),
-    "fixed-sequence": lambda s, wrong, alpha, delta, _f, _seed: _fixed_sequence(
-        s, wrong, alpha, delta),
-    "crc": lambda s, wrong, alpha, _d, _f, _seed: (_crc(s, wrong, alpha), None),
-}
-"""Each method's procedure, ``(s, wrong, alpha, delta, select_fraction, seed) -> (t, p)``."""
-
-
 # --- the certificate and its message ------------------------------------------------------
 
 
@@ -581,7 +352,7 @@ def _n_needed(s, wrong, alpha, delta, method, select_fraction,
     if method == "crc":  # (0 + 1) / (N + 1) <= alpha at the least
         need = max(n + 1, math.ceil(1.0 / alpha - 1.0))
         return need, f"at least {need} items would be needed."
-    _, m, k = _ladder(s, wrong)
+    _, m, k = ladder(s, wrong)
     if not (k / m < alpha).any():
         return None, (f"no calibration size would: even the best-scored items err at least "
                       f"at {alpha:g} (raise alpha or use a better score).")
@@ -593,7 +364,7 @@ def _n_needed(s, wrong, alpha, delta, method, select_fraction,
         hits = 0
         for d in range(POWER_DRAWS):
             idx = rng.integers(0, n, size)
-            t, _ = _threshold(s[idx], wrong[idx], alpha, delta, method, select_fraction, d)
+            t, _ = certified_threshold(s[idx], wrong[idx], alpha, delta, method, select_fraction, d)
             hits += t is not None
             if hits >= wanted:
                 return True
@@ -614,39 +385,3 @@ def _n_needed(s, wrong, alpha, delta, method, select_fraction,
         low, high = (low, mid) if powered(mid) else (mid, high)
     return high, (f"at {rates} about {high} items would be needed "
                   f"({POWER:.0%} of calibration sets that size certify a threshold).")
-
-
-# --- input checks -------------------------------------------------------------------------
-
-
-def _as_scores(scores: ArrayLike) -> np.ndarray:
-    """The scores as a checked float array, settled (:func:`credo.ties.settle`: scores
-    equal within rounding are one score, so a threshold accepts both or neither)."""
-    s = np.asarray(scores, dtype=float)
-    if s.ndim != 1:
-        raise ValueError(f"scores must be one-dimensional; got shape {s.shape}")
-    if not np.all(np.isfinite(s)):
-        raise ValueError("scores must be finite (no NaN or infinity)")
-    return settle_scores(s)
-
-
-def _check_inputs(scores: ArrayLike, correct: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
-    s = _as_scores(scores)
-    c = np.asarray(correct)
-    if c.shape != s.shape:
-        raise ValueError(f"correct has shape {c.shape}, scores {s.shape}: one per item")
-    if s.size == 0:
-        raise ValueError("certify needs at least one calibration item")
-    if c.dtype != bool:
-        cf = np.asarray(c, dtype=float)
-        if not np.all((cf == 0) | (cf == 1)):
-            raise ValueError("correct must be 0/1 or boolean")
-        c = cf == 1
-    return s, ~c
-
-
-def _check_level(x: float, name: str) -> float:
-    x = float(x)
-    if not 0.0 < x < 1.0:
-        raise ValueError(f"{name} must lie in (0, 1); got {x!r}")
-    return x

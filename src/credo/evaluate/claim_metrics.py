@@ -23,7 +23,7 @@ import numpy as np
 
 from credo.evaluate import registry
 from credo.evaluate.bootstrap import bootstrap_cis
-from credo.evaluate.tables import _metrics
+from credo.evaluate.tables import add_cis, metric_values
 from credo.tasks.claims import ClaimItem
 
 __all__ = ["claim_rows", "evaluate_claim_methods"]
@@ -66,14 +66,13 @@ def evaluate_claim_methods(
             s, y, owner = claim_rows(items, name)
             if s.size == 0:
                 continue
-            d = _metrics(s, y.astype(float), y, n_bins, None, "generation")
+            d = metric_values(s, y.astype(float), y, n_bins, None, "generation")
             d["n_claims"] = int(s.size)
             d["n_items"] = int(np.unique(owner).size)
             if n_resamples > 0:
                 cis = bootstrap_cis(s, y.astype(float), y, [m.name for m in chosen],
                                     n_bins=n_bins, n_resamples=n_resamples,
                                     confidence=confidence, seed=seed, clusters=owner)
-                for metric, (lo, hi) in cis.items():
-                    d[f"{metric}_low"], d[f"{metric}_high"] = lo, hi
+                add_cis(d, cis)
             out[name] = d
     return out

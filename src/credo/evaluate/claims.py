@@ -48,7 +48,7 @@ least ``1 - delta`` over the calibration draw, the miscoverage of the returned `
 et al. 2021) by fixed-sequence testing over candidate thresholds from strict to loose,
 with the monotone loss ``L_i(t) = 1[r_i(a) > t]`` (which bounds ``1[item i fails t]``
 by (i)) and the exact binomial p-value of ``H_t: P(r > t) > alpha``,
-``P(Binom(N, alpha) <= #{i : r_i > t})`` (:func:`credo.evaluate.certify.binomial_p_value`
+``P(Binom(N, alpha) <= #{i : r_i > t})`` (:func:`credo.evaluate.binomial.binomial_p_value`
 and its fixed-sequence stop, shared with ``certify``); the loosest threshold before the
 first test with p > delta is returned. The counts change only at the ``r_i``, so testing
 the distinct ``r_i`` from the highest down is the same as testing every real ``t``.
@@ -84,7 +84,7 @@ from typing import Any
 
 import numpy as np
 
-from credo.evaluate.certify import _check_level, _first_run, binomial_p_value, items_needed
+from credo.evaluate.binomial import binomial_p_value, check_level, items_needed, leading_run
 from credo.tasks.claims import Claim, ClaimItem, score_names
 from credo.ties import settle_scores
 
@@ -231,10 +231,10 @@ def certify_claims(
     Raises ValueError for a level outside (0, 1), no item, an unlabelled claim, or a
     score a claim lacks; the message names the item.
     """
-    alpha = _check_level(alpha, "alpha")
+    alpha = check_level(alpha, "alpha")
     a = _check_share(a)
     if delta is not None:
-        delta = _check_level(delta, "delta")
+        delta = check_level(delta, "delta")
     if not items:
         raise ValueError("certify_claims needs at least one calibration item")
     score = _pick_score(items, score)
@@ -300,7 +300,7 @@ def conformal_threshold(r: ArrayLike, alpha: float) -> tuple[float | None, int |
     """The ``ceil((N + 1)(1 - alpha))``-th smallest of ``r`` and that rank, or
     ``(None, None)`` when the rank exceeds ``N`` (Mohri & Hashimoto 2024, Thm 3.1)."""
     values = np.sort(np.asarray(r, dtype=float))
-    rank = _conformal_rank(values.size, _check_level(alpha, "alpha"))
+    rank = _conformal_rank(values.size, check_level(alpha, "alpha"))
     if rank > values.size:
         return None, None
     return float(values[rank - 1]), rank
@@ -309,8 +309,8 @@ def conformal_threshold(r: ArrayLike, alpha: float) -> tuple[float | None, int |
 def ltt_threshold(r: ArrayLike, alpha: float, delta: float) -> tuple[float | None, float | None]:
     """The threshold certified with probability ``1 - delta`` (module docstring) and its
     binomial p-value, or ``(None, None)``."""
-    t, p, _ = _ltt(np.asarray(r, dtype=float), _check_level(alpha, "alpha"),
-                   _check_level(delta, "delta"))
+    t, p, _ = _ltt(np.asarray(r, dtype=float), check_level(alpha, "alpha"),
+                   check_level(delta, "delta"))
     return t, p
 
 
@@ -323,7 +323,7 @@ def _ltt(
     grid = np.unique(r)[::-1]  # strict to loose
     losses = n - np.searchsorted(np.sort(r), grid, side="right")
     p = _p_values(n, alpha)[losses]
-    run = _first_run(p <= delta)
+    run = leading_run(p <= delta)
     if run == 0:
         return None, None, None
     t = float(grid[run - 1])

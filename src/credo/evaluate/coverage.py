@@ -6,7 +6,7 @@ keep the selective risk (the error rate among the answered items) at most ``α``
 probability ``1 − δ`` (Learn then Test, Angelopoulos et al. 2021,
 :mod:`credo.evaluate.certify`). It is estimated honestly from the run's own items:
 ``evaluation.splits`` random calibration/test halves, each certifying on one half and
-counting on the other (:func:`credo.evaluate.certify.coverage_at_risk`): the mean test
+counting on the other (:func:`coverage_at_risk`): the mean test
 coverage, its standard deviation and 5–95% range, the share of splits whose test risk
 exceeded ``α`` and the share that certified anything. The correctness that counts is the
 correctness of the answer credo gives each item (``ItemResult.answer_correct``: the most
@@ -30,19 +30,28 @@ alike, MMD² ≈ 0 and C3 ≈ 1 on most items (Wu et al., §3; docs/results.md).
 those of the high-scored items: a method confident where it is right is not flagged even
 when the run's accuracy is low.
 
-:func:`risk_coverage_curve` gives the selective risk against coverage over every
-threshold (Geifman & El-Yaniv 2017's risk–coverage curve), the figure of report.html.
+:func:`coverage_at_risk` is the estimate on one score vector (also
+``credo.coverage_at_risk``); :func:`risk_coverage_curve` gives the selective risk against
+coverage over every threshold (Geifman & El-Yaniv 2017's risk–coverage curve), the
+figure of report.html.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
 
-from credo.evaluate.certify import coverage_at_risk
+from credo.evaluate.binomial import check_level
+from credo.evaluate.thresholds import (
+    SELECT_FRACTION,
+    certified_threshold,
+    check_inputs,
+    check_method,
+)
 from credo.methods.scoring import ItemResult
 
 __all__ = [
@@ -51,7 +60,9 @@ __all__ = [
     "HIGH_SCORE",
     "LOW_ACCURACY",
     "MIN_ITEMS",
+    "CoverageAtRisk",
     "alpha_key",
+    "coverage_at_risk",
     "coverage_table",
     "degenerate_reason",
     "degenerate_table",
@@ -66,6 +77,103 @@ CONCENTRATED_SHARE = 0.8
 CONCENTRATED_RADIUS = 0.05
 HIGH_SCORE = 0.9
 LOW_ACCURACY = 0.6
+
+ArrayLike = Sequence[float] | np.ndarray
+
+
+@dataclass(frozen=True)
+class CoverageAtRisk:
+    """What :func:`coverage_at_risk` measured over ``splits`` calibration/test splits.
+
+    ``coverage_mean``, ``coverage_std``, ``coverage_q05``, ``coverage_q95``: the share of
+    test items accepted (0 where nothing was certified); ``exceed_rate``: share of splits
+    whose accepted test items erred more often than ``alpha`` (a finite test half is noisy,
+    so this can exceed ``delta`` somewhat even for a valid procedure); ``certified_rate``:
+    share of splits where a threshold was certified; ``risk_mean``: mean test error rate
+    among accepted items over the splits that accepted any; ``coverages``: each split's
+    test coverage, in split order (the same ``seed`` and item count give the same splits,
+    so two score vectors on the same items compare split by split).
+    """
+
+    coverage_mean: float
+    coverage_std: float
+    coverage_q05: float
+    coverage_q95: float
+    exceed_rate: float
+    certified_rate: float
+    risk_mean: float | None
+    alpha: float
+    delta: float | None
+    method: str
+    splits: int
+    calibration_fraction: float
+    coverages: tuple[float, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def coverage_at_risk(
+    scores: ArrayLike,
+    correct: ArrayLike,
+    alpha: float = 0.1,
+    delta: float = 0.1,
+    *,
+    method: str = "ltt",
+    splits: int = 100,
+    calibration_fraction: float = 0.5,
+    seed: int = 0,
+) -> CoverageAtRisk:
+    """Coverage a certified threshold reaches on new items, estimated by splitting a run.
+
+    ``splits`` times: a random ``calibration_fraction`` of the items calibrates
+    :func:`credo.evaluate.certify.certify` (``method``, ``alpha``, ``delta``), the rest
+    test it: the share of test items accepted (0 when nothing was certified) and whether
+    their error rate exceeded ``alpha``. The items are assumed exchangeable; the
+    calibration sets are smaller than the whole run, so the coverage is a slight
+    underestimate of what all items certify.
+    """
+    s, wrong = check_inputs(scores, correct)
+    if not 0.0 < calibration_fraction < 1.0:
+        raise ValueError(f"calibration_fraction must lie in (0, 1); got {calibration_fraction!r}")
+    if splits < 1:
+        raise ValueError(f"splits must be at least 1; got {splits!r}")
+    n_cal = round(calibration_fraction * s.size)
+    if n_cal < 1 or n_cal >= s.size:
+        raise ValueError(f"{s.size} items cannot be split {calibration_fraction:g} / rest")
+    alpha = check_level(alpha, "alpha")
+    delta = check_level(delta, "delta")
+    check_method(method, SELECT_FRACTION)
+    rng = np.random.default_rng(seed)
+    cov = np.zeros(splits)
+    risk = np.full(splits, np.nan)
+    certified = np.zeros(splits, dtype=bool)
+    for j in range(splits):  # certify's threshold on each split (not its message)
+        perm = rng.permutation(s.size)
+        cal, test = perm[:n_cal], perm[n_cal:]
+        t, _ = certified_threshold(s[cal], wrong[cal], alpha, delta, method, SELECT_FRACTION,
+                          int(rng.integers(2**31)))
+        acc = np.zeros(test.size, dtype=bool) if t is None else s[test] >= t
+        certified[j] = t is not None
+        cov[j] = acc.mean()
+        if acc.any():
+            risk[j] = wrong[test][acc].mean()
+    accepted_any = ~np.isnan(risk)
+    return CoverageAtRisk(
+        coverage_mean=float(cov.mean()),
+        coverage_std=float(cov.std(ddof=1)) if splits > 1 else 0.0,
+        coverage_q05=float(np.quantile(cov, 0.05)),
+        coverage_q95=float(np.quantile(cov, 0.95)),
+        exceed_rate=float(np.mean(accepted_any & (np.nan_to_num(risk) > alpha))),
+        certified_rate=float(certified.mean()),
+        risk_mean=float(np.nanmean(risk)) if accepted_any.any() else None,
+        alpha=alpha,
+        delta=None if method == "crc" else delta,
+        method=method,
+        splits=splits,
+        calibration_fraction=calibration_fraction,
+        coverages=tuple(float(x) for x in cov),
+    )
 
 
 def alpha_key(alpha: float) -> str:

@@ -40,7 +40,7 @@ ArrayLike = Sequence[float] | np.ndarray
 
 def labels_from_performance(performance: ArrayLike, threshold: float = 0.5) -> np.ndarray:
     """Binary labels ``y_i = 1[p̄_i >= threshold]`` (Wu et al., App. E.2)."""
-    perf = _as_unit_interval(performance, "performance")
+    perf = as_unit_interval(performance, "performance")
     return (perf >= threshold).astype(int)
 
 
@@ -398,7 +398,7 @@ def metric_inputs(
     as ints); a ValueError says what is wrong. The scores are settled
     (:func:`credo.ties.settle`: equal within rounding, equal). The row functions check
     nothing: their callers checked here."""
-    s = settle_scores(_as_unit_interval(scores, "scores"))
+    s = settle_scores(as_unit_interval(scores, "scores"))
     if kind == "label":
         what = name or "labels"
         y = np.asarray(target)
@@ -409,7 +409,7 @@ def metric_inputs(
         t: np.ndarray = y.astype(int)
     elif kind == "p_bar":
         what = name or "performance"
-        t = _as_unit_interval(target, what)
+        t = as_unit_interval(target, what)
     else:
         raise ValueError(f"a metric's target is 'p_bar' or 'label', got {kind!r}")
     if s.shape[0] != t.shape[0]:
@@ -425,7 +425,8 @@ def one_row(rows: Callable[..., np.ndarray], scores: np.ndarray, target: np.ndar
     return float(rows(scores[None, :], target[None, :], **options)[0])
 
 
-def _as_unit_interval(x: ArrayLike, name: str) -> np.ndarray:
+def as_unit_interval(x: ArrayLike, name: str) -> np.ndarray:
+    """``x`` as a 1-d float array in [0, 1] without NaN, or a ValueError naming ``name``."""
     arr = np.asarray(x, dtype=float)
     if arr.ndim != 1:
         raise ValueError(f"{name} must be 1-d, got shape {arr.shape}")

@@ -35,7 +35,7 @@ import numpy as np
 
 from credo.evaluate.metrics import (
     FEW_IN_CLASS,
-    _as_unit_interval,
+    as_unit_interval,
     auroc_rows,
     average_precision,
     ece_rows,
@@ -137,9 +137,9 @@ def paired_bootstrap(
     resample with one class) are dropped and counted in ``n_valid``; with none left the
     difference is NaN.
     """
-    a = settle_scores(_as_unit_interval(scores_a, "scores_a"))  # equal within rounding: tied
-    b = settle_scores(_as_unit_interval(scores_b, "scores_b"))
-    p = _as_unit_interval(performance, "performance")
+    a = settle_scores(as_unit_interval(scores_a, "scores_a"))  # equal within rounding: tied
+    b = settle_scores(as_unit_interval(scores_b, "scores_b"))
+    p = as_unit_interval(performance, "performance")
     if not (a.size == b.size == p.size):
         raise ValueError(
             f"scores_a, scores_b and performance differ in length: {a.size}, {b.size}, {p.size}"

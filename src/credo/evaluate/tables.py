@@ -26,8 +26,8 @@ from credo.evaluate.metrics import labels_from_performance, smaller_class
 from credo.evaluate.registry import Level
 from credo.methods.scoring import ItemResult
 
-__all__ = ["METRICS", "RESPONSE_CI_METRICS", "evaluate_items", "evaluate_responses",
-           "unavailable_reasons"]
+__all__ = ["METRICS", "RESPONSE_CI_METRICS", "add_cis", "evaluate_items",
+           "evaluate_responses", "metric_values", "unavailable_reasons"]
 
 #: Metrics of the item table with a bootstrap CI: the registered metrics evaluated per
 #: item (:mod:`credo.evaluate.registry`), calibration (ECE, MCE, Brier),
@@ -71,12 +71,12 @@ def evaluate_items(
             s = np.array([r.scores[name] for r in rows], dtype=float)
             perf = np.array([r.performance for r in rows], dtype=float)
             labels = labels_from_performance(perf) if rows else np.zeros(0, dtype=int)
-            d = _metrics(s, perf, labels, n_bins, None, "item")
+            d = metric_values(s, perf, labels, n_bins, None, "item")
             d["n_items"] = len(rows)
             if n_resamples and len(rows) >= 2:
                 cis = bootstrap_cis(s, perf, labels, METRICS, n_bins=n_bins,
                                     n_resamples=n_resamples, seed=seed)
-                _add_cis(d, cis)
+                add_cis(d, cis)
             if calibrate != "none":
                 d.update(_calibrated(s, perf, labels, n_bins, calibrate, seed, None, "item"))
             extras: dict[str, list[float]] = defaultdict(list)
@@ -130,14 +130,14 @@ def evaluate_responses(
             if not conf:
                 continue
             s, c = np.array(conf), np.array(corr)
-            d = _metrics(s, c, c.astype(int), n_bins, levels, "generation")
+            d = metric_values(s, c, c.astype(int), n_bins, levels, "generation")
             d["n_responses"] = len(conf)
             d["n_items"] = len(set(owner))
             d["accuracy"] = float(c.mean())
             if n_resamples and len(conf) >= 2:
                 cis = bootstrap_cis(s, c, c, RESPONSE_CI_METRICS, n_bins=n_bins, levels=levels,
                                     n_resamples=n_resamples, seed=seed, clusters=owner)
-                _add_cis(d, cis)
+                add_cis(d, cis)
             if calibrate != "none":
                 d.update(_calibrated(s, c, c, n_bins, calibrate, seed, np.array(owner),
                                      "generation"))
@@ -145,12 +145,13 @@ def evaluate_responses(
     return out
 
 
-def _metrics(
+def metric_values(
     s: np.ndarray, target: np.ndarray, labels: np.ndarray, n_bins: int, levels: Any,
     per: Level,
 ) -> dict[str, float]:
-    """The registered metrics of level ``per`` (inputs checked by each
-    metric), then the mean score, the smaller class, Pearson and polarisation."""
+    """The registered metrics of level ``per`` of the scores ``s`` against ``target``
+    (p̄ or 0/1) and ``labels`` (inputs checked by each metric), then the mean score, the
+    smaller class, Pearson and polarisation: every evaluation table's row."""
     chosen = registry.registered(per)
     if s.size == 0:
         return {k: math.nan for k in (*(m.name for m in chosen), "mean_score", "pearson",
@@ -164,7 +165,8 @@ def _metrics(
     }
 
 
-def _add_cis(d: dict[str, float], cis: dict[str, tuple[float, float]]) -> None:
+def add_cis(d: dict[str, float], cis: dict[str, tuple[float, float]]) -> None:
+    """Each metric's interval into ``d`` as ``<metric>_low`` and ``<metric>_high``."""
     for metric, (lo, hi) in cis.items():
         d[f"{metric}_low"], d[f"{metric}_high"] = lo, hi
 

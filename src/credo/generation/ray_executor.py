@@ -54,12 +54,10 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from credo.errors import UserError
 from credo.generation.executor import Block, ExecutionStats, Executor, SampleProgress
-from credo.generation.ledger import Ledger
 from credo.types import Generation, GenerationError, GenerationRequest, Usage, usage_of
 
 if TYPE_CHECKING:
     from credo.config import ExecutorConfig
-    from credo.generation.store import GenerationStore
     from credo.models.base import Model
 
 log = logging.getLogger(__name__)
@@ -217,19 +215,11 @@ class RayExecutor(Executor):
     blocks each come from the session's :class:`~credo.config.ExecutorConfig`.
     """
 
-    def __init__(
-        self,
-        model: Model,
-        store: GenerationStore,
-        run_seed: int = 0,
-        max_block: int = 16,
-        show_progress: bool = True,
-        ledger: Ledger | None = None,
-        *,
-        source: BackendSource,
-        session: RaySession,
-    ) -> None:
-        super().__init__(model, store, run_seed, max_block, show_progress, ledger)
+    def __init__(self, *args: Any, source: BackendSource, session: RaySession,
+                 **kwargs: Any) -> None:
+        """``args`` and ``kwargs``: :class:`Executor`'s (``model``, ``store``,
+        ``run_seed``, ``max_block``, ``show_progress``, ``ledger``)."""
+        super().__init__(*args, **kwargs)
         self.source = source
         self.session = session
         self.workers = session.config.workers

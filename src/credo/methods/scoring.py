@@ -118,60 +118,38 @@ def score_items(
     the given-score methods, :mod:`credo.methods.given`).
     ``show_progress``: a progress bar of the (item, method) scores done, on stderr.
     """
-    results = []
     built = kernels.get(default_kernel)  # the run's kernel chooses each item's answer
+
+    def score_item(it: Item, progress: _ScoringProgress) -> ItemResult:
+        """Every method's score of one item, and its answer."""
+        sets = {name: samples for name, (samples, _) in generated[it.id].items()}
+        correct = {name: c for name, (_, c) in generated[it.id].items()}
+        correct[ORIGINAL] = tuple(None if _nan(c) else c for c in graded[it.id])
+        samples = ItemSamples(it.id, sets, task.format, len(it.choices), options,
+                              dict((item_scores or {}).get(it.id) or {}))
+        scores = {}
+        for spec in specs:
+            progress.now(it.id, spec.name)
+            scores[spec.name] = _score(spec, samples, task, kernels, default_kernel, logprobs,
+                                       available_sets)
+            progress.advance()
+        return ItemResult(
+            it,
+            prefixes.get(it.id, ()) if PERTURBED in sets else (),
+            sets[ORIGINAL],
+            sets.get(PERTURBED, ()),
+            graded[it.id],
+            {k: v.value for k, v in scores.items()},
+            sets,
+            correct,
+            scores,
+            MODAL if built is None else central_sample(
+                samples.answers(ORIGINAL), built.kernel_for(it.id)),
+            dict(samples.scores),
+        )
+
     with _ScoringProgress(len(task.items) * len(specs), show_progress) as progress:
-        for it in task.items:
-            results.append(_score_item(it, task, generated, graded, specs, kernels,
-                                       default_kernel, logprobs, prefixes, options,
-                                       available_sets, built, progress,
-                                       (item_scores or {}).get(it.id, {})))
-    return results
-
-
-def _score_item(
-    it: Item,
-    task: Task,
-    generated: GeneratedSets,
-    graded: Mapping[str, tuple[bool | float, ...]],
-    specs: Sequence[MethodSpec],
-    kernels: Mapping[str, ItemKernels],
-    default_kernel: str,
-    logprobs: bool,
-    prefixes: Mapping[str, tuple[str, ...]],
-    options: Mapping[str, Any],
-    available_sets: set[str] | None,
-    built: ItemKernels | None,
-    progress: _ScoringProgress,
-    item_scores: Mapping[str, float | None] | None = None,
-) -> ItemResult:
-    """The :class:`ItemResult` of one item: every method's score, its answer;
-    ``item_scores``: the scores a file gives the item as a whole."""
-    sets = {name: samples for name, (samples, _) in generated[it.id].items()}
-    correct = {name: c for name, (_, c) in generated[it.id].items()}
-    correct[ORIGINAL] = tuple(None if _nan(c) else c for c in graded[it.id])
-    samples = ItemSamples(it.id, sets, task.format, len(it.choices), options,
-                          dict(item_scores or {}))
-    scores = {}
-    for spec in specs:
-        progress.now(it.id, spec.name)
-        scores[spec.name] = _score(spec, samples, task, kernels, default_kernel, logprobs,
-                                   available_sets)
-        progress.advance()
-    return ItemResult(
-        it,
-        prefixes.get(it.id, ()) if PERTURBED in sets else (),
-        sets[ORIGINAL],
-        sets.get(PERTURBED, ()),
-        graded[it.id],
-        {k: v.value for k, v in scores.items()},
-        sets,
-        correct,
-        scores,
-        MODAL if built is None else central_sample(
-            samples.answers(ORIGINAL), built.kernel_for(it.id)),
-        dict(samples.scores),
-    )
+        return [score_item(it, progress) for it in task.items]
 
 
 class _ScoringProgress:

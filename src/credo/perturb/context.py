@@ -342,7 +342,7 @@ def generate_perturbations(
     return result
 
 
-class _MemoEmbedder:
+class MemoEmbedder:
     """Encodes each distinct text once; the filter re-reads earlier rounds' candidates."""
 
     def __init__(self, inner: Embedder) -> None:
@@ -454,7 +454,7 @@ class PrefixWriter:
         self.driver = driver
         self.contexts = {it.id: rule_context(it, config.rules, (answers or {}).get(it.id, ()))
                          for it in items}
-        self.embedder = _MemoEmbedder(embedder)
+        self.embedder = MemoEmbedder(embedder)
         first = more_candidates(m, config)
         self.state = {it.id: _WriterState(0, first) for it in items}
         self.sets: dict[str, PerturbationSet] = {}

@@ -41,8 +41,8 @@ from credo.config import PerturbationConfig
 from credo.errors import UserError
 from credo.models.embedders import Embedder
 from credo.perturb.context import (
+    MemoEmbedder,
     PerturbationSet,
-    _MemoEmbedder,
     diversity_filter,
     is_neutral_context,
 )
@@ -151,7 +151,7 @@ def corpus_perturbations(
     ``rejected_invalid`` those the rules rejected. Every item gets an entry; one with
     fewer than ``m`` reuses its kept ones in turn, as written prefixes do.
     """
-    memo = _MemoEmbedder(embedder)  # the same snippet may be drawn for several items
+    memo = MemoEmbedder(embedder)  # the same snippet may be drawn for several items
     result = {
         it.id: _item_snippets(it, m, corpus, memo, config, seed) for it in items
     }

@@ -17,7 +17,7 @@ the full run's, and per method the change of AUROC, ECE and PRR with paired boot
 CIs (:func:`credo.evaluate.paired.paired_bootstrap`), both runs scored against the full
 run's p̄ (the better estimate of each item's accuracy: an adaptive item's own p̄ rests
 on fewer samples). And the change of coverage at risk α for each α of the run's
-``evaluation.alphas`` (:func:`credo.evaluate.certify.coverage_at_risk`): each
+``evaluation.alphas`` (:func:`credo.evaluate.coverage.coverage_at_risk`): each
 run with its own answers' correctness (an adaptive run may give another modal answer:
 what a user of it would act on), on the same calibration/test splits of the same items,
 so the difference is paired split by split; its interval is the central 95% of the
@@ -43,8 +43,7 @@ import numpy as np
 
 from credo.config import AdaptiveConfig, RunConfig
 from credo.errors import UserError
-from credo.evaluate.certify import coverage_at_risk
-from credo.evaluate.coverage import MIN_ITEMS
+from credo.evaluate.coverage import MIN_ITEMS, coverage_at_risk
 from credo.evaluate.paired import PAIRED_METRICS, PairedDifference, paired_bootstrap
 from credo.generation.pool import ModelPool
 from credo.importers import Generations, GivenSample

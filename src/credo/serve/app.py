@@ -104,6 +104,14 @@ class ApiKeys:
         self._lock = threading.Lock()
         self._keys = self._checked(list(keys) if file is None else self._read())
 
+    @classmethod
+    def of(cls, api_key: str | Sequence[str] | ApiKeys | None) -> ApiKeys | None:
+        """The keys ``api_key`` gives: a key, several, an :class:`ApiKeys` as it is, or
+        None (no auth)."""
+        if api_key is None or isinstance(api_key, ApiKeys):
+            return api_key
+        return cls([api_key] if isinstance(api_key, str) else api_key)
+
     def matches(self, token: str) -> bool:
         """Whether ``token`` is one of the keys (the file read again if it changed)."""
         keys = self._current()
@@ -169,7 +177,7 @@ def create_app(
     ``timeout`` seconds per question (None: the Guard's); ``limits`` what a request may
     hold; ``metrics`` a :class:`~credo.serve.metrics.GatewayMetrics` already observing
     ``guard`` (None: one is made and made its observer)."""
-    keys = _keys(api_key)
+    keys = ApiKeys.of(api_key)
     limits = limits or Limits()
     if metrics is None:
         from credo.serve.metrics import GatewayMetrics
@@ -314,12 +322,6 @@ def _chat_route(app: FastAPI, guard: Guard, name: str, timeout: float | None,
                       u.completion_tokens},
             "credo": answer.to_json(),
         }, headers={REQUEST_ID: rid})
-
-
-def _keys(api_key: str | Sequence[str] | ApiKeys | None) -> ApiKeys | None:
-    if api_key is None or isinstance(api_key, ApiKeys):
-        return api_key
-    return ApiKeys([api_key] if isinstance(api_key, str) else api_key)
 
 
 def _authorised(authorization: str, keys: ApiKeys) -> bool:

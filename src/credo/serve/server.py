@@ -78,13 +78,13 @@ def serve(
     they are (tests hand in scripted models)."""
     import uvicorn
 
-    from credo.serve.app import ApiKeys, Limits, _keys, create_app
+    from credo.serve.app import ApiKeys, Limits, create_app
 
     if not drain_timeout >= 0:
         raise UserError(f"--drain-timeout {drain_timeout:g}: give a number of seconds >= 0")
     limits = Limits(**{k: v for k, v in (("max_body_bytes", max_body_bytes),
                                          ("max_json_depth", max_json_depth)) if v is not None})
-    keys: ApiKeys | None = _keys(api_key)
+    keys: ApiKeys | None = ApiKeys.of(api_key)
     guard = Guard(certificate, config=config, overrides=overrides, on_reject=on_reject,
                   abstention=abstention, log=log, max_concurrent=max_concurrent,
                   max_queue=max_queue, timeout=timeout,
