@@ -34,7 +34,7 @@ import numpy as np
 
 from credo.generation.executor import PlannedRequest
 from credo.generation.pool import JUDGE
-from credo.generation.stage import Generated, Stage, StagePlan, execute_stage
+from credo.generation.stage import Generated, Stage, StagePlan
 from credo.kernels.registry import Kernel, KernelContext, kernel, kernel_builder
 from credo.plan.samples import ItemSamples
 from credo.tasks.base import AnswerFormat, Item
@@ -308,20 +308,16 @@ class JudgePairsStage(Stage):
 @kernel_builder("judge")
 def build_judge_kernel(ctx: KernelContext) -> VerdictTable:
     """Have the judge role answer every item's unique answer pairs at T = 0
-    (:class:`JudgePairsStage`, through the run's stage driver when the context holds
-    one, else the judge's cached executor ``ctx.judge``) and parse the verdicts
+    (:class:`JudgePairsStage`, run by the context's stage runner: the run's driver, or
+    one on the judge's cached executor ``ctx.judge``) and parse the verdicts
     (Wu et al., App. D.5)."""
     from credo.plan.samples import ORIGINAL, PERTURBED
 
     stage = JudgePairsStage(ctx.task.format, ctx.judge_max_tokens)
-    if ctx.driver is not None:
-        table = ctx.driver.run([stage], ctx.samples, ctx.items)[0]
-        calls = ctx.driver.executed.get(JUDGE_STAGE)
-    else:
-        if ctx.judge is None and any(stage.plan(ctx.samples, ctx.items).values()):
-            raise ValueError("the judge kernel needs the judge's executor (KernelContext.judge)")
-        table, calls = (execute_stage(stage, ctx.judge(), ctx.samples, ctx.items, ctx.incomplete)
-                        if ctx.judge is not None else (stage.read({}), None))
+    runner = ctx.runner
+    assert runner is not None  # set by KernelContext
+    (table,) = runner.run([stage], ctx.samples, ctx.items)
+    calls = runner.executed.get(JUDGE_STAGE)
     naive = sum(
         naive_comparisons(len(s.sets.get(ORIGINAL, ())), len(s.sets.get(PERTURBED, ())))
         for s in ctx.samples

@@ -16,10 +16,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
+from credo.generation.stage import StageRunner
 from credo.registry import Registry
 
 if TYPE_CHECKING:
@@ -72,9 +73,21 @@ class KernelContext:
     embedding_cache: Path | None = None
     stats: dict[str, int | float | str] = field(default_factory=dict)
     incomplete: dict[str, str] = field(default_factory=dict)
-    #: The stage driver a kernel's stages run through (the pipeline's
-    #: :class:`~credo.pipeline.stages.StageDriver`); None: on ``judge()`` itself.
-    driver: Any = None
+    #: What runs a kernel's stages (the cache, the ledger, failed units into
+    #: ``incomplete``): the run's :class:`~credo.pipeline.stages.StageDriver`; None: a
+    #: :class:`~credo.generation.stage.StageRunner` on ``judge()``, sharing
+    #: ``incomplete`` (a stage with requests and no ``judge`` is a ValueError).
+    runner: StageRunner | None = None
+
+    def __post_init__(self) -> None:
+        if self.runner is None:
+            self.runner = StageRunner(self._judge_executor, self.incomplete)
+
+    def _judge_executor(self, role: str) -> Executor:
+        """The judge's executor, for a stage of any role (none: a ValueError)."""
+        if self.judge is None:
+            raise ValueError("the judge kernel needs the judge's executor (KernelContext.judge)")
+        return self.judge()
 
     @property
     def items(self) -> Mapping[str, Item]:

@@ -17,7 +17,6 @@ import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
@@ -25,7 +24,7 @@ from credo.config import PerturbationConfig
 from credo.errors import UserError
 from credo.generation.executor import Executor, PlannedRequest
 from credo.generation.pool import WRITER
-from credo.generation.stage import Generated, Stage, StagePlan, execute_stage
+from credo.generation.stage import Generated, Stage, StagePlan, StageRunner
 from credo.models.embedders import Embedder
 from credo.perturb.rules import MAX_WORDS, MIN_WORDS, RuleContext, RuleSet, broken_rule
 from credo.tasks.base import Item
@@ -304,10 +303,11 @@ def generate_perturbations(
     embedder: Embedder,
     config: PerturbationConfig,
     answers: Mapping[str, Sequence[object]] | None = None,
-    driver: Any = None,
+    runner: StageRunner | None = None,
 ) -> dict[str, PerturbationSet]:
     """Up to ``m`` diverse context prefixes per item, from cached candidate samples
-    (the writer's calls through ``driver`` when given: the run's stage driver).
+    (the writer's calls run by ``runner``: the run's stage driver; None: a runner on
+    ``executor``).
 
     Candidates are written with prompt ``config.prompt`` and must pass the rule set
     ``config.rules`` (:mod:`credo.perturb.rules`); ``answers`` are the answers the model
@@ -327,7 +327,7 @@ def generate_perturbations(
     bound, as the rounds did when this function had its own loop (the tests pin it).
     """
     result = PrefixWriter(items, m, domain, executor, embedder, config, answers,
-                          driver).ensure({it.id: m for it in items})
+                          runner).ensure({it.id: m for it in items})
     short = [it.id for it in items if it.id in result and len(result[it.id].kept) < m]
     if short:
         log.warning(  # a count and the three shortest in the terminal; every item in the run
@@ -445,13 +445,13 @@ class PrefixWriter:
         embedder: Embedder,
         config: PerturbationConfig,
         answers: Mapping[str, Sequence[object]] | None = None,
-        driver: Any = None,
+        runner: StageRunner | None = None,
     ) -> None:
         self.items = {it.id: it for it in items}
         self.m, self.domain, self.executor, self.config = m, domain, executor, config
-        #: The stage driver the writer's calls run through (the run's; None: on
-        #: ``executor`` itself, :func:`credo.generation.stage.execute_stage`).
-        self.driver = driver
+        #: What runs the writer's calls: the run's stage driver, else a runner on
+        #: ``executor`` (its ``incomplete`` holds what :attr:`failed` holds).
+        self.runner = runner if runner is not None else StageRunner.on(executor)
         self.contexts = {it.id: rule_context(it, config.rules, (answers or {}).get(it.id, ()))
                          for it in items}
         self.embedder = MemoEmbedder(embedder)
@@ -471,12 +471,8 @@ class PrefixWriter:
                 break
             self.calls += 1
             stage = WriterCallStage(self.domain, self.config, self.items)
-            description = f"perturbations (call {self.calls})"
-            if self.driver is not None:
-                (texts,) = self.driver.run([stage], wanted, None, description)
-            else:
-                stage.description = description
-                texts = execute_stage(stage, self.executor, wanted, None, {})[0]
+            (texts,) = self.runner.run([stage], wanted, None,
+                                       f"perturbations (call {self.calls})")
             for i, n in wanted.items():
                 if i not in texts:
                     self.failed.add(i)

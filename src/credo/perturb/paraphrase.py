@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from credo.generation.executor import Executor, PlannedRequest
 from credo.generation.pool import PARAPHRASER
-from credo.generation.stage import Generated, Stage, StagePlan, execute_stage
+from credo.generation.stage import Generated, Stage, StagePlan, StageRunner
 from credo.tasks.base import Item
 from credo.types import GenerationRequest, Message, SamplingParams
 
@@ -139,11 +139,12 @@ def generate_paraphrases(
     candidates: int | None = None,
 ) -> dict[str, ParaphraseSet]:
     """Up to ``count`` paraphrases per item from ``candidates`` (default 2 * count)
-    samples: :class:`ParaphraseStage` on ``executor`` (a run runs it through the stage
-    driver). An item whose paraphrases could not be generated (the backend's retries ran
-    out) has no entry: the run marks it incomplete."""
+    samples: :class:`ParaphraseStage` run on ``executor`` (a run runs it through its
+    stage driver). An item whose paraphrases could not be generated (the backend's
+    retries ran out) has no entry: the run marks it incomplete."""
     stage = ParaphraseStage(count, sampling, candidates)
-    return execute_stage(stage, executor, list(items), None, {})[0]
+    (sets,) = StageRunner.on(executor).run([stage], list(items))
+    return sets
 
 
 def _squash(s: str) -> str:

@@ -582,7 +582,7 @@ def build_kernels(
         embedder=lambda: pool.embedder(config.kernel_embedder),
         embedding_cache=config.cache_path.with_name("embeddings.sqlite"),
         stats=stats, incomplete=incomplete,
-        driver=StageDriver(pool, incomplete),  # the judge kernel's pairs are a stage
+        runner=StageDriver(pool, incomplete),  # the judge kernel's pairs are a stage
     )
     names = sorted({spec.kernel or config.kernel for spec in specs})
     return {name: build_kernel(name, ctx) for name in names}
@@ -617,6 +617,6 @@ def grade_items(
         params=SamplingParams(temperature=0.0, max_tokens=settings.max_tokens),
         stats=stats,
         incomplete=incomplete,
-        driver=StageDriver(pool, incomplete),  # FActScore's claim checks are a stage
+        runner=StageDriver(pool, incomplete),  # FActScore's claim checks are a stage
     )
     return out | grade_originals(ctx, {s.item_id: s.sets[ORIGINAL] for s in answers})

@@ -28,27 +28,30 @@ checks), so each gets from one place
   are planned on something of the right shape. A stage planned on a placeholder is
   ``estimated``, not ``planned``.
 
-The :class:`Stage` shape lives in :mod:`credo.generation.stage` (below the tasks, whose
-graders plan stages too: FActScore's claim checks); this module re-exports it.
+The :class:`Stage` shape and the runner the driver extends,
+:class:`~credo.generation.stage.StageRunner` (plan, one executor call per role, failed
+units into ``incomplete``, read: the algorithm itself), live in
+:mod:`credo.generation.stage` (below the tasks, whose graders run stages too: FActScore's
+claim checks); the driver adds the pool (each role's executor), the preflight and the
+dry run. This module re-exports both.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from credo.errors import RequestsFailed
-from credo.generation.executor import ExecutionStats, PlannedRequest, sample_blocks
+from credo.generation.executor import PlannedRequest, sample_blocks
 from credo.generation.pool import PROBE_STAGE, ModelPool
 from credo.generation.stage import (
     CHARS_PER_TOKEN,
     Generated,
     Stage,
     StagePlan,
+    StageRunner,
     placeholder_text,
 )
 from credo.models.openai_probe import (
@@ -75,6 +78,7 @@ __all__ = [
     "StageDriver",
     "StageEstimate",
     "StagePlan",
+    "StageRunner",
     "count_planned",
     "placeholder_text",
     "probe_estimate",
@@ -171,22 +175,23 @@ def probe_estimate(pool: ModelPool, role: str) -> StageEstimate:
     return est
 
 
-@dataclass
-class StageDriver:
-    """Runs stages for one command over ``pool`` (the module docstring): the cache, the
-    ledger per stage, the budget stop, failed requests into ``incomplete``, preflight of
-    the roles and, with ``dry_run``, the count of every stage instead of its calls."""
+class StageDriver(StageRunner):
+    """The stage runner of a command over ``pool`` (the module docstring): each stage's
+    role on the pool's cached executor of that role (the cache, the ledger per stage,
+    the budget stop, failed requests into ``incomplete``:
+    :class:`~credo.generation.stage.StageRunner`), the preflight of the roles and, with
+    ``dry_run``, the count of every stage instead of its calls."""
 
-    pool: ModelPool
-    incomplete: dict[str, str] = field(default_factory=dict)
-    dry_run: bool = False
-    #: The dry run's count per stage, in the order the stages ran.
-    estimates: list[StageEstimate] = field(default_factory=list)
-    #: The counts of the executor call each stage's requests went in (by stage name; the
-    #: stages of one role run together share one call).
-    executed: dict[str, ExecutionStats] = field(default_factory=dict)
-    #: Whether a stage has read a placeholder (dry run): the later ones are estimated.
-    _guessed: bool = False
+    def __init__(
+        self, pool: ModelPool, incomplete: dict[str, str] | None = None, dry_run: bool = False
+    ) -> None:
+        super().__init__(lambda role: pool.executor(role), incomplete)
+        self.pool = pool
+        self.dry_run = dry_run
+        #: The dry run's count per stage, in the order the stages ran.
+        self.estimates: list[StageEstimate] = []
+        #: Whether a stage has read a placeholder (dry run): the later ones are estimated.
+        self._guessed = False
 
     def preflight(
         self, roles: Sequence[str], *, reach: bool = True, max_cost_usd: float | None = None
@@ -210,82 +215,24 @@ class StageDriver:
         if max_cost_usd is not None:
             warn_unpriced(self.pool, roles)
 
-    def run(
-        self,
-        stages: Sequence[Stage],
-        items: Sequence[Any],
-        context: Any = None,
-        description: str | None = None,
-        *,
-        basis: str | None = None,
-    ) -> list[Any]:
-        """Plan every stage on ``items`` and ``context``, execute their requests (one
-        executor call per role, each request counted under its stage), and return what
-        each stage read, in order. Units already in ``incomplete`` get no request; a
-        unit one of whose requests failed goes into ``incomplete`` and is not read.
-        ``basis`` is the dry run's basis of these stages' counts (``estimated``: the
-        context holds placeholders); None: planned until a stage has read a placeholder."""
-        plans = []
-        for stage in stages:
-            plan = stage.plan(items, context)
-            plans.append({u: reqs for u, reqs in plan.items() if u not in self.incomplete})
-        by_role: dict[str, list[tuple[int, str, int]]] = {}
-        flat: dict[str, list[PlannedRequest]] = {}
-        for s, (stage, plan) in enumerate(zip(stages, plans, strict=True)):
-            if self.dry_run:  # a stage that asks nothing is counted too (zeros)
-                by_role.setdefault(stage.role, [])
-                flat.setdefault(stage.role, [])
-            for unit, reqs in plan.items():
-                for j, r in enumerate(reqs):
-                    by_role.setdefault(stage.role, []).append((s, unit, j))
-                    flat.setdefault(stage.role, []).append(
-                        dataclasses.replace(r, stage=r.stage or stage.name))
-        got: dict[tuple[int, str, int], list[Generation] | None] = {}
-        for role, where in by_role.items():
-            if self.dry_run:
-                mine = [st for st in stages if st.role == role]
-                gens = self._dry(role, mine, [stages[w[0]] for w in where], flat[role], basis)
-            else:
-                first = stages[where[0][0]]
-                desc = description or first.description or first.name
-                gens = self._execute(role, flat[role], desc)
-                last = self.pool.executor(role).last_stats
-                for w in where:
-                    if last is not None:
-                        self.executed[stages[w[0]].name] = last
-            got.update(zip(where, gens, strict=True))
-        return self._read(stages, plans, got)
+    def _every_role(self) -> bool:
+        """The dry run counts a stage that asks nothing too (zeros)."""
+        return self.dry_run
 
-    def _read(
+    def _answer(
         self,
-        stages: Sequence[Stage],
-        plans: list[StagePlan],
-        got: dict[tuple[int, str, int], list[Generation] | None],
-    ) -> list[Any]:
-        """What each stage reads of its complete units; a unit with a failed request goes
-        into ``incomplete``."""
-        out = []
-        for s, (stage, plan) in enumerate(zip(stages, plans, strict=True)):
-            generated: Generated = {}
-            for unit, reqs in plan.items():
-                chunk = [got[(s, unit, j)] for j in range(len(reqs))]
-                if any(g is None for g in chunk):
-                    self.incomplete.setdefault(unit, stage.incomplete_reason())
-                    continue
-                generated[unit] = [g for g in chunk if g is not None]
-            out.append(stage.read(generated))
-        return out
-
-    def _execute(
-        self, role: str, planned: list[PlannedRequest], description: str
+        role: str,
+        of_role: list[Stage],
+        asking: list[Stage],
+        planned: list[PlannedRequest],
+        description: str | None,
+        basis: str | None,
     ) -> list[list[Generation] | None]:
-        """The role's executor on ``planned``; what failed (or the budget left) is None."""
-        if not planned:
-            return []
-        try:
-            return list(self.pool.executor(role).execute(planned, description))
-        except RequestsFailed as e:  # every other request is done; those units are incomplete
-            return list(e.results)
+        """One role's requests executed (:meth:`StageRunner._answer`), or in the dry run
+        counted and answered without a model (:meth:`_dry`)."""
+        if not self.dry_run:
+            return super()._answer(role, of_role, asking, planned, description, basis)
+        return self._dry(role, of_role, asking, planned, basis)
 
     def _dry(
         self,

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from credo.generation.executor import Executor, PlannedRequest
-from credo.pipeline.stages import Generated, Stage, StagePlan
+from credo.pipeline.stages import Generated, Stage, StagePlan, StageRunner
 from credo.types import GenerationRequest, Message, SamplingParams
 
 STRENGTH_GUIDE = """\
@@ -290,14 +290,12 @@ class JudgeStage(Stage):
 
 
 def judge_strengths(executor: Executor, cases: Sequence[JudgeCase]) -> list[JudgeVerdict]:
-    """Rate every case on ``executor`` (one greedy, cached call each): the
-    :class:`JudgeStage`'s plan and reading, for a caller holding an executor rather than
-    a pool (a strength run and ``credo strength agree`` run the stage through the
-    driver)."""
-    stage = JudgeStage("judge")
-    plan = stage.plan({"": list(cases)})[""]
-    gens = executor.execute(plan, stage.description, stage.name) if plan else []
-    return stage.read({"": list(gens)}).get("", [])
+    """Rate every case on ``executor`` (one greedy, cached call each): :class:`JudgeStage`
+    run on ``executor`` (a strength run runs it through its stage driver). A failed
+    request raises :class:`~credo.errors.RequestsFailed` (strict: no rating is left out)."""
+    (verdicts,) = StageRunner.on(executor, strict=True).run([JudgeStage("judge")],
+                                                             {"": list(cases)})
+    return verdicts.get("", [])
 
 
 __all__ = [

@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from credo.config import DEFAULT_SURPRISAL_MODEL
 from credo.generation.executor import Executor, PlannedRequest
 from credo.models.weights import is_embedded_spec
-from credo.pipeline.stages import Generated, Stage, StagePlan
+from credo.pipeline.stages import Generated, Stage, StagePlan, StageRunner
 from credo.types import GenerationRequest, Message, SamplingParams
 
 log = logging.getLogger(__name__)
@@ -99,15 +99,14 @@ class SurprisalStage(Stage):
 
 def score_texts(executor: Executor, texts: Sequence[str]) -> list[float | None]:
     """Mean surprisal h(x) (bits) of every text, through the cache; ``None`` when
-    unavailable (an empty text, or a scorer without log-probabilities): the
-    :class:`SurprisalStage`'s plan and reading for a caller holding an executor
-    (``credo strength agree``; a strength run runs the stage through the driver)."""
+    unavailable (an empty text, or a scorer without log-probabilities):
+    :class:`SurprisalStage` run on ``executor`` (``credo strength agree``; a strength run
+    runs it through its stage driver). A failed request raises
+    :class:`~credo.errors.RequestsFailed` (strict)."""
     model = executor.model
     stage = SurprisalStage("surprisal", model.identity, model.capabilities.logprobs)
-    plan = stage.plan({"": list(texts)}).get("", [])
-    gens = executor.execute(plan, stage.description, stage.name) if plan else []
-    values = stage.read({"": list(gens)}).get("", {}) if plan else {}
-    return [values.get(t) for t in texts]
+    (values,) = StageRunner.on(executor, strict=True).run([stage], {"": list(texts)})
+    return [values.get("", {}).get(t) for t in texts]
 
 
 def surprisal_spec(spec: str) -> str | None:

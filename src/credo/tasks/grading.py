@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from credo.errors import UserError
+from credo.generation.stage import Stage, StageRunner
 from credo.registry import Registry
 from credo.tasks.answers import (
     Answer,
@@ -38,8 +39,7 @@ from credo.tasks.base import AnswerFormat, Item, Task
 from credo.types import SamplingParams
 
 if TYPE_CHECKING:
-    from credo.generation.executor import Executor
-    from credo.generation.stage import Stage
+    from credo.generation.executor import ExecutionStats, Executor
 
 __all__ = [
     "CLAIMS_STAGE",
@@ -211,28 +211,27 @@ class GradingContext:
     knowledge: Any = None
     stats: dict[str, int | float | str] = field(default_factory=dict)
     incomplete: dict[str, str] = field(default_factory=dict)
-    #: The stage driver a grader's stages run through (the pipeline's
-    #: :class:`~credo.pipeline.stages.StageDriver`, ``run(stages, items, context)``);
-    #: None: :meth:`run_stage` executes a stage on ``judge()`` itself.
-    driver: Any = None
+    #: What runs a grader's stages (the cache, the ledger, failed units into
+    #: ``incomplete``): the run's :class:`~credo.pipeline.stages.StageDriver`; None:
+    #: a :class:`~credo.generation.stage.StageRunner` on ``judge()``, sharing
+    #: ``incomplete``.
+    runner: StageRunner | None = None
 
     #: The counts of the executor call of each stage run (by ledger stage; None: the
     #: stage asked nothing).
-    executed: dict[str, Any] = field(default_factory=dict)
+    executed: dict[str, ExecutionStats | None] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.runner is None:
+            self.runner = StageRunner(lambda _role: self.judge(), self.incomplete)
 
     def run_stage(self, stage: Stage, items: Any, context: Any = None) -> Any:
-        """What ``stage`` reads of its requests' generations, run through the driver
-        (the cache, the ledger, failed units into ``incomplete``), else on ``judge()``
-        (:func:`credo.generation.stage.execute_stage`); the call's counts go into
-        :attr:`executed`."""
-        if self.driver is not None:
-            result = self.driver.run([stage], items, context)[0]
-            self.executed[stage.name] = self.driver.executed.get(stage.name)
-            return result
-        from credo.generation.stage import execute_stage
-
-        result, self.executed[stage.name] = execute_stage(
-            stage, self.judge(), items, context, self.incomplete)
+        """What ``stage`` reads of its requests' generations, run by :attr:`runner`; the
+        call's counts go into :attr:`executed`."""
+        runner = self.runner
+        assert runner is not None  # set by __post_init__
+        result = runner.run([stage], items, context)[0]
+        self.executed[stage.name] = runner.executed.get(stage.name)
         return result
 
     @property
