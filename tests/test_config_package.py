@@ -178,3 +178,31 @@ def test_a_decision_built_by_keyword_reads_through_its_answer():
                          certificate="c", seconds=1.0)
     assert (answer.answer, answer.accept, answer.samples) == ("4", True, 8)
     assert answer.to_json()["usage"]["calls"] == 2
+
+
+@pytest.mark.parametrize("bad", [{"base_url": 5}, {"label": ""}, {"max_concurrency": 0},
+                                 {"price_prompt_usd_per_mtok": -1}, {"api_key_env": ""}])
+def test_the_model_under_tests_served_options_are_typed_as_every_roles(bad):
+    from pydantic import ValidationError
+
+    from credo.config import RoleConfig, validation_message
+
+    with pytest.raises(ValidationError) as run_error:
+        RunConfig(model="openai:q", model_options=bad)
+    with pytest.raises(ValidationError):
+        RoleConfig(model="openai:q", **bad)
+    assert f"model_options: Value error, {next(iter(bad))}" in validation_message(
+        run_error.value)
+
+
+def test_served_options_stay_in_model_options_as_config_yaml_records_them():
+    options = {"base_url": ["http://a/v1", "http://b/v1"], "label": "r1", "n_ctx": 512}
+    config = RunConfig(model="openai:q", model_options=options)
+    assert config.model_dump()["model_options"] == options
+    role = config.model_role
+    assert (role.base_url, role.label, role.model_options) == (
+        ["http://a/v1", "http://b/v1"], "r1", {"n_ctx": 512})
+    mapped = RunConfig.model_validate({"model": {
+        "model": "openai:q", "base_url": options["base_url"], "label": "r1",
+        "model_options": {"n_ctx": 512}}})
+    assert mapped.model_dump() == config.model_dump()

@@ -6,7 +6,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Self
 
-from pydantic import BaseModel, ConfigDict, Field, model_serializer, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    model_serializer,
+    model_validator,
+)
+
+from credo.config.files import validation_message
 
 ROLE_OPTION_FIELDS = (
     "label", "base_url", "api_key_env", "price_prompt_usd_per_mtok",
@@ -99,6 +108,21 @@ class RoleConfig(BaseModel):
         named = {f: options.get(f) for f in ROLE_OPTION_FIELDS}
         rest = {k: v for k, v in options.items() if k not in ROLE_OPTION_FIELDS}
         return cls.model_construct(model=model, model_options=rest, **named)
+
+    @classmethod
+    def check_options(cls, options: Mapping[str, Any]) -> None:
+        """Check the named options (:data:`ROLE_OPTION_FIELDS`) of one flat mapping (the
+        model under test's ``model_options``) as a role's are checked: ``base_url`` one
+        URL or a list, ``label`` and ``api_key_env`` non-empty, prices at least 0,
+        ``max_concurrency`` at least 1. A :class:`ValueError` names the first bad one;
+        the mapping itself is left as given."""
+        named = {f: options[f] for f in ROLE_OPTION_FIELDS if f in options}
+        if not named:
+            return
+        try:
+            cls.model_validate(named)
+        except ValidationError as e:
+            raise ValueError(validation_message(e)) from None
 
     @property
     def bare(self) -> bool:

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal, Self
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from credo.config.adaptive import AdaptiveConfig
 from credo.config.baselines import BaselineConfig
@@ -61,8 +61,8 @@ class RunConfig(ConfigFile):
     )
     model_options: dict[str, Any] = Field(
         default_factory=dict, description="the model's options: base_url, label, api_key_env, "
-        "price_* and the backend's own (over a role mapping's, as --base-url and --label "
-        "write them)",
+        "price_*, max_concurrency (typed and checked as every role's) and the backend's own "
+        "(over a role mapping's, as --base-url and --label write them)",
     )
     n: int = Field(30, ge=2, description="samples from the original prompt (Wu et al.: 30)")
     m: int = Field(30, ge=2, description="samples from perturbed prompts, one per perturbation")
@@ -212,6 +212,16 @@ class RunConfig(ConfigFile):
         given = value.get("model_options")
         options = {**role.options(), **(given if isinstance(given, dict) else {})}
         return {**value, "model": role.model, "model_options": options}
+
+    @field_validator("model_options")
+    @classmethod
+    def _typed_role_options(cls, options: dict[str, Any]) -> dict[str, Any]:
+        """The model under test's named options (``base_url``, ``label``, ``api_key_env``,
+        prices, ``max_concurrency``) are typed as every other role's
+        (:meth:`RoleConfig.check_options`), though they stay in ``model_options`` (as
+        config.yaml records them)."""
+        RoleConfig.check_options(options)
+        return options
 
     @model_validator(mode="after")
     def _fitted_methods_read_their_inputs(self) -> Self:
