@@ -206,3 +206,19 @@ def test_served_options_stay_in_model_options_as_config_yaml_records_them():
         "model": "openai:q", "base_url": options["base_url"], "label": "r1",
         "model_options": {"n_ctx": 512}}})
     assert mapped.model_dump() == config.model_dump()
+
+
+def test_the_configuration_reference_lists_every_old_name():
+    import sys
+
+    from credo.config import CONFIG_RENAMES
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "docs" / "gen"))
+    import reference
+
+    page = reference.config_page()
+    rows = [(f"{section}{old}", f"{section}{new}") for section, renames in
+            CONFIG_RENAMES.items() for old, new in renames.items()]
+    assert ("kernel_embedder", "embedder") in rows
+    for old, new in rows:
+        assert f"| `{old}` | `{new}` |" in page

@@ -33,6 +33,7 @@ from credo.config.files import (
 from credo.config.perturbation import PerturbationConfig
 from credo.config.renames import (
     BASELINE_RENAMES,
+    CONFIG_RENAMES,
     DEPRECATED_KEYWORDS,
     DEPRECATED_SINCE,
     PERTURBATION_RENAMES,
@@ -55,6 +56,7 @@ from credo.config.tasks import AnswerFormatName, LmEvalConfig, TaskFileConfig
 
 __all__ = [
     "BASELINE_RENAMES",
+    "CONFIG_RENAMES",
     "DEFAULT_LIMIT",
     "DEFAULT_MODEL_OPTIONS",
     "DEFAULT_SURPRISAL_MODEL",

@@ -24,6 +24,11 @@ PERTURBATION_RENAMES: dict[str, str] = {"generator": "writer"}
 """The ``perturbation:`` section's renamed keys: one name per role."""
 BASELINE_RENAMES: dict[str, str] = {"paraphrase_generator": "paraphraser"}
 """The ``baselines:`` section's renamed keys: one name per role."""
+CONFIG_RENAMES: dict[str, dict[str, str]] = {
+    "": RUN_RENAMES, "perturbation.": PERTURBATION_RENAMES, "baselines.": BASELINE_RENAMES,
+}
+"""Every renamed config key, by the section it sits in (``""``: the run config's top
+level, also a study's ``run:``): what the configuration reference lists."""
 
 
 def renamed_keys(value: Any, renames: Mapping[str, str], where: str = "") -> Any:
