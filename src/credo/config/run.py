@@ -22,6 +22,8 @@ from credo.registry import STOPPING_RULES
 from credo.types import SamplingParams
 
 PromptStyle = Literal["direct", "brief", "expression", "cot"]
+"""How a run asks its questions: directly, for a brief answer, for an expression, or with
+a chain of thought."""
 
 DEFAULT_LIMIT = 20
 """Items a run takes of a built-in benchmark when ``limit`` is not given (a first look in
