@@ -443,7 +443,22 @@ def config_page(models: Sequence[type[BaseModel]] | None = None) -> str:
             lines.append(f"| `{name}`{alias} | {t} | {code(_default(f))} | "
                          f"{md_text(f.description)} |")
         lines.append("")
-    return "\n".join(lines)
+    return "\n".join(lines + (old_names_section() if models is None else []))
+
+
+def old_names_section() -> list[str]:
+    """The renamed config keys (``credo.config.CONFIG_RENAMES``), still read with a
+    deprecation warning until the release that removes them."""
+    from credo.config import CONFIG_RENAMES, DEPRECATED_SINCE, REMOVED_IN
+
+    lines = ["## Old names", "",
+             f"Keys renamed since credo {DEPRECATED_SINCE}: a config that uses the old name "
+             f"is read as if it used the new one, with a deprecation warning, until credo "
+             f"{REMOVED_IN}; giving both is an error. A run folder written under an old "
+             "name reads as before.", "", "| old key | read as |", "|---|---|"]
+    for section, renames in CONFIG_RENAMES.items():
+        lines += [f"| `{section}{old}` | `{section}{new}` |" for old, new in renames.items()]
+    return [*lines, ""]
 
 
 # ----------------------------------------------------------------------------- exit codes

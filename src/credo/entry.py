@@ -173,11 +173,12 @@ def folder_config(data: Any) -> RunConfig:
     which a config for ``credo run`` refuses; they are kept as they are."""
     from pydantic import ValidationError
 
-    from credo.config import RunConfig, validation_message
+    from credo.config import RUN_RENAMES, RunConfig, current_names, validation_message
     from credo.errors import UserError
 
     where = data.path / "config.yaml"
-    fields = {k: v for k, v in data.config.items() if k in RunConfig.model_fields}
+    fields = {k: v for k, v in current_names(data.config, RUN_RENAMES).items()
+              if k in RunConfig.model_fields}
     counts = {k: fields.pop(k) for k in ("n", "m") if k in fields} if is_given(data.config) \
         else {}
     for key, value in counts.items():

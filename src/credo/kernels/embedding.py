@@ -230,7 +230,7 @@ def embedding_gram(xs: Sequence[str | None], ys: Sequence[str | None]) -> np.nda
 
 @kernel_builder("embedding")
 def build_embedding_kernel(ctx: KernelContext) -> SameForEveryItem:
-    """The run's embedding kernel: the context's embedder (``kernel_embedder``), with
+    """The run's embedding kernel: the context's embedder (the run's ``embedder``), with
     its persistent embedding cache (``embeddings.sqlite`` beside the generation cache),
     every answer text embedded up front in batches."""
     if ctx.embedder is None:

@@ -85,7 +85,7 @@ class Question:
     choices: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Upstream:
     """What one question's sampling cost upstream: the backend ``calls`` its requests
     sent (retries included, ``retries`` of them), the ``prompt_tokens`` and
@@ -104,7 +104,7 @@ class Upstream:
     failures: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Decision:
     """What the gateway decided for one question.
 
@@ -369,10 +369,11 @@ def decide_question(
     with usage_scope(on_call) as used:
         result = run_pipeline(config, pool, dataclasses.replace(template, items=(item,)),
                               reach=reach)
-    upstream = Upstream(used.stats.calls, used.stats.prompt_tokens,
-                        used.stats.completion_tokens, used.stats.generated_samples,
-                        used.cached, used.stats.retries,
-                        tuple(f.kind for f in used.failures))
+    upstream = Upstream(calls=used.stats.calls, prompt_tokens=used.stats.prompt_tokens,
+                        completion_tokens=used.stats.completion_tokens,
+                        generated=used.stats.generated_samples, cached=used.cached,
+                        retries=used.stats.retries,
+                        failures=tuple(f.kind for f in used.failures))
     reads = {name for spec in method_specs(config.methods)
              for name in spec.needs_for(template.format)}
     full = config.n + (config.m if PERTURBED in reads else 0)
@@ -382,16 +383,18 @@ def decide_question(
         why = (str(failure).splitlines() or [""])[0] if failure is not None else \
             result.incomplete.get(item.id) or "no context prefix passed the rules"
         kind = failure.kind if failure is not None else "no_prefix"
-        return Decision(question.text, None, "", None, False, 0, full, upstream=upstream,
+        return Decision(question=question.text, answer=None, text="", score=None,
+                        accept=False, samples=0, full_samples=full, upstream=upstream,
                         error=why, error_kind=kind)
     score = r.scores.get(cert.method, math.nan)
     known = r.answer is not None and math.isfinite(score)
     i = r.answer_index
     pset = result.perturbation_sets.get(item.id)
     return Decision(
-        question.text, r.answer, r.original[i if i is not None else 0].text if r.original
-        else "", score if math.isfinite(score) else None,
-        bool(known and cert.certificate.accept([score])[0]),
-        len(r.original) + len(r.sets.get(PERTURBED, ())), full,
-        pset.candidates if pset is not None else 0, upstream)
+        question=question.text, answer=r.answer,
+        text=r.original[i if i is not None else 0].text if r.original else "",
+        score=score if math.isfinite(score) else None,
+        accept=bool(known and cert.certificate.accept([score])[0]),
+        samples=len(r.original) + len(r.sets.get(PERTURBED, ())), full_samples=full,
+        writer=pset.candidates if pset is not None else 0, upstream=upstream)
 

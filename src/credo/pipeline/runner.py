@@ -579,7 +579,7 @@ def build_kernels(
         task, answers,
         judge=lambda: pool.executor(JUDGE),
         judge_max_tokens=config.judge.max_tokens,
-        embedder=lambda: pool.embedder(config.kernel_embedder),
+        embedder=lambda: pool.embedder(config.embedder),
         embedding_cache=config.cache_path.with_name("embeddings.sqlite"),
         stats=stats, incomplete=incomplete,
         runner=StageDriver(pool, incomplete),  # the judge kernel's pairs are a stage

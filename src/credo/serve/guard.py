@@ -59,6 +59,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
+from credo.config import renamed_keyword
 from credo.errors import UserError
 from credo.generation.executor import ExecutionStats
 from credo.models.deadline import Deadline, DeadlineExceeded, deadline_scope
@@ -165,7 +166,7 @@ class UpstreamFailed(GuardError):
         self.kind = kind
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class GuardAnswer:
     """One question answered: its :class:`~credo.pipeline.gateway.Decision`, ``reply``
     (what to say: the answer's text, or the abstention under ``on_reject="abstain"``
@@ -221,7 +222,7 @@ def usage_json(upstream: Upstream) -> dict[str, int]:
             "retries": upstream.retries}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Settled:
     """How one question ended, as the log and the observer see it: ``status``
     (``answered``: accepted; ``rejected``: decided, not accepted; ``failed``: no
@@ -311,7 +312,8 @@ class Guard:
     beyond those; ``timeout``: seconds a question may take (None: no limit);
     ``max_question_chars``: the longest question taken; ``observer``: told of every
     question (:class:`GuardObserver`). ``max_batch`` is the former name of
-    ``max_concurrent``; ``batch_window`` is ignored (questions are no longer batched).
+    ``max_concurrent`` (default 64; both given is a TypeError); ``batch_window`` is
+    ignored (questions are no longer batched).
     """
 
     def __init__(
@@ -327,7 +329,7 @@ class Guard:
         on_reject: OnReject = "flag",
         abstention: str = DEFAULT_ABSTENTION,
         log: str | Path | DecisionLog | None = None,
-        max_concurrent: int = 64,
+        max_concurrent: int | None = None,
         max_queue: int = 256,
         timeout: float | None = None,
         max_question_chars: int = DEFAULT_MAX_QUESTION_CHARS,
@@ -336,11 +338,9 @@ class Guard:
         max_batch: int | None = None,
         batch_window: float | None = None,
     ) -> None:
-        if max_batch is not None:
-            warnings.warn("Guard(max_batch=...) is now max_concurrent=...; max_batch is "
-                          "deprecated since credo 0.1.0 and goes in 0.2.0",
-                          DeprecationWarning, stacklevel=2)
-            max_concurrent = max_batch
+        max_concurrent = renamed_keyword(max_concurrent, max_batch, "max_batch")
+        if max_concurrent is None:  # the default, 64, given by neither name
+            max_concurrent = 64
         if batch_window is not None:
             warnings.warn("Guard(batch_window=...) has no effect: questions are scheduled "
                           "one by one; deprecated since credo 0.1.0, it goes in 0.2.0",
@@ -582,7 +582,8 @@ class Guard:
                   "question": shown, "error": _one_line(message),
                   "certificate": self.id, "seconds": round(seconds, 4), **fields}
         self._write(record)
-        self.observer.settled(request_id, Settled("failed", cause, seconds))
+        self.observer.settled(request_id,
+                              Settled(status="failed", cause=cause, seconds=seconds))
 
     def _take_room(self, p: _Pending, wait: bool) -> None:
         """Hold ``p`` as pending (the check and the count under one lock), or raise
@@ -703,8 +704,9 @@ class Guard:
             status = "answered" if outcome.accept else "rejected"
             record = {**head, "status": status, "question": outcome.question,
                       "answer": outcome.answer, "reply": outcome.reply, **outcome.to_json()}
-            return record, Settled(status, None, outcome.seconds, outcome.queued,
-                                   outcome.samples, outcome.upstream)
+            return record, Settled(status=status, cause=None, seconds=outcome.seconds,
+                                   queued=outcome.queued, samples=outcome.samples,
+                                   upstream=outcome.upstream)
         decision = outcome.decision if isinstance(outcome, _Failed) else None
         kind = outcome.kind if isinstance(outcome, UpstreamFailed) else None
         upstream = decision.upstream if decision is not None else Upstream()
@@ -714,8 +716,8 @@ class Guard:
                   **({"kind": kind} if kind else {}), "samples": samples,
                   "usage": usage_json(upstream), "certificate": self.id,
                   "seconds": seconds, "queued": queued}
-        return record, Settled("failed", outcome.cause, seconds, queued, samples, upstream,
-                               kind)
+        return record, Settled(status="failed", cause=outcome.cause, seconds=seconds,
+                               queued=queued, samples=samples, upstream=upstream, kind=kind)
 
     def _open(self) -> ModelPool:
         """The model pool, the roles assigned, the certificate checked against the
