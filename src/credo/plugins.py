@@ -28,6 +28,7 @@ This module sits in the bottom layer (docs/architecture.md) and imports only
 from __future__ import annotations
 
 import importlib
+import inspect
 import os
 import re
 import sys
@@ -112,9 +113,17 @@ def _entry_points() -> list[Plugin]:
 
 
 def loading() -> Plugin | None:
-    """The plug-in whose module this thread is importing now, else None (credo's own
-    registrations, or a plug-in's after its import)."""
-    return getattr(_STATE, "plugin", None)
+    """The plug-in that makes the registration running now: the plug-in whose module
+    this thread is importing, unless the module being executed is credo's own (a module
+    of credo the plug-in imports first registers credo's entries); else None."""
+    plugin: Plugin | None = getattr(_STATE, "plugin", None)
+    if plugin is None:
+        return None
+    frame = inspect.currentframe()
+    while frame is not None and frame.f_code.co_name != "<module>":
+        frame = frame.f_back  # the innermost module body: the module registering
+    module = frame.f_globals.get("__name__", "") if frame is not None else ""
+    return None if module == "credo" or module.startswith("credo.") else plugin
 
 
 @contextmanager

@@ -54,8 +54,7 @@ def backend(
             (_SUFFIXES, [s.lower() for s in suffixes]),
         ):
             for key in keys:
-                if table.get(key) is not factory:  # the same factory again: a reload
-                    table.add(key, factory)
+                table.add(key, factory)  # the same factory again (a reload): no change
         return factory
 
     return register
