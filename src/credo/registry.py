@@ -101,8 +101,6 @@ class Registry(Mapping[str, T], Generic[T]):
         if not isinstance(name, str) or not name or not name.isprintable():
             raise ValueError(f"a {self.kind} name must be a non-empty printable string "
                              f"(one line in messages), got {name!r}")
-        if self._entries.get(name) is entry:  # the same entry again: nothing to do
-            return entry
         plugin = loading()
         if plugin is not None and self._plugins:
             return self._add_plugin(plugin, name, entry)

@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 from credo.errors import UserError
 from credo.models.base import Model
 from credo.models.weights import EMBEDDED_MODELS, is_embedded_spec
-from credo.registry import Registry
+from credo.registry import DuplicateName, Registry
 
 Factory = Callable[..., Model]
 """``factory(argument, **options) -> Model``; ``argument`` is the name or the text after
@@ -54,7 +54,11 @@ def backend(
             (_SUFFIXES, [s.lower() for s in suffixes]),
         ):
             for key in keys:
-                table.add(key, factory)  # the same factory again (a reload): no change
+                try:  # no read before: a registry read on import would load plug-ins
+                    table.add(key, factory)
+                except DuplicateName:
+                    if table.get(key) is not factory:  # the same factory again: a reload
+                        raise
         return factory
 
     return register
