@@ -3,7 +3,8 @@
 installed with pip into a folder of its own, and the page's ``credo`` commands run in a
 fresh process with that folder on ``PYTHONPATH``: ``credo methods`` names the plug-in,
 ``credo run`` uses its task, its model backend, its method and its metric, and
-``credo score`` scores the run's samples with its method."""
+``credo score`` scores the run's samples with its method, and ``credo tasks`` names the
+plug-in as its task's source."""
 
 from __future__ import annotations
 
@@ -86,3 +87,11 @@ def test_the_pages_plugin_runs_through_credo_run_and_score(tmp_path):
     run_rows = {r["id"]: r for r in map(json.loads, (tmp_path / "runs/doubles/scores.jsonl")
                                         .read_text().splitlines())}
     assert set(run_rows["d2"]["scores"]) == {"self_consistency", "first_share"}
+
+    tasks = subprocess.run([sys.executable, "-c", MAIN, "tasks", "--json"], cwd=tmp_path,
+                           env=env, capture_output=True, text=True, timeout=600, check=False)
+    assert tasks.returncode == 0, tasks.stderr
+    rows = [json.loads(x) for x in tasks.stdout.splitlines()]
+    (doubles,) = [r for r in rows if r["spec"] == "doubles"]
+    assert doubles["source"] == "plug-in: credo-first-share 0.1.0" and doubles["items"] == 10
+    assert all(not r["source"].startswith("plug-in") for r in rows if r is not doubles)

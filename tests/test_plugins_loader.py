@@ -121,6 +121,39 @@ def test_a_name_two_plugins_register_is_ambiguous(site):
         get_method("shared")
 
 
+def test_an_ambiguous_task_or_model_names_the_qualified_ones(site):
+    from credo.models.registry import load_model
+    from credo.tasks import load_task
+    from credo.tasks.registry import TaskSpecError
+
+    code = """
+        from credo.models.registry import backend
+        from credo.models.scripted import ScriptedModel
+        from credo.tasks.base import AnswerFormat, Item, Task
+        from credo.tasks.registry import task_loader
+
+        @task_loader("both")
+        def both(arg):
+            return Task("{dist}", (Item("a", "What is 1+1?", "2"),), AnswerFormat.NUMBER)
+
+        @backend("twin", names=("twin-model",))
+        def model(name, **options):
+            return ScriptedModel(lambda messages, seed: "Answer: 2", name="{dist}-" + name)
+    """
+    for dist in ("one-pkg", "two-pkg"):
+        _install(site, dist, dist.replace("-", "_") + "_plug", code.replace("{dist}", dist))
+    with pytest.raises(TaskSpecError, match="task 'both' is ambiguous: plug-ins register it "
+                       "as one-pkg:both, two-pkg:both"):
+        load_task("both")
+    assert load_task("two-pkg:both").name == "two-pkg"
+    with pytest.raises(UserError, match="model prefix 'twin' is ambiguous"):
+        load_model("twin:x")
+    with pytest.raises(UserError, match="model name 'twin-model' is ambiguous"):
+        load_model("twin-model")
+    assert load_model("one-pkg:twin:x").name == "one-pkg-x"
+    assert load_model("two-pkg:twin-model").name == "two-pkg-twin-model"
+
+
 def test_every_registry_takes_qualified_names(site):
     """A task, a model prefix and name, a kernel and a stopping rule whose names credo
     has: each reachable by ``dist:name`` where credo reads that kind of name (a task
