@@ -2,7 +2,8 @@
 ``docs/how-to/plugins.md`` (its files are the page's titled blocks) is built and
 installed with pip into a folder of its own, and the page's ``credo`` commands run in a
 fresh process with that folder on ``PYTHONPATH``: ``credo methods`` names the plug-in,
-``credo run`` uses its task, its model backend, its method and its metric, and
+``credo run`` uses its task, its model backend, its method, its metric, its kernel and its
+stopping rule, and
 ``credo score`` scores the run's samples with its method, and ``credo tasks`` names the
 plug-in as its task's source."""
 
@@ -65,14 +66,14 @@ def test_the_pages_plugin_runs_through_credo_run_and_score(tmp_path):
         done = subprocess.run([sys.executable, "-c", MAIN, *argv], cwd=tmp_path, env=env,
                               capture_output=True, text=True, timeout=600, check=False)
         assert done.returncode == 0, f"credo {shlex.join(argv)}:\n{done.stdout}{done.stderr}"
-        printed[argv[0]] = done.stdout
-    assert set(printed) == {"methods", "run", "score"}
+        printed[argv[argv.index("--out") + 1] if "--out" in argv else argv[0]] = done.stdout
+    assert set(printed) == {"methods", "runs/doubles", "runs/rescored", "runs/adaptive"}
 
     listed = [ln for ln in printed["methods"].splitlines() if ln.startswith("first_share")]
     assert listed and "(plug-in: credo-first-share 0.1.0)" in listed[0]
-    assert "first_share" in printed["run"] and "first_share" in printed["score"]
+    assert "first_share" in printed["runs/doubles"] and "first_share" in printed["runs/rescored"]
 
-    for folder in ("runs/doubles", "runs/rescored"):
+    for folder in ("runs/doubles", "runs/rescored", "runs/adaptive"):
         rows = [json.loads(x) for x in
                 (tmp_path / folder / "scores.jsonl").read_text().splitlines()]
         assert sorted(r["id"] for r in rows) == sorted(f"d{i}" for i in range(1, 11))
@@ -87,6 +88,17 @@ def test_the_pages_plugin_runs_through_credo_run_and_score(tmp_path):
     run_rows = {r["id"]: r for r in map(json.loads, (tmp_path / "runs/doubles/scores.jsonl")
                                         .read_text().splitlines())}
     assert set(run_rows["d2"]["scores"]) == {"self_consistency", "first_share"}
+
+    # the kernel: every answer of the doubler is even, so one cluster under same_parity
+    # (an item's answers disagree only on odd numbers: the first share says so)
+    adaptive = [json.loads(x) for x in
+                (tmp_path / "runs/adaptive/scores.jsonl").read_text().splitlines()]
+    assert len({r["scores"]["semantic_entropy"] for r in adaptive}) == 1
+    assert min(r["scores"]["first_share"] for r in adaptive) < 1
+    # the stopping rule: every item stops at adaptive.min, below --n 8
+    assert {len(r["original_answers"]) for r in adaptive} == {4}
+    stats = json.loads((tmp_path / "runs/adaptive/metrics.json").read_text())["stats"]
+    assert stats["adaptive_rule"] == "at_minimum"
 
     tasks = subprocess.run([sys.executable, "-c", MAIN, "tasks", "--json"], cwd=tmp_path,
                            env=env, capture_output=True, text=True, timeout=600, check=False)
