@@ -210,6 +210,8 @@ def test_a_plugin_that_fails_to_import_is_one_line_exit_2(site, capsys):
     assert "ModuleNotFoundError" in err and "Traceback" not in err
     with pytest.raises(plugins.PluginError):  # every later read says it again
         STOPPING_RULES.names()
+    assert main(["-v", "methods"]) == 2  # -v: the traceback too
+    assert "Traceback" in capsys.readouterr().err
 
 
 def test_no_plugins_loads_none(site, monkeypatch):

@@ -98,7 +98,9 @@ def _parse(argv: list[str] | None) -> argparse.Namespace | None:
         args, unrecognised = parser.parse_known_args(argv)
     except UserError as e:  # a choice read from a registry: a plug-in failed to load
         if {"-v", "--verbose"} & set(sys.argv[1:] if argv is None else argv):
-            raise
+            import traceback
+
+            traceback.print_exc()
         _error(f"error: {e}")
         return None
     if not unrecognised:
