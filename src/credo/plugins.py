@@ -12,9 +12,11 @@ Nothing is imported at ``import credo`` or when the command line starts: the fir
 of a registry (:class:`credo.registry.Registry`) calls :func:`load_plugins`, which
 imports every plug-in once, under a lock (a second thread waits for the first; a read
 made by a plug-in's own import, in the loading thread, returns at once). While a
-plug-in's module is imported, :func:`loading` names it, so a registry records where each
-of its entries came from and names a plug-in's entry ``distribution:name`` when the name
-is already taken (:mod:`credo.registry` holds those rules).
+plug-in's module registers, :func:`loading` names it (a module of credo's that the
+plug-in imports first registers as credo's), so a registry records where each of its
+entries came from and names a plug-in's entry ``distribution:name`` when the name is
+already taken (:mod:`credo.registry` holds those rules). An entry point names a module
+(``module:attribute`` imports the module).
 
 A plug-in that fails to import is a :class:`PluginError`, a user error naming the entry
 point and its distribution (the command line prints one line and exits 2; ``-v`` shows the
