@@ -80,6 +80,24 @@ def test_plugins_load_on_the_first_read_not_at_import(tmp_path):
     assert done.stdout.split() == ["False", "False", "True", "True", "1"]
 
 
+def test_no_module_of_credo_reads_a_registry_on_import(tmp_path):
+    """Importing every module of credo loads no plug-in: a registry read on import would
+    import a plug-in while the module it imports from is half made."""
+    site = tmp_path / "site"
+    site.mkdir()
+    _install(site, "watch-plug", "watch_plug", "")
+    modules = sorted(
+        ".".join(p.relative_to(SRC).with_suffix("").parts).removesuffix(".__init__")
+        for p in (SRC / "credo").rglob("*.py") if p.name != "_sandbox_child.py")
+    code = (f"import importlib, sys\nfor m in {modules!r}:\n    importlib.import_module(m)\n"
+            "print('watch_plug' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env={"PYTHONPATH": f"{SRC}:{site}", "PATH": "/usr/bin:/bin"},
+                          timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split()[-1] == "False"
+
+
 def test_a_free_name_is_bare_and_qualified(site):
     from credo.methods import METHODS, get_method
 
