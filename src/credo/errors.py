@@ -33,8 +33,9 @@ EXIT_STATUSES: dict[int, str] = {
     2: "a mistake in what you gave credo (:class:`UserError`): a file and line, an option or "
        "config field, an unknown task, model, method or kernel, a cache that is not credo's, "
        "an output folder that cannot be written, a server that does not answer or answers "
-       "401, 403 or 404 to the first call; one or two lines naming it, found before the first "
-       "model call, the traceback only under `-v`",
+       "401, 403 or 404 to the first call, an installed plug-in that fails to import; one "
+       "or two lines naming it, found before the first model call, the traceback only "
+       "under `-v`",
     3: "some requests failed after the backend's retries (:class:`RequestsFailed`), or the "
        "cost budget `max_cost_usd` was reached (:class:`BudgetReached`), or `credo probe` did "
        "not finish: everything else is cached and the run folder is written with those items "

@@ -88,10 +88,21 @@ def main(argv: list[str] | None = None) -> int:
 
 def _parse(argv: list[str] | None) -> argparse.Namespace | None:
     """The arguments; None after one line naming credo's spelling of a flag users bring
-    from lm-eval or inspect (:mod:`credo.cli.hints`); any other unknown argument is
-    argparse's error (exit 2)."""
+    from lm-eval or inspect (:mod:`credo.cli.hints`), or a user error raised while
+    parsing (a registry's choices whose plug-in failed to load); any other unknown
+    argument is argparse's error (exit 2)."""
+    from credo.errors import UserError
+
     parser = _parser()
-    args, unrecognised = parser.parse_known_args(argv)
+    try:
+        args, unrecognised = parser.parse_known_args(argv)
+    except UserError as e:  # a choice read from a registry: a plug-in failed to load
+        if {"-v", "--verbose"} & set(sys.argv[1:] if argv is None else argv):
+            import traceback
+
+            traceback.print_exc()
+        _error(f"error: {e}")
+        return None
     if not unrecognised:
         return args
     from credo.cli.hints import foreign_flag_hint

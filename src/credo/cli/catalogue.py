@@ -123,6 +123,9 @@ def cmd_methods(args: argparse.Namespace) -> int:
             notes.append("only " + "/".join(f.value for f in spec.formats))
         if spec.logprobs:
             notes.append("needs logprobs")
+        plugin = METHODS.plugin(name)
+        if plugin is not None:
+            notes.append(f"plug-in: {plugin}")
         extra = f" ({'; '.join(notes)})" if notes else ""
         console.print(f"{name:18s} {spec.summary}{extra}", markup=False)
         console.print(f"{'':18s} needs {needs}", markup=False)

@@ -62,7 +62,7 @@ class Command:
         return self.name.rpartition(" ")[0]
 
 
-COMMANDS: Registry[Command] = Registry("command", load=COMMAND_MODULES)
+COMMANDS: Registry[Command] = Registry("command", load=COMMAND_MODULES, plugins=False)
 """Every command of ``credo`` by name (``"strength run"``)."""
 
 

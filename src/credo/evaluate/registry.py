@@ -192,20 +192,26 @@ def get(name: str) -> Metric:
 def registered(per: Level | None = None, **flags: Any) -> tuple[Metric, ...]:
     """The registered metrics, in order, evaluated at level ``per`` (any when None) and
     whose fields equal ``flags`` (``registered(bootstrap=True, target="label")``)."""
-    unknown = set(flags) - set(Metric.__dataclass_fields__)
-    if unknown:
-        raise ValueError(f"no Metric fields {sorted(unknown)}")
+    _check_fields(flags)
     return tuple(
         m for m in METRICS.values()
         if (per is None or per in m.per) and all(getattr(m, k) == v for k, v in flags.items())
     )
 
 
+def _check_fields(flags: Mapping[str, Any]) -> None:
+    """A ValueError naming the keys of ``flags`` that are no field of :class:`Metric`."""
+    unknown = set(flags) - set(Metric.__dataclass_fields__)
+    if unknown:
+        raise ValueError(f"no Metric fields {sorted(unknown)}")
+
+
 class MetricNames(Sequence[str]):
     """The names of :func:`registered` ``(per, **flags)``, read at every use (live)."""
 
     def __init__(self, per: Level | None = None, **flags: Any) -> None:
-        registered(per, **flags)  # checks the fields now
+        _check_fields(flags)  # now; the registry is read at every use (and a module
+        # that makes a view on import reads nothing: no plug-in loads then)
         self._per, self._flags = per, flags
 
     def _names(self) -> tuple[str, ...]:

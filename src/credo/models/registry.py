@@ -2,7 +2,10 @@
 
 A spec is either a registered *name* (``"qwen2.5-coder-1.5b"``), ``"<prefix>:<rest>"``
 for a registered prefix (``"openai:gpt-4o-mini"``, ``"gguf:/path/model.gguf"``), or a
-path ending in ``.gguf``. Backends register themselves with :func:`backend`::
+path ending in ``.gguf``. A plug-in's prefix whose name credo already has is
+``"<distribution>:<prefix>:<rest>"`` (:mod:`credo.plugins`); a registered prefix is read
+first, so ``openai:llama3:8b`` keeps meaning ``openai`` with model ``llama3:8b``.
+Backends register themselves with :func:`backend`::
 
     @backend("openai")                    # handles "openai:<model>"
     def _openai(rest: str, **options): ...
@@ -20,7 +23,7 @@ from typing import Any, TypeVar
 from credo.errors import UserError
 from credo.models.base import Model
 from credo.models.weights import EMBEDDED_MODELS, is_embedded_spec
-from credo.registry import Registry
+from credo.registry import DuplicateName, Registry
 
 Factory = Callable[..., Model]
 """``factory(argument, **options) -> Model``; ``argument`` is the name or the text after
@@ -51,8 +54,11 @@ def backend(
             (_SUFFIXES, [s.lower() for s in suffixes]),
         ):
             for key in keys:
-                if table.get(key) is not factory:  # the same factory again: a reload
+                try:  # no read before: a registry read on import would load plug-ins
                     table.add(key, factory)
+                except DuplicateName:
+                    if table.get(key) is not factory:  # the same factory again: a reload
+                        raise
         return factory
 
     return register
@@ -99,9 +105,18 @@ _UNEXPECTED = re.compile(r"unexpected keyword argument '(\w+)'")
 
 def _factory(spec: str) -> tuple[Factory, str]:
     """The registered factory for ``spec`` and the argument it gets."""
-    if spec in _NAMES:
-        return _NAMES[spec], spec
+    if spec in _NAMES or _NAMES.ambiguous(spec):
+        factory, plugin = _NAMES[spec], _NAMES.plugin(spec)
+        if plugin is not None:  # a plug-in's dist:name: its factory gets the name
+            return factory, spec.removeprefix(f"{plugin.dist}:")
+        return factory, spec
     prefix, sep, rest = spec.partition(":")
+    if sep and prefix not in _PREFIXES:  # a plug-in's prefix named dist:prefix:<model>
+        inner, sep_inner, after = rest.partition(":")
+        if sep_inner and f"{prefix}:{inner}" in _PREFIXES:
+            prefix, rest = f"{prefix}:{inner}", after
+        elif _PREFIXES.ambiguous(prefix):
+            raise _PREFIXES.unknown(prefix)
     if sep and prefix in _PREFIXES:
         if not rest:
             raise UserError(f"model spec {spec!r} names no model after {prefix!r}:")

@@ -25,6 +25,7 @@ from credo.methods.base import MethodSpec
 from credo.methods.claims import CLAIM_METHODS, SUPPORT_ORIGINAL, SUPPORT_PERTURBED
 from credo.plan.sample_sets import get_sample_set
 from credo.plan.samples import ORIGINAL, PARAPHRASED, PERTURBED
+from credo.plugins import PluginError
 from credo.tasks.base import AnswerFormat, Task
 from credo.tasks.claims import read_claims
 from credo.tasks.grading import JUDGED
@@ -55,6 +56,8 @@ def method_specs(names: Sequence[str]) -> list[MethodSpec]:
     for name in names:
         try:
             specs.append(get_method(name))
+        except PluginError:  # a broken plug-in is its own one line, not an unknown name
+            raise
         except ValueError as e:
             problems.append(str(e))
     if problems:

@@ -42,6 +42,7 @@ from credo.tasks.registry import (
     package_data,
     registered_loader,
     registered_names,
+    split_spec,
     task_loader,
 )
 
@@ -60,8 +61,7 @@ __all__ = [
 def load_task(spec: str, limit: int | None = None) -> Task:
     """Load a task by spec: a built-in name (``gsm8k``, ``mmlu:<subject>``,
     ``truthfulqa_mc1``) or ``file:<preset>:<path>``; keep the first ``limit`` items."""
-    name, _, arg = spec.partition(":")
-    name = name.strip().lower()
+    name, arg = split_spec(spec)
     if name == "file":
         preset, sep, path = arg.partition(":")
         if not sep or not path:

@@ -10,14 +10,14 @@ described by what its registration declares (:func:`credo.tasks.registry.task_lo
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from credo.tasks.base import AnswerFormat, Task
 from credo.tasks.builtin import list_tasks, load_task
 from credo.tasks.grading import DEFAULT_GRADER, describe_grader
-from credo.tasks.registry import declared, declared_source
+from credo.tasks.registry import declared, declared_source, plugin_of, split_spec
 
 __all__ = ["TaskInfo", "task_catalogue"]
 
@@ -44,12 +44,21 @@ class TaskInfo:
 def task_catalogue() -> list[TaskInfo]:
     """Every task spec :func:`~credo.tasks.builtin.load_task` accepts (``file:`` aside),
     described. Loads every task that ships its data (a few seconds for all of MMLU)."""
-    return [_describe(spec) for spec in list_tasks()]
+    return [_of_plugin(_describe(spec)) for spec in list_tasks()]
+
+
+def _of_plugin(info: TaskInfo) -> TaskInfo:
+    """``info`` with the plug-in that registered its task as its source."""
+    plugin = plugin_of(split_spec(info.spec)[0])
+    if plugin is None:
+        return info
+    where = f"plug-in: {plugin}"
+    return replace(info, source=where if info.items is not None else f"{where}; {info.source}")
 
 
 def _describe(spec: str) -> TaskInfo:
-    name = spec.split(":", 1)[0]
-    if ":" not in spec and declared_source(name) is not None:
+    name, arg = split_spec(spec)
+    if not arg and declared_source(name) is not None:
         return _declared(spec)
     try:
         task = load_task(spec)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from credo.errors import UserError
+from credo.plugins import Plugin
 from credo.registry import Registry
 from credo.tasks.base import AnswerFormat, Task
 
@@ -96,9 +97,31 @@ def list_tasks() -> list[str]:
 
 
 def registered_loader(name: str) -> TaskLoader | None:
-    """The loader registered as ``name``, or None."""
+    """The loader registered as ``name``, or None; a name plug-ins share is a
+    :class:`TaskSpecError` naming their qualified names."""
+    if _TASKS.ambiguous(name):
+        raise TaskSpecError(str(_TASKS.unknown(name)))
     reg = _TASKS.get(name)
     return reg.loader if reg is not None else None
+
+
+def split_spec(spec: str) -> tuple[str, str]:
+    """``(name, argument)`` of a task spec: ``gsm8k`` -> ``("gsm8k", "")``,
+    ``mmlu:anatomy`` -> ``("mmlu", "anatomy")``; a plug-in's qualified name keeps its
+    colon (``dist:task:arg`` -> ``("dist:task", "arg")``) when the first part names no
+    task. The name is lower case."""
+    name, _, arg = spec.partition(":")
+    name = name.strip().lower()
+    inner, sep, after = arg.partition(":")
+    qualified = f"{name}:{inner.strip().lower()}"
+    if name not in _TASKS and qualified in _TASKS:
+        return qualified, after if sep else ""
+    return name, arg
+
+
+def plugin_of(name: str) -> Plugin | None:
+    """The plug-in that registered task ``name`` (None: credo's own, or no task)."""
+    return _TASKS.plugin(name)
 
 
 def declared(name: str) -> tuple[AnswerFormat | None, str | None]:
