@@ -76,7 +76,7 @@ def _adaptive_flags(p: argparse.ArgumentParser) -> None:
 )
 def cmd_adaptive(args: argparse.Namespace) -> int:
     """Run :func:`credo.api.simulate_adaptive` and print its table."""
-    from credo.api import simulate_adaptive
+    from credo.app.adaptive import simulate_adaptive
     from credo.report.adaptive import adaptive_table
 
     rules = args.rule or [name for name, rule in STOPPING_RULES.items()

@@ -79,7 +79,7 @@ def cmd_topic_check(args: argparse.Namespace) -> int:
     """Run ``credo perturb topic-check`` (:func:`credo.api.topic_check`)."""
     from rich.console import Console
 
-    from credo.api import topic_check
+    from credo.app.perturb import topic_check
 
     domains = ([d.strip() for d in args.domains.split(";") if d.strip()] if args.domains
                else None)
@@ -109,7 +109,7 @@ def cmd_calibrate_threshold(args: argparse.Namespace) -> int:
     """Run ``credo perturb calibrate-threshold`` (:func:`credo.api.calibrate_threshold`)."""
     from rich.console import Console
 
-    from credo.api import calibrate_threshold
+    from credo.app.perturb import calibrate_threshold
 
     found = calibrate_threshold(
         args.model, run=args.run, premises=args.premises, base_url=args.base_url,
@@ -143,7 +143,7 @@ def cmd_calibrate_prompt(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from credo.api import calibrate_prompt_file
+    from credo.app.perturb import calibrate_prompt_file
     from credo.numbers import fmt_number
 
     found = calibrate_prompt_file(args.config, args.items, write_config=args.write_config,

@@ -48,7 +48,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     per run folder that is not complete."""
     from rich.console import Console
 
-    from credo.api import report
+    from credo.app.report import report
 
     done = report(
         args.runs, out=args.out, resamples=args.resamples, confidence=args.confidence,

@@ -92,7 +92,7 @@ def cmd_strength_run(args: argparse.Namespace) -> int:
     with ``--dry-run`` print the planned requests per stage instead. The exit status is
     the outcome's (:data:`credo.pipeline.ending.EXIT_STATUS`): 3 when items are
     incomplete (requests failed, or the cost budget), else 0."""
-    from credo.api import dry_run_strength, run_strength
+    from credo.app.strength import dry_run_strength, run_strength
     from credo.cli.flags import (
         STRENGTH_RUN_FLAGS,
         base_url_option,
@@ -145,7 +145,7 @@ def cmd_strength_run(args: argparse.Namespace) -> int:
 def cmd_strength_agree(args: argparse.Namespace) -> int:
     """Run ``credo strength agree``: one measure on labelled perturbations vs the labels
     (:func:`credo.api.strength_agreement`)."""
-    from credo.api import strength_agreement
+    from credo.app.strength import strength_agreement
 
     found = strength_agreement(
         args.labels, args.measure, judge=args.judge, surprisal_model=args.surprisal_model,
