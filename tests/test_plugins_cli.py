@@ -39,9 +39,9 @@ def plugins():
 
 @pytest.fixture
 def scripted_api(monkeypatch, bow_embedder):
-    """``credo.app.run.run`` and ``credo.app.adaptive.simulate_adaptive`` (what the command
-    line calls) handed the scripted model, the toy task and the bag-of-words embedder (the
-    command line builds them from the config)."""
+    """``credo.api.run`` and ``simulate_adaptive``, and the ``credo.app`` functions the
+    command line calls, handed the scripted model, the toy task and the bag-of-words
+    embedder (the command line builds them from the config)."""
     import credo.app.adaptive
     import credo.app.run
 
@@ -53,6 +53,7 @@ def scripted_api(monkeypatch, bow_embedder):
                          task=TASK)
 
         monkeypatch.setattr(module, name, scripted)
+        monkeypatch.setattr(api, name, scripted)
 
 
 def _first_share(answers: list) -> float:

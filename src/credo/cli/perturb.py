@@ -2,8 +2,8 @@
 A.2, A.4).
 
 Both call a model through the cache, so a rerun reads every generation from it, and both
-refresh the run's report.html from the files they wrote: :func:`credo.api.topic_check`
-and :func:`credo.api.calibrate_threshold` do the work; these commands print their typed
+refresh the run's report.html from the files they wrote: :func:`credo.app.perturb.topic_check`
+and :func:`credo.app.perturb.calibrate_threshold` do the work; these commands print their typed
 results.
 """
 
@@ -76,7 +76,7 @@ def _common(p: argparse.ArgumentParser) -> None:
     flags=_topic_check_flags,
 )
 def cmd_topic_check(args: argparse.Namespace) -> int:
-    """Run ``credo perturb topic-check`` (:func:`credo.api.topic_check`)."""
+    """Run ``credo perturb topic-check`` (:func:`credo.app.perturb.topic_check`)."""
     from rich.console import Console
 
     from credo.app.perturb import topic_check
@@ -106,7 +106,7 @@ def cmd_topic_check(args: argparse.Namespace) -> int:
     flags=_calibrate_threshold_flags,
 )
 def cmd_calibrate_threshold(args: argparse.Namespace) -> int:
-    """Run ``credo perturb calibrate-threshold`` (:func:`credo.api.calibrate_threshold`)."""
+    """Run ``credo perturb calibrate-threshold`` (:func:`credo.app.perturb.calibrate_threshold`)."""
     from rich.console import Console
 
     from credo.app.perturb import calibrate_threshold
@@ -138,7 +138,7 @@ def cmd_calibrate_threshold(args: argparse.Namespace) -> int:
     flags=_calibrate_prompt_flags,
 )
 def cmd_calibrate_prompt(args: argparse.Namespace) -> int:
-    """Run ``credo perturb calibrate-prompt`` (:func:`credo.api.calibrate_prompt_file`)."""
+    """Run ``credo perturb calibrate-prompt`` (:func:`credo.app.perturb.calibrate_prompt_file`)."""
     import yaml
     from rich.console import Console
     from rich.table import Table

@@ -1,5 +1,5 @@
 """``credo run``: flags and YAML into one validated :class:`~credo.config.RunConfig`
-(:mod:`credo.cli.flags`), then :func:`credo.api.run` and its tables."""
+(:mod:`credo.cli.flags`), then :func:`credo.app.run.run` and its tables."""
 
 from __future__ import annotations
 

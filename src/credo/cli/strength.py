@@ -1,5 +1,5 @@
 """``credo strength run | agree``: the command line of :mod:`credo.strength`, printing what
-:func:`credo.api.run_strength` and :func:`credo.api.strength_agreement` return."""
+:func:`credo.app.strength.run_strength` and :func:`credo.app.strength.strength_agreement` return."""
 
 from __future__ import annotations
 
@@ -144,7 +144,7 @@ def cmd_strength_run(args: argparse.Namespace) -> int:
          flags=_agree_flags)
 def cmd_strength_agree(args: argparse.Namespace) -> int:
     """Run ``credo strength agree``: one measure on labelled perturbations vs the labels
-    (:func:`credo.api.strength_agreement`)."""
+    (:func:`credo.app.strength.strength_agreement`)."""
     from credo.app.strength import strength_agreement
 
     found = strength_agreement(
