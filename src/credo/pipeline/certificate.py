@@ -71,6 +71,7 @@ __all__ = [
     "given_settings",
     "given_task_settings",
     "mismatch",
+    "procedure_of",
     "procedure_settings",
     "prompt_digest",
     "read_certificate",
@@ -713,6 +714,23 @@ def with_decision_threshold(config: RunConfig, cert: RunCertificate | None) -> R
                             f"{', '.join(readable)} (adaptive.scores)")
         update["scores"] = [cert.method]
     return config.model_copy(update={"adaptive": a.model_copy(update=update)})
+
+
+def procedure_of(cert: RunCertificate) -> AdaptiveConfig | None:
+    """The adaptive decision procedure a certificate was made for, at its threshold
+    (``settings["adaptive"]``); None for a certificate of the full recipe."""
+    recorded = cert.settings.get("adaptive")
+    if not isinstance(recorded, dict):
+        return None
+    from pydantic import ValidationError
+
+    from credo.config import validation_message
+
+    try:
+        return AdaptiveConfig.model_validate(
+            {**recorded, "threshold": cert.certificate.threshold})
+    except ValidationError as e:
+        raise UserError(validation_message(e, "the certificate's settings.adaptive")) from None
 
 
 def certified_rule(rule: Mapping[str, Any], cert: RunCertificate) -> dict[str, Any]:

@@ -38,7 +38,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from credo.config import AdaptiveConfig, RunConfig, validation_message
+from credo.config import RunConfig, validation_message
 from credo.errors import UserError
 from credo.generation.executor import CallHook, usage_scope
 from credo.generation.pool import ModelPool
@@ -47,6 +47,7 @@ from credo.pipeline.certificate import (
     RunCertificate,
     certified_fit,
     certified_rule,
+    procedure_of,
     procedure_settings,
     prompt_digest,
     rule_scores,
@@ -214,19 +215,6 @@ def _model_spec(identity: str) -> tuple[str, dict[str, Any]]:
     if kind == "llamacpp":
         return rest.split("@sha256:", 1)[0], {}
     return identity, {}
-
-
-def procedure_of(cert: RunCertificate) -> AdaptiveConfig | None:
-    """The adaptive decision procedure a certificate was made for, at its threshold
-    (``settings["adaptive"]``); None for a certificate of the full recipe."""
-    recorded = cert.settings.get("adaptive")
-    if not isinstance(recorded, dict):
-        return None
-    try:
-        return AdaptiveConfig.model_validate(
-            {**recorded, "threshold": cert.certificate.threshold})
-    except ValidationError as e:
-        raise UserError(validation_message(e, "the certificate's settings.adaptive")) from None
 
 
 def gateway_config(
