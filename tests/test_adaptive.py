@@ -179,7 +179,7 @@ def test_cli_flag_and_command(config, tmp_path, bow_embedder, capsys) -> None:
     run(config, model=ScriptedModel(respond), embedder=bow_embedder, task=TASK,
         show_progress=False)
     # the command replays with the config's models: the scripted one is handed in here
-    import credo.api as api
+    import credo.app.adaptive as api  # what the command line calls
 
     real = api.simulate_adaptive
 
@@ -240,8 +240,8 @@ def test_decision_rule_reads_the_certificates_method(tmp_path, capsys) -> None:
     computed from the answers drawn is a one-line user error, as is an unknown score."""
     from types import SimpleNamespace
 
-    from credo.api import _decision_threshold
     from credo.cli import main
+    from credo.pipeline.certificate import with_decision_threshold as _decision_threshold
 
     cfg = RunConfig(adaptive={"rule": "decision"}, certificate="cert.json")
     cert = SimpleNamespace(certificate=SimpleNamespace(threshold=0.7), method="c3_cross")

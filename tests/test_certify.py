@@ -248,7 +248,7 @@ def test_any_threshold_returned_is_certified(items, method):
 def test_certificate_json_round_trip_and_accept():
     s, c = Logistic().draws(1, 1000, seed=1)
     cert = certify(s[0], c[0])
-    assert cert.certified and cert.method == "ltt" and cert.n == 1000
+    assert cert.certified and cert.procedure == "ltt" and cert.n == 1000
     back = Certificate.from_json(cert.to_json())
     assert back == cert
     assert json.loads(cert.to_json())["threshold"] == cert.threshold

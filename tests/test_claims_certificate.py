@@ -12,6 +12,7 @@ from dataclasses import replace
 
 import pytest
 
+import credo.app.run
 from credo import api
 from credo.cli import main
 from credo.config import ClaimsConfig, RunConfig
@@ -130,7 +131,7 @@ def test_cli_refuses_in_one_line_and_accepts_the_same(calibrated, tmp_path, bow_
         models.append(ScriptedModel(many_respond))
         return real(*a, **k, model=models[-1], embedder=bow_embedder)
 
-    monkeypatch.setattr(api, "run", scripted)
+    monkeypatch.setattr(credo.app.run, "run", scripted)  # what the command line calls
     names = tmp_path / "new.txt"
     base = ["run", "--task", f"factscore:{names}", "--limit", "2", "--methods",
             "self_consistency", "--kernel", "embedding", "--m", "2", "--bootstrap", "0",

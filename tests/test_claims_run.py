@@ -395,7 +395,7 @@ def test_cli_claims_flag_runs_the_claim_stage(tmp_path, bow_embedder, monkeypatc
     report's claim section for exactly those methods."""
     import json
 
-    from credo import api
+    from credo.app import run as api  # what the command line calls
     from credo.cli import main
 
     _many_bios(tmp_path, 12)

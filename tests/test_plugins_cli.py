@@ -39,15 +39,20 @@ def plugins():
 
 @pytest.fixture
 def scripted_api(monkeypatch, bow_embedder):
-    """``credo.api.run`` and ``simulate_adaptive`` handed the scripted model, the toy task
-    and the bag-of-words embedder (the command line builds them from the config)."""
-    for name in ("run", "simulate_adaptive"):
-        real = getattr(api, name)
+    """``credo.api.run`` and ``simulate_adaptive``, and the ``credo.app`` functions the
+    command line calls, handed the scripted model, the toy task and the bag-of-words
+    embedder (the command line builds them from the config)."""
+    import credo.app.adaptive
+    import credo.app.run
+
+    for module, name in ((credo.app.run, "run"), (credo.app.adaptive, "simulate_adaptive")):
+        real = getattr(module, name)
 
         def scripted(*a, _real=real, **k):
             return _real(*a, **k, model=ScriptedModel(respond), embedder=bow_embedder,
                          task=TASK)
 
+        monkeypatch.setattr(module, name, scripted)
         monkeypatch.setattr(api, name, scripted)
 
 

@@ -85,7 +85,7 @@ def slugify(title: str) -> str:
 
 API_GROUPS: dict[str, tuple[str, str]] = {
     "api": ("running", "Running credo"),
-    "experiments": ("running", "Running credo"),
+    "app": ("running", "Running credo"),
     "pipeline": ("running", "Running credo"),
     "config": ("configuration", "Configuration objects"),
     "methods": ("methods", "Scoring methods"),

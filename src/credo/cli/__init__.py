@@ -38,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     is cached and written; rerun to retry them); 4 the prefixes failed the neutrality test
     under ``perturbation.neutrality: fail``.
     """
-    from credo.commands import RedactURLs
+    from credo.app.logs import RedactURLs
     from credo.errors import BudgetReached, NeutralityFailed, RequestsFailed, UserError
 
     args = _parse(argv)

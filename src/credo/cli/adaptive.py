@@ -1,7 +1,7 @@
 """``credo adaptive RUN_DIR``: what adaptive sampling would have drawn and scored, replayed
-from a finished full run's cache with no model call (:func:`credo.api.simulate_adaptive`): samples
-saved per stage against the change in
-AUROC, ECE and PRR with paired bootstrap CIs, as a table and a figure."""
+from a finished full run's cache with no model call
+(:func:`credo.app.adaptive.simulate_adaptive`): samples saved per stage against the change
+in AUROC, ECE and PRR with paired bootstrap CIs, as a table and a figure."""
 
 from __future__ import annotations
 
@@ -75,8 +75,8 @@ def _adaptive_flags(p: argparse.ArgumentParser) -> None:
     flags=_adaptive_flags,
 )
 def cmd_adaptive(args: argparse.Namespace) -> int:
-    """Run :func:`credo.api.simulate_adaptive` and print its table."""
-    from credo.api import simulate_adaptive
+    """Run :func:`credo.app.adaptive.simulate_adaptive` and print its table."""
+    from credo.app.adaptive import simulate_adaptive
     from credo.report.adaptive import adaptive_table
 
     rules = args.rule or [name for name, rule in STOPPING_RULES.items()

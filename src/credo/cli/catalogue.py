@@ -28,7 +28,7 @@ def _cache_flags(p: argparse.ArgumentParser) -> None:
          flags=_cache_flags)
 def cmd_cache(args: argparse.Namespace) -> int:
     """``credo cache stats`` (:func:`credo.api.cache_stats`): exit 1 when there is no cache."""
-    from credo.api import cache_stats
+    from credo.app.catalogue import cache_stats
     from credo.config import default_cache_path
 
     stats = cache_stats(args.cache)

@@ -78,7 +78,7 @@ def add_adaptive_decision_flags(p: argparse.ArgumentParser) -> None:
 def cmd_certify(args: argparse.Namespace) -> int:
     """Certify, write the file, print the threshold and coverage (exit 0 even when nothing
     could be certified: the file says so, and ``credo run --certificate`` accepts none)."""
-    from credo.api import certify_run
+    from credo.app.certify import certify_run
     from credo.errors import UserError
 
     if not 0.0 < args.alpha < 1.0 or not 0.0 < args.delta < 1.0:
@@ -93,7 +93,7 @@ def cmd_certify(args: argparse.Namespace) -> int:
     replay = None
     try:
         if args.adaptive:
-            from credo.api import certify_adaptive
+            from credo.app.certify import certify_adaptive
 
             options = {k: v for k, v in (("round", args.adaptive_round),
                                          ("min", args.adaptive_min),
@@ -132,7 +132,7 @@ def incomplete_line(incomplete: dict[str, Any]) -> str:
 
 def _certify_claims(args: argparse.Namespace) -> int:
     """``credo certify RUN_DIR --claims``: the claim certificate, its line, its file."""
-    from credo.api import certify_run_claims
+    from credo.app.certify import certify_run_claims
     from credo.errors import UserError
 
     procedure = args.procedure or "conformal"
@@ -191,7 +191,7 @@ def certified_line(method: str, c: Certificate) -> str:
     """What was certified, in one line, with the guarantee the procedure gives: selective
     risk at confidence 1 − δ, or for conformal risk control (``crc``) the expected share
     of answered-and-wrong items, which holds in expectation and has no δ."""
-    if c.method == "crc":
+    if c.procedure == "crc":
         level = f"alpha={c.alpha:g} (in expectation; crc has no delta)"
         risk = (f"expected share of answered-and-wrong items <= {c.alpha:g}, in expectation "
                 "over the calibration draw (crc: no delta)")
@@ -201,4 +201,4 @@ def certified_line(method: str, c: Certificate) -> str:
     if c.threshold is None:
         return f"nothing certified for {method} at {level}: {c.message}"
     return (f"{method}: answer when score >= {c.threshold:.4g}; covers {c.coverage:.1%} of "
-            f"{c.n} calibration items; {risk} ({c.method})")
+            f"{c.n} calibration items; {risk} ({c.procedure})")

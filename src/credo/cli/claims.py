@@ -55,7 +55,7 @@ def _filter_claims_flags(p: argparse.ArgumentParser) -> None:
 def cmd_certify_claims(args: argparse.Namespace) -> int:
     """Certify and print the threshold (exit 0 even when there is none: the message and
     the file say so and how many items would be needed)."""
-    from credo.commands import certify_claim_file
+    from credo.app.claims import certify_claim_file
     from credo.errors import UserError
 
     if not _level(args.alpha, open_top=True):
@@ -82,7 +82,7 @@ def cmd_certify_claims(args: argparse.Namespace) -> int:
     flags=_filter_claims_flags,
 )
 def cmd_filter_claims(args: argparse.Namespace) -> int:
-    from credo.commands import filter_claim_file
+    from credo.app.claims import filter_claim_file
 
     done = filter_claim_file(args.certificate, args.file, args.out)
     Console(soft_wrap=True).print(

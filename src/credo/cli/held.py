@@ -47,7 +47,7 @@ def holds(record: logging.LogRecord) -> bool:
 
 def hold(redact: logging.Filter | None = None) -> HeldWarnings:
     """Hold credo's warnings from now on (the root logger's handler); ``redact`` filters
-    each record first (the command line's :class:`~credo.commands.RedactURLs`)."""
+    each record first (the command line's :class:`~credo.app.logs.RedactURLs`)."""
     global _current
     release(print_left=False)
     handler = HeldWarnings()

@@ -2,8 +2,8 @@
 A.2, A.4).
 
 Both call a model through the cache, so a rerun reads every generation from it, and both
-refresh the run's report.html from the files they wrote: :func:`credo.api.topic_check`
-and :func:`credo.api.calibrate_threshold` do the work; these commands print their typed
+refresh the run's report.html from the files they wrote: :func:`credo.app.perturb.topic_check`
+and :func:`credo.app.perturb.calibrate_threshold` do the work; these commands print their typed
 results.
 """
 
@@ -76,10 +76,10 @@ def _common(p: argparse.ArgumentParser) -> None:
     flags=_topic_check_flags,
 )
 def cmd_topic_check(args: argparse.Namespace) -> int:
-    """Run ``credo perturb topic-check`` (:func:`credo.api.topic_check`)."""
+    """Run ``credo perturb topic-check`` (:func:`credo.app.perturb.topic_check`)."""
     from rich.console import Console
 
-    from credo.api import topic_check
+    from credo.app.perturb import topic_check
 
     domains = ([d.strip() for d in args.domains.split(";") if d.strip()] if args.domains
                else None)
@@ -106,10 +106,10 @@ def cmd_topic_check(args: argparse.Namespace) -> int:
     flags=_calibrate_threshold_flags,
 )
 def cmd_calibrate_threshold(args: argparse.Namespace) -> int:
-    """Run ``credo perturb calibrate-threshold`` (:func:`credo.api.calibrate_threshold`)."""
+    """Run ``credo perturb calibrate-threshold`` (:func:`credo.app.perturb.calibrate_threshold`)."""
     from rich.console import Console
 
-    from credo.api import calibrate_threshold
+    from credo.app.perturb import calibrate_threshold
 
     found = calibrate_threshold(
         args.model, run=args.run, premises=args.premises, base_url=args.base_url,
@@ -138,12 +138,12 @@ def cmd_calibrate_threshold(args: argparse.Namespace) -> int:
     flags=_calibrate_prompt_flags,
 )
 def cmd_calibrate_prompt(args: argparse.Namespace) -> int:
-    """Run ``credo perturb calibrate-prompt`` (:func:`credo.api.calibrate_prompt_file`)."""
+    """Run ``credo perturb calibrate-prompt`` (:func:`credo.app.perturb.calibrate_prompt_file`)."""
     import yaml
     from rich.console import Console
     from rich.table import Table
 
-    from credo.api import calibrate_prompt_file
+    from credo.app.perturb import calibrate_prompt_file
     from credo.numbers import fmt_number
 
     found = calibrate_prompt_file(args.config, args.items, write_config=args.write_config,

@@ -60,9 +60,9 @@ def _uses(found: Any) -> list[str]:
     flags=_probe_flags,
 )
 def cmd_probe(args: argparse.Namespace) -> int:
-    """Probe (:func:`credo.api.probe`), print the answers: exit 0 once they are stored,
+    """Probe (:func:`credo.app.probe.probe`), print the answers: exit 0 once they are stored,
     or 3 when the probe did not finish (nothing is stored then)."""
-    from credo.api import probe
+    from credo.app.probe import probe
 
     done = probe(args.model, base_url_option(args.base_url), label=args.label,
                  api_key_env=args.api_key_env, cache=args.cache)

@@ -1,6 +1,6 @@
 """``credo report RUN_DIR [RUN_DIR ...]``: HTML reports from run folders, no model needed.
 
-The pages read the run folders only. :func:`credo.api.report` is the one place that may
+The pages read the run folders only. :func:`credo.app.report.report` is the one place that may
 load a model for them: before rendering, a run folder lacking
 ``perturbation_similarity.json`` (Wu et al., App. A.2 diversity check) gets it from the sentence
 embedder, so every later report reads the file without the embedder. This command prints
@@ -44,11 +44,11 @@ def _report_flags(p: argparse.ArgumentParser) -> None:
     flags=_report_flags,
 )
 def cmd_report(args: argparse.Namespace) -> int:
-    """Run ``credo report`` (:func:`credo.api.report`): the page, then one line on stderr
+    """Run ``credo report`` (:func:`credo.app.report.report`): the page, then one line on stderr
     per run folder that is not complete."""
     from rich.console import Console
 
-    from credo.api import report
+    from credo.app.report import report
 
     done = report(
         args.runs, out=args.out, resamples=args.resamples, confidence=args.confidence,

@@ -1,5 +1,5 @@
 """``credo run``: flags and YAML into one validated :class:`~credo.config.RunConfig`
-(:mod:`credo.cli.flags`), then :func:`credo.api.run` and its tables."""
+(:mod:`credo.cli.flags`), then :func:`credo.app.run.run` and its tables."""
 
 from __future__ import annotations
 
@@ -202,7 +202,7 @@ def run_config_from_args(args: argparse.Namespace) -> Any:
 )
 def cmd_run(args: argparse.Namespace) -> int:
     """Run ``credo run``: validate the config, run, print the tables, write the folder."""
-    from credo.api import run
+    from credo.app.run import run
     from credo.errors import UserError
 
     try:
@@ -210,7 +210,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     except UserError as e:
         raise UserError(f"invalid configuration: {e}") from None
     if args.dry_run:
-        from credo.api import dry_run
+        from credo.app.run import dry_run
 
         return print_estimate(dry_run(cfg))
     from credo.errors import NeutralityFailed

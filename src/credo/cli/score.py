@@ -71,7 +71,7 @@ def _score_flags(p: argparse.ArgumentParser) -> None:
 )
 def cmd_score(args: argparse.Namespace) -> int:
     """Run ``credo score``: validate, score, print the tables, write the folder."""
-    from credo.api import score
+    from credo.app.score import score
     from credo.cli.flags import SCORE_FLAGS, config_from_flags
     from credo.cli.run import print_result
     from credo.config import RunConfig

@@ -1,5 +1,5 @@
 """``credo strength run | agree``: the command line of :mod:`credo.strength`, printing what
-:func:`credo.api.run_strength` and :func:`credo.api.strength_agreement` return."""
+:func:`credo.app.strength.run_strength` and :func:`credo.app.strength.strength_agreement` return."""
 
 from __future__ import annotations
 
@@ -92,7 +92,7 @@ def cmd_strength_run(args: argparse.Namespace) -> int:
     with ``--dry-run`` print the planned requests per stage instead. The exit status is
     the outcome's (:data:`credo.pipeline.ending.EXIT_STATUS`): 3 when items are
     incomplete (requests failed, or the cost budget), else 0."""
-    from credo.api import dry_run_strength, run_strength
+    from credo.app.strength import dry_run_strength, run_strength
     from credo.cli.flags import (
         STRENGTH_RUN_FLAGS,
         base_url_option,
@@ -144,8 +144,8 @@ def cmd_strength_run(args: argparse.Namespace) -> int:
          flags=_agree_flags)
 def cmd_strength_agree(args: argparse.Namespace) -> int:
     """Run ``credo strength agree``: one measure on labelled perturbations vs the labels
-    (:func:`credo.api.strength_agreement`)."""
-    from credo.api import strength_agreement
+    (:func:`credo.app.strength.strength_agreement`)."""
+    from credo.app.strength import strength_agreement
 
     found = strength_agreement(
         args.labels, args.measure, judge=args.judge, surprisal_model=args.surprisal_model,

@@ -52,7 +52,7 @@ def cmd_study(args: argparse.Namespace) -> int:
     some run has items whose requests failed (a rerun completes them), 4 when a run's
     prefixes failed the neutrality gate (``neutrality: fail``; the study stops there,
     its folders and report written)."""
-    from credo.api import study
+    from credo.app.study import study
     from credo.errors import NeutralityFailed
     from credo.pipeline.ending import EXIT_STATUS, Outcome
 

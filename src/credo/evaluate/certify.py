@@ -102,6 +102,11 @@ MAX_NEEDED_FACTOR = 64
 """The items-needed search stops at this many times the calibration set (at least 10,000)."""
 
 
+FILE_KEYS = {"procedure": "method"}
+"""A :class:`Certificate` field written under another key in a certificate file (the
+file's keys stay as they were: files are byte-identical and old ones read)."""
+
+
 @dataclass(frozen=True)
 class Certificate:
     """A threshold certified by :func:`certify`, or the statement that none could be.
@@ -112,7 +117,9 @@ class Certificate:
     the certified threshold on the items that tested it (None for ``crc`` or when
     uncertified); ``n_needed``: about how many calibration items would certify something
     at the observed error rates (set only when ``threshold`` is None; None there too when
-    no number of items would); ``message``: one sentence for people.
+    no number of items would); ``message``: one sentence for people; ``procedure``: the
+    procedure that certified it (``ltt``, ``sgr``, ``fixed-sequence``, ``crc``), written
+    ``method`` in a certificate file as before (:data:`FILE_KEYS`).
     """
 
     threshold: float | None
@@ -120,7 +127,7 @@ class Certificate:
     alpha: float
     delta: float | None
     n: int
-    method: str
+    procedure: str
     n_accepted: int = 0
     risk: float | None = None
     p_value: float | None = None
@@ -131,6 +138,17 @@ class Certificate:
     def certified(self) -> bool:
         return self.threshold is not None
 
+    @property
+    def method(self) -> str:
+        """The procedure's former name (:attr:`procedure`); deprecated since credo 0.1.0,
+        it goes in 0.2.0 (a certificate file keeps the key ``method``)."""
+        import warnings
+
+        warnings.warn("Certificate.method is now Certificate.procedure (the scoring "
+                      "method is the run certificate's); deprecated since credo 0.1.0, it "
+                      "goes in 0.2.0", DeprecationWarning, stacklevel=2)
+        return self.procedure
+
     def accept(self, scores: ArrayLike) -> np.ndarray:
         """Boolean array: which of ``scores`` are answered (``score >= threshold``)."""
         s = as_scores(scores)
@@ -139,16 +157,22 @@ class Certificate:
         return s >= self.threshold
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The fields as a certificate file holds them, in order: the procedure under
+        its file key ``method`` (:data:`FILE_KEYS`)."""
+        return {FILE_KEYS.get(k, k): v for k, v in asdict(self).items()}
 
     def to_json(self, **kwargs: Any) -> str:
         return json.dumps(self.to_dict(), allow_nan=False, **kwargs)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Certificate:
-        """The certificate in ``data``; keys that are not fields (run settings written
-        next to it) are ignored."""
-        return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
+        """The certificate in ``data`` (:meth:`to_dict`'s keys; ``procedure`` is read
+        too); keys that are not fields (run settings written next to it) are ignored."""
+        fields = {k: data[FILE_KEYS.get(k, k)] for k in cls.__dataclass_fields__
+                  if FILE_KEYS.get(k, k) in data}
+        if "procedure" not in fields and "procedure" in data:
+            fields["procedure"] = data["procedure"]
+        return cls(**fields)
 
     @classmethod
     def from_json(cls, text: str) -> Certificate:

@@ -171,9 +171,9 @@ def accept_rate(certificate: str) -> Metric:
     accepts: a credo reducer's score for the certificate's method at or above its
     threshold, with an answer to give (:func:`credo.pipeline.certificate.accepts`).
     NaN under a reducer that is not credo's, or credo's for another method."""
-    from credo.pipeline.certificate import RunCertificate, accepts
+    from credo.pipeline.certificate import accepts, read_run_certificate
 
-    cert = RunCertificate.read(Path(certificate))
+    cert = read_run_certificate(Path(certificate))
     if cert.method not in SCORES:
         raise ValueError(f"{certificate}: certified for {cert.method!r}; credo's inspect "
                          f"reducers score {', '.join(SCORES)}")

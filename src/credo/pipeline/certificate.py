@@ -12,7 +12,17 @@ too (what the gateway renders a question with). ``credo run --certificate`` (and
 --certificate``) compares them with its own before the first model call and refuses a
 run that differs, naming the first field that does (:func:`mismatch`).
 
-A certificate file is checked when it is read (:meth:`RunCertificate.read`): one that
+This module is the one home of certificate policy: every command and the gateway read a
+certificate file here (:func:`read_certificate`, :func:`read_run_certificate`,
+:func:`read_claim_certificate`; no other module parses one), tell its kind
+(:func:`certificate_kind`: a run's, the adaptive procedure's, a claim certificate), write
+it (:func:`write_certificate`), check it is bound to the run that uses it
+(:func:`check_binding`) and fill in what it decides for a run (:func:`apply_certificate`:
+a certified fitted function, the adaptive decision rule's threshold and score
+(:func:`with_decision_threshold`, :func:`certified_rule`), the claim stage's settings
+(:func:`with_claim_certificate`)).
+
+A certificate file is checked when it is read (:func:`read_run_certificate`): one that
 names no task (an older credo wrote it) cannot be checked and is refused, as is one whose
 threshold, α or δ is not a number in its range.
 """
@@ -22,7 +32,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import MISSING, dataclass
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -31,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 from credo.config import AdaptiveConfig, ClaimsConfig, RunConfig
 from credo.errors import UserError
 from credo.evaluate.certify import METHODS, Certificate
+from credo.evaluate.claims import ClaimCertificate
 from credo.evaluate.combine import FittedScore
 from credo.methods.fitted import COMBINED, is_fitted
 from credo.tasks.base import AnswerFormat, Item, Task
@@ -41,11 +52,18 @@ if TYPE_CHECKING:
     from credo.importers import Generations
 
 __all__ = [
+    "ADAPTIVE",
+    "CLAIM",
+    "RUN_KIND",
     "TASK_FIELDS",
     "CertificateUse",
     "RunCertificate",
     "accepts",
+    "apply_certificate",
+    "certificate_kind",
     "certified_fit",
+    "certified_rule",
+    "check_binding",
     "check_claim_settings",
     "claim_settings",
     "credo_version",
@@ -53,12 +71,20 @@ __all__ = [
     "given_settings",
     "given_task_settings",
     "mismatch",
+    "procedure_of",
     "procedure_settings",
     "prompt_digest",
+    "read_certificate",
+    "read_claim_certificate",
+    "read_run_certificate",
     "refuse_mismatch",
+    "rule_scores",
     "run_settings",
     "task_settings",
     "with_certified_fit",
+    "with_claim_certificate",
+    "with_decision_threshold",
+    "write_certificate",
 ]
 
 RUN, SCORE = "credo run", "credo score"
@@ -365,40 +391,8 @@ class RunCertificate:
 
     @classmethod
     def read(cls, path: str | Path) -> RunCertificate:
-        """A certificate file written by ``credo certify``; a :class:`UserError` names the
-        file (and the field) when it cannot be read, names no task (an older credo's:
-        where it holds cannot be checked), or holds a number out of its range."""
-        p = Path(path)
-        try:
-            data = json.loads(p.read_text(encoding="utf-8"))
-        except OSError as e:
-            raise UserError(f"{p}: cannot read the certificate ({e.strerror or e})") from None
-        except ValueError as e:
-            raise UserError(f"{p}: not a credo certificate ({e})") from None
-        if not (isinstance(data, dict) and isinstance(data.get("certificate"), dict)
-                and isinstance(data.get("settings"), dict)):
-            raise UserError(f"{p}: not a credo certificate (no 'certificate' and "
-                            "'settings' objects)")
-        settings = _current_names(dict(data["settings"]))
-        task = settings.get("task")
-        if not isinstance(task, dict) or any(f not in task for f in TASK_FIELDS) \
-                or "command" not in settings:
-            source = str(data.get("source") or "RUN_DIR")
-            method = settings.get("method", "METHOD")
-            raise UserError(
-                f"{p}: made by an older credo, it does not name the task it was made on, "
-                f"so where its guarantee holds cannot be checked; re-certify: credo "
-                f"certify {source} --method {method}"
-            )
-        if not isinstance(settings.get("method"), str):
-            raise UserError(f"{p}: settings.method must be a method name, got "
-                            f"{settings.get('method')!r}")
-        cert = _checked(data["certificate"], p)
-        _check_threshold(cert, settings["method"], p)
-        _check_fitted(settings, p)
-        incomplete = data.get("incomplete")
-        return cls(cert, settings, str(data.get("source", "")),
-                   incomplete if isinstance(incomplete, dict) else None)
+        """A certificate file written by ``credo certify`` (:func:`read_run_certificate`)."""
+        return read_run_certificate(path)
 
     def check(self, actual: dict[str, Any], methods: Sequence[str], what: str = "run") -> None:
         """Refuse a run whose settings (``actual``: :func:`run_settings` or
@@ -443,7 +437,7 @@ class CertificateUse:
         c = cert.certificate
         taken = sum(accepts(cert, r.scores.get(cert.method, math.nan), r.answer)
                     for r in items)
-        return cls(cert.id, cert.method, c.threshold, c.alpha, c.delta, c.method, taken,
+        return cls(cert.id, cert.method, c.threshold, c.alpha, c.delta, c.procedure, taken,
                    len(items))
 
     def line(self) -> str:
@@ -557,3 +551,245 @@ def _at(data: dict[str, Any], dotted: str) -> Any:
     for part in dotted.split("."):
         data = data.get(part) if isinstance(data, dict) else None
     return data
+
+
+# --------------------------------------------------------------------------- files
+
+RUN_KIND, ADAPTIVE, CLAIM = "run", "adaptive", "claim"
+"""The kinds of certificate file (:func:`certificate_kind`): a threshold on a run's
+scores (``credo certify RUN_DIR``), the adaptive decision procedure's (``credo certify
+--adaptive decision``: a run certificate whose settings name the procedure), a claim
+threshold (``credo certify --claims``, ``credo certify-claims``)."""
+
+
+def certificate_kind(data: Any) -> str | None:
+    """The kind of certificate the parsed file ``data`` holds (:data:`RUN_KIND`,
+    :data:`ADAPTIVE`, :data:`CLAIM`), or None when it is none of them: a claim
+    certificate's fields lie at the top (its ``procedure`` and ``a``), a run
+    certificate's in its ``certificate`` and ``settings`` objects."""
+    if not isinstance(data, dict):
+        return None
+    if "procedure" in data and "a" in data:
+        return CLAIM
+    if isinstance(data.get("certificate"), dict) and isinstance(data.get("settings"), dict):
+        return ADAPTIVE if data["settings"].get("adaptive") is not None else RUN_KIND
+    return None
+
+
+def _parsed(path: Path) -> Any:
+    """The JSON a certificate file holds (the one place a certificate is parsed); a
+    :class:`UserError` names the file when it cannot be read or is no JSON."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise UserError(f"{path}: cannot read the certificate ({e.strerror or e})") from None
+    except ValueError as e:
+        raise UserError(f"{path}: not a credo certificate ({e})") from None
+
+
+def read_run_certificate(given: RunCertificate | str | Path | None) -> RunCertificate | None:
+    """The run certificate ``given`` (None: none), or read from the file ``credo certify``
+    wrote there; a :class:`UserError` names the file (and the field) when it cannot be
+    read, is a claim certificate, names no task (an older credo's: where it holds cannot
+    be checked), or holds a number out of its range (:data:`CERTIFICATE_RULES`)."""
+    if given is None or isinstance(given, RunCertificate):
+        return given
+    p = Path(given)
+    return _run_certificate(_parsed(p), p)
+
+
+def _run_certificate(data: Any, p: Path) -> RunCertificate:
+    """The :class:`RunCertificate` in the parsed file ``data`` at ``p``, validated."""
+    kind = certificate_kind(data)
+    if kind == CLAIM:
+        raise UserError(f"{p}: a claim certificate (it keeps the claims of an answer); "
+                        "this takes a certificate of a run's answers: credo certify RUN_DIR "
+                        "--method METHOD")
+    if kind is None:
+        raise UserError(f"{p}: not a credo certificate (no 'certificate' and "
+                        "'settings' objects)")
+    settings = _current_names(dict(data["settings"]))
+    task = settings.get("task")
+    if not isinstance(task, dict) or any(f not in task for f in TASK_FIELDS) \
+            or "command" not in settings:
+        source = str(data.get("source") or "RUN_DIR")
+        method = settings.get("method", "METHOD")
+        raise UserError(
+            f"{p}: made by an older credo, it does not name the task it was made on, "
+            f"so where its guarantee holds cannot be checked; re-certify: credo "
+            f"certify {source} --method {method}"
+        )
+    if not isinstance(settings.get("method"), str):
+        raise UserError(f"{p}: settings.method must be a method name, got "
+                        f"{settings.get('method')!r}")
+    cert = _checked(data["certificate"], p)
+    _check_threshold(cert, settings["method"], p)
+    _check_fitted(settings, p)
+    incomplete = data.get("incomplete")
+    return RunCertificate(cert, settings, str(data.get("source", "")),
+                          incomplete if isinstance(incomplete, dict) else None)
+
+
+def read_certificate(
+    given: RunCertificate | ClaimCertificate | str | Path | None,
+) -> RunCertificate | ClaimCertificate | None:
+    """The certificate ``given`` (None: none), or read from its file whatever its kind
+    (:func:`certificate_kind`): a claim certificate (``credo run --certificate`` turns
+    the claim stage on with it) or a run certificate (:func:`read_run_certificate`)."""
+    if given is None or isinstance(given, RunCertificate | ClaimCertificate):
+        return given
+    if not isinstance(given, str | Path):
+        return read_run_certificate(given)
+    p = Path(given)
+    data = _parsed(p)
+    if certificate_kind(data) == CLAIM:
+        try:
+            return ClaimCertificate.from_dict(data)
+        except ValueError as e:
+            raise UserError(f"{given}: not a claim certificate ({e})") from None
+    return _run_certificate(data, p)
+
+
+def read_claim_certificate(path: str | Path) -> ClaimCertificate:
+    """The claim certificate in the file ``path`` (``credo certify-claims``, ``credo
+    certify --claims``); a :class:`UserError` names the file when there is none or it
+    holds no claim certificate (the first field missing or of the wrong kind)."""
+    p = Path(path)
+    try:
+        return ClaimCertificate.from_dict(json.loads(p.read_text(encoding="utf-8")))
+    except FileNotFoundError:
+        raise UserError(f"{p}: no such certificate file") from None
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as e:
+        raise UserError(f"{p}: not a claim certificate from `credo certify-claims`"
+                        f" ({str(e).splitlines()[0][:200] if str(e) else type(e).__name__})"
+                        ) from None
+
+
+def write_certificate(
+    path: str | Path, content: Mapping[str, Any], *, indent: int = 1, strict: bool = False
+) -> Path:
+    """Write a certificate file: ``content`` (a certificate's ``to_json()`` or
+    ``to_dict()`` with what the command adds: ``calibration_file``, ``incomplete``,
+    ``replay``) as indented JSON and a newline, atomically, its missing folders made;
+    ``strict``: NaN and infinities written as null (:func:`credo.jsonio.dumps`)."""
+    from credo import jsonio
+
+    text = (jsonio.dumps(dict(content), indent=indent) if strict
+            else json.dumps(dict(content), indent=indent))
+    return jsonio.write_text(Path(path), text + "\n", parents=True)
+
+
+# --------------------------------------------------------------------------- what it fills in
+
+
+def rule_scores() -> list[str]:
+    """The scores the adaptive decision rule can read: those computed from the answers
+    drawn (:data:`credo.plan.adaptive.STAGE_SCORES`)."""
+    from credo.plan.adaptive import STAGE_SCORES
+
+    return [s for scores in STAGE_SCORES.values() for s in scores]
+
+
+def with_decision_threshold(config: RunConfig, cert: RunCertificate | None) -> RunConfig:
+    """``config`` with the adaptive decision rule's threshold taken from ``cert`` when the
+    rule names none, and the score it reads the certificate's method when it names none
+    (stop sampling an item once its certified decision is settled)."""
+    from credo.plan.adaptive import STOPPING_RULES
+
+    a = config.adaptive
+    if a is None or not STOPPING_RULES[a.rule].needs_threshold or (
+            a.threshold is not None and (a.scores is not None or cert is None)):
+        return config
+    if cert is None or cert.certificate.threshold is None:
+        raise UserError(f"--adaptive {a.rule}: no threshold (adaptive.threshold) and no "
+                        "certified one (the certificate certified nothing)")
+    update: dict[str, Any] = {}
+    if a.threshold is None:
+        update["threshold"] = cert.certificate.threshold
+    if a.scores is None:
+        readable = rule_scores()
+        if cert.method not in readable:
+            raise UserError(f"--adaptive {a.rule}: the certificate's method {cert.method!r} "
+                            f"is not read from the answers drawn; the rule reads one of "
+                            f"{', '.join(readable)} (adaptive.scores)")
+        update["scores"] = [cert.method]
+    return config.model_copy(update={"adaptive": a.model_copy(update=update)})
+
+
+def procedure_of(cert: RunCertificate) -> AdaptiveConfig | None:
+    """The adaptive decision procedure a certificate was made for, at its threshold
+    (``settings["adaptive"]``); None for a certificate of the full recipe."""
+    recorded = cert.settings.get("adaptive")
+    if not isinstance(recorded, dict):
+        return None
+    from pydantic import ValidationError
+
+    from credo.config import validation_message
+
+    try:
+        return AdaptiveConfig.model_validate(
+            {**recorded, "threshold": cert.certificate.threshold})
+    except ValidationError as e:
+        raise UserError(validation_message(e, "the certificate's settings.adaptive")) from None
+
+
+def certified_rule(rule: Mapping[str, Any], cert: RunCertificate) -> dict[str, Any]:
+    """The decision rule's settings ``rule`` (a mapping of
+    :class:`~credo.config.AdaptiveConfig` fields) at the certificate's threshold, reading
+    the certificate's method unless ``rule`` names its scores (the gateway's rule)."""
+    return {**rule, "rule": "decision", "threshold": cert.certificate.threshold,
+            "scores": rule.get("scores") or [cert.method]}
+
+
+def with_claim_certificate(config: RunConfig, cert: ClaimCertificate, where: Any) -> RunConfig:
+    """``config`` with the claim stage on (the certificate's splitter where the config
+    has no ``claims``), the certificate's score among the claim methods;
+    a certificate made on a claim file, not a run, is refused (it binds no model)."""
+    if cert.settings is None:
+        check_claim_settings(None, {}, str(where))  # a claim file's: refused
+    recorded = cert.settings.get("claims") if cert.settings else None
+    made = {k: recorded[k] for k in ("split", "split_max_tokens", "confidence_max_tokens")
+            if k in recorded} if isinstance(recorded, dict) else {}
+    claims = config.claims or ClaimsConfig(**made)  # the certificate's splitter
+    if cert.score is None or cert.tie_break is not None:
+        raise UserError(f"{where}: the claim certificate thresholds "
+                        f"{cert.score or 'no score'}"
+                        + (f" plus {cert.tie_break}" if cert.tie_break else "")
+                        + "; a run scores claims by its claim methods only")
+    if cert.score not in claims.methods:
+        raise UserError(f"{where}: the certificate thresholds claim score {cert.score!r}, "
+                        f"which the run's claims.methods ({', '.join(claims.methods)}) "
+                        "do not compute")
+    return config.model_copy(update={"claims": claims})
+
+
+def apply_certificate(
+    config: RunConfig, cert: RunCertificate | ClaimCertificate | None, where: Any = None
+) -> RunConfig:
+    """``config`` as a run under ``cert`` runs it: a run certificate's certified fitted
+    function applied (:func:`with_certified_fit`), a claim certificate's claim stage
+    (:func:`with_claim_certificate`; ``where`` names it in errors), and the adaptive
+    decision rule's threshold and score from a run certificate
+    (:func:`with_decision_threshold`)."""
+    if isinstance(cert, ClaimCertificate):
+        return with_decision_threshold(with_claim_certificate(config, cert, where), None)
+    return with_decision_threshold(with_certified_fit(config, cert), cert)
+
+
+def check_binding(
+    cert: RunCertificate | ClaimCertificate, config: RunConfig, identity: str,
+    task: dict[str, str],
+) -> None:
+    """Refuse a run (``config``, its model's ``identity``, its ``task``:
+    :func:`task_settings`) that ``cert`` was not made for, naming the first setting that
+    differs, before any model call: a run certificate's :func:`run_settings` (and the
+    adaptive procedure, for a certificate of it), a claim certificate's
+    :func:`claim_settings`."""
+    if isinstance(cert, ClaimCertificate):
+        check_claim_settings(cert.settings,
+                             claim_settings(config, identity, str(cert.score), task))
+        return
+    settings = run_settings(config, identity, cert.method, task)
+    if "adaptive" in cert.settings:  # made for the adaptive procedure
+        settings["adaptive"] = procedure_settings(config.adaptive)
+    cert.check(settings, config.methods)

@@ -38,7 +38,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from credo.config import AdaptiveConfig, RunConfig, validation_message
+from credo.config import RunConfig, validation_message
 from credo.errors import UserError
 from credo.generation.executor import CallHook, usage_scope
 from credo.generation.pool import ModelPool
@@ -46,13 +46,15 @@ from credo.pipeline.certificate import (
     LM_EVAL_FAMILY,
     RunCertificate,
     certified_fit,
+    certified_rule,
+    procedure_of,
     procedure_settings,
     prompt_digest,
+    rule_scores,
     run_settings,
 )
 from credo.pipeline.checks import method_specs
 from credo.pipeline.runner import run_pipeline
-from credo.plan.adaptive import STAGE_SCORES
 from credo.plan.samples import PERTURBED
 from credo.tasks.base import AnswerFormat, Item, Task
 from credo.tasks.lm_eval import load_lm_eval, question_item
@@ -215,19 +217,6 @@ def _model_spec(identity: str) -> tuple[str, dict[str, Any]]:
     return identity, {}
 
 
-def procedure_of(cert: RunCertificate) -> AdaptiveConfig | None:
-    """The adaptive decision procedure a certificate was made for, at its threshold
-    (``settings["adaptive"]``); None for a certificate of the full recipe."""
-    recorded = cert.settings.get("adaptive")
-    if not isinstance(recorded, dict):
-        return None
-    try:
-        return AdaptiveConfig.model_validate(
-            {**recorded, "threshold": cert.certificate.threshold})
-    except ValidationError as e:
-        raise UserError(validation_message(e, "the certificate's settings.adaptive")) from None
-
-
 def gateway_config(
     cert: RunCertificate,
     base: Mapping[str, Any] | None = None,
@@ -268,8 +257,7 @@ def gateway_config(
         if rule.get("rule", "decision") != "decision":
             raise UserError(f"adaptive.rule {rule['rule']!r}: the gateway runs the decision "
                             "rule, whose stopping depends only on the certified decision")
-        rule = {**rule, "rule": "decision", "threshold": cert.certificate.threshold,
-                "scores": rule.get("scores") or [cert.method]}
+        rule = certified_rule(rule, cert)
     data.update({"adaptive": rule, "methods": [cert.method], "bootstrap": 0, "limit": None,
                  "certificate": None, "task_file": None})
     data.update(certified_fit(cert))  # a fitted score: the certified function, and its inputs
@@ -278,7 +266,7 @@ def gateway_config(
     except ValidationError as e:
         raise UserError(validation_message(e, "the gateway's settings")) from None
     if config.adaptive is not None:
-        readable = [x for names in STAGE_SCORES.values() for x in names]
+        readable = rule_scores()
         if cert.method not in readable:
             raise UserError(f"the decision rule reads {', '.join(readable)}; the "
                             f"certificate's method {cert.method!r} is not one of them "

@@ -242,7 +242,7 @@ def write_answers(result: RunResult, cert: RunCertificate, out: str | Path) -> P
             "score": None if math.isnan(score) else score,
             "accept": accepts(cert, score, r.answer),
             "method": cert.method, "alpha": c.alpha, "delta": c.delta,
-            "procedure": c.method,
+            "procedure": c.procedure,
         })
     jsonio.write_jsonl(path, rows)
     return path

@@ -63,7 +63,7 @@ from credo.config import renamed_keyword
 from credo.errors import UserError
 from credo.generation.executor import ExecutionStats
 from credo.models.deadline import Deadline, DeadlineExceeded, deadline_scope
-from credo.pipeline.certificate import RunCertificate
+from credo.pipeline.certificate import RunCertificate, read_run_certificate
 from credo.pipeline.gateway import (
     Decision,
     Question,
@@ -346,8 +346,7 @@ class Guard:
                           "one by one; deprecated since credo 0.1.0, it goes in 0.2.0",
                           DeprecationWarning, stacklevel=2)
         _check_limits(on_reject, max_concurrent, max_queue, timeout, max_question_chars)
-        self.cert = certificate if isinstance(certificate, RunCertificate) else \
-            RunCertificate.read(certificate)
+        self.cert = read_run_certificate(certificate)
         check_servable(self.cert)
         base = _base_config(self.cert, certificate, config)
         self.config = gateway_config(self.cert, base, overrides)
@@ -478,13 +477,13 @@ class Guard:
             a = self.config.adaptive
             recipe += (f"; adaptive decision rule, rounds of {a.round} from {a.min}, "
                        f"confidence {a.confidence:g}")
-        if c.method == "crc":
+        if c.procedure == "crc":
             risk = f"expected share of answered-and-wrong questions <= {c.alpha:g}"
         else:
             risk = (f"error rate among accepted answers <= {c.alpha:g} with probability "
                     f">= {1 - (c.delta or 0):g}")
         return (f"certificate {self.id}: accept when {self.cert.method} >= "
-                f"{c.threshold:.4g}; {risk} ({c.method}), for questions exchangeable with "
+                f"{c.threshold:.4g}; {risk} ({c.procedure}), for questions exchangeable with "
                 f"its {c.n} calibration questions ({task['family']}, {task['format']}), "
                 f"answered by {self.model_identity} under this recipe ({recipe})")
 

@@ -88,7 +88,7 @@ class GatewayMetrics:
         Info("credo_gateway_certificate", "The certificate this gateway serves",
              registry=r).info({
                  "id": guard.id, "method": guard.cert.method, "procedure": guard.procedure,
-                 "certify": c.method, "alpha": f"{c.alpha:g}",
+                 "certify": c.procedure, "alpha": f"{c.alpha:g}",
                  "delta": "" if c.delta is None else f"{c.delta:g}",
                  "threshold": "" if c.threshold is None else repr(c.threshold),
                  "model": guard.model_identity})

@@ -1,7 +1,8 @@
-"""What the Python API's entry points share (:mod:`credo.api`, :mod:`credo.experiments`):
+"""What the application layer's commands share (the modules of :mod:`credo.app`):
 the model pool a run-like config opens (with the models a caller hands in), a finished
-run folder read back as its config, the task it recorded and the certificate a run is
-given, the neutrality ending, and the checks of a replay against the folder it replays.
+run folder read back as its config and the task it recorded, the neutrality ending, the
+checks of the files a command writes, and the checks of a replay against the folder it
+replays.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ if TYPE_CHECKING:
     from credo.config import RunConfig, StrengthConfig
     from credo.generation.pool import ModelPool
     from credo.models.base import Model
-    from credo.pipeline.certificate import RunCertificate
     from credo.pipeline.runner import RunResult
 
 __all__ = [
@@ -28,7 +28,6 @@ __all__ = [
     "config_pool",
     "folder_config",
     "is_given",
-    "read_certificate",
     "recorded_task",
     "writer_given",
 ]
@@ -136,15 +135,6 @@ def writer_given(writer: Model | None, perturber: Model | None) -> Model | None:
     return renamed_keyword(writer, perturber, "perturber", stacklevel=4)
 
 
-def read_certificate(given: RunCertificate | str | Path | None) -> RunCertificate | None:
-    """The run's certificate: the one given, or read from its file."""
-    if given is None:
-        return None
-    from credo.pipeline.certificate import RunCertificate
-
-    return given if isinstance(given, RunCertificate) else RunCertificate.read(given)
-
-
 def is_given(config: Mapping[str, Any]) -> bool:
     """Whether a run folder's config is a ``credo score`` run's (its model ``given:…``)."""
     return str(config.get("model", "")).startswith("given:")
@@ -194,7 +184,7 @@ def folder_config(data: Any) -> RunConfig:
 def check_neutral(result: RunResult, study: Any = None) -> None:
     """Raise :class:`~credo.errors.NeutralityFailed` when ``result`` ended with its
     prefixes failing the neutrality gate (one ending of a run); ``study``: the
-    :class:`~credo.experiments.StudyResult` of the runs so far, for a study."""
+    :class:`~credo.app.study.StudyResult` of the runs so far, for a study."""
     from credo.pipeline.ending import Outcome
 
     if result.outcome is not Outcome.NEUTRALITY_FAILED:

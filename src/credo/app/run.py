@@ -1,0 +1,131 @@
+"""``credo run``: the pipeline on a task and the run folder it writes (:func:`run`), or
+what it would ask of its models (:func:`dry_run`)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from credo.app.common import check_neutral, check_writable, config_pool, writer_given
+
+if TYPE_CHECKING:
+    from credo.config import RunConfig
+    from credo.evaluate.claims import ClaimCertificate
+    from credo.models.base import Model
+    from credo.models.embedders import Embedder
+    from credo.pipeline.certificate import RunCertificate
+    from credo.pipeline.estimate import RunEstimate
+    from credo.pipeline.runner import RunResult
+    from credo.tasks.base import Task
+
+__all__ = ["dry_run", "run"]
+
+
+def run(
+    config: RunConfig,
+    *,
+    model: Model | None = None,
+    writer: Model | None = None,
+    embedder: Embedder | None = None,
+    task: Task | None = None,
+    judge: Model | None = None,
+    show_progress: bool = True,
+    write: bool = True,
+    certificate: RunCertificate | ClaimCertificate | str | Path | None = None,
+    perturber: Model | None = None,
+) -> RunResult:
+    """Run C3 and the selected baselines on a task, write the run folder, return the results.
+
+    A claim certificate (``credo certify RUN_DIR --claims``) turns the claim
+    stage on (``config.claims``, its defaults where unset) and writes, per item,
+    the retained and removed claims and the filtered answer to ``answers.jsonl``.
+
+    ``certificate`` (a :class:`~credo.pipeline.certificate.RunCertificate` or the file
+    ``credo certify`` wrote; default ``config.certificate``) decides which answers to act
+    on: the run is refused before its first model call when its settings differ from the
+    certificate's, and ``answers.jsonl`` gives each item's answer, its score and whether
+    it is accepted at the certificate's risk.
+
+    ``model``, ``writer`` (writes context prefixes and paraphrases), ``judge`` (the
+    LLM judge: CCP's NLI step, the judge kernel, open-ended grading), ``embedder`` and
+    ``task`` replace what ``config`` names (tests pass scripted models); nothing passed
+    in is modified or closed (``perturber`` is the writer's deprecated name, accepted
+    for one release). With ``write`` the run folder ``config.out`` is written
+    (:mod:`credo.report.writer`). Under ``perturbation.neutrality: fail``, prefixes that
+    fail the neutrality test raise :class:`~credo.errors.NeutralityFailed` (its ``result``
+    is the run's) once the folder is written.
+    """
+    writer = writer_given(writer, perturber)
+    from credo.generation.pool import JUDGE, MODEL, WRITER
+    from credo.pipeline.certificate import (
+        CertificateUse,
+        RunCertificate,
+        apply_certificate,
+        check_binding,
+        read_certificate,
+        task_settings,
+    )
+    from credo.pipeline.checks import method_specs
+    from credo.pipeline.runner import configured_task, run_pipeline
+
+    method_specs(config.methods)  # an unknown method fails before the folder or cache
+    given = certificate if certificate is not None else config.certificate
+    cert = read_certificate(given)  # a run's or a claim certificate
+    # what it fills in: a certified fitted score, the claim stage, the decision threshold
+    config = apply_certificate(config, cert, given)
+    task = configured_task(config) if task is None else task  # a bad task fails first
+    if write:
+        check_writable(config.out, "the run folder (out)")
+    with config_pool(
+        config,
+        show_progress=show_progress,
+        roles={MODEL: model, WRITER: writer, JUDGE: judge},
+        embedder=embedder,
+        max_cost_usd=config.max_cost_usd,
+        executor=config.executor,
+    ) as pool:
+        if cert is not None:  # bound to the run it was made on
+            from credo.pipeline.runner import assign_roles
+
+            assign_roles(pool, config)  # the model's identity, built, not called
+            identity = pool.model(MODEL, probe=False).identity
+            check_binding(cert, config, identity, task_settings(task.head(config.limit),
+                                                                config))
+        result = run_pipeline(config, pool, task)
+    if isinstance(cert, RunCertificate):
+        result = replace(result, certificate=CertificateUse.of(cert, result.items))
+    if write:
+        from credo.report.writer import write_run
+
+        write_run(result, config.out, cert)  # answers.jsonl before the marker
+    check_neutral(result)
+    return result
+
+
+def dry_run(
+    config: RunConfig,
+    *,
+    model: Model | None = None,
+    writer: Model | None = None,
+    embedder: Embedder | None = None,
+    task: Task | None = None,
+    judge: Model | None = None,
+    perturber: Model | None = None,
+) -> RunEstimate:
+    """What :func:`run` would ask of its models for ``config``, per stage (requests,
+    samples, cached samples, calls, estimated tokens and cost), without calling a model
+    or contacting a server and without writing the run folder
+    (:func:`credo.pipeline.estimate.estimate_run`). The arguments are :func:`run`'s."""
+    writer = writer_given(writer, perturber)
+    from credo.generation.pool import JUDGE, MODEL, WRITER
+    from credo.pipeline.estimate import estimate_run
+
+    with config_pool(
+        config,
+        show_progress=False,
+        roles={MODEL: model, WRITER: writer, JUDGE: judge},
+        embedder=embedder,
+        reach=False,
+    ) as pool:
+        return estimate_run(config, pool, task)
