@@ -99,7 +99,12 @@ def _constant(module: griffe.Module, default: Any) -> str | None:
     if not isinstance(default, griffe.ExprName):
         return None
     member = module.members.get(default.name)
-    if member is None or member.is_alias or not member.is_attribute:
+    if member is not None and member.is_alias:  # a constant imported from its home module
+        try:
+            member = member.final_target
+        except (griffe.AliasResolutionError, griffe.CyclicAliasError):
+            return None
+    if member is None or not member.is_attribute:
         return None
     value = member.value
     text = value if isinstance(value, str) else None
