@@ -16,17 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from credo.importers.base import (
-    IMPORTERS,
-    Generations,
-    GivenItem,
-    GivenSample,
-    Importer,
-    ReadOptions,
-    Rows,
-    score_name,
-    score_value,
-)
+from credo.importers import base
 from credo.tasks.loaders import DatasetError
 from credo.types import TokenLogprob
 
@@ -38,10 +28,10 @@ FIELDS = frozenset({"item", "id", "set", "answer", "correct", "text", "gold", "q
 ``confidence`` object are its own bookkeeping: known, not read)."""
 
 
-def read_credo(path: Path, rows: Rows) -> Generations:
+def read_credo(path: Path, rows: base.Rows) -> base.Generations:
     """The generations of credo's JSONL ``path``, its ``(line, row)`` pairs ``rows``."""
-    out = Generations(str(path), "credo")
-    items: dict[str, GivenItem] = {}
+    out = base.Generations(str(path), "credo")
+    items: dict[str, base.GivenItem] = {}
     for line_no, row in rows:
         where = f"{path}:{line_no}"
         item = row.get("item", row.get("id"))
@@ -68,7 +58,7 @@ def read_credo(path: Path, rows: Rows) -> Generations:
     return out
 
 
-def _sample(item: str, row: Mapping[str, Any], where: str) -> GivenSample:
+def _sample(item: str, row: Mapping[str, Any], where: str) -> base.GivenSample:
     sample_set = row.get("set", "original")
     if not isinstance(sample_set, str) or not sample_set:
         raise DatasetError(f"{where}: 'set' must be a sample set name, got {sample_set!r}")
@@ -76,7 +66,7 @@ def _sample(item: str, row: Mapping[str, Any], where: str) -> GivenSample:
     text = row.get("text")
     if text is not None and not isinstance(text, str):
         raise DatasetError(f"{where}: 'text' must be a string")
-    return GivenSample(
+    return base.GivenSample(
         item, sample_set, text if text is not None else _text(answer), answer,
         _correct(row.get("correct"), where), _ref(row.get("ref"), where),
         row.get("prefix") if isinstance(row.get("prefix"), str) else None,
@@ -85,7 +75,7 @@ def _sample(item: str, row: Mapping[str, Any], where: str) -> GivenSample:
     )
 
 
-def _count_not_read(out: Generations, row: Mapping[str, Any]) -> None:
+def _count_not_read(out: base.Generations, row: Mapping[str, Any]) -> None:
     """Count the fields of ``row`` credo does not read (:data:`FIELDS`)."""
     for key in row:
         if key not in FIELDS and not (key == "confidence" and isinstance(row[key], Mapping)):
@@ -99,11 +89,13 @@ def _scores(value: Any, key: str, where: str) -> dict[str, float | None]:
     if not isinstance(value, Mapping):
         raise DatasetError(f"{where}: '{key}' must be an object of score names to numbers in "
                            f"[0, 1], got {type(value).__name__}")
-    return {score_name(k, f"{where}: '{key}'"): score_value(v, f"{where}: {key}.{k}")
+    return {base.score_name(k, f"{where}: '{key}'"): base.score_value(v, f"{where}: {key}.{k}")
             for k, v in value.items()}
 
 
-def _with_item_scores(item: GivenItem, given: dict[str, float | None], where: str) -> GivenItem:
+def _with_item_scores(
+    item: base.GivenItem, given: dict[str, float | None], where: str
+) -> base.GivenItem:
     """``item`` with the item scores of one more row; a value that differs from the one
     an earlier row gave is a :class:`DatasetError`."""
     merged = dict(item.scores)
@@ -115,11 +107,11 @@ def _with_item_scores(item: GivenItem, given: dict[str, float | None], where: st
     return replace(item, scores=merged) if given else item
 
 
-def _item(item: str, row: Mapping[str, Any], where: str) -> GivenItem:
+def _item(item: str, row: Mapping[str, Any], where: str) -> base.GivenItem:
     choices = row.get("choices") or ()
     if not isinstance(choices, list | tuple) or not all(isinstance(c, str) for c in choices):
         raise DatasetError(f"{where}: 'choices' must be a list of option texts")
-    return GivenItem(item, str(row.get("question") or ""), str(row.get("gold") or ""),
+    return base.GivenItem(item, str(row.get("question") or ""), str(row.get("gold") or ""),
                      tuple(choices))
 
 
@@ -167,9 +159,9 @@ def _logprobs(value: Any, where: str) -> tuple[TokenLogprob, ...] | None:
         ) from None
 
 
-def _read(path: Path, rows: Rows | None, options: ReadOptions) -> Generations:
+def _read(path: Path, rows: base.Rows | None, options: base.ReadOptions) -> base.Generations:
     assert rows is not None  # a JSON Lines layout
     return read_credo(path, rows)
 
 
-IMPORTERS.add("credo", Importer(_read, claims=lambda row: "doc_id" not in row))
+base.IMPORTERS.add("credo", base.Importer(_read, claims=lambda row: "doc_id" not in row))
