@@ -15,7 +15,7 @@ from credo.config.evaluation import ClaimsConfig, CombineConfig, EvaluationConfi
 from credo.config.executor import ExecutorConfig
 from credo.config.files import ConfigFile, validation_message
 from credo.config.perturbation import PerturbationConfig
-from credo.config.renames import DEPRECATED_SINCE, REMOVED_IN, RUN_RENAMES, renamed_keys
+from credo.config.renames import DEPRECATED_SINCE, REMOVED_IN, RUN_RENAMES, old_names_read
 from credo.config.roles import JudgeConfig, RoleConfig
 from credo.config.tasks import LmEvalConfig, TaskFileConfig
 from credo.registry import STOPPING_RULES
@@ -174,12 +174,9 @@ class RunConfig(ConfigFile):
                       DeprecationWarning, stacklevel=2)
         return self.embedder
 
-    @model_validator(mode="before")
-    @classmethod
-    def _old_names(cls, value: Any) -> Any:
-        """The renamed keys (:data:`~credo.config.renames.RUN_RENAMES`: ``kernel_embedder``
-        is ``embedder``) read under their new names until 0.2.0, with a warning."""
-        return renamed_keys(value, RUN_RENAMES)
+    _old_names = old_names_read(RUN_RENAMES)
+    """The renamed keys (:data:`~credo.config.renames.RUN_RENAMES`: ``kernel_embedder``
+    is ``embedder``) read under their new names until 0.2.0, with a warning."""
 
     @model_validator(mode="before")
     @classmethod
