@@ -51,7 +51,7 @@ def read_credo(path: Path, rows: base.Rows) -> base.Generations:
             new = _item(item, row, where)
             items[item] = replace(new, scores=dict(before.scores) if before else {},
                                   where=before.where if before else where)
-        items[item] = _with_item_scores(items[item], given, where)
+        items[item] = base.with_item_scores(items[item], given, where)
     out.items = list(items.values())
     if any(s.correct is not None for s in out.samples):
         out.correctness = "given (the file's 'correct')"
@@ -93,26 +93,12 @@ def _scores(value: Any, key: str, where: str) -> dict[str, float | None]:
             for k, v in value.items()}
 
 
-def _with_item_scores(
-    item: base.GivenItem, given: dict[str, float | None], where: str
-) -> base.GivenItem:
-    """``item`` with the item scores of one more row; a value that differs from the one
-    an earlier row gave is a :class:`DatasetError`."""
-    merged = dict(item.scores)
-    for name, value in given.items():
-        if name in merged and merged[name] != value:
-            raise DatasetError(f"{where}: item_scores.{name} = {value!r}, but an earlier row "
-                               f"of item {item.id!r} gives {merged[name]!r}")
-        merged[name] = value
-    return replace(item, scores=merged) if given else item
-
-
 def _item(item: str, row: Mapping[str, Any], where: str) -> base.GivenItem:
     choices = row.get("choices") or ()
     if not isinstance(choices, list | tuple) or not all(isinstance(c, str) for c in choices):
         raise DatasetError(f"{where}: 'choices' must be a list of option texts")
     return base.GivenItem(item, str(row.get("question") or ""), str(row.get("gold") or ""),
-                     tuple(choices))
+                          tuple(choices))
 
 
 def _answer(value: Any, where: str) -> str | float | bool | None:

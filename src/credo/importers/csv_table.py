@@ -166,13 +166,7 @@ def _merge(before: base.GivenItem | None, item: str, cell: Mapping[str, str],
         it = replace(it, question=cell["question"])
     if not it.gold and cell.get("gold"):
         it = replace(it, gold=cell["gold"])
-    merged = dict(it.scores)
-    for name, value in given.items():
-        if name in merged and merged[name] != value:
-            raise DatasetError(f"{where}: item_scores.{name} = {value!r}, but an earlier row "
-                               f"of item {item!r} gives {merged[name]!r}")
-        merged[name] = value
-    return replace(it, scores=merged)
+    return base.with_item_scores(it, given, where)
 
 
 def _chain(first: tuple[int, Mapping[str, Any]], rest: base.Rows) -> base.Rows:

@@ -274,7 +274,7 @@ def _inspect_item(item: str, sample: Mapping[str, Any], where: str) -> base.Give
     gold = target[0] if isinstance(target, list) and target else target
     question = sample.get("input") if isinstance(sample.get("input"), str) else ""
     return base.GivenItem(item, _attached(question, sample), "" if gold is None else str(gold),
-                     _inspect_choices(sample.get("choices"), where))
+                          _inspect_choices(sample.get("choices"), where))
 
 
 def _attached(text: str, sample: Mapping[str, Any]) -> str:
