@@ -141,10 +141,8 @@ def _simpleqa(arg: str | None) -> Task:
              source="your file", usage="simpleqa_verified:<path>")
 def _simpleqa_verified(arg: str | None) -> Task:
     """SimpleQA Verified from the user's CSV: ``simpleqa_verified:<path>``."""
-    arg = required_argument(
-        arg,
-        "task 'simpleqa_verified' needs the CSV's path: simpleqa_verified:<path>",
-    )
+    arg = required_argument(arg, "task 'simpleqa_verified' needs the CSV's path: "
+                            "simpleqa_verified:<path>")
     return load_simpleqa(arg, name="simpleqa_verified")
 
 

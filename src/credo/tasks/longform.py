@@ -70,11 +70,9 @@ class KnowledgeSource(Protocol):
 @task_loader("factscore", fmt=AnswerFormat.LONG_FORM, grader="factscore", source="your file",
              usage="factscore:<entities.txt or labelled.jsonl>")
 def _factscore(arg: str | None) -> Task:
-    arg = required_argument(
-        arg,
-        "task 'factscore' needs an entity file: factscore:<entities.txt or labelled.jsonl>"
-        "[,knowledge=<folder with one <entity>.txt per entity>]",
-    )
+    arg = required_argument(arg, "task 'factscore' needs an entity file: factscore:"
+                            "<entities.txt or labelled.jsonl>[,knowledge=<folder with one "
+                            "<entity>.txt per entity>]")
     path, _, rest = arg.partition(",")
     knowledge = None
     if rest:

@@ -166,10 +166,8 @@ def _permutation(item_id: str, n: int) -> list[int]:
              usage="scibench:<path to dataset/original>")
 def _scibench(arg: str | None) -> Task:
     """SciBench from the user's files: ``scibench:<a book's .json file or their folder>``."""
-    arg = required_argument(
-        arg,
-        "task 'scibench' needs a file or folder: 'scibench:<path to dataset/original>'",
-    )
+    arg = required_argument(arg, "task 'scibench' needs a file or folder: "
+                            "'scibench:<path to dataset/original>'")
     return load_scibench(arg)
 
 
