@@ -6,6 +6,10 @@ conversion; :func:`config_from_flags` reads the YAML file (if any), writes every
 flag over it in the table's order and validates the result once with pydantic, so a flag
 fails exactly as the YAML field it sets does. A flag that is absent (``None``) leaves the
 file's value; a conversion may return :data:`SKIP` to leave it too.
+
+The flags several commands declare alike (``--cache``, ``--quiet``, ``--dry-run``) are
+declared by one function each (:func:`add_cache_flag`, ...), so their help reads the same
+everywhere.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 __all__ = [
+    "CACHE_HELP",
     "CALIBRATE_PROMPT_FLAGS",
     "EVALUATION_FLAGS",
     "EXECUTOR_FLAGS",
@@ -26,6 +31,9 @@ __all__ = [
     "STRENGTH_RUN_FLAGS",
     "STUDY_FLAGS",
     "Flag",
+    "add_cache_flag",
+    "add_dry_run_flag",
+    "add_quiet_flag",
     "base_url_option",
     "config_from_flags",
     "item_limit",
@@ -37,6 +45,27 @@ SKIP: Any = object()
 """What a conversion returns for a flag that sets nothing (``--methods ""``)."""
 
 C = TypeVar("C")
+
+
+CACHE_HELP = "SQLite cache (default ~/.cache/credo)"
+"""``--cache``'s help where the command reads the default cache."""
+
+
+def add_cache_flag(p: argparse.ArgumentParser, help: str = CACHE_HELP) -> None:
+    """``--cache PATH``: the SQLite generation cache (``help``: where the default is)."""
+    p.add_argument("--cache", type=Path, help=help)
+
+
+def add_quiet_flag(p: argparse.ArgumentParser) -> None:
+    """``--quiet``: no progress bars."""
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+
+
+def add_dry_run_flag(p: argparse.ArgumentParser) -> None:
+    """``--dry-run``: the plan and its cost, no model called."""
+    p.add_argument("--dry-run", action="store_true",
+                   help="print the planned requests, samples, tokens and cost per stage (and "
+                   "what is cached) without calling any model")
 
 
 def item_limit(text: str) -> int | str:

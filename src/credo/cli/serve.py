@@ -11,7 +11,7 @@ from typing import Any
 
 from credo.cli.certify import add_adaptive_decision_flags
 from credo.cli.command import command
-from credo.cli.flags import SKIP, Flag, base_url_option, merge_flags
+from credo.cli.flags import SKIP, Flag, add_cache_flag, base_url_option, merge_flags
 from credo.serve.limits import (
     DEFAULT_DRAIN_TIMEOUT,
     DEFAULT_MAX_BODY_BYTES,
@@ -56,7 +56,7 @@ def _serve_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--base-url", action="append", help="OpenAI-compatible server URL of "
                    "the model (repeat, or separate by commas, for replicas)")
     p.add_argument("--label", help="served model label for its identity")
-    p.add_argument("--cache", type=Path, help="SQLite cache (default: the config's)")
+    add_cache_flag(p, "SQLite cache (default: the config's)")
     p.add_argument("--n", type=int, help="original samples (must be the certificate's)")
     p.add_argument("--m", type=int, help="perturbed samples (must be the certificate's)")
     p.add_argument("--max-tokens", type=int, help="generation length cap per answer")
