@@ -86,14 +86,20 @@ def item_limit(text: str) -> int | str:
 @dataclass(frozen=True)
 class Flag:
     """One flag of a command: its argparse attribute ``dest``, the config ``path`` it sets
-    (dotted: ``"perturbation.rules"``) and how its value becomes the field's."""
+    (dotted: ``"perturbation.rules"``; empty: the top-level field named ``dest``) and how
+    its value becomes the field's."""
 
     dest: str
-    path: str
+    path: str = ""
     convert: Callable[[Any], Any] | None = None
     old_names: tuple[str, ...] = ()
     """Deprecated names of the field (beside it in its section) that the flag replaces
     too: a file's ``perturbation.generator`` gives way to ``--writer``."""
+
+    def __post_init__(self) -> None:
+        """An empty ``path`` is the field named ``dest``."""
+        if not self.path:
+            object.__setattr__(self, "path", self.dest)
 
 
 def merge_flags(
@@ -236,31 +242,31 @@ EXECUTOR_FLAGS: tuple[Flag, ...] = (
 """``--executor``, ``--workers``, ``--ray-address``: the config's ``executor`` section."""
 
 EVALUATION_FLAGS: tuple[Flag, ...] = (
-    Flag("methods", "methods", _names_if_given),
-    Flag("kernel", "kernel"),
-    Flag("bootstrap", "bootstrap"),
-    Flag("calibrate", "calibrate"),
+    Flag("methods", convert=_names_if_given),
+    Flag("kernel"),
+    Flag("bootstrap"),
+    Flag("calibrate"),
     Flag("combine", "combine.methods", _names_if_given),
     Flag("combine_model", "combine.model"),
     Flag("calibrated_by", "combine.calibration"),
-    Flag("certificate", "certificate"),
-    Flag("seed", "seed"),
-    Flag("out", "out"),
-    Flag("cache", "cache"),
+    Flag("certificate"),
+    Flag("seed"),
+    Flag("out"),
+    Flag("cache"),
 )
 """The flags ``credo run`` and ``credo score`` share: the methods and kernel scored, how
 the metrics are reported, the certificate applied, the seed, the run folder and the
 cache (the same fields of a :class:`~credo.config.RunConfig`)."""
 
 RUN_FLAGS: tuple[Flag, ...] = (
-    Flag("task", "task"),
-    Flag("model", "model"),
-    Flag("n", "n"),
-    Flag("m", "m"),
-    Flag("limit", "limit"),
-    Flag("prompt_style", "prompt_style"),
+    Flag("task"),
+    Flag("model"),
+    Flag("n"),
+    Flag("m"),
+    Flag("limit"),
+    Flag("prompt_style"),
     *EVALUATION_FLAGS,
-    Flag("max_cost_usd", "max_cost_usd"),
+    Flag("max_cost_usd"),
     Flag("max_tokens", "sampling.max_tokens"),
     Flag("base_url", "model_options.base_url", _base_urls),
     Flag("label", "model_options.label"),
@@ -299,25 +305,25 @@ SCORE_FLAGS: tuple[Flag, ...] = (
 """``credo score``'s flags over a :class:`~credo.config.RunConfig`."""
 
 STUDY_FLAGS: tuple[Flag, ...] = (
-    Flag("out", "out"),
-    Flag("cache", "cache"),
+    Flag("out"),
+    Flag("cache"),
     *EXECUTOR_FLAGS,
 )
 """``credo study``'s flags over a :class:`~credo.config.StudyConfig`."""
 
 STRENGTH_RUN_FLAGS: tuple[Flag, ...] = (
-    Flag("task", "task"),
-    Flag("limit", "limit"),
+    Flag("task"),
+    Flag("limit"),
     Flag("model", "models", _names),
-    Flag("judge", "judge"),
-    Flag("writer", "writer"),
-    Flag("surprisal_model", "surprisal_model", _none_word),
-    Flag("types", "types", _names),
-    Flag("cot_mode", "cot_mode"),
-    Flag("seed", "seed"),
-    Flag("out", "out"),
-    Flag("cache", "cache"),
-    Flag("max_cost_usd", "max_cost_usd"),
+    Flag("judge"),
+    Flag("writer"),
+    Flag("surprisal_model", convert=_none_word),
+    Flag("types", convert=_names),
+    Flag("cot_mode"),
+    Flag("seed"),
+    Flag("out"),
+    Flag("cache"),
+    Flag("max_cost_usd"),
 )
 """``credo strength run``'s flags over a :class:`~credo.config.StrengthConfig`."""
 

@@ -28,17 +28,17 @@ def _urls(values: list[str]) -> Any:
 
 
 SERVE_FLAGS: tuple[Flag, ...] = (
-    Flag("model", "model"),
+    Flag("model"),
     Flag("base_url", "model_options.base_url", _urls),
     Flag("label", "model_options.label"),
-    Flag("cache", "cache"),
-    Flag("n", "n"),
-    Flag("m", "m"),
+    Flag("cache"),
+    Flag("n"),
+    Flag("m"),
     Flag("max_tokens", "sampling.max_tokens"),
-    Flag("prompt_style", "prompt_style"),
+    Flag("prompt_style"),
     Flag("include_path", "lm_eval.include_path", lambda paths: [str(p) for p in paths]),
     Flag("writer", "perturbation.writer", old_names=("generator",)),
-    Flag("adaptive", "adaptive"),
+    Flag("adaptive"),
     Flag("adaptive_round", "adaptive_options.round"),
     Flag("adaptive_min", "adaptive_options.min"),
     Flag("adaptive_confidence", "adaptive_options.confidence"),
