@@ -65,3 +65,32 @@ def test_each_jsonl_layout_is_claimed_by_its_first_row(tmp_path):
     empty.write_text("", encoding="utf-8")
     with pytest.raises(DatasetError, match="no rows"):
         read_generations(empty)
+
+
+@pytest.mark.parametrize("layout", ["csv", "jsonl"])
+def test_an_items_scores_gather_over_its_rows_and_must_agree(layout, tmp_path):
+    """credo JSONL and CSV merge an item's ``item_scores`` alike: rows that agree give the
+    item one score (a JSONL row may say nothing); a row that differs is refused, naming
+    its line."""
+
+    def write(second: str) -> object:
+        if layout == "csv":
+            path = tmp_path / "t.csv"
+            path.write_text("item,answer,correct,item_scores.judge\n"
+                            f"q1,a,true,0.4\nq1,b,false,{second}\nq2,c,true,0.9\n")
+        else:
+            path = tmp_path / "t.jsonl"
+            rows = [{"item": "q1", "answer": "a", "correct": True, "item_scores": {"judge": 0.4}},
+                    {"item": "q1", "answer": "b", "correct": False},
+                    {"item": "q2", "answer": "c", "correct": True, "item_scores": {"judge": 0.9}}]
+            if second:
+                rows[1]["item_scores"] = {"judge": float(second)}
+            path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        return path
+
+    for agreeing in ("0.4", "") if layout == "jsonl" else ("0.4",):
+        got = read_generations(write(agreeing))
+        assert {i.id: dict(i.scores) for i in got.items} == {"q1": {"judge": 0.4},
+                                                             "q2": {"judge": 0.9}}
+    with pytest.raises(DatasetError, match=r":(2|3): item_scores.judge = 0.5, but an earlier"):
+        read_generations(write("0.5"))

@@ -4,11 +4,11 @@ generation cache, the runnable benchmarks, the scoring methods), listed without 
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from rich.console import Console
 
 from credo.cli.command import command
+from credo.cli.flags import add_cache_flag
 
 __all__ = ["cmd_cache", "cmd_methods", "cmd_tasks"]
 
@@ -18,7 +18,7 @@ console = Console(stderr=False)
 def _cache_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("action", choices=["stats"],
                    help="stats: count the cached requests, samples and tokens")
-    p.add_argument("--cache", type=Path, help="SQLite cache (default ~/.cache/credo)")
+    add_cache_flag(p)
 
 
 @command("cache", help="count the requests, samples and tokens in the generation cache",

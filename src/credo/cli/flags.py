@@ -6,6 +6,10 @@ conversion; :func:`config_from_flags` reads the YAML file (if any), writes every
 flag over it in the table's order and validates the result once with pydantic, so a flag
 fails exactly as the YAML field it sets does. A flag that is absent (``None``) leaves the
 file's value; a conversion may return :data:`SKIP` to leave it too.
+
+The flags several commands declare alike (``--cache``, ``--quiet``, ``--dry-run``) are
+declared by one function each (:func:`add_cache_flag`, ...), so their help reads the same
+everywhere.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 __all__ = [
+    "CACHE_HELP",
     "CALIBRATE_PROMPT_FLAGS",
     "EVALUATION_FLAGS",
     "EXECUTOR_FLAGS",
@@ -26,6 +31,9 @@ __all__ = [
     "STRENGTH_RUN_FLAGS",
     "STUDY_FLAGS",
     "Flag",
+    "add_cache_flag",
+    "add_dry_run_flag",
+    "add_quiet_flag",
     "base_url_option",
     "config_from_flags",
     "item_limit",
@@ -37,6 +45,27 @@ SKIP: Any = object()
 """What a conversion returns for a flag that sets nothing (``--methods ""``)."""
 
 C = TypeVar("C")
+
+
+CACHE_HELP = "SQLite cache (default ~/.cache/credo)"
+"""``--cache``'s help where the command reads the default cache."""
+
+
+def add_cache_flag(p: argparse.ArgumentParser, help: str = CACHE_HELP) -> None:
+    """``--cache PATH``: the SQLite generation cache (``help``: where the default is)."""
+    p.add_argument("--cache", type=Path, help=help)
+
+
+def add_quiet_flag(p: argparse.ArgumentParser) -> None:
+    """``--quiet``: no progress bars."""
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+
+
+def add_dry_run_flag(p: argparse.ArgumentParser) -> None:
+    """``--dry-run``: the plan and its cost, no model called."""
+    p.add_argument("--dry-run", action="store_true",
+                   help="print the planned requests, samples, tokens and cost per stage (and "
+                   "what is cached) without calling any model")
 
 
 def item_limit(text: str) -> int | str:
@@ -57,14 +86,20 @@ def item_limit(text: str) -> int | str:
 @dataclass(frozen=True)
 class Flag:
     """One flag of a command: its argparse attribute ``dest``, the config ``path`` it sets
-    (dotted: ``"perturbation.rules"``) and how its value becomes the field's."""
+    (dotted: ``"perturbation.rules"``; empty: the top-level field named ``dest``) and how
+    its value becomes the field's."""
 
     dest: str
-    path: str
+    path: str = ""
     convert: Callable[[Any], Any] | None = None
     old_names: tuple[str, ...] = ()
     """Deprecated names of the field (beside it in its section) that the flag replaces
     too: a file's ``perturbation.generator`` gives way to ``--writer``."""
+
+    def __post_init__(self) -> None:
+        """An empty ``path`` is the field named ``dest``."""
+        if not self.path:
+            object.__setattr__(self, "path", self.dest)
 
 
 def merge_flags(
@@ -207,31 +242,31 @@ EXECUTOR_FLAGS: tuple[Flag, ...] = (
 """``--executor``, ``--workers``, ``--ray-address``: the config's ``executor`` section."""
 
 EVALUATION_FLAGS: tuple[Flag, ...] = (
-    Flag("methods", "methods", _names_if_given),
-    Flag("kernel", "kernel"),
-    Flag("bootstrap", "bootstrap"),
-    Flag("calibrate", "calibrate"),
+    Flag("methods", convert=_names_if_given),
+    Flag("kernel"),
+    Flag("bootstrap"),
+    Flag("calibrate"),
     Flag("combine", "combine.methods", _names_if_given),
     Flag("combine_model", "combine.model"),
     Flag("calibrated_by", "combine.calibration"),
-    Flag("certificate", "certificate"),
-    Flag("seed", "seed"),
-    Flag("out", "out"),
-    Flag("cache", "cache"),
+    Flag("certificate"),
+    Flag("seed"),
+    Flag("out"),
+    Flag("cache"),
 )
 """The flags ``credo run`` and ``credo score`` share: the methods and kernel scored, how
 the metrics are reported, the certificate applied, the seed, the run folder and the
 cache (the same fields of a :class:`~credo.config.RunConfig`)."""
 
 RUN_FLAGS: tuple[Flag, ...] = (
-    Flag("task", "task"),
-    Flag("model", "model"),
-    Flag("n", "n"),
-    Flag("m", "m"),
-    Flag("limit", "limit"),
-    Flag("prompt_style", "prompt_style"),
+    Flag("task"),
+    Flag("model"),
+    Flag("n"),
+    Flag("m"),
+    Flag("limit"),
+    Flag("prompt_style"),
     *EVALUATION_FLAGS,
-    Flag("max_cost_usd", "max_cost_usd"),
+    Flag("max_cost_usd"),
     Flag("max_tokens", "sampling.max_tokens"),
     Flag("base_url", "model_options.base_url", _base_urls),
     Flag("label", "model_options.label"),
@@ -270,25 +305,25 @@ SCORE_FLAGS: tuple[Flag, ...] = (
 """``credo score``'s flags over a :class:`~credo.config.RunConfig`."""
 
 STUDY_FLAGS: tuple[Flag, ...] = (
-    Flag("out", "out"),
-    Flag("cache", "cache"),
+    Flag("out"),
+    Flag("cache"),
     *EXECUTOR_FLAGS,
 )
 """``credo study``'s flags over a :class:`~credo.config.StudyConfig`."""
 
 STRENGTH_RUN_FLAGS: tuple[Flag, ...] = (
-    Flag("task", "task"),
-    Flag("limit", "limit"),
+    Flag("task"),
+    Flag("limit"),
     Flag("model", "models", _names),
-    Flag("judge", "judge"),
-    Flag("writer", "writer"),
-    Flag("surprisal_model", "surprisal_model", _none_word),
-    Flag("types", "types", _names),
-    Flag("cot_mode", "cot_mode"),
-    Flag("seed", "seed"),
-    Flag("out", "out"),
-    Flag("cache", "cache"),
-    Flag("max_cost_usd", "max_cost_usd"),
+    Flag("judge"),
+    Flag("writer"),
+    Flag("surprisal_model", convert=_none_word),
+    Flag("types", convert=_names),
+    Flag("cot_mode"),
+    Flag("seed"),
+    Flag("out"),
+    Flag("cache"),
+    Flag("max_cost_usd"),
 )
 """``credo strength run``'s flags over a :class:`~credo.config.StrengthConfig`."""
 

@@ -13,6 +13,7 @@ import argparse
 from pathlib import Path
 
 from credo.cli.command import command, group
+from credo.cli.flags import add_cache_flag, add_quiet_flag
 
 group("perturb", help="check the context prefixes: on topic, diverse, neutral",
       description="Check the context prefixes C3 puts before each question, as the C3 "
@@ -55,14 +56,14 @@ def _calibrate_prompt_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--items", type=int, default=10, help="calibration items (10)")
     p.add_argument("--write-config", type=Path,
                    help="write the config with the chosen perturbation.prompt / rules here")
-    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    add_quiet_flag(p)
 
 
 def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--cache", type=Path, help="SQLite cache (default: the run's or ~/.cache/credo)")
+    add_cache_flag(p, "SQLite cache (default: the run's or ~/.cache/credo)")
     p.add_argument("--seed", type=int, default=0,
                    help="seed of the model's requests (default 0): part of their cache key")
-    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    add_quiet_flag(p)
 
 
 @command(

@@ -4,14 +4,13 @@ and grammars, show the answers and store them for later runs."""
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
 from credo.cli.command import command
-from credo.cli.flags import base_url_option
+from credo.cli.flags import add_cache_flag, base_url_option
 
 __all__ = ["base_url_option", "cmd_probe"]
 
@@ -26,7 +25,7 @@ def _probe_flags(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--label", help="what the name does not say (a weights revision): openai:<m>@L")
     p.add_argument("--api-key-env", help="environment variable holding the key (OPENAI_API_KEY)")
-    p.add_argument("--cache", type=Path, help="SQLite cache whose folder keeps probes.json")
+    add_cache_flag(p, "SQLite cache whose folder keeps probes.json")
 
 
 def _uses(found: Any) -> list[str]:

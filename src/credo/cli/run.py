@@ -10,7 +10,7 @@ from typing import Any
 from rich.console import Console
 
 from credo.cli.command import command
-from credo.cli.flags import item_limit
+from credo.cli.flags import add_cache_flag, add_dry_run_flag, add_quiet_flag, item_limit
 from credo.registry import STOPPING_RULES
 
 console = Console(stderr=False)
@@ -108,14 +108,9 @@ def _run_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, help="the run seed (default 0): part of every "
                    "request's cache key, so another seed draws other samples")
     p.add_argument("--out", type=Path, help="run folder (default runs/latest)")
-    p.add_argument("--cache", type=Path, help="SQLite cache (default ~/.cache/credo)")
-    p.add_argument("--quiet", action="store_true", help="no progress bars")
-    p.add_argument(
-        "--dry-run",
-        action="store_true",
-        help="print the planned requests, samples, tokens and cost per stage (and what is "
-        "cached) without calling any model",
-    )
+    add_cache_flag(p)
+    add_quiet_flag(p)
+    add_dry_run_flag(p)
     p.add_argument(
         "--max-cost-usd",
         type=float,

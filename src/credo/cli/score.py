@@ -7,6 +7,7 @@ import argparse
 from pathlib import Path
 
 from credo.cli.command import command
+from credo.cli.flags import add_cache_flag, add_quiet_flag
 from credo.cli.run import add_evaluation_flags
 
 __all__ = ["cmd_score"]
@@ -47,8 +48,8 @@ def _score_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, help="seed of the judge's requests and the "
                    "bootstrap (default 0)")
     p.add_argument("--out", type=Path, help="run folder (default runs/latest)")
-    p.add_argument("--cache", type=Path, help="SQLite cache for judge calls")
-    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    add_cache_flag(p, "SQLite cache for judge calls")
+    add_quiet_flag(p)
 
 
 @command(

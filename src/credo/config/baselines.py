@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_serializer, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_serializer
 
-from credo.config.renames import BASELINE_RENAMES, renamed_keys
+from credo.config.renames import BASELINE_RENAMES, old_names_read
 from credo.config.roles import RoleConfig, role_dump
 from credo.types import SamplingParams
 
@@ -63,12 +63,8 @@ class BaselineConfig(BaseModel):
         "2024 select t on validation data; credo.methods.kle.select_heat_t)",
     )
 
-    @model_validator(mode="before")
-    @classmethod
-    def _old_names(cls, value: Any) -> Any:
-        """``paraphrase_generator:`` is the paraphraser's deprecated name (read until
-        0.2.0)."""
-        return renamed_keys(value, BASELINE_RENAMES, "baselines.")
+    _old_names = old_names_read(BASELINE_RENAMES, "baselines.")
+    """``paraphrase_generator:`` is the paraphraser's deprecated name (read until 0.2.0)."""
 
     def method_options(self) -> dict[str, Any]:
         """The settings scoring methods read from ``ItemSamples.options``: ``followups``

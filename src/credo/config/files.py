@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Annotated, Any, Self
 
 import yaml
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from credo.errors import UserError
 
@@ -75,6 +75,20 @@ def validation_message(error: ValidationError, source: str = "") -> str:
         message += f" (got {first['input']!r})"
     more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
     return f"{source + ': ' if source else ''}{message}{more}"
+
+
+Seed = Annotated[int, Field(ge=0, description="the run seed: part of every request key")]
+"""The ``seed`` field of a config that generates (a run's, a strength run's)."""
+MaxBlock = Annotated[int, Field(ge=1, description="most samples in one backend call")]
+"""The ``max_block`` field of a config that generates."""
+MaxCostUsd = Annotated[float | None, Field(
+    gt=0,
+    description="stop dispatching requests once this run's generations cost this much "
+    "(US dollars, from the price_* options of its models; credo.generation.ledger); the run "
+    "folder is written with the rest incomplete (exit 3) and a rerun resumes; part of no "
+    "request",
+)]
+"""The ``max_cost_usd`` field of a config that generates (None: no budget)."""
 
 
 class ConfigFile(BaseModel):

@@ -12,10 +12,9 @@ from pydantic import (
     Field,
     field_serializer,
     field_validator,
-    model_validator,
 )
 
-from credo.config.renames import PERTURBATION_RENAMES, renamed_keys
+from credo.config.renames import PERTURBATION_RENAMES, old_names_read
 from credo.config.roles import RoleConfig, role_dump
 from credo.types import SamplingParams
 
@@ -85,11 +84,8 @@ class PerturbationConfig(BaseModel):
         "the run), or off",
     )
 
-    @model_validator(mode="before")
-    @classmethod
-    def _old_names(cls, value: Any) -> Any:
-        """``generator:`` is the writer's deprecated name (read until 0.2.0)."""
-        return renamed_keys(value, PERTURBATION_RENAMES, "perturbation.")
+    _old_names = old_names_read(PERTURBATION_RENAMES, "perturbation.")
+    """``generator:`` is the writer's deprecated name (read until 0.2.0)."""
 
     @field_validator("neutrality", mode="before")
     @classmethod

@@ -9,6 +9,8 @@ import warnings
 from collections.abc import Mapping
 from typing import Any
 
+from pydantic import model_validator
+
 DEPRECATED_SINCE = "0.1.0"
 """The release whose old names (``perturbation.generator``, ``baselines.paraphrase_generator``,
 ``kernel_embedder``, ``perturber=``, ``max_batch=``) are read with a
@@ -50,6 +52,17 @@ def renamed_keys(value: Any, renames: Mapping[str, str], where: str = "") -> Any
                       stacklevel=2)
         out[new] = out.pop(old)
     return out
+
+
+def old_names_read(renames: Mapping[str, str], where: str = "") -> Any:
+    """The ``mode="before"`` model validator of a config section (``where``: its key and a
+    dot, ``""`` at the top level) that reads each deprecated key of ``renames`` as its new
+    name (:func:`renamed_keys`); a model takes it as ``_old_names = old_names_read(...)``."""
+
+    def old_names(cls: type, value: Any) -> Any:
+        return renamed_keys(value, renames, where)
+
+    return model_validator(mode="before")(classmethod(old_names))
 
 
 def current_names(value: Mapping[str, Any], renames: Mapping[str, str]) -> dict[str, Any]:

@@ -13,9 +13,9 @@ from credo.config.adaptive import AdaptiveConfig
 from credo.config.baselines import BaselineConfig
 from credo.config.evaluation import ClaimsConfig, CombineConfig, EvaluationConfig, with_fitted
 from credo.config.executor import ExecutorConfig
-from credo.config.files import ConfigFile, validation_message
+from credo.config.files import ConfigFile, MaxBlock, MaxCostUsd, Seed, validation_message
 from credo.config.perturbation import PerturbationConfig
-from credo.config.renames import DEPRECATED_SINCE, REMOVED_IN, RUN_RENAMES, renamed_keys
+from credo.config.renames import DEPRECATED_SINCE, REMOVED_IN, RUN_RENAMES, old_names_read
 from credo.config.roles import JudgeConfig, RoleConfig
 from credo.config.tasks import LmEvalConfig, TaskFileConfig
 from credo.registry import STOPPING_RULES
@@ -99,21 +99,14 @@ class RunConfig(ConfigFile):
         "folds of items (credo.evaluate.calibration): calibrated ECE and Brier beside the "
         "raw ones; evaluation only, part of no request",
     )
-    seed: int = Field(0, ge=0, description="the run seed: part of every request key")
+    seed: Seed = 0
     out: Path = Field(Path("runs/latest"), description="the run folder")
     cache: Path | None = Field(
         None, description="the SQLite generation cache; None = $CREDO_CACHE_DIR/generations.sqlite "
         "(default ~/.cache/credo)",
     )
-    max_block: int = Field(16, ge=1, description="most samples in one backend call")
-    max_cost_usd: float | None = Field(
-        None,
-        gt=0,
-        description="stop dispatching requests once this run's generations cost this much "
-        "(US dollars, from the price_* model options; credo.generation.ledger); the run "
-        "folder is written with the rest incomplete (exit 3) and a rerun resumes; part of "
-        "no request",
-    )
+    max_block: MaxBlock = 16
+    max_cost_usd: MaxCostUsd = None
     judge: JudgeConfig = Field(
         JudgeConfig(), description="the LLM judge: judge kernel, CCP's NLI step, grading; model "
         "None = the model under test",
@@ -174,12 +167,9 @@ class RunConfig(ConfigFile):
                       DeprecationWarning, stacklevel=2)
         return self.embedder
 
-    @model_validator(mode="before")
-    @classmethod
-    def _old_names(cls, value: Any) -> Any:
-        """The renamed keys (:data:`~credo.config.renames.RUN_RENAMES`: ``kernel_embedder``
-        is ``embedder``) read under their new names until 0.2.0, with a warning."""
-        return renamed_keys(value, RUN_RENAMES)
+    _old_names = old_names_read(RUN_RENAMES)
+    """The renamed keys (:data:`~credo.config.renames.RUN_RENAMES`: ``kernel_embedder``
+    is ``embedder``) read under their new names until 0.2.0, with a warning."""
 
     @model_validator(mode="before")
     @classmethod

@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_serializer, field_validator
 
-from credo.config.files import ConfigFile
+from credo.config.files import ConfigFile, MaxBlock, MaxCostUsd, Seed
 from credo.config.roles import RoleConfig, role_dump
 
 PerturbationKind = Literal["input", "cot"]
@@ -69,17 +69,11 @@ class StrengthConfig(ConfigFile):
         "combo", description="combo (one step combination per item) or single (every single-step "
         "mistake)",
     )
-    seed: int = Field(0, ge=0, description="the run seed: part of every request key")
+    seed: Seed = 0
     out: Path = Field(Path("runs/strength"), description="the strength run's folder")
     cache: Path | None = Field(None, description="the SQLite generation cache; None = the default")
-    max_block: int = Field(16, ge=1, description="most samples in one backend call")
-    max_cost_usd: float | None = Field(
-        None,
-        gt=0,
-        description="stop dispatching requests once this run's generations cost this much "
-        "(US dollars, from the roles' price_* options; credo.generation.ledger); the folder "
-        "is written with the rest incomplete (exit 3) and a rerun resumes; part of no request",
-    )
+    max_block: MaxBlock = 16
+    max_cost_usd: MaxCostUsd = None
 
     @field_validator("limit", mode="before")
     @classmethod

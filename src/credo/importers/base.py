@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +24,8 @@ __all__ = [
     "ReadOptions",
 ]
 """What :mod:`credo.importers` re-exports; :data:`Rows`, :func:`finite_number`,
-:func:`score_name` and :func:`score_value` are the importer modules' (and a new
-importer's) helpers."""
+:func:`score_name`, :func:`score_value` and :func:`with_item_scores` are the importer
+modules' (and a new importer's) helpers."""
 
 Rows = Iterator[tuple[int, Mapping[str, Any]]]
 """``(line, row)`` for each row of a JSON Lines file."""
@@ -165,6 +165,18 @@ def score_value(value: Any, where: str) -> float | None:
             "map; map the score into [0, 1] yourself (a logistic for a logit, exp for a "
             "log-probability, 1 - x/max for an entropy) and give the result")
     return float(value)
+
+
+def with_item_scores(item: GivenItem, given: Mapping[str, float | None], where: str) -> GivenItem:
+    """``item`` with the item scores ``given`` by one more of its rows (read at ``where``);
+    a value that differs from the one an earlier row gave is a :class:`DatasetError`."""
+    merged = dict(item.scores)
+    for name, value in given.items():
+        if name in merged and merged[name] != value:
+            raise DatasetError(f"{where}: item_scores.{name} = {value!r}, but an earlier row "
+                               f"of item {item.id!r} gives {merged[name]!r}")
+        merged[name] = value
+    return replace(item, scores=merged) if given else item
 
 
 @dataclass(frozen=True)

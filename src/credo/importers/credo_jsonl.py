@@ -16,17 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from credo.importers.base import (
-    IMPORTERS,
-    Generations,
-    GivenItem,
-    GivenSample,
-    Importer,
-    ReadOptions,
-    Rows,
-    score_name,
-    score_value,
-)
+from credo.importers import base
 from credo.tasks.loaders import DatasetError
 from credo.types import TokenLogprob
 
@@ -38,10 +28,10 @@ FIELDS = frozenset({"item", "id", "set", "answer", "correct", "text", "gold", "q
 ``confidence`` object are its own bookkeeping: known, not read)."""
 
 
-def read_credo(path: Path, rows: Rows) -> Generations:
+def read_credo(path: Path, rows: base.Rows) -> base.Generations:
     """The generations of credo's JSONL ``path``, its ``(line, row)`` pairs ``rows``."""
-    out = Generations(str(path), "credo")
-    items: dict[str, GivenItem] = {}
+    out = base.Generations(str(path), "credo")
+    items: dict[str, base.GivenItem] = {}
     for line_no, row in rows:
         where = f"{path}:{line_no}"
         item = row.get("item", row.get("id"))
@@ -61,14 +51,14 @@ def read_credo(path: Path, rows: Rows) -> Generations:
             new = _item(item, row, where)
             items[item] = replace(new, scores=dict(before.scores) if before else {},
                                   where=before.where if before else where)
-        items[item] = _with_item_scores(items[item], given, where)
+        items[item] = base.with_item_scores(items[item], given, where)
     out.items = list(items.values())
     if any(s.correct is not None for s in out.samples):
         out.correctness = "given (the file's 'correct')"
     return out
 
 
-def _sample(item: str, row: Mapping[str, Any], where: str) -> GivenSample:
+def _sample(item: str, row: Mapping[str, Any], where: str) -> base.GivenSample:
     sample_set = row.get("set", "original")
     if not isinstance(sample_set, str) or not sample_set:
         raise DatasetError(f"{where}: 'set' must be a sample set name, got {sample_set!r}")
@@ -76,7 +66,7 @@ def _sample(item: str, row: Mapping[str, Any], where: str) -> GivenSample:
     text = row.get("text")
     if text is not None and not isinstance(text, str):
         raise DatasetError(f"{where}: 'text' must be a string")
-    return GivenSample(
+    return base.GivenSample(
         item, sample_set, text if text is not None else _text(answer), answer,
         _correct(row.get("correct"), where), _ref(row.get("ref"), where),
         row.get("prefix") if isinstance(row.get("prefix"), str) else None,
@@ -85,7 +75,7 @@ def _sample(item: str, row: Mapping[str, Any], where: str) -> GivenSample:
     )
 
 
-def _count_not_read(out: Generations, row: Mapping[str, Any]) -> None:
+def _count_not_read(out: base.Generations, row: Mapping[str, Any]) -> None:
     """Count the fields of ``row`` credo does not read (:data:`FIELDS`)."""
     for key in row:
         if key not in FIELDS and not (key == "confidence" and isinstance(row[key], Mapping)):
@@ -99,28 +89,16 @@ def _scores(value: Any, key: str, where: str) -> dict[str, float | None]:
     if not isinstance(value, Mapping):
         raise DatasetError(f"{where}: '{key}' must be an object of score names to numbers in "
                            f"[0, 1], got {type(value).__name__}")
-    return {score_name(k, f"{where}: '{key}'"): score_value(v, f"{where}: {key}.{k}")
+    return {base.score_name(k, f"{where}: '{key}'"): base.score_value(v, f"{where}: {key}.{k}")
             for k, v in value.items()}
 
 
-def _with_item_scores(item: GivenItem, given: dict[str, float | None], where: str) -> GivenItem:
-    """``item`` with the item scores of one more row; a value that differs from the one
-    an earlier row gave is a :class:`DatasetError`."""
-    merged = dict(item.scores)
-    for name, value in given.items():
-        if name in merged and merged[name] != value:
-            raise DatasetError(f"{where}: item_scores.{name} = {value!r}, but an earlier row "
-                               f"of item {item.id!r} gives {merged[name]!r}")
-        merged[name] = value
-    return replace(item, scores=merged) if given else item
-
-
-def _item(item: str, row: Mapping[str, Any], where: str) -> GivenItem:
+def _item(item: str, row: Mapping[str, Any], where: str) -> base.GivenItem:
     choices = row.get("choices") or ()
     if not isinstance(choices, list | tuple) or not all(isinstance(c, str) for c in choices):
         raise DatasetError(f"{where}: 'choices' must be a list of option texts")
-    return GivenItem(item, str(row.get("question") or ""), str(row.get("gold") or ""),
-                     tuple(choices))
+    return base.GivenItem(item, str(row.get("question") or ""), str(row.get("gold") or ""),
+                          tuple(choices))
 
 
 def _answer(value: Any, where: str) -> str | float | bool | None:
@@ -167,9 +145,9 @@ def _logprobs(value: Any, where: str) -> tuple[TokenLogprob, ...] | None:
         ) from None
 
 
-def _read(path: Path, rows: Rows | None, options: ReadOptions) -> Generations:
+def _read(path: Path, rows: base.Rows | None, options: base.ReadOptions) -> base.Generations:
     assert rows is not None  # a JSON Lines layout
     return read_credo(path, rows)
 
 
-IMPORTERS.add("credo", Importer(_read, claims=lambda row: "doc_id" not in row))
+base.IMPORTERS.add("credo", base.Importer(_read, claims=lambda row: "doc_id" not in row))

@@ -24,17 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from credo.errors import UserError
-from credo.importers.base import (
-    IMPORTERS,
-    Generations,
-    GivenItem,
-    GivenSample,
-    Importer,
-    ReadOptions,
-    Rows,
-    score_name,
-    score_value,
-)
+from credo.importers import base
 from credo.tasks.loaders import DatasetError, read_csv
 
 __all__ = ["FIELDS", "read_table", "sniff_delimiter"]
@@ -47,7 +37,7 @@ _TRUE = frozenset({"true", "yes", "1", "1.0"})
 _FALSE = frozenset({"false", "no", "0", "0.0"})
 
 
-def read_table(path: Path, columns: Mapping[str, str] | None = None) -> Generations:
+def read_table(path: Path, columns: Mapping[str, str] | None = None) -> base.Generations:
     """The generations of the CSV table ``path`` (module docstring); ``columns`` maps a
     credo field (``item``, ``scores.conf``) to the table's column that holds it."""
     delimiter = sniff_delimiter(path)
@@ -57,9 +47,9 @@ def read_table(path: Path, columns: Mapping[str, str] | None = None) -> Generati
         raise DatasetError(f"{path}: no rows under the header")
     header = list(first[1])
     fields = _fields(path, header, dict(columns or {}))
-    out = Generations(str(path), "csv")
+    out = base.Generations(str(path), "csv")
     used = set(fields.values())
-    items: dict[str, GivenItem] = {}
+    items: dict[str, base.GivenItem] = {}
     for line_no, row in _chain(first, rows):
         where = f"{path}:{line_no}"
         cell = {f: (row.get(col) or "").strip() for f, col in fields.items()}
@@ -70,7 +60,7 @@ def read_table(path: Path, columns: Mapping[str, str] | None = None) -> Generati
                                                      f"{where}: column {fields[name]!r}")
                   for name in fields if name.startswith(SAMPLE_SCORES)}
         answer = cell.get("answer") or None
-        out.samples.append(GivenSample(
+        out.samples.append(base.GivenSample(
             item, cell.get("set") or "original", cell.get("text") or answer or "", answer,
             _correct(cell.get("correct", ""), delimiter, where), where=where, scores=scores))
         given = {name[len(ITEM_SCORES):]: _score(cell[name], delimiter,
@@ -114,7 +104,7 @@ def _fields(path: Path, header: list[str], columns: dict[str, str]) -> dict[str,
             raise UserError(f"--columns: {name!r} is not a field credo reads (fields: "
                             f"{', '.join(FIELDS)}, scores.<name>, item_scores.<name>)")
         if name.startswith((SAMPLE_SCORES, ITEM_SCORES)):
-            score_name(name.split(".", 1)[1], f"--columns {name}")
+            base.score_name(name.split(".", 1)[1], f"--columns {name}")
         if col not in header:
             raise UserError(f"--columns {name}={col}: {path} has no column {col!r} (columns: "
                             f"{', '.join(header)})")
@@ -127,7 +117,7 @@ def _fields(path: Path, header: list[str], columns: dict[str, str]) -> dict[str,
         if name in FIELDS and name not in fields:
             fields[name] = col
         elif col.startswith((SAMPLE_SCORES, ITEM_SCORES)) and col not in fields:
-            score_name(col.split(".", 1)[1], f"{path}:1: column {col!r}")
+            base.score_name(col.split(".", 1)[1], f"{path}:1: column {col!r}")
             fields[col] = col
     if "item" not in fields:
         raise DatasetError(f"{path}:1: no item column (a column 'item' or 'id', or "
@@ -151,7 +141,7 @@ def _score(text: str, delimiter: str, where: str) -> float | None:
     value = _number(text, delimiter)
     if value is None:
         raise DatasetError(f"{where} must be a number in [0, 1] or empty, got {text!r}")
-    return score_value(value, where)
+    return base.score_value(value, where)
 
 
 def _correct(text: str, delimiter: str, where: str) -> bool | float | None:
@@ -167,31 +157,25 @@ def _correct(text: str, delimiter: str, where: str) -> bool | float | None:
     return value
 
 
-def _merge(before: GivenItem | None, item: str, cell: Mapping[str, str],
-           given: dict[str, float | None], where: str) -> GivenItem:
+def _merge(before: base.GivenItem | None, item: str, cell: Mapping[str, str],
+           given: dict[str, float | None], where: str) -> base.GivenItem:
     """The item with one more row: its question and gold where it had none, and its
     item scores, which must agree with the earlier rows'."""
-    it = before or GivenItem(item, where=where)
+    it = before or base.GivenItem(item, where=where)
     if not it.question and cell.get("question"):
         it = replace(it, question=cell["question"])
     if not it.gold and cell.get("gold"):
         it = replace(it, gold=cell["gold"])
-    merged = dict(it.scores)
-    for name, value in given.items():
-        if name in merged and merged[name] != value:
-            raise DatasetError(f"{where}: item_scores.{name} = {value!r}, but an earlier row "
-                               f"of item {item!r} gives {merged[name]!r}")
-        merged[name] = value
-    return replace(it, scores=merged)
+    return base.with_item_scores(it, given, where)
 
 
-def _chain(first: tuple[int, Mapping[str, Any]], rest: Rows) -> Rows:
+def _chain(first: tuple[int, Mapping[str, Any]], rest: base.Rows) -> base.Rows:
     yield first
     yield from rest
 
 
-def _read(path: Path, rows: Rows | None, options: ReadOptions) -> Generations:
+def _read(path: Path, rows: base.Rows | None, options: base.ReadOptions) -> base.Generations:
     return read_table(path, options.columns)
 
 
-IMPORTERS.add("csv", Importer(_read, suffixes=(".csv",)))
+base.IMPORTERS.add("csv", base.Importer(_read, suffixes=(".csv",)))

@@ -11,16 +11,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from credo.importers.base import (
-    IMPORTERS,
-    Generations,
-    GivenItem,
-    GivenSample,
-    Importer,
-    ReadOptions,
-    Rows,
-    finite_number,
-)
+from credo.importers import base
 from credo.tasks.loaders import DatasetError, parse_json
 
 __all__ = ["natural_key", "read_inspect"]
@@ -30,7 +21,7 @@ Samples = Iterator[tuple[str, Mapping[str, Any]]]
 """``(where, sample)`` for each sample of an inspect_ai log."""
 
 
-def read_inspect(path: Path, scorer: str | None = None) -> Generations:
+def read_inspect(path: Path, scorer: str | None = None) -> base.Generations:
     """The generations of an inspect_ai log: a ``.eval`` archive, else a ``.json`` log.
     Correctness and answers are scorer ``scorer``'s (None: the log's first scorer); a
     scorer the log does not hold is a :class:`~credo.tasks.loaders.DatasetError` naming
@@ -181,10 +172,10 @@ _UNFINISHED = {"error", "cancelled", "started"}
 
 
 def _generations(path: Path, samples: list[tuple[str, Mapping[str, Any]]],
-                 header: Mapping[str, Any], wanted: str | None) -> Generations:
-    out = Generations(str(path), "inspect_ai")
-    items: dict[str, GivenItem] = {}
-    ordered: list[tuple[str, int, GivenSample]] = []
+                 header: Mapping[str, Any], wanted: str | None) -> base.Generations:
+    out = base.Generations(str(path), "inspect_ai")
+    items: dict[str, base.GivenItem] = {}
+    ordered: list[tuple[str, int, base.GivenSample]] = []
     scorers = _scorers(samples)
     if wanted is not None and wanted not in scorers:
         held = ", ".join(scorers) or "none: its samples hold no scores"
@@ -209,7 +200,7 @@ def _generations(path: Path, samples: list[tuple[str, Mapping[str, Any]]],
             continue
         text = _attached(_inspect_completion(sample.get("output")), sample)
         answer, correct = _inspect_score(sample.get("scores"), scorer, text, where)
-        ordered.append((item, epoch, GivenSample(item, "original", text, answer, correct)))
+        ordered.append((item, epoch, base.GivenSample(item, "original", text, answer, correct)))
         if item not in items:
             items[item] = _inspect_item(item, sample, where)
     _inspect_header(out, header, ordered)
@@ -244,7 +235,7 @@ def _scorers(samples: list[tuple[str, Mapping[str, Any]]]) -> dict[str, None]:
     return found
 
 
-def _tool_accuracy(out: Generations, header: Mapping[str, Any], scorer: str | None) -> None:
+def _tool_accuracy(out: base.Generations, header: Mapping[str, Any], scorer: str | None) -> None:
     """inspect_ai's own accuracy, as the log's ``results`` report it for the scorer whose
     values credo reads (its ``accuracy`` metric, else its first numeric one): one value
     per sample, its epochs reduced by the scorer's reducer (inspect's default: the
@@ -259,7 +250,7 @@ def _tool_accuracy(out: Generations, header: Mapping[str, Any], scorer: str | No
         named = [metrics.get("accuracy"), *metrics.values()]
         for metric in named:
             value = metric.get("value") if isinstance(metric, Mapping) else None
-            if finite_number(value):
+            if base.finite_number(value):
                 reducer = entry.get("reducer") or "mean"
                 out.tool_accuracy = float(value)
                 out.tool_accuracy_is = (
@@ -278,12 +269,12 @@ def natural_key(item: str) -> tuple[tuple[int, int | str], ...]:
                  for part in re.split(r"([0-9]+)", item) if part)
 
 
-def _inspect_item(item: str, sample: Mapping[str, Any], where: str) -> GivenItem:
+def _inspect_item(item: str, sample: Mapping[str, Any], where: str) -> base.GivenItem:
     target = sample.get("target")
     gold = target[0] if isinstance(target, list) and target else target
     question = sample.get("input") if isinstance(sample.get("input"), str) else ""
-    return GivenItem(item, _attached(question, sample), "" if gold is None else str(gold),
-                     _inspect_choices(sample.get("choices"), where))
+    return base.GivenItem(item, _attached(question, sample), "" if gold is None else str(gold),
+                          _inspect_choices(sample.get("choices"), where))
 
 
 def _attached(text: str, sample: Mapping[str, Any]) -> str:
@@ -308,7 +299,9 @@ _CANCELLED = ("CancelledError(", "Cancelled(")
 
 
 def _inspect_header(
-    out: Generations, header: Mapping[str, Any], ordered: list[tuple[str, int, GivenSample]]
+    out: base.Generations,
+    header: Mapping[str, Any],
+    ordered: list[tuple[str, int, base.GivenSample]],
 ) -> None:
     """The log's task and model, status, settings and, for an eval that did not finish,
     the epochs of each item it never started (counted in :attr:`Generations.not_started`)."""
@@ -336,7 +329,7 @@ def _inspect_header(
     for source in (plan.get("config"), ev.get("model_generate_config")):
         for key in ("temperature", "top_p", "top_k", "max_tokens", "seed"):
             value = source.get(key) if isinstance(source, Mapping) else None
-            if finite_number(value):
+            if base.finite_number(value):
                 out.settings.setdefault(key, value)
 
 
@@ -401,8 +394,8 @@ def _inspect_score(
     return answer, True if key in _RIGHT else False if key in _WRONG else None
 
 
-def _read(path: Path, rows: Rows | None, options: ReadOptions) -> Generations:
+def _read(path: Path, rows: base.Rows | None, options: base.ReadOptions) -> base.Generations:
     return read_inspect(path, options.scorer)
 
 
-IMPORTERS.add("inspect", Importer(_read, suffixes=(".eval", ".json")))
+base.IMPORTERS.add("inspect", base.Importer(_read, suffixes=(".eval", ".json")))

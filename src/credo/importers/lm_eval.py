@@ -7,30 +7,21 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from credo.importers.base import (
-    IMPORTERS,
-    Generations,
-    GivenItem,
-    GivenSample,
-    Importer,
-    ReadOptions,
-    Rows,
-    finite_number,
-)
+from credo.importers import base
 from credo.tasks.loaders import DatasetError
 
 __all__ = ["read_lm_eval"]
 
 
 def read_lm_eval(
-    path: Path, rows: Rows, wanted: str | None, recompute: bool
-) -> Generations:
+    path: Path, rows: base.Rows, wanted: str | None, recompute: bool
+) -> base.Generations:
     """The generations of lm-eval's samples file ``path`` (its ``(line, row)`` pairs
     ``rows``), the first filter of each document unless ``wanted`` names one;
     ``recompute``: lm-eval's metric is not rebuilt (credo grades the answers)."""
     from credo.tasks.lm_eval_scores import read_lm_eval_rows, samples_origin
 
-    out = Generations(str(path), "lm-evaluation-harness")
+    out = base.Generations(str(path), "lm-evaluation-harness")
     seen: dict[str, str] = {}  # doc id -> the filter read
     lines: dict[tuple[str, str], int] = {}  # (doc id, filter) -> the line it is on
     kept: list[tuple[int, Mapping[str, Any]]] = []
@@ -61,15 +52,15 @@ def read_lm_eval(
         target = row.get("target")
         gold = "" if target is None else str(target)
         for text, answer, score in zip(its_texts, answers, scores, strict=True):
-            out.samples.append(GivenSample(doc, "original", text, answer, _verdict(score)))
-        out.items.append(GivenItem(doc, _lm_eval_question(row), gold))
+            out.samples.append(base.GivenSample(doc, "original", text, answer, _verdict(score)))
+        out.items.append(base.GivenItem(doc, _lm_eval_question(row), gold))
     out.settings = _lm_eval_settings(kept[0][1], len(texts[0]))
     out.task, out.model = samples_origin(path)
     _tool_accuracy(out, kept, str(path), flt)
     return out
 
 
-def _tool_accuracy(out: Generations, rows: list[tuple[int, Mapping[str, Any]]], where: str,
+def _tool_accuracy(out: base.Generations, rows: list[tuple[int, Mapping[str, Any]]], where: str,
                    flt: str) -> None:
     """lm-eval's own accuracy: the mean over documents of the metric it logged for each,
     which it computed on the one response its filter keeps (the first, with
@@ -103,7 +94,7 @@ def _lm_eval_settings(row: Mapping[str, Any], repeats: int) -> dict[str, Any]:
     out: dict[str, Any] = {"repeats": repeats}
     for theirs, ours in (("temperature", "temperature"), ("top_p", "top_p"),
                          ("top_k", "top_k"), ("max_gen_toks", "max_tokens")):
-        if finite_number(gen.get(theirs)):
+        if base.finite_number(gen.get(theirs)):
             out[ours] = gen[theirs]
     if gen.get("do_sample") is False and "temperature" not in out:
         out["temperature"] = 0.0
@@ -130,9 +121,9 @@ def _lm_eval_question(row: Mapping[str, Any]) -> str:
     return ""
 
 
-def _read(path: Path, rows: Rows | None, options: ReadOptions) -> Generations:
+def _read(path: Path, rows: base.Rows | None, options: base.ReadOptions) -> base.Generations:
     assert rows is not None  # a JSON Lines layout
     return read_lm_eval(path, rows, options.lm_eval_filter, options.recompute)
 
 
-IMPORTERS.add("lm-eval", Importer(_read, claims=lambda row: "doc_id" in row))
+base.IMPORTERS.add("lm-eval", base.Importer(_read, claims=lambda row: "doc_id" in row))

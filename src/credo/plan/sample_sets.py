@@ -22,18 +22,9 @@ from credo.config import RunConfig
 from credo.generation.executor import PlannedRequest
 from credo.perturb.context import PerturbationSet
 from credo.perturb.paraphrase import ParaphraseSet
+from credo.plan import samples
 from credo.plan.ccp_alternatives import ccp_alternatives
-from credo.plan.samples import (
-    APRICOT,
-    LABEL,
-    NLI,
-    ORIGINAL,
-    P_TRUE,
-    PARAPHRASED,
-    PERTURBED,
-    VERBALIZED,
-    Sample,
-)
+from credo.plan.samples import Sample
 from credo.registry import Registry
 from credo.tasks.answers import Answer, answer_for
 from credo.tasks.base import AnswerFormat, Item, Task
@@ -161,7 +152,7 @@ def _greedy(max_tokens: int, top_logprobs: int = 0) -> SamplingParams:
 # --------------------------------------------------------------------------- phase 1
 
 
-@sample_set(ORIGINAL)
+@sample_set(samples.ORIGINAL)
 def plan_original(item: Item, ctx: PlanContext) -> ItemPlan:
     """n samples of the task prompt, with top-k logprobs when the backend has them."""
     cfg = ctx.config
@@ -175,19 +166,19 @@ def plan_original(item: Item, ctx: PlanContext) -> ItemPlan:
         return tuple(_answer_sample(g.text, item, fmt, g) for g in gens[0])
 
     return ItemPlan(
-        [PlannedRequest(req, ctx.size(item, ORIGINAL, cfg.n), f"{item.id}/original")],
+        [PlannedRequest(req, ctx.size(item, samples.ORIGINAL, cfg.n), f"{item.id}/original")],
         build,
         _answer_correct(item, fmt),
     )
 
 
-@sample_set(PERTURBED)
+@sample_set(samples.PERTURBED)
 def plan_perturbed(item: Item, ctx: PlanContext) -> ItemPlan:
     """m samples (an adaptive run's size so far), sample j under the j-th context prefix
     (Wu et al., §3); a prefix reused k times is one request of k samples."""
     cfg = ctx.config
     fmt = ctx.task.format
-    prefixes = ctx.perturbations[item.id].prefixes(ctx.size(item, PERTURBED, cfg.m))
+    prefixes = ctx.perturbations[item.id].prefixes(ctx.size(item, samples.PERTURBED, cfg.m))
     uses = Counter(prefixes)
     order = list(uses)
     requests = [
@@ -213,7 +204,7 @@ def plan_perturbed(item: Item, ctx: PlanContext) -> ItemPlan:
     return ItemPlan(requests, build, _answer_correct(item, fmt))
 
 
-@sample_set(PARAPHRASED)
+@sample_set(samples.PARAPHRASED)
 def plan_paraphrased(item: Item, ctx: PlanContext) -> ItemPlan:
     """One sample of the task prompt per kept paraphrase of the question."""
     cfg = ctx.config
@@ -239,7 +230,7 @@ def plan_paraphrased(item: Item, ctx: PlanContext) -> ItemPlan:
     return ItemPlan(requests, build, _answer_correct(item, fmt))
 
 
-@sample_set(LABEL)
+@sample_set(samples.LABEL)
 def plan_label(item: Item, ctx: PlanContext) -> ItemPlan:
     """One greedy letter-only answer with the top logprobs of its tokens (Müller et al., §3.4),
     restricted to the option letters by a grammar where the backend supports one."""
@@ -261,7 +252,7 @@ def plan_label(item: Item, ctx: PlanContext) -> ItemPlan:
     return ItemPlan([PlannedRequest(req, 1, f"{item.id}/label")], build, _answer_correct(item, fmt))
 
 
-@sample_set(APRICOT)
+@sample_set(samples.APRICOT)
 def plan_apricot(item: Item, ctx: PlanContext) -> ItemPlan:
     """Per option, k sampled chain-of-thought verdicts on whether it is correct (Müller et
     al., §3.6)."""
@@ -301,7 +292,7 @@ def plan_apricot(item: Item, ctx: PlanContext) -> ItemPlan:
 # --------------------------------------------------------------------------- phase 2
 
 
-@sample_set(VERBALIZED, phase=2)
+@sample_set(samples.VERBALIZED, phase=2)
 def plan_verbalized(item: Item, ctx: PlanContext) -> ItemPlan:
     """After original sample i, greedily ask for the probability that it is correct."""
     originals = ctx.originals[item.id]
@@ -327,7 +318,7 @@ def plan_verbalized(item: Item, ctx: PlanContext) -> ItemPlan:
     return ItemPlan(requests, build)
 
 
-@sample_set(P_TRUE, phase=2)
+@sample_set(samples.P_TRUE, phase=2)
 def plan_p_true(item: Item, ctx: PlanContext) -> ItemPlan:
     """After original sample i, the P(True) question, one greedy token with top logprobs."""
     if not ctx.logprobs:
@@ -358,7 +349,7 @@ def plan_p_true(item: Item, ctx: PlanContext) -> ItemPlan:
     return ItemPlan(requests, build)
 
 
-@sample_set(NLI, phase=2, runner="judge")
+@sample_set(samples.NLI, phase=2, runner="judge")
 def plan_nli(item: Item, ctx: PlanContext) -> ItemPlan:
     """CCP's NLI step: per original sample and judged token alternative, one greedy verdict."""
     originals = ctx.originals[item.id]

@@ -43,7 +43,12 @@ from credo.tasks.answers import normalise_text
 from credo.tasks.base import AnswerFormat, Item, Task
 from credo.tasks.grading import GRADING_STAGE, Graded, GradeMap, GradingContext, grader
 from credo.tasks.loaders import DatasetError, read_csv
-from credo.tasks.registry import TaskSpecError, check_argument, package_data, task_loader
+from credo.tasks.registry import (
+    check_argument,
+    package_data,
+    required_argument,
+    task_loader,
+)
 from credo.types import GenerationRequest, Message, SamplingParams
 
 log = logging.getLogger(__name__)
@@ -128,8 +133,7 @@ def load_freshqa(path: str | Path, *, false_premise: bool = False) -> Task:
              usage="simpleqa:<path>")
 def _simpleqa(arg: str | None) -> Task:
     """SimpleQA from the user's ``simple_qa_test_set.csv``: ``simpleqa:<path>``."""
-    if not arg:
-        raise TaskSpecError("task 'simpleqa' needs the CSV's path: simpleqa:<path>")
+    arg = required_argument(arg, "task 'simpleqa' needs the CSV's path: simpleqa:<path>")
     return load_simpleqa(arg, name="simpleqa")
 
 
@@ -137,10 +141,8 @@ def _simpleqa(arg: str | None) -> Task:
              source="your file", usage="simpleqa_verified:<path>")
 def _simpleqa_verified(arg: str | None) -> Task:
     """SimpleQA Verified from the user's CSV: ``simpleqa_verified:<path>``."""
-    if not arg:
-        raise TaskSpecError(
-            "task 'simpleqa_verified' needs the CSV's path: simpleqa_verified:<path>"
-        )
+    arg = required_argument(arg, "task 'simpleqa_verified' needs the CSV's path: "
+                            "simpleqa_verified:<path>")
     return load_simpleqa(arg, name="simpleqa_verified")
 
 

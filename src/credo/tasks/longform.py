@@ -38,7 +38,7 @@ from credo.generation.stage import Generated, Stage, StagePlan
 from credo.tasks.base import AnswerFormat, Item, Task
 from credo.tasks.grading import CLAIMS_STAGE, Graded, GradeMap, GradingContext, grader
 from credo.tasks.loaders import DatasetError, read_jsonl
-from credo.tasks.registry import TaskSpecError, task_loader
+from credo.tasks.registry import TaskSpecError, required_argument, task_loader
 from credo.types import GenerationRequest, Message, SamplingParams
 
 __all__ = [
@@ -70,11 +70,9 @@ class KnowledgeSource(Protocol):
 @task_loader("factscore", fmt=AnswerFormat.LONG_FORM, grader="factscore", source="your file",
              usage="factscore:<entities.txt or labelled.jsonl>")
 def _factscore(arg: str | None) -> Task:
-    if not arg:
-        raise TaskSpecError(
-            "task 'factscore' needs an entity file: factscore:<entities.txt or labelled.jsonl>"
-            "[,knowledge=<folder with one <entity>.txt per entity>]"
-        )
+    arg = required_argument(arg, "task 'factscore' needs an entity file: factscore:"
+                            "<entities.txt or labelled.jsonl>[,knowledge=<folder with one "
+                            "<entity>.txt per entity>]")
     path, _, rest = arg.partition(",")
     knowledge = None
     if rest:

@@ -33,7 +33,7 @@ from typing import Any
 
 from credo.tasks.base import AnswerFormat, Item, Task
 from credo.tasks.loaders import DatasetError, read_jsonl, read_rows
-from credo.tasks.registry import TaskSpecError, task_loader
+from credo.tasks.registry import required_argument, task_loader
 
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 SPORTS_PROMPT = "Is the following sentence plausible? "
@@ -187,9 +187,7 @@ def parse_sports(row: Mapping[str, Any], where: str) -> tuple[str, str, tuple[st
 
 
 def _path(name: str, arg: str | None) -> str:
-    if not arg:
-        raise TaskSpecError(f"task {name!r} needs a file: '{name}:<path to the JSONL file>'")
-    return arg
+    return required_argument(arg, f"task {name!r} needs a file: '{name}:<path to the JSONL file>'")
 
 
 def _file_task(name: str, parse: RowParser, domain: str, what: str) -> None:

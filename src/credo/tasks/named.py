@@ -19,7 +19,7 @@ from credo.tasks.answers import normalise_text
 from credo.tasks.base import AnswerFormat, Item, Task
 from credo.tasks.grading import Graded, GradeMap, GradingContext, grader
 from credo.tasks.loaders import DatasetError, read_rows
-from credo.tasks.registry import TaskSpecError, task_loader
+from credo.tasks.registry import required_argument, task_loader
 
 POPQA = "popqa"
 
@@ -29,10 +29,8 @@ def _svamp(arg: str | None) -> Task:
     """SVAMP from the user's SVAMP.json: ``svamp:<path>``."""
     from credo.tasks.builtin import load_task_from_file
 
-    if not arg:
-        raise TaskSpecError(
-            "task 'svamp' needs SVAMP.json (github.com/arkilpatel/SVAMP): svamp:<path>"
-        )
+    arg = required_argument(arg, "task 'svamp' needs SVAMP.json "
+                            "(github.com/arkilpatel/SVAMP): svamp:<path>")
     return load_task_from_file(arg, name="svamp", preset="svamp")
 
 
@@ -40,11 +38,8 @@ def _svamp(arg: str | None) -> Task:
              usage="popqa:<path>")
 def _popqa(arg: str | None) -> Task:
     """PopQA from the user's export of akariasai/PopQA: ``popqa:<path>``."""
-    if not arg:
-        raise TaskSpecError(
-            "task 'popqa' needs an export of huggingface.co/datasets/akariasai/PopQA "
-            "(.jsonl, .json or .csv): popqa:<path>"
-        )
+    arg = required_argument(arg, "task 'popqa' needs an export of huggingface.co/datasets/"
+                            "akariasai/PopQA (.jsonl, .json or .csv): popqa:<path>")
     items = []
     for line_no, row in read_rows(arg):
         where = f"{arg}:{line_no}"

@@ -75,6 +75,15 @@ def check_argument(name: str, arg: str | None, allowed: Sequence[str] = ()) -> N
     raise TaskSpecError(f"task {name!r} {takes}, got {arg!r}; known: {known}")
 
 
+def required_argument(arg: str | None, needs: str) -> str:
+    """``arg`` (what follows ``name:``) of a task that loads from the user's file; when it is
+    empty, a :class:`TaskSpecError` saying ``needs`` (what the task needs, and how to
+    give it)."""
+    if not arg:
+        raise TaskSpecError(needs)
+    return arg
+
+
 def package_data(package: str, *parts: str) -> Path:
     """The path of a data file inside an installed package, without importing it."""
     spec = importlib.util.find_spec(package)

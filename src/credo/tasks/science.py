@@ -44,7 +44,7 @@ from typing import Any
 from credo.tasks.answers import normalise_number, normalise_text
 from credo.tasks.base import AnswerFormat, Item, Task
 from credo.tasks.loaders import LETTERS, DatasetError, read_jsonl, read_rows
-from credo.tasks.registry import TaskSpecError, task_loader
+from credo.tasks.registry import required_argument, task_loader
 
 __all__ = ["SCIBENCH_REL_TOL", "load_scibench", "load_sciq"]
 
@@ -63,8 +63,7 @@ _DISTRACTORS = ("distractor1", "distractor2", "distractor3")
 @task_loader("sciq", source="your file", usage="sciq:<path to test.txt or test.json>")
 def _sciq(arg: str | None) -> Task:
     """SciQ from the user's file: ``sciq:<path to a .txt, .json or .jsonl file>``."""
-    if not arg:
-        raise TaskSpecError("task 'sciq' needs a file: 'sciq:<path to test.txt or test.json>'")
+    arg = required_argument(arg, "task 'sciq' needs a file: 'sciq:<path to test.txt or test.json>'")
     return load_sciq(arg)
 
 
@@ -167,10 +166,8 @@ def _permutation(item_id: str, n: int) -> list[int]:
              usage="scibench:<path to dataset/original>")
 def _scibench(arg: str | None) -> Task:
     """SciBench from the user's files: ``scibench:<a book's .json file or their folder>``."""
-    if not arg:
-        raise TaskSpecError(
-            "task 'scibench' needs a file or folder: 'scibench:<path to dataset/original>'"
-        )
+    arg = required_argument(arg, "task 'scibench' needs a file or folder: "
+                            "'scibench:<path to dataset/original>'")
     return load_scibench(arg)
 
 
