@@ -119,13 +119,27 @@ def simulate_adaptive(
             full, replayed = simulate(config, pool, points, task, n_resamples=n_resamples,
                                       check_full=lambda r: common.check_replayed(r, data, cache))
     found = [p for p, _ in replayed]
-    shown = method or ("c3" if "c3" in full.metrics else next(iter(full.metrics), ""))
+    return _simulation(folder, found, full.metrics, method, target if write else None)
+
+
+def _simulation(
+    source: Path,
+    found: list[Any],
+    scored: Mapping[str, Any],
+    method: str | None,
+    out: Path | None,
+    fallback: str = "",
+) -> AdaptiveSimulation:
+    """What a replay of ``source`` found (``found``: a point per rule and ε), showing
+    ``method`` (default: c3 when the full replay ``scored`` it, else its first method,
+    else ``fallback``), its files written into ``out`` unless that is None."""
+    shown = method or ("c3" if "c3" in scored else next(iter(scored), fallback))
     files: dict[str, Path] = {}
-    if write:
+    if out is not None:
         from credo.report.adaptive import write_adaptive
 
-        files = write_adaptive(found, target, shown)
-    return AdaptiveSimulation(folder, shown, found, files)
+        files = write_adaptive(found, out, shown)
+    return AdaptiveSimulation(source, shown, found, files)
 
 
 def _check_replay_input(folder: Path, n_resamples: int) -> None:
@@ -233,11 +247,5 @@ def _simulate_file(
         full, found = simulate_orders(config, generations, pool, fmt, points, orders=orders,
                                       seed=seed, n_resamples=n_resamples,
                                       recompute=recompute_correctness)
-    shown = method or ("c3" if "c3" in full.metrics else next(iter(full.metrics),
-                                                                config.methods[0]))
-    files: dict[str, Path] = {}
-    if write:
-        from credo.report.adaptive import write_adaptive
-
-        files = write_adaptive(found, where, shown)
-    return AdaptiveSimulation(path, shown, list(found), files)
+    return _simulation(path, list(found), full.metrics, method, where if write else None,
+                       config.methods[0])
