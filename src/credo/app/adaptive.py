@@ -9,16 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from credo.app.common import (
-    check_min,
-    check_replayed,
-    check_writable,
-    config_pool,
-    folder_config,
-    is_given,
-    recorded_task,
-    writer_given,
-)
+from credo.app import common
 
 if TYPE_CHECKING:
     from credo.models.base import Model
@@ -84,9 +75,9 @@ def simulate_adaptive(
     (:func:`~credo.report.rundata.load_run`), an empty ``scores.jsonl``, an adaptive
     run's folder (its cache lacks the full sets), ``min`` above the run's n (or m), the
     cache file missing, or a cache lacking some of the items the folder scored."""
-    writer = writer_given(writer, perturber)
+    roles = common.given_roles(model, writer, judge, perturber)
     from credo.errors import UserError
-    from credo.generation.pool import JUDGE, MODEL, WRITER
+    from credo.generation.pool import JUDGE
     from credo.pipeline.simulate import simulate, simulate_given
     from credo.report.rundata import load_run
 
@@ -101,51 +92,54 @@ def simulate_adaptive(
         raise UserError(f"--orders {orders}: a run folder's samples were drawn in their "
                         "seeded order, which is the one an adaptive run draws; --orders is "
                         "for a samples file (credo adaptive FILE)")
-    if not (folder / "config.yaml").is_file():
-        raise UserError(f"{folder}: no config.yaml; is it a finished run folder?")
+    common.check_run_folder(folder)
     data = load_run(folder)
     if not data.scores:
         raise UserError(f"{folder / 'scores.jsonl'}: no items (emptied?); there is nothing "
                         "to replay (rerun the run to write its folder again)")
-    config = folder_config(data)
-    if config.adaptive is not None:
-        raise UserError(f"{folder}: an adaptive run (config.yaml's adaptive: rule "
-                        f"{config.adaptive.rule}); credo adaptive replays a full run, whose "
-                        "cache holds every sample of every item")
-    check_min(points, config, data)
+    config = common.full_run_config(data, folder, "credo adaptive replays")
+    common.check_min(points, config, data)
     _check_shown(method, config.methods, str(folder))
     target = folder / "adaptive" if out is None else Path(out)
     if write:  # before the replay
-        check_writable(target, "the adaptive outputs (--out)")
-    roles = {MODEL: model, WRITER: writer, JUDGE: judge}
-    if is_given(data.config):
+        common.check_writable(target, "the adaptive outputs (--out)")
+    if common.is_given(data.config):
         from credo.importers import read_generations
         from credo.tasks.base import AnswerFormat
 
-        fmt = AnswerFormat(recorded_task(data)["format"])
+        fmt = AnswerFormat(common.recorded_task(data)["format"])
         generations = read_generations(folder / "samples.jsonl")
-        with config_pool(config, show_progress=False, roles={JUDGE: judge},
-                          embedder=embedder, reach=False, replay=True) as pool:
+        with common.replay_pool(config, {JUDGE: judge}, embedder) as pool:
             full, replayed = simulate_given(config, generations, pool, fmt, points,
                                             n_resamples=n_resamples)
     else:
-        cache = config.cache_path
-        if not cache.is_file():
-            raise UserError(f"{cache}: no such cache file; credo adaptive replays {folder} "
-                            "from the cache its run wrote (config.yaml's cache), and writes "
-                            "nothing without it")
-        with config_pool(config, show_progress=False, roles=roles, embedder=embedder,
-                          reach=False, replay=True) as pool:
+        cache = common.replay_cache(config, folder, "credo adaptive",
+                                    ", and writes nothing without it")
+        with common.replay_pool(config, roles, embedder) as pool:
             full, replayed = simulate(config, pool, points, task, n_resamples=n_resamples,
-                                      check_full=lambda r: check_replayed(r, data, cache))
+                                      check_full=lambda r: common.check_replayed(r, data, cache))
     found = [p for p, _ in replayed]
-    shown = method or ("c3" if "c3" in full.metrics else next(iter(full.metrics), ""))
+    return _simulation(folder, found, full.metrics, method, target if write else None)
+
+
+def _simulation(
+    source: Path,
+    found: list[Any],
+    scored: Mapping[str, Any],
+    method: str | None,
+    out: Path | None,
+    fallback: str = "",
+) -> AdaptiveSimulation:
+    """What a replay of ``source`` found (``found``: a point per rule and ε), showing
+    ``method`` (default: c3 when the full replay ``scored`` it, else its first method,
+    else ``fallback``), its files written into ``out`` unless that is None."""
+    shown = method or ("c3" if "c3" in scored else next(iter(scored), fallback))
     files: dict[str, Path] = {}
-    if write:
+    if out is not None:
         from credo.report.adaptive import write_adaptive
 
-        files = write_adaptive(found, target, shown)
-    return AdaptiveSimulation(folder, shown, found, files)
+        files = write_adaptive(found, out, shown)
+    return AdaptiveSimulation(source, shown, found, files)
 
 
 def _check_replay_input(folder: Path, n_resamples: int) -> None:
@@ -248,17 +242,10 @@ def _simulate_file(
                                        **update})
     where = Path(out) if out is not None else path.parent / f"{path.stem}-adaptive"
     if write:  # before the replay
-        check_writable(where, "the adaptive outputs (--out)")
-    with config_pool(config, show_progress=False, roles={JUDGE: judge}, embedder=embedder,
-                      reach=False, replay=True) as pool:
+        common.check_writable(where, "the adaptive outputs (--out)")
+    with common.replay_pool(config, {JUDGE: judge}, embedder) as pool:
         full, found = simulate_orders(config, generations, pool, fmt, points, orders=orders,
                                       seed=seed, n_resamples=n_resamples,
                                       recompute=recompute_correctness)
-    shown = method or ("c3" if "c3" in full.metrics else next(iter(full.metrics),
-                                                                config.methods[0]))
-    files: dict[str, Path] = {}
-    if write:
-        from credo.report.adaptive import write_adaptive
-
-        files = write_adaptive(found, where, shown)
-    return AdaptiveSimulation(path, shown, list(found), files)
+    return _simulation(path, list(found), full.metrics, method, where if write else None,
+                       config.methods[0])

@@ -11,18 +11,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from credo.app import common
 from credo.app.claims import certify_claim_file
-from credo.app.common import (
-    check_certificate_out,
-    check_complete,
-    check_min,
-    check_replayed,
-    config_pool,
-    folder_config,
-    is_given,
-    recorded_task,
-    writer_given,
-)
 
 if TYPE_CHECKING:
     from credo.evaluate.claims import ClaimCertificate
@@ -67,14 +57,12 @@ def certify_run(
     from credo.report.rundata import load_run
 
     if out is not None:  # before reading anything; its folder is made
-        check_certificate_out(out, run_dir)
+        common.check_certificate_out(out, run_dir)
     data = load_run(run_dir)
-    if method not in data.methods:
-        raise UserError(f"--method {method!r}: the run at {data.path} has no such scores "
-                        f"(methods: {', '.join(data.methods)})")
-    incomplete = check_complete(data, allow_incomplete)
-    task = recorded_task(data)
-    config = folder_config(data)
+    _check_method(data, method)
+    incomplete = common.check_complete(data, allow_incomplete)
+    task = common.recorded_task(data)
+    config = common.folder_config(data)
     scores = [row.get("scores", {}).get(method) for row in data.scores]
     correct = [row.get("answer_correct") for row in data.scores]
     keep = [i for i, (s, c) in enumerate(zip(scores, correct, strict=True))
@@ -85,11 +73,10 @@ def certify_run(
                         "correctness (a labelled run is needed to certify)")
     found = certify([scores[i] for i in keep], [correct[i] >= 0.5 for i in keep],
                     alpha=alpha, delta=delta, method=procedure)
-    if is_given(data.config):
+    if common.is_given(data.config):
         settings = given_settings(config, method, task, dict(data.config.get("sampling") or {}))
     else:
-        identity = str(data.metrics.get("model") or data.model)  # the identity, not the spec
-        settings = run_settings(config, identity, method, task)
+        settings = run_settings(config, common.run_identity(data), method, task)
     if is_fitted(method):  # the function the run fitted on all its labelled items
         fitted = (data.metrics.get("fitted") or {}).get(method)
         if not isinstance(fitted, dict):
@@ -127,17 +114,17 @@ def certify_run_claims(
     from credo.report.rundata import CLAIMS_FILE, load_run
 
     if out is not None:  # before reading anything; its folder is made
-        check_certificate_out(out, run_dir)
+        common.check_certificate_out(out, run_dir)
     data = load_run(run_dir)
-    incomplete = check_complete(data, allow_incomplete)
+    incomplete = common.check_complete(data, allow_incomplete)
     path = data.path / CLAIMS_FILE
     if not path.is_file():
         raise UserError(f"{data.path}: no {CLAIMS_FILE}; run with claims (config claims:, "
                         "--claims) on a long-form task")
     cert = certify_claim_file(path, alpha, a=a, delta=delta, score=score, option="--method")
-    identity = str(data.metrics.get("model") or data.model)  # the identity, not the spec
-    cert = replace(cert, settings=claim_settings(folder_config(data), identity,
-                                                 str(cert.score), recorded_task(data)))
+    cert = replace(cert, settings=claim_settings(common.folder_config(data),
+                                                 common.run_identity(data), str(cert.score),
+                                                 common.recorded_task(data)))
     if out is not None:
         written = {**cert.to_dict(), "calibration_file": str(path)}
         write_certificate(out, written if incomplete is None
@@ -185,13 +172,12 @@ def certify_adaptive(
     Refused in one line before anything is replayed: a ``credo score`` folder, an
     adaptive run's folder, a method the rule cannot read, a missing cache, an incomplete
     folder unless ``allow_incomplete``."""
-    writer = writer_given(writer, perturber)
+    roles = common.given_roles(model, writer, judge, perturber)
     from pydantic import ValidationError
 
     from credo.config import AdaptiveConfig, validation_message
     from credo.errors import UserError
     from credo.evaluate.certify import PROCEDURE_METHODS
-    from credo.generation.pool import JUDGE, MODEL, WRITER
     from credo.pipeline.adaptive_certificate import certify_decision_rule
     from credo.pipeline.certificate import (
         RunCertificate,
@@ -218,32 +204,20 @@ def certify_adaptive(
     except ValidationError as e:
         raise UserError(validation_message(e, "--adaptive decision")) from None
     data = load_run(folder)
-    if method not in data.methods:
-        raise UserError(f"--method {method!r}: the run at {data.path} has no such scores "
-                        f"(methods: {', '.join(data.methods)})")
-    incomplete = check_complete(data, allow_incomplete)
-    if is_given(data.config):
+    _check_method(data, method)
+    incomplete = common.check_complete(data, allow_incomplete)
+    if common.is_given(data.config):
         raise UserError(f"{folder}: a `credo score` folder; the adaptive procedure samples "
                         "a model, so it is certified on a `credo run` folder and its cache")
-    config = folder_config(data)
-    if config.adaptive is not None:
-        raise UserError(f"{folder}: an adaptive run (config.yaml's adaptive: rule "
-                        f"{config.adaptive.rule}); the procedure is replayed from a full "
-                        "run, whose cache holds every sample of every item")
-    check_min([rule], config, data)
-    task_identity = recorded_task(data)
-    cache = config.cache_path
-    if not cache.is_file():
-        raise UserError(f"{cache}: no such cache file; credo certify --adaptive replays "
-                        f"{folder} from the cache its run wrote (config.yaml's cache)")
-    roles = {MODEL: model, WRITER: writer, JUDGE: judge}
-    with config_pool(config, show_progress=False, roles=roles, embedder=embedder,
-                      reach=False, replay=True) as pool:
+    config = common.full_run_config(data, folder, "the procedure is replayed from")
+    common.check_min([rule], config, data)
+    task_identity = common.recorded_task(data)
+    cache = common.replay_cache(config, folder, "credo certify --adaptive")
+    with common.replay_pool(config, roles, embedder) as pool:
         replay = certify_decision_rule(
             config, pool, task, method, rule, alpha=alpha, delta=delta, procedure=procedure,
-            check_full=lambda r: check_replayed(r, data, cache))
-    identity = str(data.metrics.get("model") or data.model)
-    settings = run_settings(config, identity, method, task_identity)
+            check_full=lambda r: common.check_replayed(r, data, cache))
+    settings = run_settings(config, common.run_identity(data), method, task_identity)
     settings["adaptive"] = procedure_settings(rule)
     cert = RunCertificate(replay.certificate, settings, str(data.path), incomplete)
     written = None
@@ -255,9 +229,16 @@ def certify_adaptive(
 def _check_run_folder(folder: Path, out: str | Path | None) -> None:
     """A :class:`UserError` unless ``folder`` holds a run's config and the certificate
     file ``out`` (if any) can be written, before anything is replayed."""
+    common.check_run_folder(folder)
+    if out is not None:  # its folder is made when it is written
+        common.check_certificate_out(out, folder)
+
+
+def _check_method(data: Any, method: str) -> None:
+    """A :class:`UserError` naming ``--method`` when the run folder ``data`` holds no
+    ``method`` scores."""
     from credo.errors import UserError
 
-    if not (folder / "config.yaml").is_file():
-        raise UserError(f"{folder}: no config.yaml; is it a finished run folder?")
-    if out is not None:  # its folder is made when it is written
-        check_certificate_out(out, folder)
+    if method not in data.methods:
+        raise UserError(f"--method {method!r}: the run at {data.path} has no such scores "
+                        f"(methods: {', '.join(data.methods)})")

@@ -1,8 +1,8 @@
 """What the application layer's commands share (the modules of :mod:`credo.app`):
 the model pool a run-like config opens (with the models a caller hands in), a finished
 run folder read back as its config and the task it recorded, the neutrality ending, the
-checks of the files a command writes, and the checks of a replay against the folder it
-replays.
+checks of the files a command writes, and a replay's pool, its checks of the full run it
+replays from the cache and of the replay against that run's folder.
 """
 
 from __future__ import annotations
@@ -23,13 +23,18 @@ __all__ = [
     "check_min",
     "check_neutral",
     "check_replayed",
+    "check_run_folder",
     "check_score_out",
     "check_writable",
     "config_pool",
     "folder_config",
+    "full_run_config",
+    "given_roles",
     "is_given",
     "recorded_task",
-    "writer_given",
+    "replay_cache",
+    "replay_pool",
+    "run_identity",
 ]
 
 
@@ -128,11 +133,27 @@ def config_pool(
     return pool
 
 
-def writer_given(writer: Model | None, perturber: Model | None) -> Model | None:
-    """The writer handed in, by its name or its deprecated one (``perturber=``)."""
-    from credo.config import renamed_keyword
+def replay_pool(
+    config: RunConfig, roles: Mapping[str, Model | None], embedder: Any = None
+) -> ModelPool:
+    """The pool of a replay from ``config``'s cache (:func:`config_pool` with ``roles``
+    and ``embedder``): no progress bar, no server reached, no sample drawn that the cache
+    lacks."""
+    return config_pool(config, show_progress=False, roles=roles, embedder=embedder,
+                       reach=False, replay=True)
 
-    return renamed_keyword(writer, perturber, "perturber", stacklevel=4)
+
+def given_roles(
+    model: Model | None, writer: Model | None, judge: Model | None, perturber: Model | None
+) -> dict[str, Model | None]:
+    """The models a run-like command was handed, by role, for :func:`config_pool` (None:
+    the config's own); the writer by its name or its deprecated one (``perturber=``,
+    with a :class:`DeprecationWarning` pointing at the command's caller)."""
+    from credo.config import renamed_keyword
+    from credo.generation.pool import JUDGE, MODEL, WRITER
+
+    writer = renamed_keyword(writer, perturber, "perturber", stacklevel=4)
+    return {MODEL: model, WRITER: writer, JUDGE: judge}
 
 
 def is_given(config: Mapping[str, Any]) -> bool:
@@ -154,6 +175,49 @@ def recorded_task(data: Any) -> dict[str, str]:
                         f"wrote the folder), so what the run's task was cannot be "
                         f"recorded; {again}")
     return {f: task[f] for f in TASK_FIELDS}
+
+
+def run_identity(data: Any) -> str:
+    """The identity of the model a run folder's run sampled (``metrics.json``'s
+    ``model``), not the spec its config names."""
+    return str(data.metrics.get("model") or data.model)
+
+
+def check_run_folder(folder: Path) -> None:
+    """A :class:`~credo.errors.UserError` unless ``folder`` holds a run's
+    ``config.yaml``, before anything is read or replayed."""
+    from credo.errors import UserError
+
+    if not (folder / "config.yaml").is_file():
+        raise UserError(f"{folder}: no config.yaml; is it a finished run folder?")
+
+
+def full_run_config(data: Any, folder: Path, replayed: str) -> RunConfig:
+    """The config of the full run whose folder ``data`` (at ``folder``) a replay reads
+    (:func:`folder_config`); an adaptive run's is a :class:`~credo.errors.UserError`
+    saying that ``replayed`` (what replays it) a full run: its cache lacks the full
+    sample sets of its settled items."""
+    from credo.errors import UserError
+
+    config = folder_config(data)
+    if config.adaptive is not None:
+        raise UserError(f"{folder}: an adaptive run (config.yaml's adaptive: rule "
+                        f"{config.adaptive.rule}); {replayed} a full run, whose cache holds "
+                        "every sample of every item")
+    return config
+
+
+def replay_cache(config: RunConfig, folder: Path, command: str, then: str = "") -> Path:
+    """The cache file ``config`` names, from which ``command`` replays the run of
+    ``folder``; a :class:`~credo.errors.UserError` when there is none (``then``: what
+    the message adds)."""
+    from credo.errors import UserError
+
+    cache = config.cache_path
+    if not cache.is_file():
+        raise UserError(f"{cache}: no such cache file; {command} replays {folder} from the "
+                        f"cache its run wrote (config.yaml's cache){then}")
+    return cache
 
 
 def folder_config(data: Any) -> RunConfig:

@@ -7,7 +7,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from credo.app.common import check_neutral, check_writable, config_pool, writer_given
+from credo.app.common import check_neutral, check_writable, config_pool, given_roles
 
 if TYPE_CHECKING:
     from credo.config import RunConfig
@@ -56,8 +56,8 @@ def run(
     fail the neutrality test raise :class:`~credo.errors.NeutralityFailed` (its ``result``
     is the run's) once the folder is written.
     """
-    writer = writer_given(writer, perturber)
-    from credo.generation.pool import JUDGE, MODEL, WRITER
+    roles = given_roles(model, writer, judge, perturber)
+    from credo.generation.pool import MODEL
     from credo.pipeline.certificate import (
         CertificateUse,
         RunCertificate,
@@ -77,14 +77,8 @@ def run(
     task = configured_task(config) if task is None else task  # a bad task fails first
     if write:
         check_writable(config.out, "the run folder (out)")
-    with config_pool(
-        config,
-        show_progress=show_progress,
-        roles={MODEL: model, WRITER: writer, JUDGE: judge},
-        embedder=embedder,
-        max_cost_usd=config.max_cost_usd,
-        executor=config.executor,
-    ) as pool:
+    with config_pool(config, show_progress=show_progress, roles=roles, embedder=embedder,
+                     max_cost_usd=config.max_cost_usd, executor=config.executor) as pool:
         if cert is not None:  # bound to the run it was made on
             from credo.pipeline.runner import assign_roles
 
@@ -117,15 +111,9 @@ def dry_run(
     samples, cached samples, calls, estimated tokens and cost), without calling a model
     or contacting a server and without writing the run folder
     (:func:`credo.pipeline.estimate.estimate_run`). The arguments are :func:`run`'s."""
-    writer = writer_given(writer, perturber)
-    from credo.generation.pool import JUDGE, MODEL, WRITER
+    roles = given_roles(model, writer, judge, perturber)
     from credo.pipeline.estimate import estimate_run
 
-    with config_pool(
-        config,
-        show_progress=False,
-        roles={MODEL: model, WRITER: writer, JUDGE: judge},
-        embedder=embedder,
-        reach=False,
-    ) as pool:
+    with config_pool(config, show_progress=False, roles=roles, embedder=embedder,
+                     reach=False) as pool:
         return estimate_run(config, pool, task)

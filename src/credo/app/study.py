@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from credo.app.common import check_neutral, check_writable, config_pool, writer_given
+from credo.app.common import check_neutral, check_writable, config_pool, given_roles
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -79,10 +79,10 @@ def study(
     the runs so far are written, then :class:`~credo.errors.NeutralityFailed` is raised
     (``study``: this result).
     """
-    writer = writer_given(writer, perturber)
+    given = given_roles(None, writer, judge, perturber)  # the model: per study model below
     from contextlib import ExitStack
 
-    from credo.generation.pool import JUDGE, MODEL, WRITER
+    from credo.generation.pool import MODEL
     from credo.pipeline.checks import method_specs
     from credo.pipeline.runner import configured_task
 
@@ -104,7 +104,7 @@ def study(
         for m, study_model in enumerate(config.models):
             start = m * per_model
             first = configs[start]
-            roles = {MODEL: (models or {}).get(first.model), WRITER: writer, JUDGE: judge}
+            roles = {**given, MODEL: (models or {}).get(first.model)}
             with config_pool(
                 first, show_progress=show_progress, roles=roles, embedder=embedder,
                 executor=config.executor,

@@ -19,8 +19,8 @@ from credo.errors import RequestsFailed
 from credo.generation.executor import ExecutionStats, Executor, PlannedRequest
 from credo.types import Generation, GenerationRequest
 
-__all__ = ["CHARS_PER_TOKEN", "Generated", "Stage", "StagePlan", "StageRunner",
-           "placeholder_text"]
+__all__ = ["CHARS_PER_TOKEN", "Generated", "RoleRequests", "Stage", "StagePlan",
+           "StageRunner", "placeholder_text"]
 
 CHARS_PER_TOKEN = 4
 """Characters per token of the prompt estimate (English text with common tokenizers)."""
@@ -76,6 +76,21 @@ def placeholder_text(tokens: int) -> str:
 
 Asked = dict[tuple[int, str, int], list[Generation] | None]
 """Per (stage's position, unit, request's position): its generations (None: failed)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class RoleRequests:
+    """One role's requests in one :meth:`StageRunner.run`, answered together: the
+    role, its stages (``of_role``), the stage of each request (``asking``), the
+    requests (``planned``), what the progress bar says (``description``; None: the first
+    asking stage's) and a dry run's basis of the counts (``basis``)."""
+
+    role: str
+    of_role: list[Stage]
+    asking: list[Stage]
+    planned: list[PlannedRequest]
+    description: str | None = None
+    basis: str | None = None
 
 
 class StageRunner:
@@ -163,7 +178,8 @@ class StageRunner:
         for role, where in by_role.items():
             asking = [stages[w[0]] for w in where]
             of_role = [st for st in stages if st.role == role]
-            gens = self._answer(role, of_role, asking, flat[role], description, basis)
+            gens = self._answer(RoleRequests(role, of_role, asking, flat[role], description,
+                                             basis))
             got.update(zip(where, gens, strict=True))
         return self._read(stages, plans, got)
 
@@ -172,33 +188,24 @@ class StageRunner:
         (a dry run counts such a stage: zeros)."""
         return False
 
-    def _answer(
-        self,
-        role: str,
-        of_role: list[Stage],
-        asking: list[Stage],
-        planned: list[PlannedRequest],
-        description: str | None,
-        basis: str | None,
-    ) -> list[list[Generation] | None]:
-        """The generations of one role's requests ``planned`` (``asking``: the stage of
-        each; ``of_role``: the role's stages), from one call of its executor, whose
+    def _answer(self, asked: RoleRequests) -> list[list[Generation] | None]:
+        """The generations of one role's requests, from one call of its executor, whose
         counts go into :attr:`executed` under each asking stage; what failed (or the
         budget left) is None, unless ``strict``."""
-        if not planned:
+        if not asked.planned:
             return []
-        first = asking[0]
-        ex = self.executor(role)
+        first = asked.asking[0]
+        ex = self.executor(asked.role)
         try:
             gens: list[list[Generation] | None] = list(
-                ex.execute(planned, description or first.description or first.name))
+                ex.execute(asked.planned, asked.description or first.description or first.name))
         except RequestsFailed as e:  # every other request is done; those units are incomplete
             if self.strict:
                 raise
             gens = list(e.results)
         last = ex.last_stats
         if last is not None:
-            for stage in asking:
+            for stage in asked.asking:
                 self.executed[stage.name] = last
         return gens
 

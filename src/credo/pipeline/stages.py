@@ -49,6 +49,7 @@ from credo.generation.pool import PROBE_STAGE, ModelPool
 from credo.generation.stage import (
     CHARS_PER_TOKEN,
     Generated,
+    RoleRequests,
     Stage,
     StagePlan,
     StageRunner,
@@ -219,36 +220,19 @@ class StageDriver(StageRunner):
         """The dry run counts a stage that asks nothing too (zeros)."""
         return self.dry_run
 
-    def _answer(
-        self,
-        role: str,
-        of_role: list[Stage],
-        asking: list[Stage],
-        planned: list[PlannedRequest],
-        description: str | None,
-        basis: str | None,
-    ) -> list[list[Generation] | None]:
+    def _answer(self, asked: RoleRequests) -> list[list[Generation] | None]:
         """One role's requests executed (:meth:`StageRunner._answer`), or in the dry run
         counted and answered without a model (:meth:`_dry`)."""
-        if not self.dry_run:
-            return super()._answer(role, of_role, asking, planned, description, basis)
-        return self._dry(role, of_role, asking, planned, basis)
+        return self._dry(asked) if self.dry_run else super()._answer(asked)
 
-    def _dry(
-        self,
-        role: str,
-        counted: list[Stage],
-        stages: list[Stage],
-        planned: list[PlannedRequest],
-        basis: str | None = None,
-    ) -> list[list[Generation] | None]:
-        """The dry run of one role's requests: each stage counted (:func:`count_planned`;
-        a stage that cannot be counted, ``uncounted``, is ``unknown``), each request
-        answered from the cache when it holds all its samples, else by the stage's
-        placeholder (no model is called). ``counted``: the role's stages; ``stages``:
-        the stage of each request of ``planned``."""
-        basis = basis or (ESTIMATED if self._guessed else PLANNED)
-        for stage in dict.fromkeys(counted):
+    def _dry(self, asked: RoleRequests) -> list[list[Generation] | None]:
+        """The dry run of one role's requests: each of its stages counted
+        (:func:`count_planned`; a stage that cannot be counted, ``uncounted``, is
+        ``unknown``), each request answered from the cache when it holds all its samples,
+        else by its stage's placeholder (no model is called)."""
+        role, planned, stages = asked.role, asked.planned, asked.asking
+        basis = asked.basis or (ESTIMATED if self._guessed else PLANNED)
+        for stage in dict.fromkeys(asked.of_role):
             if stage.uncounted:
                 self.estimates.append(StageEstimate(
                     stage.name, role, self.pool.model(role, probe=False).identity, UNKNOWN,
