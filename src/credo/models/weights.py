@@ -33,6 +33,7 @@ import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 logger = logging.getLogger(__name__)
 
@@ -448,3 +449,27 @@ def weights_label(name: str | os.PathLike[str]) -> str:
     changes when the weights do."""
     shown = Path(name).name if is_local_gguf(name) else str(name)
     return f"{shown}@sha256:{weights_sha256(name)}"
+
+
+class RunsWeights:
+    """The identity and preflight of a backend that runs an embedded model's weights on
+    this machine (``name_or_path``: a registry name or a ``.gguf`` path).
+
+    ``identity`` is ``<identity_prefix>:<name>@sha256:<weights hash>`` (:func:`weights_label`,
+    computed once; it never starts a server); ``preflight`` checks that the weights are
+    here before the first call (:func:`check_weights`: :class:`MissingWeights` names the
+    package and the install command; nothing is joined, hashed or started).
+    """
+
+    identity_prefix: ClassVar[str]
+    name_or_path: str
+    _identity: str | None = None
+
+    @property
+    def identity(self) -> str:
+        if self._identity is None:
+            self._identity = f"{self.identity_prefix}:{weights_label(self.name_or_path)}"
+        return self._identity
+
+    def preflight(self) -> None:
+        check_weights(self.name_or_path)
