@@ -43,11 +43,10 @@ from credo.models.base import ClosesOnExit
 from credo.models.deadline import DeadlineExceeded, waking_on_cancel
 from credo.models.weights import (
     EMBEDDED_MODELS,
+    RunsWeights,
     WeightsError,
-    check_weights,
     is_local_gguf,
     resolve_weights,
-    weights_label,
 )
 from credo.types import (
     Capabilities,
@@ -234,7 +233,7 @@ def _default_verbosity() -> int:
         raise ValueError(f"${VERBOSITY_ENV} must be an integer, got {raw!r}") from None
 
 
-class EmbeddedModel(ClosesOnExit):
+class EmbeddedModel(RunsWeights, ClosesOnExit):
     """A GGUF model served in-process by llama.cpp (``xllamacpp``).
 
     Construction is cheap: the weights are assembled/verified and the server started on
@@ -248,6 +247,8 @@ class EmbeddedModel(ClosesOnExit):
     this costs about 10-80% more time on CPU (a full-vocabulary sort per token), so by
     default choices after the first that stop before ``max_tokens`` report 0.
     """
+
+    identity_prefix = "llamacpp"
 
     def __init__(
         self,
@@ -289,7 +290,6 @@ class EmbeddedModel(ClosesOnExit):
         self.max_concurrency = max_concurrency
         self.exact_token_counts = exact_token_counts
         self.verbosity = _default_verbosity() if verbosity is None else verbosity
-        self._identity: str | None = None
         self._server: Any = None
         self._executor: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
@@ -307,19 +307,6 @@ class EmbeddedModel(ClosesOnExit):
         """Tokens one request may hold, prompt and generation together (a slot's): what
         the run's preflight measures every item against."""
         return self.slot_ctx
-
-    @property
-    def identity(self) -> str:
-        """``llamacpp:<name>@sha256:<weights hash>``; never starts the server."""
-        if self._identity is None:
-            self._identity = f"llamacpp:{weights_label(self.name_or_path)}"
-        return self._identity
-
-    def preflight(self) -> None:
-        """Check, before the first call, that the weights are on this machine:
-        :class:`~credo.models.weights.MissingWeights` names the package and the install
-        command; nothing is joined, hashed or started."""
-        check_weights(self.name_or_path)
 
     @property
     def capabilities(self) -> Capabilities:

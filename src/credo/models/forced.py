@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from credo.models.base import ClosesOnExit
+from credo.models.weights import RunsWeights
 from credo.types import (
     Capabilities,
     Generation,
@@ -39,7 +40,7 @@ log = logging.getLogger(__name__)
 __all__ = ["ForcedDecodingScorer"]
 
 
-class ForcedDecodingScorer(ClosesOnExit):
+class ForcedDecodingScorer(RunsWeights, ClosesOnExit):
     """Token log-probabilities of given texts under an embedded GGUF model.
 
     A :class:`~credo.models.base.Model` whose "generation" for a request is the text of
@@ -56,6 +57,8 @@ class ForcedDecodingScorer(ClosesOnExit):
     rather than a mean that silently leaves out its rarest tokens.
     """
 
+    identity_prefix = "llamacpp-forced"
+
     def __init__(
         self,
         name_or_path: str,
@@ -65,25 +68,9 @@ class ForcedDecodingScorer(ClosesOnExit):
         self.name_or_path = name_or_path
         self.n_ctx = n_ctx
         self.n_threads = n_threads or os.cpu_count() or 1
-        self._identity: str | None = None
         self._server: Any = None
         self._tokenizer: Any = None
         self._context: list[int] | None = None
-
-    @property
-    def identity(self) -> str:
-        """``llamacpp-forced:<name>@sha256:<weights hash>``."""
-        if self._identity is None:
-            from credo.models.weights import weights_label
-
-            self._identity = f"llamacpp-forced:{weights_label(self.name_or_path)}"
-        return self._identity
-
-    def preflight(self) -> None:
-        """Check that the weights are on this machine before the first call."""
-        from credo.models.weights import check_weights
-
-        check_weights(self.name_or_path)
 
     @property
     def capabilities(self) -> Capabilities:

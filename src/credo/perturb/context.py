@@ -144,12 +144,19 @@ def _request_text(question: str, domain: str, options: tuple[str, ...] = ()) -> 
 
 
 @dataclass(frozen=True)
-class PerturbationSet:
-    """The kept context prefixes of one item and how the candidates fared."""
+class KeptTexts:
+    """The texts kept for one item (``item_id``) out of its ``candidates`` generated ones:
+    what a perturbation writer's and a paraphraser's filters leave."""
 
     item_id: str
     kept: tuple[str, ...]
     candidates: int
+
+
+@dataclass(frozen=True)
+class PerturbationSet(KeptTexts):
+    """The kept context prefixes of one item and how the candidates fared."""
+
     rejected_invalid: int
     rejected_similar: int
     #: Rejections per neutrality rule (:mod:`credo.perturb.rules`); they add up to

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from credo.generation.executor import Executor, PlannedRequest
 from credo.generation.pool import PARAPHRASER
 from credo.generation.stage import Generated, Stage, StagePlan, StageRunner
+from credo.perturb.context import KeptTexts
 from credo.tasks.base import Item
 from credo.types import GenerationRequest, Message, SamplingParams
 
@@ -30,12 +31,9 @@ _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 
 
 @dataclass(frozen=True)
-class ParaphraseSet:
+class ParaphraseSet(KeptTexts):
     """The kept paraphrases of one item and how many candidates were rejected."""
 
-    item_id: str
-    kept: tuple[str, ...]
-    candidates: int
     rejected: int
 
 

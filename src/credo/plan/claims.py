@@ -194,11 +194,14 @@ def parse_confidence(reply: str) -> float | None:
 # --------------------------------------------------------------------------- stages
 
 
-def _judge_params(max_tokens: int) -> SamplingParams:
-    return SamplingParams(temperature=0.0, max_tokens=max_tokens)
+class _GreedyStage(Stage):
+    """A claim stage whose requests are greedy (temperature 0) with ``max_tokens``."""
+
+    def __init__(self, max_tokens: int) -> None:
+        self.params = SamplingParams(temperature=0.0, max_tokens=max_tokens)
 
 
-class ClaimSplitStage(Stage):
+class ClaimSplitStage(_GreedyStage):
     """Per item, one request to the judge: its answer's atomic facts (``read``: the
     claims per item; a reply with no bulleted line gives the answer's sentences, and
     the item id goes into :attr:`fallbacks`)."""
@@ -209,7 +212,7 @@ class ClaimSplitStage(Stage):
     missing = "claims missing"
 
     def __init__(self, max_tokens: int) -> None:
-        self.params = _judge_params(max_tokens)
+        super().__init__(max_tokens)
         self.fallbacks: list[str] = []
         self._answers: dict[str, str] = {}
 
@@ -236,7 +239,7 @@ class ClaimSplitStage(Stage):
         return "\n".join(f"- Placeholder claim {k} {'x' * 36}." for k in range(per))
 
 
-class ClaimSupportStage(Stage):
+class ClaimSupportStage(_GreedyStage):
     """Per claim and per other sample, one judge request (module docstring); ``context``
     is ``{item id: claims}``; ``read``: per item ``(original, perturbed)`` verdicts,
     ``[claim][sample]``. ``perturbed`` False asks of the original samples only."""
@@ -247,7 +250,7 @@ class ClaimSupportStage(Stage):
     missing = "claim support missing"
 
     def __init__(self, max_tokens: int, perturbed: bool = True) -> None:
-        self.params = _judge_params(max_tokens)
+        super().__init__(max_tokens)
         self.perturbed = perturbed
         self._shape: dict[str, tuple[int, int, int]] = {}
 
@@ -280,7 +283,7 @@ class ClaimSupportStage(Stage):
         return "support"
 
 
-class ClaimConfidenceStage(Stage):
+class ClaimConfidenceStage(_GreedyStage):
     """Per claim, the model under test's verbalised confidence (``read``: per item, one
     value in [0, 1] or None per claim)."""
 
@@ -288,9 +291,6 @@ class ClaimConfidenceStage(Stage):
     role = MODEL
     description = "asking claim confidence"
     missing = "claim confidence missing"
-
-    def __init__(self, max_tokens: int) -> None:
-        self.params = _judge_params(max_tokens)
 
     def plan(self, items: Mapping[str, ClaimSource],
              context: Mapping[str, Sequence[str]]) -> StagePlan:
