@@ -193,6 +193,12 @@ QUICK_START = (
     "make demo   # C3 and baselines on 20 MMLU geography items, embedded 1.5B"
     " -> runs/demo/report.md",
 )
+#: The README's quick start: exactly two commands on a fresh machine, in one block.
+README_QUICK_START = (
+    "make demo   # C3 and baselines on 20 MMLU geography items, embedded 1.5B"
+    " -> runs/demo/report.md\n"
+    "make test   # the linter and every test, the slow real-model ones included\n"
+)
 
 
 def _relative_links(markdown: str) -> list[str]:
@@ -225,6 +231,7 @@ def test_the_readme_is_a_landing_page_whose_links_resolve():
         assert line in readme.splitlines(), line
         for page in ("docs/index.md", "docs/getting-started.md"):
             assert line in (ROOT / page).read_text(encoding="utf-8").splitlines(), (page, line)
+    assert f"```bash\n{README_QUICK_START}```" in readme
     links = _relative_links(readme)
     assert "docs/report-screenshot.png" in links
     assert len(links) >= 20  # the table of what credo offers and the links into the site
