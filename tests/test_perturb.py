@@ -8,9 +8,9 @@ from credo.generation.executor import Executor
 from credo.generation.store import GenerationStore
 from credo.models.scripted import ScriptedModel
 from credo.perturb.context import (
+    PrefixWriter,
     clean_candidate,
     diversity_filter,
-    generate_perturbations,
     perturbation_messages,
 )
 from credo.tasks.base import Item
@@ -84,20 +84,20 @@ def sentence_by_seed(messages, seed):
     return SENTENCES[seed % len(SENTENCES)]
 
 
-def test_generate_perturbations_filters_and_is_cached(tmp_path, bow_embedder):
+def test_full_prefix_sets_are_filtered_and_cached(tmp_path, bow_embedder):
     items = [Item("a", Q, "22")]
     model = ScriptedModel(sentence_by_seed)
     cfg = PerturbationConfig(max_rounds=3)
     with GenerationStore(tmp_path / "c.sqlite") as store:
         ex = Executor(model, store, 0, show_progress=False)
-        sets = generate_perturbations(items, 4, "arithmetic", ex, bow_embedder, cfg)
+        sets = PrefixWriter(items, 4, "arithmetic", ex, bow_embedder, cfg).full()
         p = sets["a"]
         assert len(p.kept) == 4
         assert len(set(p.kept)) == 4
         assert all(not k.endswith("?") for k in p.kept)
         calls = model.samples
         # a second call finds every candidate in the cache
-        again = generate_perturbations(items, 4, "arithmetic", ex, bow_embedder, cfg)
+        again = PrefixWriter(items, 4, "arithmetic", ex, bow_embedder, cfg).full()
         assert again["a"] == p
         assert model.samples == calls
 
@@ -106,8 +106,8 @@ def test_too_few_distinct_candidates_are_reused_in_turn(tmp_path, bow_embedder):
     model = ScriptedModel(lambda m, s: SENTENCES[0])
     with GenerationStore(tmp_path / "c.sqlite") as store:
         ex = Executor(model, store, 0, show_progress=False)
-        sets = generate_perturbations([Item("a", Q, "22")], 3, "", ex, bow_embedder,
-                                      PerturbationConfig(max_rounds=2))
+        sets = PrefixWriter([Item("a", Q, "22")], 3, "", ex, bow_embedder,
+                            PerturbationConfig(max_rounds=2)).full()
     p = sets["a"]
     assert p.kept == (SENTENCES[0],)
     assert p.rejected_similar == p.candidates - 1
@@ -127,13 +127,13 @@ def test_later_rounds_do_not_re_embed_earlier_candidates(tmp_path, bow_embedder)
     model = ScriptedModel(lambda m, s: SENTENCES[0] if s % 2 else SENTENCES[2])
     with GenerationStore(tmp_path / "c.sqlite") as store:
         ex = Executor(model, store, 0, show_progress=False)
-        generate_perturbations([Item("a", Q, "22")], 3, "", ex, Recording(),
-                               PerturbationConfig(max_rounds=3))
+        PrefixWriter([Item("a", Q, "22")], 3, "", ex, Recording(),
+                     PerturbationConfig(max_rounds=3)).full()
     assert sorted(seen) == sorted({SENTENCES[0], SENTENCES[2]})
 
 
 def _rounds_reference(items, m, domain, executor, embedder, config):
-    """generate_perturbations' own loop before it became PrefixWriter with target m (000
+    """The full run's own loop before it became PrefixWriter with target m (000
     App. A.2's rounds): round 1 asks every item for more_candidates(m); round r + 1 asks an
     item short of m for more_candidates(m - kept) more; after max_rounds, up to max_rounds
     more only for an item with none kept."""
@@ -159,7 +159,7 @@ def _rounds_reference(items, m, domain, executor, embedder, config):
 
 
 def test_writer_rounds_are_the_full_runs(tmp_path, bow_embedder):
-    """generate_perturbations draws through PrefixWriter with every target at m: its calls
+    """PrefixWriter.full draws with every target at m: its calls
     and sets are still exactly the rounds of its former loop (kept above as the
     reference), for items that fill up in round 1, in round 2, never, or keep nothing."""
     good = SENTENCES[2:3] + SENTENCES[4:6] + SENTENCES[7:]
@@ -183,7 +183,7 @@ def test_writer_rounds_are_the_full_runs(tmp_path, bow_embedder):
         cfg = PerturbationConfig(max_rounds=max_rounds)
         got, want = [], []
         with GenerationStore(tmp_path / f"{m}.sqlite") as store:
-            sets = generate_perturbations(items, m, "", recorded(store, got), bow_embedder, cfg)
+            sets = PrefixWriter(items, m, "", recorded(store, got), bow_embedder, cfg).full()
         with GenerationStore(tmp_path / f"{m}-ref.sqlite") as store:
             ref = _rounds_reference(items, m, "", recorded(store, want), bow_embedder, cfg)
         assert got == want

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import inspect
+import re
 import warnings
 
 import pytest
@@ -32,13 +33,24 @@ def _public_callables():
 
 
 def _parameters(value) -> list[str]:
+    """The keywords ``value`` takes: its parameters, with ``**kw: Unpack[TD]`` read as
+    the keys of the TypedDict ``TD`` (PEP 692)."""
     fields = getattr(value, "model_fields", None)
     if fields is not None:
         return list(fields)
     try:
-        return list(inspect.signature(value).parameters)
+        params = inspect.signature(value).parameters
     except (TypeError, ValueError):  # a builtin without a signature
         return []
+    names = []
+    for p in params.values():
+        unpacked = re.fullmatch(r"Unpack\[(?:\w+\.)*(\w+)\]", str(p.annotation))
+        if p.kind is p.VAR_KEYWORD and unpacked:
+            typed = getattr(credo.api, unpacked.group(1))
+            names += sorted(typed.__optional_keys__ | typed.__required_keys__)
+        else:
+            names.append(p.name)
+    return names
 
 
 def test_no_public_signature_names_the_writer_by_an_old_name_but_as_an_alias():
@@ -188,3 +200,31 @@ def test_the_deprecation_versions_are_real_and_the_changelog_says_them():
     assert DEPRECATED_SINCE in deprecated and REMOVED_IN in deprecated
     for old in ("perturbation.generator", "baselines.paraphrase_generator", "perturber="):
         assert old in deprecated
+
+
+HANDED = {"model", "writer", "embedder", "task", "judge", "perturber"}
+
+
+@pytest.mark.parametrize("name", ["run", "dry_run", "simulate_adaptive", "certify_adaptive"])
+def test_run_like_commands_take_every_handed_model_by_keyword(name):
+    """The models a caller hands in are declared once (``credo.api.HandedIn``) and every
+    run-like command takes each of them, by the names its signature had before."""
+    assert set(_parameters(getattr(credo.api, name))) >= HANDED
+    assert set(_parameters(credo.api.study)) >= HANDED - {"model", "task"} | {"models"}
+
+
+def test_a_misspelt_handed_model_is_pythons_type_error_before_anything_runs(tmp_path):
+    cfg = RunConfig(task="toy", n=2, m=2, limit=None, bootstrap=0, methods=["c3"],
+                    cache=tmp_path / "c.sqlite", out=tmp_path / "run")
+    with pytest.raises(TypeError, match=r"^run\(\) got an unexpected keyword argument "
+                                        r"'modle'$"):
+        credo.run(cfg, modle=object())
+    with pytest.raises(TypeError, match=r"^dry_run\(\) got an unexpected keyword"):
+        credo.api.dry_run(cfg, jugde=object())
+    study_cfg = StudyConfig(tasks=["toy"], models=["scripted:x"], out=tmp_path / "study",
+                            cache=tmp_path / "c.sqlite")
+    with pytest.raises(TypeError, match=r"^study\(\) got an unexpected keyword argument "
+                                        r"'model'$"):
+        credo.study(study_cfg, model=object())  # a study hands in models=
+    assert not (tmp_path / "run").exists() and not (tmp_path / "study").exists()
+    assert not (tmp_path / "c.sqlite").exists()

@@ -16,6 +16,9 @@
   :func:`probe`, :func:`report`, :func:`cache_stats`: the other commands' work, each
   returning a typed result (the command line only prints them and maps their outcomes
   to exit statuses).
+- :class:`HandedIn`, :class:`HelperModels`: the models (and task) a caller can hand
+  :func:`run`, :func:`dry_run`, :func:`study`, :func:`simulate_adaptive` and
+  :func:`certify_adaptive` as keywords in place of the config's.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from credo.app.certify import (
     certify_run_claims,
 )
 from credo.app.claims import ClaimFilterResult, certify_claim_file, filter_claim_file
-from credo.app.common import check_writable
+from credo.app.common import HandedIn, HelperModels, check_writable
 from credo.app.perturb import (
     PREFIX_SETTINGS,
     PromptCalibration,
@@ -54,6 +57,8 @@ __all__ = [
     "AgreementResult",
     "CacheStats",
     "ClaimFilterResult",
+    "HandedIn",
+    "HelperModels",
     "ProbeResult",
     "PromptCalibration",
     "ReportResult",

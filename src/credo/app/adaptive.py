@@ -7,14 +7,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
 from credo.app import common
 
 if TYPE_CHECKING:
     from credo.models.base import Model
     from credo.models.embedders import Embedder
-    from credo.tasks.base import Task
 
 __all__ = ["AdaptiveSimulation", "simulate_adaptive"]
 
@@ -40,15 +39,10 @@ def simulate_adaptive(
     out: str | Path | None = None,
     method: str | None = None,
     n_resamples: int = 1000,
-    model: Model | None = None,
-    writer: Model | None = None,
-    embedder: Embedder | None = None,
-    task: Task | None = None,
-    judge: Model | None = None,
     write: bool = True,
     orders: int = 1,
     given: Mapping[str, Any] | None = None,
-    perturber: Model | None = None,
+    **handed: Unpack[common.HandedIn],
 ) -> AdaptiveSimulation:
     """``credo adaptive RUN_DIR``: replay the finished full run in ``run_dir`` from its
     cache, and each stopping rule of ``rules`` at each ε of ``epsilons`` (ε is read by
@@ -75,7 +69,8 @@ def simulate_adaptive(
     (:func:`~credo.report.rundata.load_run`), an empty ``scores.jsonl``, an adaptive
     run's folder (its cache lacks the full sets), ``min`` above the run's n (or m), the
     cache file missing, or a cache lacking some of the items the folder scored."""
-    roles = common.given_roles(model, writer, judge, perturber)
+    roles = common.given_roles(handed, "simulate_adaptive")
+    embedder, judge = handed.get("embedder"), handed.get("judge")
     from credo.errors import UserError
     from credo.generation.pool import JUDGE
     from credo.pipeline.simulate import simulate, simulate_given
@@ -116,7 +111,8 @@ def simulate_adaptive(
         cache = common.replay_cache(config, folder, "credo adaptive",
                                     ", and writes nothing without it")
         with common.replay_pool(config, roles, embedder) as pool:
-            full, replayed = simulate(config, pool, points, task, n_resamples=n_resamples,
+            full, replayed = simulate(config, pool, points, handed.get("task"),
+                                      n_resamples=n_resamples,
                                       check_full=lambda r: common.check_replayed(r, data, cache))
     found = [p for p, _ in replayed]
     return _simulation(folder, found, full.metrics, method, target if write else None)

@@ -9,18 +9,15 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
 from credo.app import common
 from credo.app.claims import certify_claim_file
 
 if TYPE_CHECKING:
     from credo.evaluate.claims import ClaimCertificate
-    from credo.models.base import Model
-    from credo.models.embedders import Embedder
     from credo.pipeline.adaptive_certificate import DecisionReplay
     from credo.pipeline.certificate import RunCertificate
-    from credo.tasks.base import Task
 
 __all__ = ["AdaptiveCertification", "certify_adaptive", "certify_run", "certify_run_claims"]
 
@@ -152,13 +149,8 @@ def certify_adaptive(
     procedure: str = "ltt",
     options: Mapping[str, Any] | None = None,
     out: str | Path | None = None,
-    model: Model | None = None,
-    writer: Model | None = None,
-    embedder: Embedder | None = None,
-    task: Task | None = None,
-    judge: Model | None = None,
-    perturber: Model | None = None,
     allow_incomplete: bool = False,
+    **handed: Unpack[common.HandedIn],
 ) -> AdaptiveCertification:
     """``credo certify RUN_DIR --adaptive decision``: certify the
     adaptive decision procedure on ``method`` as it runs, replayed from the finished full
@@ -172,7 +164,7 @@ def certify_adaptive(
     Refused in one line before anything is replayed: a ``credo score`` folder, an
     adaptive run's folder, a method the rule cannot read, a missing cache, an incomplete
     folder unless ``allow_incomplete``."""
-    roles = common.given_roles(model, writer, judge, perturber)
+    roles = common.given_roles(handed, "certify_adaptive")
     from pydantic import ValidationError
 
     from credo.config import AdaptiveConfig, validation_message
@@ -213,10 +205,10 @@ def certify_adaptive(
     common.check_min([rule], config, data)
     task_identity = common.recorded_task(data)
     cache = common.replay_cache(config, folder, "credo certify --adaptive")
-    with common.replay_pool(config, roles, embedder) as pool:
+    with common.replay_pool(config, roles, handed.get("embedder")) as pool:
         replay = certify_decision_rule(
-            config, pool, task, method, rule, alpha=alpha, delta=delta, procedure=procedure,
-            check_full=lambda r: common.check_replayed(r, data, cache))
+            config, pool, handed.get("task"), method, rule, alpha=alpha, delta=delta,
+            procedure=procedure, check_full=lambda r: common.check_replayed(r, data, cache))
     settings = run_settings(config, common.run_identity(data), method, task_identity)
     settings["adaptive"] = procedure_settings(rule)
     cert = RunCertificate(replay.certificate, settings, str(data.path), incomplete)

@@ -9,15 +9,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 if TYPE_CHECKING:
     from credo.config import RunConfig, StrengthConfig
     from credo.generation.pool import ModelPool
     from credo.models.base import Model
+    from credo.models.embedders import Embedder
     from credo.pipeline.runner import RunResult
+    from credo.tasks.base import Task
 
 __all__ = [
+    "HandedIn",
+    "HelperModels",
     "check_certificate_out",
     "check_complete",
     "check_min",
@@ -143,17 +147,52 @@ def replay_pool(
                        reach=False, replay=True)
 
 
+class HelperModels(TypedDict, total=False):
+    """The helper models a caller can hand a run-like command (:func:`credo.run`,
+    :func:`credo.api.dry_run`, :func:`credo.study`, :func:`credo.api.simulate_adaptive`,
+    :func:`credo.api.certify_adaptive`) as keywords, each in place of the one the config
+    names; tests pass scripted models. Nothing handed in is modified or closed.
+
+    One declaration for every command that takes them (the commands' signatures read
+    ``**handed: Unpack[...]``, PEP 692), so a role is added in one place."""
+
+    #: writes the context prefixes and the paraphrases
+    writer: Model | None
+    #: the LLM judge: CCP's NLI step, the judge kernel, open-ended grading
+    judge: Model | None
+    #: the sentence embedder (the embedding kernel, the prefixes' diversity filter)
+    embedder: Embedder | None
+    #: the writer's deprecated name, accepted for one release with a DeprecationWarning
+    perturber: Model | None
+
+
+class HandedIn(HelperModels, total=False):
+    """:class:`HelperModels` and the model under test and the task, which replace what
+    the config names (a study names several models: ``models=`` instead)."""
+
+    #: the model under test
+    model: Model | None
+    #: the task (its items and grader) in place of ``config.task``
+    task: Task | None
+
+
 def given_roles(
-    model: Model | None, writer: Model | None, judge: Model | None, perturber: Model | None
+    handed: Mapping[str, Any], where: str, allowed: type[HelperModels] = HandedIn
 ) -> dict[str, Model | None]:
-    """The models a run-like command was handed, by role, for :func:`config_pool` (None:
-    the config's own); the writer by its name or its deprecated one (``perturber=``,
-    with a :class:`DeprecationWarning` pointing at the command's caller)."""
+    """The models a run-like command was handed (``handed``, its ``**`` keywords), by
+    role, for :func:`config_pool` (None: the config's own); the writer by its name or its
+    deprecated one (``perturber=``, with a :class:`DeprecationWarning` pointing at the
+    command's caller). A keyword that is not one of ``allowed``'s is the
+    :class:`TypeError` Python raises for an unexpected keyword of ``where``."""
     from credo.config import renamed_keyword
     from credo.generation.pool import JUDGE, MODEL, WRITER
 
-    writer = renamed_keyword(writer, perturber, "perturber", stacklevel=4)
-    return {MODEL: model, WRITER: writer, JUDGE: judge}
+    for name in handed:
+        if name not in allowed.__optional_keys__:
+            raise TypeError(f"{where}() got an unexpected keyword argument '{name}'")
+    writer = renamed_keyword(handed.get("writer"), handed.get("perturber"), "perturber",
+                             stacklevel=4)
+    return {MODEL: handed.get("model"), WRITER: writer, JUDGE: handed.get("judge")}
 
 
 def is_given(config: Mapping[str, Any]) -> bool:

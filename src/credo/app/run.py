@@ -5,19 +5,16 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Unpack
 
-from credo.app.common import check_neutral, check_writable, config_pool, given_roles
+from credo.app.common import HandedIn, check_neutral, check_writable, config_pool, given_roles
 
 if TYPE_CHECKING:
     from credo.config import RunConfig
     from credo.evaluate.claims import ClaimCertificate
-    from credo.models.base import Model
-    from credo.models.embedders import Embedder
     from credo.pipeline.certificate import RunCertificate
     from credo.pipeline.estimate import RunEstimate
     from credo.pipeline.runner import RunResult
-    from credo.tasks.base import Task
 
 __all__ = ["dry_run", "run"]
 
@@ -25,15 +22,10 @@ __all__ = ["dry_run", "run"]
 def run(
     config: RunConfig,
     *,
-    model: Model | None = None,
-    writer: Model | None = None,
-    embedder: Embedder | None = None,
-    task: Task | None = None,
-    judge: Model | None = None,
     show_progress: bool = True,
     write: bool = True,
     certificate: RunCertificate | ClaimCertificate | str | Path | None = None,
-    perturber: Model | None = None,
+    **handed: Unpack[HandedIn],
 ) -> RunResult:
     """Run C3 and the selected baselines on a task, write the run folder, return the results.
 
@@ -47,16 +39,15 @@ def run(
     certificate's, and ``answers.jsonl`` gives each item's answer, its score and whether
     it is accepted at the certificate's risk.
 
-    ``model``, ``writer`` (writes context prefixes and paraphrases), ``judge`` (the
-    LLM judge: CCP's NLI step, the judge kernel, open-ended grading), ``embedder`` and
-    ``task`` replace what ``config`` names (tests pass scripted models); nothing passed
-    in is modified or closed (``perturber`` is the writer's deprecated name, accepted
-    for one release). With ``write`` the run folder ``config.out`` is written
-    (:mod:`credo.report.writer`). Under ``perturbation.neutrality: fail``, prefixes that
-    fail the neutrality test raise :class:`~credo.errors.NeutralityFailed` (its ``result``
-    is the run's) once the folder is written.
+    The keywords of :class:`~credo.app.common.HandedIn` (``model``, ``writer``,
+    ``judge``, ``embedder``, ``task``) replace what ``config`` names (tests pass
+    scripted models); nothing handed in is modified or closed. With ``write`` the run
+    folder ``config.out`` is written (:mod:`credo.report.writer`). Under
+    ``perturbation.neutrality: fail``, prefixes that fail the neutrality test raise
+    :class:`~credo.errors.NeutralityFailed` (its ``result`` is the run's) once the
+    folder is written.
     """
-    roles = given_roles(model, writer, judge, perturber)
+    roles = given_roles(handed, "run")
     from credo.generation.pool import MODEL
     from credo.pipeline.certificate import (
         CertificateUse,
@@ -74,11 +65,13 @@ def run(
     cert = read_certificate(given)  # a run's or a claim certificate
     # what it fills in: a certified fitted score, the claim stage, the decision threshold
     config = apply_certificate(config, cert, given)
+    task = handed.get("task")
     task = configured_task(config) if task is None else task  # a bad task fails first
     if write:
         check_writable(config.out, "the run folder (out)")
-    with config_pool(config, show_progress=show_progress, roles=roles, embedder=embedder,
-                     max_cost_usd=config.max_cost_usd, executor=config.executor) as pool:
+    with config_pool(config, show_progress=show_progress, roles=roles,
+                     embedder=handed.get("embedder"), max_cost_usd=config.max_cost_usd,
+                     executor=config.executor) as pool:
         if cert is not None:  # bound to the run it was made on
             from credo.pipeline.runner import assign_roles
 
@@ -98,22 +91,15 @@ def run(
 
 
 def dry_run(
-    config: RunConfig,
-    *,
-    model: Model | None = None,
-    writer: Model | None = None,
-    embedder: Embedder | None = None,
-    task: Task | None = None,
-    judge: Model | None = None,
-    perturber: Model | None = None,
+    config: RunConfig, **handed: Unpack[HandedIn]
 ) -> RunEstimate:
     """What :func:`run` would ask of its models for ``config``, per stage (requests,
     samples, cached samples, calls, estimated tokens and cost), without calling a model
     or contacting a server and without writing the run folder
     (:func:`credo.pipeline.estimate.estimate_run`). The arguments are :func:`run`'s."""
-    roles = given_roles(model, writer, judge, perturber)
+    roles = given_roles(handed, "dry_run")
     from credo.pipeline.estimate import estimate_run
 
-    with config_pool(config, show_progress=False, roles=roles, embedder=embedder,
-                     reach=False) as pool:
-        return estimate_run(config, pool, task)
+    with config_pool(config, show_progress=False, roles=roles,
+                     embedder=handed.get("embedder"), reach=False) as pool:
+        return estimate_run(config, pool, handed.get("task"))

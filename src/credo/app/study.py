@@ -7,9 +7,15 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Unpack
 
-from credo.app.common import check_neutral, check_writable, config_pool, given_roles
+from credo.app.common import (
+    HelperModels,
+    check_neutral,
+    check_writable,
+    config_pool,
+    given_roles,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -17,7 +23,6 @@ if TYPE_CHECKING:
     from credo.config import RunConfig, StudyConfig
     from credo.generation.pool import ModelPool
     from credo.models.base import Model
-    from credo.models.embedders import Embedder
     from credo.pipeline.runner import RunResult
     from credo.tasks.base import Task
 
@@ -56,22 +61,20 @@ def study(
     config: StudyConfig,
     *,
     models: Mapping[str, Model] | None = None,
-    writer: Model | None = None,
-    judge: Model | None = None,
-    embedder: Embedder | None = None,
     show_progress: bool = True,
     on_run: Callable[[int, int, StudyRun], None] | None = None,
     write: bool = True,
-    perturber: Model | None = None,
+    **handed: Unpack[HelperModels],
 ) -> StudyResult:
     """Run every task of ``config`` with every model, over one cache; write one run
     folder per (task, model) and the comparison report ``out/report/index.html``.
 
     One :class:`~credo.generation.pool.ModelPool` per model serves all its tasks, so a
     model (and its Ray actors) is loaded once; a rerun finds every sample in the cache
-    and regenerates nothing. ``models`` (spec -> ready backend), ``writer``,
-    ``judge`` and ``embedder`` replace what the config names (tests pass scripted
-    models); nothing passed in is modified or closed. ``on_run(i, total, run)`` is
+    and regenerates nothing. ``models`` (spec -> ready backend) and the keywords
+    of :class:`~credo.app.common.HelperModels` (``writer``, ``judge``, ``embedder``)
+    replace what the config names (tests pass scripted models); nothing passed in is
+    modified or closed. ``on_run(i, total, run)`` is
     called after each run (the command line prints a line). With the Ray executor, Ray
     is started once for the whole study (unless already running) and shut down after.
     Every run's methods are checked before the first. A run whose prefixes fail the
@@ -79,7 +82,8 @@ def study(
     the runs so far are written, then :class:`~credo.errors.NeutralityFailed` is raised
     (``study``: this result).
     """
-    given = given_roles(None, writer, judge, perturber)  # the model: per study model below
+    # the model: per study model below
+    given = given_roles(handed, "study", HelperModels)
     from contextlib import ExitStack
 
     from credo.generation.pool import MODEL
@@ -106,7 +110,7 @@ def study(
             first = configs[start]
             roles = {**given, MODEL: (models or {}).get(first.model)}
             with config_pool(
-                first, show_progress=show_progress, roles=roles, embedder=embedder,
+                first, show_progress=show_progress, roles=roles, embedder=handed.get("embedder"),
                 executor=config.executor,
             ) as pool:
                 going = _study_runs(configs[start:start + per_model], pool, study_model.name,

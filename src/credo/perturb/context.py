@@ -287,7 +287,7 @@ def plan_writer_round(
     kept: Mapping[str, int] | None = None,
     drawn: Mapping[str, int] | None = None,
 ) -> list[PlannedRequest]:
-    """One writer round of :func:`generate_perturbations` (the dry run plans round 1 with
+    """One writer round of :meth:`PrefixWriter.full` (the dry run plans round 1 with
     it: no ``kept``, nothing ``drawn``): per item, its request with the candidates drawn
     so far plus ``candidates_per_round`` (default 1.5 x the prefixes still missing, at
     least as many as are missing), under ledger stage :data:`WRITING_STAGE`."""
@@ -300,53 +300,6 @@ def plan_writer_round(
                            stage=WRITING_STAGE)
         )
     return planned
-
-
-def generate_perturbations(
-    items: Sequence[Item],
-    m: int,
-    domain: str,
-    executor: Executor,
-    embedder: Embedder,
-    config: PerturbationConfig,
-    answers: Mapping[str, Sequence[object]] | None = None,
-    runner: StageRunner | None = None,
-) -> dict[str, PerturbationSet]:
-    """Up to ``m`` diverse context prefixes per item, from cached candidate samples
-    (the writer's calls run by ``runner``: the run's stage driver; None: a runner on
-    ``executor``).
-
-    Candidates are written with prompt ``config.prompt`` and must pass the rule set
-    ``config.rules`` (:mod:`credo.perturb.rules`); ``answers`` are the answers the model
-    gave in each item's original samples, which a prefix must not name (strict rules).
-
-    Round r asks every item still short of ``m`` kept prefixes for more candidates (the
-    same request, later sample indices), then re-runs the deterministic filter over all
-    candidates in sample order. Stops after ``config.max_rounds``, except for items with no
-    usable candidate at all, which get up to ``config.max_rounds`` more rounds. An item
-    whose candidates could not be generated (the backend's retries ran out) has no entry:
-    the run marks it incomplete and a rerun tries again.
-
-    One loop draws candidates, in the full run as in an adaptive one: this is
-    :class:`PrefixWriter` with every item's target at ``m``, whose calls are then exactly
-    these rounds: with the target at ``m``, :meth:`PrefixWriter._enough` never asks for
-    less than the round's :func:`more_candidates`, so each call draws up to the round's
-    bound, as the rounds did when this function had its own loop (the tests pin it).
-    """
-    result = PrefixWriter(items, m, domain, executor, embedder, config, answers,
-                          runner).ensure({it.id: m for it in items})
-    short = [it.id for it in items if it.id in result and len(result[it.id].kept) < m]
-    if short:
-        log.warning(  # a count and the three shortest in the terminal; every item in the run
-            "%d of %d items have fewer than m=%d distinct perturbations (kept ones are reused"
-            " in turn; perturbations.jsonl has every count), e.g. %s",
-            len(short),
-            len(items),
-            m,
-            ", ".join(f"{i} ({len(result[i].kept)})"
-                      for i in sorted(short, key=lambda i: len(result[i].kept))[:3]),
-        )
-    return result
 
 
 class MemoEmbedder:
@@ -427,11 +380,13 @@ class WriterCallStage(Stage):
 
 
 class PrefixWriter:
-    """Context prefixes written on demand, a few at a time (adaptive sampling).
+    """Context prefixes of ``items``, written by the ``executor``'s model through
+    ``runner`` (the run's stage driver; None: a runner on ``executor``), all at once
+    (:meth:`full`, the full run) or a few at a time (:meth:`ensure`, adaptive sampling).
 
     :meth:`ensure` gives each item at least its target of kept prefixes, drawing more
     candidates of the item's one writer request (the same request as
-    :func:`generate_perturbations`', later sample indices) in batched calls over every
+    :meth:`full`'s, later sample indices) in batched calls over every
     item still short. It never draws past the candidates the full run (target ``m``)
     would have drawn by then: within the full run's writer round r it draws what the
     target needs (:func:`more_candidates` of the prefixes missing) up to that round's
@@ -467,6 +422,42 @@ class PrefixWriter:
         self.sets: dict[str, PerturbationSet] = {}
         self.failed: set[str] = set()
         self.calls = 0
+
+    def full(self) -> dict[str, PerturbationSet]:
+        """Up to ``m`` diverse context prefixes per item: the full run's writer rounds
+        (every item's target at ``m``).
+
+        Candidates are written with prompt ``config.prompt`` and must pass the rule set
+        ``config.rules`` (:mod:`credo.perturb.rules`); ``answers`` are the answers the
+        model gave in each item's original samples, which a prefix must not name (strict
+        rules).
+
+        Round r asks every item still short of ``m`` kept prefixes for more candidates
+        (the same request, later sample indices), then re-runs the deterministic filter
+        over all candidates in sample order. Stops after ``config.max_rounds``, except for
+        items with no usable candidate at all, which get up to ``config.max_rounds`` more
+        rounds. An item whose candidates could not be generated (the backend's retries
+        ran out) has no entry: the run marks it incomplete and a rerun tries again.
+
+        One loop draws candidates, in the full run as in an adaptive one: with the target
+        at ``m``, :meth:`_enough` never asks for less than the round's
+        :func:`more_candidates`, so each call draws up to the round's bound, as the
+        rounds did when the full run had a loop of its own (the tests pin it).
+        """
+        m = self.m
+        result = self.ensure({i: m for i in self.items})
+        short = [i for i in self.items if i in result and len(result[i].kept) < m]
+        if short:
+            log.warning(  # a count and the three shortest in the terminal; every item in the run
+                "%d of %d items have fewer than m=%d distinct perturbations (kept ones are "
+                "reused in turn; perturbations.jsonl has every count), e.g. %s",
+                len(short),
+                len(self.items),
+                m,
+                ", ".join(f"{i} ({len(result[i].kept)})"
+                          for i in sorted(short, key=lambda i: len(result[i].kept))[:3]),
+            )
+        return result
 
     def ensure(self, targets: Mapping[str, int]) -> dict[str, PerturbationSet]:
         """The prefix sets of ``targets``' items, each with at least its target of kept
@@ -515,7 +506,7 @@ class PrefixWriter:
 
     def _next_round(self, st: _WriterState, kept: int) -> bool:
         """Move ``st`` to the full run's next writer round, if it has one for an item
-        with ``kept`` prefixes after the current one (:func:`generate_perturbations`)."""
+        with ``kept`` prefixes after the current one (:meth:`full`)."""
         r, rounds = st.round + 1, self.config.max_rounds
         if not ((kept < self.m and r < rounds) or (kept == 0 and r < 2 * rounds)):
             st.exhausted = True

@@ -16,7 +16,7 @@ at the cost of topic alignment. Here the user gives the text (``perturbation.cor
    written prefixes obey where they apply (:func:`~credo.perturb.context.is_neutral_context`:
    no question, no digit, no restatement of the question, none of its names) and through
    the same diversity filter (k = ``config.threshold``, 0.8124, App. A.2), until ``m`` are
-   kept. The result has :func:`~credo.perturb.context.generate_perturbations`' shape.
+   kept. The result has :meth:`~credo.perturb.context.PrefixWriter.full`'s shape.
 
 No model writes them, so no generation (and no cache entry) is involved; the perturbed
 answers are cached as usual, their prompts holding the snippets.

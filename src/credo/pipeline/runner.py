@@ -34,7 +34,6 @@ from credo.perturb.context import (
     WRITING_STAGE,
     PerturbationSet,
     PrefixWriter,
-    generate_perturbations,
 )
 from credo.perturb.corpus import corpus_perturbations, load_corpus
 from credo.perturb.paraphrase import PARAPHRASE_STAGE, ParaphraseSet, ParaphraseStage
@@ -423,15 +422,14 @@ def _prefix_sets(
         if adaptive is None:
             return psets
         prefixes: Callable[[Any], dict[str, PerturbationSet]] = partial(_given, psets)
-    elif adaptive is None:
-        return generate_perturbations(
-            task.items, config.m, task.domain, pool.executor(WRITER), embedder,
-            config.perturbation, answers, StageDriver(pool, incomplete),
-        )
     else:
-        prefixes = PrefixWriter(task.items, config.m, task.domain, pool.executor(WRITER),
-                                embedder, config.perturbation, answers,
-                                adaptive.driver).ensure
+        writer = PrefixWriter(task.items, config.m, task.domain, pool.executor(WRITER),
+                              embedder, config.perturbation, answers,
+                              StageDriver(pool, incomplete) if adaptive is None
+                              else adaptive.driver)
+        if adaptive is None:
+            return writer.full()
+        prefixes = writer.ensure
     assert config.adaptive is not None
     return adaptive_perturbed(task, adaptive.ctx, prefixes, adaptive.driver, adaptive.out,
                               config.adaptive)
