@@ -7,10 +7,11 @@
 - ``on_files``: adds every generated page (:mod:`reference`) and leaves the generator code
   and the two split sources out of the site.
 - ``on_page_markdown``: a page's search weight (:data:`SEARCH_BOOST`); a ``python``
-  block that continues an earlier one gets the caption "continues the Python code above" (:func:`blocks.continued_names`);
-  ``<!-- credo:method NAME -->`` becomes the registry's card of
-  method NAME (:func:`reference.method_card`), ``<!-- credo:metrics -->`` the table of
-  the registered metrics (:func:`reference.metrics_table`).
+  block that continues an earlier one gets the caption "continues the Python code
+  above" (:func:`blocks.continued_names`); ``<!-- credo:method NAME -->`` becomes the
+  registry's card of method NAME (:func:`reference.method_card`),
+  ``<!-- credo:metrics -->`` the table of the registered metrics
+  (:func:`reference.metrics_table`).
 
 A config field without a description, or a method card for an unknown method, is a
 warning, so ``mkdocs build --strict`` (``make docs``) fails on it.
