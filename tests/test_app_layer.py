@@ -230,7 +230,7 @@ def test_a_threshold_outside_the_method_s_scores_is_refused(tmp_path, threshold)
 
 
 def _claim_certificate() -> dict:
-    return ClaimCertificate(0.4, 0.1, 1.0, None, 30, "conformal", score="frequency").to_dict()
+    return ClaimCertificate(0.4, 0.1, 1.0, None, 30, "conformal", method="frequency").to_dict()
 
 
 def test_the_kinds_of_certificate_file():

@@ -401,8 +401,37 @@ def test_items_without_claims_and_scores_that_are_not_finite():
     """Answers with no claim have nothing wrong (r = -inf); a certificate calibrated on
     them alone names no score and refuses items that have claims."""
     cert = certify_claims([ClaimItem("e", ())] * 10, 0.1)
-    assert cert.threshold == -INF and cert.score is None and cert.retained == 1.0
+    assert cert.threshold == -INF and cert.method is None and cert.retained == 1.0
     with pytest.raises(ValueError, match="names no claim score"):
         cert.apply([ClaimItem.of([0.5], id="x")])
     with pytest.raises(ValueError, match="finite"):
         nonconformity([0.5, math.nan], [True, False])
+
+
+def test_the_claim_score_is_the_certificates_method_and_its_file_is_unchanged():
+    """The score a claim certificate thresholds is ``method`` (its procedure is
+    ``procedure``), as on a run certificate; ``score=`` and ``.score`` still work with a
+    DeprecationWarning, and the file keeps its key ``score`` in its place."""
+    import warnings
+
+    new = ClaimCertificate(0.4, 0.1, 1.0, None, 30, "conformal", method="frequency")
+    with pytest.warns(DeprecationWarning, match=r"ClaimCertificate\.score is now "
+                                                 r"ClaimCertificate\.method"):
+        old = ClaimCertificate(0.4, 0.1, 1.0, None, 30, "conformal", score="frequency")
+    assert old == new
+    with pytest.warns(DeprecationWarning, match="deprecated since credo 0.1.0"):
+        assert new.score == "frequency"
+    with pytest.raises(TypeError, match="both given"):
+        ClaimCertificate(0.4, 0.1, 1.0, None, 30, "conformal", method="a", score="b")
+    with pytest.raises(TypeError, match="both given"):
+        ClaimCertificate(0.4, 0.1, 1.0, None, 30, "conformal", "a", score="b")
+    # the file as written before the rename: keys in the same order, ``score`` in place
+    text = new.to_json()
+    assert list(json.loads(text)) == [
+        "threshold", "alpha", "a", "delta", "n", "procedure", "score", "tie_break", "rank",
+        "p_value", "retained", "n_needed", "message", "settings"]
+    assert json.loads(text)["score"] == "frequency" and '"method"' not in text
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # reading a file never touches the old names
+        assert ClaimCertificate.from_json(text) == new
+        assert apply_claim_certificate(new, []) == []

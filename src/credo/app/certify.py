@@ -120,7 +120,7 @@ def certify_run_claims(
                         "--claims) on a long-form task")
     cert = certify_claim_file(path, alpha, a=a, delta=delta, score=score, option="--method")
     cert = replace(cert, settings=claim_settings(common.folder_config(data),
-                                                 common.run_identity(data), str(cert.score),
+                                                 common.run_identity(data), str(cert.method),
                                                  common.recorded_task(data)))
     if out is not None:
         written = {**cert.to_dict(), "calibration_file": str(path)}

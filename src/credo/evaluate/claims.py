@@ -74,8 +74,10 @@ bound.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
+import warnings
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from fractions import Fraction
@@ -115,10 +117,12 @@ class ClaimCertificate:
     None: keep none); ``alpha``, ``a``, ``delta`` (None for the marginal procedure):
     the guarantee (the module :mod:`credo.evaluate.claims`); ``n``: calibration items;
     ``procedure``: ``"conformal"`` (marginal, Mohri & Hashimoto 2024) or ``"ltt"`` (with probability
-    ``1 - delta``); ``score``: the claim score it thresholds, plus ``tie_break``'s
-    named value when set; ``rank``: the order statistic of the ``r_i`` used (1-based,
-    None when uncertified); ``p_value``: the binomial p-value of the returned threshold
-    (``ltt`` only); ``retained``: share of the calibration claims it keeps;
+    ``1 - delta``); ``method``: the claim score it thresholds (the file's key
+    ``score``; ``score=`` and ``.score`` are its deprecated names), plus
+    ``tie_break``'s named value when set; ``rank``: the order statistic of the ``r_i``
+    used (1-based, None when uncertified); ``p_value``: the binomial p-value of the
+    returned threshold (``ltt`` only); ``retained``: share of the calibration claims it
+    keeps;
     ``n_needed``: how many calibration items would give a threshold (when there is
     none; None there too when no number would); ``message``: one sentence for people.
     """
@@ -129,7 +133,7 @@ class ClaimCertificate:
     delta: float | None
     n: int
     procedure: str
-    score: str | None = None
+    method: str | None = None
     tie_break: str | None = None
     rank: int | None = None
     p_value: float | None = None
@@ -147,6 +151,13 @@ class ClaimCertificate:
     def certified(self) -> bool:
         return self.threshold is not None
 
+    @property
+    def score(self) -> str | None:
+        """The claim score's former name (:attr:`method`); deprecated since credo 0.1.0,
+        it goes in 0.2.0 (a certificate file keeps the key ``score``)."""
+        warnings.warn(_SCORE_RENAMED, DeprecationWarning, stacklevel=2)
+        return self.method
+
     def keep(self, scores: ArrayLike) -> np.ndarray:
         """Boolean array: which of ``scores`` are kept (``score > threshold``)."""
         s = np.asarray(scores, dtype=float)
@@ -160,8 +171,9 @@ class ClaimCertificate:
 
     def to_dict(self) -> dict[str, Any]:
         """The fields as JSON values; a threshold of ``-inf`` is written ``"-inf"`` (JSON
-        has no infinity, and null means no threshold)."""
-        out = asdict(self)
+        has no infinity, and null means no threshold); :attr:`method` under its file key
+        ``score``, in its place (the files are byte-identical to those before the rename)."""
+        out = {("score" if k == "method" else k): v for k, v in asdict(self).items()}
         if out["threshold"] is not None and math.isinf(out["threshold"]):
             out["threshold"] = "-inf"
         return out
@@ -179,7 +191,9 @@ class ClaimCertificate:
                    if k not in data]
         if missing:
             raise ValueError(f"not a claim certificate: no {', '.join(missing)}")
-        fields = {k: data[k] for k in cls.__dataclass_fields__ if k in data}
+        fields = {k: data[k] for k in cls.__dataclass_fields__ if k in data and k != "method"}
+        if "score" in data:
+            fields["method"] = data["score"]
         if fields["threshold"] == "-inf":
             fields["threshold"] = -math.inf
         _check_fields(fields)
@@ -188,6 +202,33 @@ class ClaimCertificate:
     @classmethod
     def from_json(cls, text: str) -> ClaimCertificate:
         return cls.from_dict(json.loads(text))
+
+
+_SCORE_RENAMED = ("ClaimCertificate.score is now ClaimCertificate.method (the claim score "
+                  "it thresholds; its procedure is .procedure); deprecated since credo "
+                  "0.1.0, it goes in 0.2.0")
+
+
+def _takes_score_keyword(cls: type[ClaimCertificate]) -> None:
+    """Let ``cls(...)`` take the claim score by its former keyword ``score=`` (with a
+    :class:`DeprecationWarning`) beside the dataclass's own ``method=``: the generated
+    ``__init__`` wrapped, not rewritten field by field."""
+    init = cls.__init__
+
+    @functools.wraps(init)
+    def __init__(self: ClaimCertificate, *args: Any, score: str | None = None,
+                 **kwargs: Any) -> None:
+        if score is not None:
+            if kwargs.get("method") is not None or len(args) > 6:
+                raise TypeError("method= and score= (its deprecated name) are both given")
+            warnings.warn(_SCORE_RENAMED, DeprecationWarning, stacklevel=2)
+            kwargs["method"] = score
+        init(self, *args, **kwargs)
+
+    cls.__init__ = __init__  # type: ignore[method-assign]
+
+
+_takes_score_keyword(ClaimCertificate)
 
 
 @dataclass(frozen=True)
@@ -255,11 +296,11 @@ def apply_claim_certificate(
     naming the first item with a claim that lacks the score."""
     out = []
     for item in items:
-        keep = cert.keep(_scores(item, cert.score, cert.tie_break))
+        keep = cert.keep(_scores(item, cert.method, cert.tie_break))
         out.append(FilteredItem(
             item.id, item.prompt,
             tuple(c for c, k in zip(item.claims, keep, strict=True) if k),
-            tuple(c for c, k in zip(item.claims, keep, strict=True) if not k), cert.score))
+            tuple(c for c, k in zip(item.claims, keep, strict=True) if not k), cert.method))
     return out
 
 
@@ -447,9 +488,9 @@ def _check_fields(fields: dict[str, Any]) -> None:
     if fields["procedure"] not in PROCEDURES:
         raise ValueError(f"procedure must be one of {', '.join(PROCEDURES)}; got "
                          f"{fields['procedure']!r}")
-    for name in ("score", "tie_break"):
-        if fields.get(name) is not None and not isinstance(fields[name], str):
-            raise ValueError(f"{name} must be a score name or null; got {fields[name]!r}")
+    for field, name in (("method", "score"), ("tie_break", "tie_break")):  # file keys
+        if fields.get(field) is not None and not isinstance(fields[field], str):
+            raise ValueError(f"{name} must be a score name or null; got {fields[field]!r}")
     if fields.get("settings") is not None and not isinstance(fields["settings"], dict):
         raise ValueError(f"settings must be an object or null; got {fields['settings']!r}")
 

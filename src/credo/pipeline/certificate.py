@@ -751,13 +751,13 @@ def with_claim_certificate(config: RunConfig, cert: ClaimCertificate, where: Any
     made = {k: recorded[k] for k in ("split", "split_max_tokens", "confidence_max_tokens")
             if k in recorded} if isinstance(recorded, dict) else {}
     claims = config.claims or ClaimsConfig(**made)  # the certificate's splitter
-    if cert.score is None or cert.tie_break is not None:
+    if cert.method is None or cert.tie_break is not None:
         raise UserError(f"{where}: the claim certificate thresholds "
-                        f"{cert.score or 'no score'}"
+                        f"{cert.method or 'no score'}"
                         + (f" plus {cert.tie_break}" if cert.tie_break else "")
                         + "; a run scores claims by its claim methods only")
-    if cert.score not in claims.methods:
-        raise UserError(f"{where}: the certificate thresholds claim score {cert.score!r}, "
+    if cert.method not in claims.methods:
+        raise UserError(f"{where}: the certificate thresholds claim score {cert.method!r}, "
                         f"which the run's claims.methods ({', '.join(claims.methods)}) "
                         "do not compute")
     return config.model_copy(update={"claims": claims})
@@ -787,7 +787,7 @@ def check_binding(
     :func:`claim_settings`."""
     if isinstance(cert, ClaimCertificate):
         check_claim_settings(cert.settings,
-                             claim_settings(config, identity, str(cert.score), task))
+                             claim_settings(config, identity, str(cert.method), task))
         return
     settings = run_settings(config, identity, cert.method, task)
     if "adaptive" in cert.settings:  # made for the adaptive procedure

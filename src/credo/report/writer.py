@@ -322,7 +322,7 @@ def write_claim_answers(result: RunResult, cert: ClaimCertificate, out: str | Pa
     rows = []
     for item in (result.claims.items if result.claims is not None else []):
         head = {"id": item.id, "question": item.prompt, "answer": item.answer,
-                "score": cert.score, "threshold": cert.threshold, "alpha": cert.alpha,
+                "score": cert.method, "threshold": cert.threshold, "alpha": cert.alpha,
                 "a": cert.a, "delta": cert.delta}
         try:
             (f,) = apply_claim_certificate(cert, [item])
