@@ -13,7 +13,8 @@ from pathlib import Path
 from credo.cli import _parser
 
 ROOT = Path(__file__).resolve().parents[1]
-HISTORY = re.compile(r"[Ii]ssues? #?[0-9]+")
+#: "issue 23", "issues #4", also when a line break (and a comment's ``#``) falls between
+HISTORY = re.compile(r"[Ii]ssues?[ \t]*(?:\n[ \t#]*)?#?[0-9]+")
 
 
 def test_no_issue_number_in_the_sources_or_the_pages():
@@ -28,9 +29,10 @@ def test_no_issue_number_in_the_sources_or_the_pages():
         if path.suffix not in {".py", ".md", ".j2", ".yml", ".yaml", ".sh", ".css", ".js",
                                ".jsonl", ".toml", ""}:
             continue
-        for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-            if HISTORY.search(line):
-                found.append(f"{name}:{i}: {line.strip()}")
+        text = path.read_text(encoding="utf-8")
+        for hit in HISTORY.finditer(text):
+            line = text.count("\n", 0, hit.start()) + 1
+            found.append(f"{name}:{line}: {' '.join(hit.group().split())}")
     assert found == [], "\n".join(found)
 
 

@@ -201,8 +201,8 @@ def is_given(config: Mapping[str, Any]) -> bool:
 
 
 def recorded_task(data: Any) -> dict[str, str]:
-    """The task a run folder's items come from (``metrics.json["task_identity"]``, issue
-    34); a :class:`~credo.errors.UserError` when an older credo wrote the folder."""
+    """The task a run folder's items come from (``metrics.json["task_identity"]``);
+    a :class:`~credo.errors.UserError` when an older credo wrote the folder."""
     from credo.errors import UserError
     from credo.pipeline.certificate import TASK_FIELDS
 

@@ -81,8 +81,8 @@ def _say_unfinished(unfinished: list[tuple[Path, str]]) -> None:
 
 
 def _say_lacking(lacking: list[tuple[Path, list[str], list[str]]]) -> None:
-    """One line on stderr per run folder whose status marker lists files it lacks (issue
-    34 item 10): which, and whether this report wrote them again."""
+    """One line on stderr per run folder whose status marker lists files it lacks:
+    which, and whether this report wrote them again."""
     from rich.console import Console
 
     err = Console(stderr=True, soft_wrap=True)

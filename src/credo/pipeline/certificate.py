@@ -273,8 +273,8 @@ def with_certified_fit(config: RunConfig, cert: RunCertificate | None) -> RunCon
 def claim_settings(
     config: RunConfig, model_identity: str, score: str, task: dict[str, str]
 ) -> dict[str, Any]:
-    """What a claim certificate made on a run (``credo certify RUN_DIR --claims``, issue
-    33) holds for: :func:`run_settings` with ``method`` the claim method it thresholds,
+    """What a claim certificate made on a run (``credo certify RUN_DIR --claims``)
+    holds for: :func:`run_settings` with ``method`` the claim method it thresholds,
     and ``claims``, what changes a claim or its score: the splitter (``split``, its reply
     length) and the support and confidence replies' lengths. The support verdicts' judge
     and the samples they read (sampling, n, m, perturbation) are in :func:`run_settings`.

@@ -433,8 +433,8 @@ def load_items(
     """Read every row of ``path`` as an :class:`Item`.
 
     ``keep`` selects rows before they are checked (rows it rejects are never validated).
-    A file whose rows have no gold field at all is a set of questions to answer (issue
-    23): its items carry an empty ``gold`` (correctness unknown; a run scores them and
+    A file whose rows have no gold field at all is a set of questions to answer: its
+    items carry an empty ``gold`` (correctness unknown; a run scores them and
     evaluates nothing); a gold field missing from some rows only is an error at the first
     such row. Raises :class:`DatasetError` (a :class:`ValueError`) naming ``file:line`` for
     a malformed row, a duplicate id, or a file without rows.
