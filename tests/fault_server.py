@@ -27,12 +27,15 @@ choices; ``logprobs: true`` adds deterministic ``top_logprobs``. A request witho
 completion it sent whole (content faults included), with ``replies`` counting them: what
 the server billed. ``requests`` counts every chat request received, those it refused
 (a 400 for ``n`` above ``max_n``, a bad grammar or body) and those that failed included:
-what a client's ledger must count as calls (issue 34 item 6).
+what a client's ledger must count as calls.
 
 Servers that differ (``credo probe`` tells them apart): ``seed_mode`` "contract" (the
 default, llama.cpp's server) seeds child ``j`` with ``seed + j``; "scrambled" with
 ``seed * 7 + j`` (deterministic, but child ``j`` is not the single call with ``seed + j``);
-"ignored" draws a fresh seed for every request (nothing is reproducible).
+"ignored" draws a fresh seed for every request (nothing is reproducible); "repeats"
+ignores the seed too, but reproducibly: the k-th arrival of a body is seeded by a hash of
+the body and k, so which answers a run's requests get does not depend on the order in
+which concurrent requests arrive (a tool that sends every epoch of a question alike).
 ``honour_n=False`` answers one choice whatever ``n``; ``logprobs=False`` never returns
 logprobs; ``grammar=True`` obeys a llama.cpp ``grammar`` of the form
 ``root ::= "a" | "b" | ...`` (one alternative, picked by the child's seed), and answers
@@ -153,6 +156,7 @@ class FaultServer:
         self.bodies: list[dict[str, Any]] = []
         self.queries: list[str] = []
         self._fresh_seeds = 0
+        self._repeats: Counter[str] = Counter()
         self.requests = 0
         self.model_listings = 0
         self.served = 0
@@ -280,6 +284,12 @@ class FaultServer:
             with self._lock:
                 self._fresh_seeds += 1
                 body["seed"] = _digest("fresh", self._fresh_seeds) % 2**31
+        elif self.seed_mode == "repeats":
+            key = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+            with self._lock:
+                repeat = self._repeats[key]
+                self._repeats[key] += 1
+            body["seed"] = _digest("repeat", key, repeat) % 2**31
         return completion(body, self.answers, fault, self.seed_mode)
 
 
@@ -346,7 +356,7 @@ def completion(
     }
 
 
-SEED_MODES = ("contract", "scrambled", "ignored")
+SEED_MODES = ("contract", "scrambled", "ignored", "repeats")
 """How a :class:`FaultServer` seeds the children of a call (see the module docstring)."""
 
 
