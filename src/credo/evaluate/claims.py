@@ -173,7 +173,7 @@ class ClaimCertificate:
         """The fields as JSON values; a threshold of ``-inf`` is written ``"-inf"`` (JSON
         has no infinity, and null means no threshold); :attr:`method` under its file key
         ``score``, in its place (the files are byte-identical to those before the rename)."""
-        out = {("score" if k == "method" else k): v for k, v in asdict(self).items()}
+        out = {_FILE_KEYS.get(k, k): v for k, v in asdict(self).items()}
         if out["threshold"] is not None and math.isinf(out["threshold"]):
             out["threshold"] = "-inf"
         return out
@@ -191,9 +191,8 @@ class ClaimCertificate:
                    if k not in data]
         if missing:
             raise ValueError(f"not a claim certificate: no {', '.join(missing)}")
-        fields = {k: data[k] for k in cls.__dataclass_fields__ if k in data and k != "method"}
-        if "score" in data:
-            fields["method"] = data["score"]
+        fields = {k: data[key] for k in cls.__dataclass_fields__
+                  if (key := _FILE_KEYS.get(k, k)) in data}
         if fields["threshold"] == "-inf":
             fields["threshold"] = -math.inf
         _check_fields(fields)
@@ -203,6 +202,10 @@ class ClaimCertificate:
     def from_json(cls, text: str) -> ClaimCertificate:
         return cls.from_dict(json.loads(text))
 
+
+_FILE_KEYS = {"method": "score"}
+"""A :class:`ClaimCertificate` field -> its key in the file, where they differ (the
+claim score kept its file key when the field became ``method``)."""
 
 _SCORE_RENAMED = ("ClaimCertificate.score is now ClaimCertificate.method (the claim score "
                   "it thresholds; its procedure is .procedure); deprecated since credo "
@@ -488,9 +491,10 @@ def _check_fields(fields: dict[str, Any]) -> None:
     if fields["procedure"] not in PROCEDURES:
         raise ValueError(f"procedure must be one of {', '.join(PROCEDURES)}; got "
                          f"{fields['procedure']!r}")
-    for field, name in (("method", "score"), ("tie_break", "tie_break")):  # file keys
+    for field in ("method", "tie_break"):  # named by their file keys
         if fields.get(field) is not None and not isinstance(fields[field], str):
-            raise ValueError(f"{name} must be a score name or null; got {fields[field]!r}")
+            raise ValueError(f"{_FILE_KEYS.get(field, field)} must be a score name or null; "
+                             f"got {fields[field]!r}")
     if fields.get("settings") is not None and not isinstance(fields["settings"], dict):
         raise ValueError(f"settings must be an object or null; got {fields['settings']!r}")
 
